@@ -1,0 +1,236 @@
+/**
+ * JSON ⇄ message objects, driven by the generated schemas. Decoding is strict: a
+ * wrong type, an unknown field or an out-of-range number is INVALID_ARGUMENT
+ * naming the field as it is spelled on the wire. Objects are shaped like the
+ * ts-proto interfaces, so they go straight to the core or to the gRPC serializer.
+ */
+import { ApiError } from '../../src/errors.js';
+import type { EnumSchema, FieldSchema, FieldType, MessageSchema, RouteTable, Surface } from './schema.js';
+
+type Obj = Record<string, unknown>;
+
+const INT_RANGE = {
+  int32: [-(2 ** 31), 2 ** 31 - 1],
+  uint32: [0, 2 ** 32 - 1],
+  int64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+  uint64: [0, Number.MAX_SAFE_INTEGER],
+} as const;
+
+const bad = (field: string, description: string, reason = 'INVALID_TYPE') => ApiError.invalid(field, reason, description);
+
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** "links[0].url" style paths. */
+const join = (parent: string, name: string) => (parent ? `${parent}.${name}` : name);
+
+const camelToSnake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+export interface FieldLookup {
+  byWireName: Map<string, FieldSchema>;
+}
+
+export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
+  const lookups = new Map<string, Map<string, FieldSchema>>();
+  const lookup = (type: string) => {
+    let m = lookups.get(type);
+    if (!m) {
+      m = new Map();
+      for (const f of schemaOf(type).fields) {
+        m.set(f.json, f);
+        m.set(f.proto, f);
+      }
+      lookups.set(type, m);
+    }
+    return m;
+  };
+  const schemaOf = (type: string): MessageSchema => {
+    const s = table.messages[type];
+    if (!s) throw new Error(`no schema for ${type}`);
+    return s;
+  };
+  const enumOf = (ref: string): EnumSchema => table.enums[ref]!;
+  const enumNames = (e: EnumSchema) =>
+    Object.keys(e.values).filter((n) => !n.endsWith('_UNSPECIFIED')).map((n) => n.slice(e.prefix.length).toLowerCase());
+
+  /** The proto3 default of a field, as ts-proto represents it. */
+  function defaultOf(f: FieldSchema): unknown {
+    if (f.repeated) return [];
+    if (f.optional) return undefined;
+    switch (f.type.kind) {
+      case 'scalar':
+        return f.type.scalar === 'string' ? '' : f.type.scalar === 'bool' ? false : f.type.scalar === 'bytes' ? new Uint8Array() : 0;
+      case 'enum':
+        return 0;
+      default:
+        return undefined;
+    }
+  }
+
+  function emptyMessage(type: string): Obj {
+    const out: Obj = {};
+    for (const f of schemaOf(type).fields) out[f.ts] = defaultOf(f);
+    return out;
+  }
+
+  /** One value from JSON (or, with fromText, from a path or query string). */
+  function decodeValue(t: FieldType, v: unknown, field: string, fromText: boolean): unknown {
+    switch (t.kind) {
+      case 'scalar': {
+        const s = t.scalar;
+        if (s === 'string') {
+          if (typeof v !== 'string') throw bad(field, 'must be a string');
+          return v;
+        }
+        if (s === 'bool') {
+          if (typeof v === 'boolean') return v;
+          if (fromText && (v === 'true' || v === 'false')) return v === 'true';
+          throw bad(field, 'must be a boolean');
+        }
+        if (s === 'double') {
+          const n = typeof v === 'number' ? v : fromText && typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+          if (!Number.isFinite(n)) throw bad(field, 'must be a number');
+          return n;
+        }
+        if (s === 'bytes') {
+          if (typeof v !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(v)) throw bad(field, 'must be base64');
+          return new Uint8Array(Buffer.from(v, 'base64'));
+        }
+        // Integers: JSON numbers, or decimal strings (protojson accepts both; query values are strings).
+        let n: number;
+        if (typeof v === 'number') n = v;
+        else if (typeof v === 'string' && /^-?\d+$/.test(v)) n = Number(v);
+        else throw bad(field, 'must be an integer');
+        if (!Number.isInteger(n)) throw bad(field, 'must be an integer');
+        const [min, max] = INT_RANGE[s];
+        if (n < min || n > max) throw bad(field, `must be between ${min} and ${max}`, 'OUT_OF_RANGE');
+        return n;
+      }
+      case 'enum': {
+        const e = enumOf(t.ref);
+        if (typeof v === 'string') {
+          const full = v.startsWith(e.prefix) ? v : e.prefix + v.toUpperCase();
+          const n = e.values[full];
+          if (n !== undefined && !full.endsWith('_UNSPECIFIED') && /^[a-z0-9_]+$|^[A-Z0-9_]+$/.test(v)) return n;
+        } else if (typeof v === 'number' && Object.values(e.values).includes(v)) return v;
+        throw bad(field, `must be one of ${enumNames(e).join(', ')}`, 'INVALID_VALUE');
+      }
+      case 'message':
+        if (!isObject(v)) throw bad(field, 'must be an object');
+        return decodeMessage(t.ref, v, field);
+      case 'timestamp': {
+        const d = typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? new Date(v) : undefined;
+        if (!d || Number.isNaN(d.getTime())) throw bad(field, 'must be an RFC 3339 timestamp');
+        return d;
+      }
+      case 'fieldmask':
+        if (typeof v !== 'string') throw bad(field, 'must be a comma-separated list of field paths');
+        return v.split(',').map((p) => p.trim()).filter(Boolean).map((p) => p.split('.').map(camelToSnake).join('.'));
+    }
+  }
+
+  function decodeField(f: FieldSchema, v: unknown, field: string, fromText = false): unknown {
+    if (v === null) return defaultOf(f);
+    if (f.repeated) {
+      if (!Array.isArray(v)) throw bad(field, 'must be an array');
+      return v.map((item, i) => {
+        if (item === null) throw bad(`${field}[${i}]`, 'must not be null');
+        return decodeValue(f.type, item, `${field}[${i}]`, fromText);
+      });
+    }
+    return decodeValue(f.type, v, field, fromText);
+  }
+
+  /** A JSON object → message object; every field not given takes its default. */
+  function decodeMessage(type: string, json: Obj, path = '', into: Obj = emptyMessage(type)): Obj {
+    const fields = lookup(type);
+    for (const [key, value] of Object.entries(json)) {
+      const f = fields.get(key);
+      if (!f) throw bad(join(path, key), 'is not a known field', 'UNKNOWN_FIELD');
+      into[f.ts] = decodeField(f, value, join(path, f.json));
+    }
+    return into;
+  }
+
+  /** Sets a field (by proto-name path, e.g. ["id"]) from a path or query string value. */
+  function setFromText(type: string, target: Obj, fieldPath: string[], values: string[], wireName: string): void {
+    let schema = type;
+    let obj = target;
+    for (let i = 0; i < fieldPath.length; i++) {
+      const f = lookup(schema).get(fieldPath[i]!);
+      if (!f) throw bad(wireName, 'is not a known parameter', 'UNKNOWN_FIELD');
+      if (i === fieldPath.length - 1) {
+        if (f.repeated) obj[f.ts] = values.map((v, j) => decodeValue(f.type, v, `${wireName}[${j}]`, true));
+        else if (values.length > 1) throw bad(wireName, 'must be given once');
+        else if (f.type.kind === 'message') throw bad(wireName, 'cannot be set from the query string');
+        else obj[f.ts] = decodeValue(f.type, values[0], wireName, true);
+        return;
+      }
+      if (f.type.kind !== 'message' || f.repeated) throw bad(wireName, 'is not a known parameter', 'UNKNOWN_FIELD');
+      schema = f.type.ref;
+      obj = (obj[f.ts] as Obj | undefined) ?? (obj[f.ts] = emptyMessage(schema));
+    }
+  }
+
+  /** Wire name → proto-name path of a (possibly dotted) parameter name. */
+  function fieldPathOf(type: string, wireName: string): string[] | undefined {
+    const out: string[] = [];
+    let schema = type;
+    for (const part of wireName.split('.')) {
+      const f = lookup(schema).get(part);
+      if (!f) return undefined;
+      out.push(f.proto);
+      if (f.type.kind === 'message') schema = f.type.ref;
+    }
+    return out;
+  }
+
+  /**
+   * Message object → JSON. Non-optional scalars are always written (has_token: false
+   * is information); repeated fields always, even empty. Unset optional scalars
+   * are left out. Unset messages are null on the console and left out on the runtime
+   * API (Telegram's habit of omitting what is absent).
+   */
+  function encodeValue(t: FieldType, v: unknown, surface: Surface): unknown {
+    switch (t.kind) {
+      case 'scalar':
+        return t.scalar === 'bytes' ? Buffer.from(v as Uint8Array).toString('base64') : v;
+      case 'enum': {
+        const e = enumOf(t.ref);
+        const name = Object.keys(e.values).find((k) => e.values[k] === v);
+        return name && !name.endsWith('_UNSPECIFIED') ? name.slice(e.prefix.length).toLowerCase() : null;
+      }
+      case 'message':
+        return encodeMessage(t.ref, v as Obj, surface);
+      case 'timestamp':
+        return (v as Date).toISOString();
+      case 'fieldmask':
+        return (v as string[]).join(',');
+    }
+  }
+
+  function encodeField(f: FieldSchema, v: unknown, surface: Surface): unknown {
+    if (f.repeated) return ((v as unknown[] | undefined) ?? []).map((item) => encodeValue(f.type, item, surface));
+    if (v === undefined || v === null) {
+      if (f.optional) return undefined;
+      if (f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask') {
+        return surface === 'console' ? null : undefined;
+      }
+      return encodeValue(f.type, defaultOf(f), surface);
+    }
+    const out = encodeValue(f.type, v, surface);
+    return out === null && surface === 'runtime' ? undefined : out;
+  }
+
+  function encodeMessage(type: string, message: Obj, surface: Surface): Obj {
+    const out: Obj = {};
+    for (const f of schemaOf(type).fields) {
+      const v = encodeField(f, message[f.ts], surface);
+      if (v !== undefined) out[f.json] = v;
+    }
+    return out;
+  }
+
+  return { emptyMessage, decodeMessage, setFromText, fieldPathOf, encodeMessage, encodeField, lookup, schemaOf };
+}
+
+export type Codec = ReturnType<typeof createCodec>;

@@ -1,0 +1,16 @@
+/**
+ * The migration list, in order. Knex reads migrations through this source rather
+ * than by scanning a folder, so the same list works under tsx, vitest and a build.
+ */
+import type { Knex } from 'knex';
+import * as bots from './20261121000001_bots.js';
+
+const migrations: Record<string, Knex.Migration> = {
+  '20261121000001_bots': bots,
+};
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => Object.keys(migrations),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => migrations[name]!,
+};

@@ -1,0 +1,111 @@
+/**
+ * Account JWTs, verified with jose. One verifier per configuration: an HS256
+ * secret, a PEM public key (RS256, ES256/384/512 or EdDSA, chosen from the key
+ * itself) or a JWKS URL. `exp` and `sub` are required; `alg: none` and algorithm
+ * confusion are refused because each verifier accepts only its key's algorithms.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { createRemoteJWKSet, importSPKI, jwtVerify, SignJWT, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
+import { ApiError } from '../errors.js';
+
+export interface AccountPrincipal {
+  kind: 'account';
+  accountId: string;
+  roles: string[];
+}
+
+export interface JwtSettings {
+  issuer?: string;
+  audience?: string;
+}
+
+export type JwtKeySource =
+  | { kind: 'secret'; secret: string }
+  | { kind: 'public-key'; pem: string }
+  | { kind: 'jwks'; url: string };
+
+export interface AccountJwtVerifier {
+  verify(jwt: string): Promise<AccountPrincipal>;
+}
+
+const ASYMMETRIC_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+
+/** The one JWS algorithm a PEM public key is meant for. */
+function algorithmOf(pem: string): string {
+  const key = crypto.createPublicKey(pem);
+  switch (key.asymmetricKeyType) {
+    case 'rsa':
+      return 'RS256';
+    case 'ec': {
+      const curve = key.asymmetricKeyDetails?.namedCurve;
+      return curve === 'secp384r1' ? 'ES384' : curve === 'secp521r1' ? 'ES512' : 'ES256';
+    }
+    case 'ed25519':
+      return 'EdDSA';
+    default:
+      throw new Error(`unsupported public key type ${key.asymmetricKeyType}`);
+  }
+}
+
+/** A PEM given inline, or a path to a PEM file. */
+function readPem(value: string): string {
+  return value.includes('-----BEGIN') ? value.replace(/\\n/g, '\n') : fs.readFileSync(value, 'utf8');
+}
+
+export async function createAccountJwtVerifier(source: JwtKeySource, settings: JwtSettings): Promise<AccountJwtVerifier> {
+  let key: Uint8Array | CryptoKey | JWTVerifyGetKey;
+  let algorithms: string[];
+  if (source.kind === 'secret') {
+    key = new TextEncoder().encode(source.secret);
+    algorithms = ['HS256'];
+  } else if (source.kind === 'public-key') {
+    const pem = readPem(source.pem);
+    const alg = algorithmOf(pem);
+    key = await importSPKI(pem, alg);
+    algorithms = [alg];
+  } else {
+    key = createRemoteJWKSet(new URL(source.url));
+    algorithms = ASYMMETRIC_ALGS;
+  }
+
+  return {
+    async verify(jwt) {
+      try {
+        const { payload } = await jwtVerify(jwt, key as Uint8Array, {
+          algorithms,
+          issuer: settings.issuer,
+          audience: settings.audience,
+          requiredClaims: ['exp', 'sub'],
+        });
+        const roles = Array.isArray(payload.roles) ? payload.roles.filter((r): r is string => typeof r === 'string') : [];
+        if (!payload.sub) throw ApiError.unauthenticated('invalid account token: empty sub');
+        return { kind: 'account', accountId: payload.sub, roles };
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        if (err instanceof joseErrors.JWTExpired) throw ApiError.unauthenticated('account token expired');
+        if (err instanceof joseErrors.JOSEError) throw ApiError.unauthenticated('invalid account token');
+        throw err;
+      }
+    },
+  };
+}
+
+export interface MintOptions extends JwtSettings {
+  sub: string;
+  roles?: string[];
+  /** Lifetime, e.g. "30d" (jose's time span syntax). */
+  expiresIn?: string;
+}
+
+/** Signs an HS256 account JWT: for the embedded default's local secret and for tests. */
+export async function mintAccountJwt(secret: string, opts: MintOptions): Promise<string> {
+  let jwt = new SignJWT({ roles: opts.roles ?? [] })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(opts.sub)
+    .setIssuedAt()
+    .setExpirationTime(opts.expiresIn ?? '30d');
+  if (opts.issuer) jwt = jwt.setIssuer(opts.issuer);
+  if (opts.audience) jwt = jwt.setAudience(opts.audience);
+  return jwt.sign(new TextEncoder().encode(secret));
+}

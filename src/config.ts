@@ -1,0 +1,138 @@
+/**
+ * Configuration: one typed, validated module. Every setting comes from the
+ * environment; a bad value stops start-up with one line per problem.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Parses "250ms", "15s", "5m", "1h", "7d" (or a bare number of milliseconds). */
+export function parseDuration(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (!m) return undefined;
+  return Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!);
+}
+
+const duration = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value, ctx) => {
+      const ms = parseDuration(value);
+      if (ms === undefined) {
+        ctx.addIssue({ code: 'custom', message: `not a duration (e.g. 250ms, 15s, 5m, 1h, 7d): "${value}"` });
+        return z.NEVER;
+      }
+      return ms;
+    });
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+const optionalText = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+
+const schema = z
+  .object({
+    ROLE: z.enum(['all', 'core', 'gateway']).default('all'),
+    HOST: z.string().default('127.0.0.1'),
+    PORT: port(8080),
+    GRPC_PORT: port(50051),
+    CORE_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
+    DATA_DIR: z.string().default('./data'),
+    DATABASE_URL: optionalText.refine(
+      (v) => v === undefined || /^(mysql|mariadb):\/\//.test(v) || v.startsWith('sqlite:'),
+      'must start with mysql://, mariadb:// or sqlite:',
+    ),
+    DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+    AUTH_JWT_SECRET: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
+    AUTH_JWT_PUBLIC_KEY: optionalText,
+    AUTH_JWKS_URL: optionalText.refine((v) => v === undefined || /^https?:\/\//.test(v), 'must be an http(s) URL'),
+    AUTH_JWT_ISSUER: optionalText,
+    AUTH_JWT_AUDIENCE: optionalText,
+    SECRET_KEY: optionalText.refine(
+      (v) => v === undefined || Buffer.from(v, 'base64').length === 32,
+      'must be 32 bytes, base64-encoded',
+    ),
+    ONE_TIME_TOKEN_RETENTION: duration('7d'),
+    MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .refine(
+    (c) => [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length <= 1,
+    { message: 'set at most one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY, AUTH_JWKS_URL', path: ['AUTH_JWT_SECRET'] },
+  );
+
+type Raw = z.infer<typeof schema>;
+
+export type AuthConfig =
+  | { kind: 'secret'; secret: string }
+  | { kind: 'public-key'; pem: string }
+  | { kind: 'jwks'; url: string }
+  /** No auth setting: a signing secret is created in DATA_DIR (the embedded default). */
+  | { kind: 'local' };
+
+export interface Config {
+  role: Raw['ROLE'];
+  host: string;
+  port: number;
+  grpcPort: number;
+  coreGrpcAddress: string;
+  dataDir: string;
+  database: { kind: 'sqlite'; filename: string } | { kind: 'mysql'; url: string; poolMax: number };
+  auth: AuthConfig & { issuer?: string; audience?: string };
+  /** base64 32-byte key for secrets at rest; created in DATA_DIR when unset. */
+  secretKey?: string;
+  oneTimeTokenRetentionMs: number;
+  maxBodyBytes: number;
+  logLevel: Raw['LOG_LEVEL'];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads and validates the configuration; throws ConfigError listing every bad value. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`),
+    );
+  }
+  const c = parsed.data;
+  const dataDir = path.resolve(c.DATA_DIR);
+  let database: Config['database'];
+  if (c.DATABASE_URL === undefined) database = { kind: 'sqlite', filename: path.join(dataDir, 'botplatform.sqlite') };
+  else if (c.DATABASE_URL.startsWith('sqlite:')) {
+    const file = c.DATABASE_URL.slice('sqlite:'.length).replace(/^\/\//, '');
+    database = { kind: 'sqlite', filename: file === ':memory:' ? file : path.resolve(file) };
+  } else database = { kind: 'mysql', url: c.DATABASE_URL.replace(/^mariadb:/, 'mysql:'), poolMax: c.DATABASE_POOL_MAX };
+
+  const auth: AuthConfig = c.AUTH_JWT_SECRET
+    ? { kind: 'secret', secret: c.AUTH_JWT_SECRET }
+    : c.AUTH_JWT_PUBLIC_KEY
+      ? { kind: 'public-key', pem: c.AUTH_JWT_PUBLIC_KEY }
+      : c.AUTH_JWKS_URL
+        ? { kind: 'jwks', url: c.AUTH_JWKS_URL }
+        : { kind: 'local' };
+
+  return {
+    role: c.ROLE,
+    host: c.HOST,
+    port: c.PORT,
+    grpcPort: c.GRPC_PORT,
+    coreGrpcAddress: c.CORE_GRPC_ADDRESS,
+    dataDir,
+    database,
+    auth: { ...auth, issuer: c.AUTH_JWT_ISSUER, audience: c.AUTH_JWT_AUDIENCE },
+    secretKey: c.SECRET_KEY,
+    oneTimeTokenRetentionMs: c.ONE_TIME_TOKEN_RETENTION,
+    maxBodyBytes: c.MAX_BODY_BYTES,
+    logLevel: c.LOG_LEVEL,
+  };
+}

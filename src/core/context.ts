@@ -1,0 +1,25 @@
+/** What every service method receives besides its request. */
+import type { AccountPrincipal } from '../auth/account-jwt.js';
+
+export interface BotPrincipal {
+  kind: 'bot';
+  botId: string;
+  ownerId: string;
+}
+
+export interface InternalPrincipal {
+  kind: 'internal';
+}
+
+export type Principal = AccountPrincipal | BotPrincipal | InternalPrincipal;
+
+/** Call metadata as plain lower-case keys (gRPC metadata or forwarded HTTP headers). */
+export type CallMetadata = Record<string, string | undefined>;
+
+export interface CallContext<P extends Principal = Principal> {
+  principal: P;
+  requestId: string;
+  metadata: CallMetadata;
+  /** Aborted when the caller goes away (client cancel, HTTP connection closed, shutdown). */
+  signal: AbortSignal;
+}

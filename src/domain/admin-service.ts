@@ -1,0 +1,76 @@
+/** The review desk: admins list, approve and reject applications of every account. */
+import { ApiError, Code } from '../errors.js';
+import { ReviewStatus } from '../gen/botplatform/v1/bot.js';
+import type {
+  ApproveBotRequest,
+  ApproveBotResponse,
+  ListBotsRequest,
+  ListBotsResponse,
+  RejectBotRequest,
+  RejectBotResponse,
+} from '../gen/botplatform/v1/admin_service.js';
+import type { BotsRepo, ReviewStatusValue } from '../storage/bots-repo.js';
+import type { SecretBox } from '../auth/secret-box.js';
+import { REVIEW_STATUS, toBotMessage } from './bot-view.js';
+import { issueToken } from './console-service.js';
+import * as check from './validation.js';
+
+export interface AdminDeps {
+  bots: BotsRepo;
+  secretBox: SecretBox;
+  oneTimeTokenRetentionMs: number;
+  now?: () => number;
+}
+
+const notPending = (status: string) =>
+  new ApiError(Code.FAILED_PRECONDITION, `bot is not pending review (review_status: ${status})`);
+
+export function createAdminService(deps: AdminDeps) {
+  const now = deps.now ?? Date.now;
+
+  async function pendingBot(id: string) {
+    const bot = id ? await deps.bots.findById(id) : undefined;
+    if (!bot) throw ApiError.notFound('bot');
+    if (bot.reviewStatus !== 'pending') throw notPending(bot.reviewStatus);
+    return bot;
+  }
+
+  return {
+    async listBots(req: ListBotsRequest): Promise<ListBotsResponse> {
+      const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      let status: ReviewStatusValue | undefined;
+      if (req.reviewStatus !== ReviewStatus.REVIEW_STATUS_UNSPECIFIED) {
+        status = (Object.keys(REVIEW_STATUS) as ReviewStatusValue[]).find((k) => REVIEW_STATUS[k] === req.reviewStatus);
+        if (!status) throw ApiError.invalid('review_status', 'INVALID_VALUE', 'must be pending, approved or rejected');
+      }
+      const { items, total } = await deps.bots.listAll(status, page, limit);
+      return {
+        items: items.map((b) => toBotMessage(b)),
+        pagination: { page, limit, total, hasMore: page * limit < total },
+      };
+    },
+
+    async approveBot(req: ApproveBotRequest): Promise<ApproveBotResponse> {
+      const bot = await pendingBot(req.id);
+      const at = now();
+      const { issued } = issueToken(deps, at, true);
+      if (!(await deps.bots.approve(bot.id, issued, at))) {
+        throw notPending((await deps.bots.findById(bot.id))?.reviewStatus ?? 'unknown');
+      }
+      return { bot: toBotMessage((await deps.bots.findById(bot.id))!) };
+    },
+
+    async rejectBot(req: RejectBotRequest): Promise<RejectBotResponse> {
+      const v = new check.Violations();
+      check.requiredText(v, 'reason', req.reason, 1000);
+      v.throwIfAny();
+      const bot = await pendingBot(req.id);
+      if (!(await deps.bots.reject(bot.id, req.reason, now()))) {
+        throw notPending((await deps.bots.findById(bot.id))?.reviewStatus ?? 'unknown');
+      }
+      return { bot: toBotMessage((await deps.bots.findById(bot.id))!) };
+    },
+  };
+}
+
+export type AdminService = ReturnType<typeof createAdminService>;

@@ -1,0 +1,244 @@
+/**
+ * The developer console: an account's own bots. Every lookup is scoped to the
+ * caller's account, so another account's bot is indistinguishable from none.
+ */
+import { generateBotToken, hashBotToken, randomBase62, tokenPrefixOf } from '../auth/bot-token.js';
+import type { AccountPrincipal } from '../auth/account-jwt.js';
+import type { SecretBox } from '../auth/secret-box.js';
+import { ApiError, Code } from '../errors.js';
+import type { Bot, BotCommand, BotContact, BotLink } from '../gen/botplatform/v1/bot.js';
+import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
+import type {
+  BotProfile,
+  CreateApplicationRequest,
+  CreateApplicationResponse,
+  GetMyBotRequest,
+  GetMyBotResponse,
+  ListMyBotsRequest,
+  ListMyBotsResponse,
+  RegenerateTokenRequest,
+  RegenerateTokenResponse,
+  UpdateMyBotRequest,
+  UpdateMyBotResponse,
+} from '../gen/botplatform/v1/console_service.js';
+import { isUniqueViolation } from '../storage/db.js';
+import type { BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
+import { friendRequestModeName, toBotMessage } from './bot-view.js';
+import * as check from './validation.js';
+
+export const SCOPES = ['send', 'receive'] as const;
+
+export interface ConsoleDeps {
+  bots: BotsRepo;
+  secretBox: SecretBox;
+  oneTimeTokenRetentionMs: number;
+  now?: () => number;
+}
+
+/** A fresh token; `deferred` keeps it sealed for the owner's next detail read. */
+export function issueToken(deps: Pick<ConsoleDeps, 'secretBox' | 'oneTimeTokenRetentionMs'>, now: number, deferred: boolean) {
+  const plaintext = generateBotToken();
+  const issued: IssuedToken = {
+    hash: hashBotToken(plaintext),
+    prefix: tokenPrefixOf(plaintext),
+    sealed: deferred ? deps.secretBox.seal(plaintext) : null,
+    expiresAt: deferred ? now + deps.oneTimeTokenRetentionMs : null,
+  };
+  return { plaintext, issued };
+}
+
+function checkScopes(v: check.Violations, scopes: string[]): string[] {
+  if (scopes.length === 0) return [...SCOPES];
+  scopes.forEach((s, i) => {
+    if (!(SCOPES as readonly string[]).includes(s)) v.add(`scopes[${i}]`, 'INVALID_VALUE', `must be one of ${SCOPES.join(', ')}`);
+  });
+  return [...new Set(scopes)];
+}
+
+function checkLinks(v: check.Violations, links: BotLink[]): void {
+  if (links.length > 10) v.add('links', 'TOO_MANY', 'must have at most 10 entries');
+  links.forEach((l, i) => {
+    check.requiredText(v, `links[${i}].title`, l.title, 64);
+    if (!l.url) v.add(`links[${i}].url`, 'REQUIRED', 'is required');
+    else check.httpsUrl(v, `links[${i}].url`, l.url);
+  });
+}
+
+function checkContact(v: check.Violations, c: BotContact): void {
+  if (c.email === undefined && c.url === undefined && c.note === undefined) {
+    v.add('contact', 'REQUIRED', 'needs at least one of email, url, note');
+  }
+  check.email(v, 'contact.email', c.email);
+  check.httpsUrl(v, 'contact.url', c.url);
+  check.optionalText(v, 'contact.note', c.note, 256, { singleLine: true });
+}
+
+const COMMAND = /^[a-z0-9_]{1,32}$/;
+
+function checkCommands(v: check.Violations, menu: BotCommand[]): void {
+  if (menu.length > 100) v.add('command_menu', 'TOO_MANY', 'must have at most 100 entries');
+  const seen = new Set<string>();
+  menu.forEach((c, i) => {
+    if (!COMMAND.test(c.command)) v.add(`command_menu[${i}].command`, 'INVALID_FORMAT', 'must be 1 to 32 of a-z, 0-9 and underscore');
+    else if (seen.has(c.command)) v.add(`command_menu[${i}].command`, 'DUPLICATE', 'must be unique');
+    seen.add(c.command);
+    check.requiredText(v, `command_menu[${i}].description`, c.description, 256);
+  });
+}
+
+/** Profile fields by their proto (and JSON) names, each turning a BotProfile value into a patch entry. */
+const PROFILE_FIELDS: Record<string, (p: BotProfile, v: check.Violations) => BotProfilePatch> = {
+  name: (p, v) => {
+    check.requiredText(v, 'name', p.name, 100);
+    return { name: p.name };
+  },
+  description: (p, v) => {
+    check.optionalText(v, 'description', p.description, 4096);
+    return { description: p.description ?? null };
+  },
+  avatar: (p, v) => {
+    check.httpsUrl(v, 'avatar', p.avatar);
+    return { avatar: p.avatar ?? null };
+  },
+  short_description: (p, v) => {
+    check.optionalText(v, 'short_description', p.shortDescription, 120, { singleLine: true });
+    return { shortDescription: p.shortDescription ?? null };
+  },
+  about: (p, v) => {
+    check.optionalText(v, 'about', p.about, 512);
+    return { about: p.about ?? null };
+  },
+  cover_url: (p, v) => {
+    check.httpsUrl(v, 'cover_url', p.coverUrl);
+    return { coverUrl: p.coverUrl ?? null };
+  },
+  links: (p, v) => {
+    checkLinks(v, p.links);
+    return { links: p.links.map(({ title, url }) => ({ title, url })) };
+  },
+  contact: (p, v) => {
+    if (p.contact) checkContact(v, p.contact);
+    const c = p.contact;
+    return { contact: c ? JSON.parse(JSON.stringify({ email: c.email, url: c.url, note: c.note })) : null };
+  },
+  supports_inline_queries: (p) => ({ supportsInlineQueries: p.supportsInlineQueries ?? false }),
+  friend_request_mode: (p, v) => {
+    const mode = p.friendRequestMode ?? FriendRequestMode.FRIEND_REQUEST_MODE_UNSPECIFIED;
+    const name = friendRequestModeName(mode);
+    if (mode !== FriendRequestMode.FRIEND_REQUEST_MODE_UNSPECIFIED && !name) {
+      v.add('friend_request_mode', 'INVALID_VALUE', 'must be auto_accept, manual or disabled');
+    }
+    return { friendRequestMode: name ?? null };
+  },
+  group_privacy: (p) => ({ groupPrivacy: p.groupPrivacy ?? true }),
+  can_join_groups: (p) => ({ canJoinGroups: p.canJoinGroups ?? true }),
+  command_menu: (p, v) => {
+    checkCommands(v, p.commandMenu);
+    return { commandMenu: p.commandMenu.map(({ command, description }) => ({ command, description })) };
+  },
+};
+
+/** Accepts a mask path in proto spelling ("short_description") or camelCase ("shortDescription"). */
+const normalisePath = (path: string) => path.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+export function createConsoleService(deps: ConsoleDeps) {
+  const now = deps.now ?? Date.now;
+
+  async function ownBot(principal: AccountPrincipal, id: string): Promise<BotRecord> {
+    const bot = id ? await deps.bots.findForOwner(principal.accountId, id) : undefined;
+    if (!bot) throw ApiError.notFound('bot');
+    return bot;
+  }
+
+  return {
+    async createApplication(principal: AccountPrincipal, req: CreateApplicationRequest): Promise<CreateApplicationResponse> {
+      const v = new check.Violations();
+      check.requiredText(v, 'name', req.name, 100);
+      check.username(v, 'username', req.username);
+      check.optionalText(v, 'description', req.description, 4096);
+      check.httpsUrl(v, 'avatar', req.avatar);
+      const scopes = checkScopes(v, req.scopes);
+      v.throwIfAny();
+
+      const id = `bot_${randomBase62(20)}`;
+      try {
+        await deps.bots.insert({
+          id,
+          ownerId: principal.accountId,
+          name: req.name,
+          username: req.username,
+          description: req.description ?? null,
+          avatar: req.avatar ?? null,
+          scopes,
+          now: now(),
+        });
+      } catch (err) {
+        if (isUniqueViolation(err)) {
+          throw new ApiError(Code.ALREADY_EXISTS, 'username: is already taken', {
+            details: [{ field: 'username', reason: 'ALREADY_TAKEN', description: 'is already taken' }],
+          });
+        }
+        throw err;
+      }
+      return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, id))!) };
+    },
+
+    async listMyBots(principal: AccountPrincipal, req: ListMyBotsRequest): Promise<ListMyBotsResponse> {
+      const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      const { items, total } = await deps.bots.listForOwner(principal.accountId, page, limit);
+      return {
+        items: items.map((b) => toBotMessage(b)),
+        pagination: { page, limit, total, hasMore: page * limit < total },
+      };
+    },
+
+    async getMyBot(principal: AccountPrincipal, req: GetMyBotRequest): Promise<GetMyBotResponse> {
+      const bot = await ownBot(principal, req.id);
+      let oneTimeToken: string | undefined;
+      const sealed = bot.oneTimeTokenSealed;
+      if (sealed && (bot.oneTimeTokenExpiresAt ?? 0) > now()) {
+        // Only the read that clears it shows it: two concurrent reads cannot both see the token.
+        if (await deps.bots.claimOneTimeToken(principal.accountId, bot.id, sealed)) {
+          oneTimeToken = deps.secretBox.open(sealed);
+        }
+      }
+      return { bot: toBotMessage(bot, { oneTimeToken }) };
+    },
+
+    async updateMyBot(principal: AccountPrincipal, req: UpdateMyBotRequest): Promise<UpdateMyBotResponse> {
+      const bot = await ownBot(principal, req.id);
+      const profile: BotProfile = req.bot ?? ({ links: [], commandMenu: [] } as unknown as BotProfile);
+      const v = new check.Violations();
+      let patch: BotProfilePatch = {};
+      for (const raw of req.updateMask ?? []) {
+        const path = normalisePath(raw);
+        if (path === 'username') v.add('username', 'IMMUTABLE', 'cannot be changed after creation');
+        else if (!PROFILE_FIELDS[path]) v.add(raw, 'UNKNOWN_FIELD', 'is not an updatable field');
+        else patch = { ...patch, ...PROFILE_FIELDS[path]!(profile, v) };
+      }
+      v.throwIfAny();
+      if (bot.reviewStatus !== 'approved') {
+        throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);
+      }
+      if (Object.keys(patch).length > 0 && !(await deps.bots.updateProfile(principal.accountId, bot.id, patch, now()))) {
+        throw ApiError.failedPrecondition('bot is not approved');
+      }
+      return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, bot.id))!) };
+    },
+
+    async regenerateToken(principal: AccountPrincipal, req: RegenerateTokenRequest): Promise<RegenerateTokenResponse> {
+      const bot = await ownBot(principal, req.id);
+      if (bot.reviewStatus !== 'approved') {
+        throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);
+      }
+      const { plaintext, issued } = issueToken(deps, now(), false);
+      if (!(await deps.bots.replaceToken(principal.accountId, bot.id, issued, now()))) {
+        throw ApiError.failedPrecondition('bot is not approved');
+      }
+      return { botId: bot.id, oneTimeToken: plaintext, tokenPrefix: issued.prefix };
+    },
+  };
+}
+
+export type ConsoleService = ReturnType<typeof createConsoleService>;
+export type { Bot };

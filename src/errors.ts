@@ -1,0 +1,85 @@
+/**
+ * The one error type of the service. Every failure that reaches a caller is an
+ * ApiError: a gRPC status code, a message safe to show, optional field violations
+ * and a retry hint. The cause is kept for logs and never sent.
+ */
+
+/** gRPC status codes (google.rpc.Code). */
+export enum Code {
+  OK = 0,
+  CANCELLED = 1,
+  UNKNOWN = 2,
+  INVALID_ARGUMENT = 3,
+  DEADLINE_EXCEEDED = 4,
+  NOT_FOUND = 5,
+  ALREADY_EXISTS = 6,
+  PERMISSION_DENIED = 7,
+  RESOURCE_EXHAUSTED = 8,
+  FAILED_PRECONDITION = 9,
+  ABORTED = 10,
+  OUT_OF_RANGE = 11,
+  UNIMPLEMENTED = 12,
+  INTERNAL = 13,
+  UNAVAILABLE = 14,
+  DATA_LOSS = 15,
+  UNAUTHENTICATED = 16,
+}
+
+/** One bad field of a request (google.rpc.BadRequest.FieldViolation). */
+export interface FieldViolation {
+  /** Path of the field as it is spelled on the JSON wire, e.g. "links[0].url". */
+  field: string;
+  /** Machine-readable reason, e.g. "REQUIRED", "INVALID_FORMAT", "TOO_LONG". */
+  reason: string;
+  /** Human-readable explanation. */
+  description: string;
+}
+
+export interface ApiErrorOptions {
+  details?: FieldViolation[];
+  /** Seconds after which the call may succeed (RESOURCE_EXHAUSTED). */
+  retryAfterSeconds?: number;
+  cause?: unknown;
+}
+
+export class ApiError extends Error {
+  readonly code: Code;
+  readonly details: FieldViolation[];
+  readonly retryAfterSeconds?: number;
+  /** Logged, never sent. */
+  readonly internalCause?: unknown;
+
+  constructor(code: Code, message: string, options: ApiErrorOptions = {}) {
+    super(message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.details = options.details ?? [];
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.internalCause = options.cause;
+  }
+
+  /** Normalises anything thrown into an ApiError; unknown failures become INTERNAL with a bland message. */
+  static from(err: unknown): ApiError {
+    if (err instanceof ApiError) return err;
+    return new ApiError(Code.INTERNAL, 'internal error', { cause: err });
+  }
+
+  /** A single bad field: INVALID_ARGUMENT with one violation; the message names the field. */
+  static invalid(field: string, reason: string, description: string): ApiError {
+    return new ApiError(Code.INVALID_ARGUMENT, `${field}: ${description}`, {
+      details: [{ field, reason, description }],
+    });
+  }
+
+  static notFound(what: string): ApiError {
+    return new ApiError(Code.NOT_FOUND, `${what} not found`);
+  }
+
+  static unauthenticated(message: string): ApiError {
+    return new ApiError(Code.UNAUTHENTICATED, message);
+  }
+
+  static failedPrecondition(message: string): ApiError {
+    return new ApiError(Code.FAILED_PRECONDITION, message);
+  }
+}

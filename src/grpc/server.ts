@@ -1,0 +1,89 @@
+/**
+ * The gRPC adapter: serves every service's methods from the core's chain, plus
+ * gRPC health checking and server reflection (from the generated descriptor set)
+ * so grpcurl and generated clients in any language can discover it.
+ */
+import fs from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation } from 'grpc-health-check';
+import { ApiError } from '../errors.js';
+import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
+import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
+import { RuntimeServiceService } from '../gen/botplatform/v1/runtime_service.js';
+import type { CallMetadata } from '../core/context.js';
+import type { Core } from '../core/core.js';
+import { toGrpcStatus } from './status-details.js';
+
+const SERVICES = {
+  'botplatform.v1.ConsoleService': ConsoleServiceService,
+  'botplatform.v1.AdminService': AdminServiceService,
+  'botplatform.v1.RuntimeService': RuntimeServiceService,
+} as const;
+
+const DESCRIPTORS = new URL('../gen/descriptors.binpb', import.meta.url);
+
+function metadataOf(md: grpc.Metadata): CallMetadata {
+  const out: CallMetadata = {};
+  for (const [key, value] of Object.entries(md.getMap())) {
+    if (typeof value === 'string') out[key] = value;
+  }
+  return out;
+}
+
+export interface GrpcServer {
+  /** The bound port. */
+  port: number;
+  health: HealthImplementation;
+  /** Stops accepting calls, waits for in-flight ones up to `graceMs`, then cancels the rest. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function startGrpcServer(core: Core, host: string, port: number): Promise<GrpcServer> {
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 8 * 1024 * 1024 });
+  for (const definition of Object.values(SERVICES)) {
+    const impl: grpc.UntypedServiceImplementation = {};
+    for (const [key, method] of Object.entries(definition)) {
+      impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        const abort = new AbortController();
+        call.on('cancelled', () => abort.abort());
+        core.invoke(method.path, call.request, metadataOf(call.metadata), abort.signal).then(
+          (response) => callback(null, response),
+          (err) => callback(toGrpcStatus(ApiError.from(err))),
+        );
+      };
+    }
+    server.addService(definition as unknown as grpc.ServiceDefinition, impl);
+  }
+
+  const health = new HealthImplementation({
+    '': 'SERVING',
+    ...Object.fromEntries(Object.keys(SERVICES).map((s) => [s, 'SERVING' as const])),
+  });
+  health.addToServer(server);
+  const packageDefinition = protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(DESCRIPTORS));
+  new ReflectionService(packageDefinition as never).addToServer(server);
+
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+
+  return {
+    port: bound,
+    health,
+    async close(graceMs = 10_000) {
+      for (const s of ['', ...Object.keys(SERVICES)]) health.setStatus(s, 'NOT_SERVING');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
+  };
+}

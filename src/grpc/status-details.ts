@@ -1,0 +1,60 @@
+/**
+ * ApiError ⇄ gRPC status with rich details: field violations travel as
+ * google.rpc.BadRequest and retry hints as google.rpc.RetryInfo inside
+ * `grpc-status-details-bin`, the standard any gRPC client can read.
+ */
+import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { ApiError, Code } from '../errors.js';
+import { BadRequest, RetryInfo } from '../gen/google/rpc/error_details.js';
+import { Status } from '../gen/google/rpc/status.js';
+
+const BAD_REQUEST = 'type.googleapis.com/google.rpc.BadRequest';
+const RETRY_INFO = 'type.googleapis.com/google.rpc.RetryInfo';
+const DETAILS_KEY = 'grpc-status-details-bin';
+
+export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
+  const details = [];
+  if (err.details.length > 0) {
+    details.push({
+      typeUrl: BAD_REQUEST,
+      value: Buffer.from(BadRequest.encode({
+        fieldViolations: err.details.map((d) => ({ field: d.field, description: d.description, reason: d.reason, localizedMessage: undefined })),
+      }).finish()),
+    });
+  }
+  if (err.retryAfterSeconds !== undefined) {
+    details.push({
+      typeUrl: RETRY_INFO,
+      value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: err.retryAfterSeconds, nanos: 0 } }).finish()),
+    });
+  }
+  const metadata = new Metadata();
+  if (details.length > 0) {
+    metadata.set(DETAILS_KEY, Buffer.from(Status.encode({ code: err.code, message: err.message, details }).finish()));
+  }
+  return { code: err.code as number, details: err.message, metadata };
+}
+
+/** Rebuilds the ApiError a core answered with, from a client-side ServiceError. */
+export function fromServiceError(err: ServiceError): ApiError {
+  const code = (err.code ?? Code.UNKNOWN) as number as Code;
+  const options: ConstructorParameters<typeof ApiError>[2] = { cause: err };
+  const raw = err.metadata?.get(DETAILS_KEY)[0];
+  if (raw instanceof Buffer) {
+    try {
+      for (const any of Status.decode(raw).details) {
+        if (any.typeUrl === BAD_REQUEST) {
+          options.details = BadRequest.decode(any.value).fieldViolations.map((v) => ({
+            field: v.field, reason: v.reason, description: v.description,
+          }));
+        } else if (any.typeUrl === RETRY_INFO) {
+          options.retryAfterSeconds = RetryInfo.decode(any.value).retryDelay?.seconds;
+        }
+      }
+    } catch {
+      // Undecodable details: keep code and message.
+    }
+  }
+  if (code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED) return new ApiError(code, 'core unavailable', options);
+  return new ApiError(code, err.details || 'error', options);
+}

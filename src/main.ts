@@ -1,0 +1,69 @@
+/** `npm start`: runs the configured role until SIGTERM/SIGINT. */
+import { mintAccountJwt } from './auth/account-jwt.js';
+import { startApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { createLogger } from './logger.js';
+
+async function main() {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger(config.logLevel);
+  const app = await startApp(config, logger);
+  logger.info(
+    { role: config.role, http: app.httpUrl, grpcPort: app.grpcPort, database: config.database.kind },
+    'botplatform started',
+  );
+
+  if (app.localJwtSecret && app.httpUrl) {
+    const developer = await mintAccountJwt(app.localJwtSecret, { sub: 'developer', ...config.auth });
+    const admin = await mintAccountJwt(app.localJwtSecret, { sub: 'reviewer', roles: ['admin'], ...config.auth });
+    process.stdout.write(
+      [
+        '',
+        `Bot platform is up on the embedded default: HTTP ${app.httpUrl}, gRPC ${config.host}:${app.grpcPort}, data in ${config.dataDir}`,
+        'No AUTH_* setting, so a local signing secret was created in the data directory. Ready-made JWTs (30 days):',
+        '',
+        `  console (sub=developer):      ${developer}`,
+        `  admin   (sub=reviewer, admin): ${admin}`,
+        '',
+        `Try:   curl -s ${app.httpUrl}/api/v1/bots/my -H "Authorization: Bearer <console JWT>"`,
+        'Mint more:   npm run -s mint-jwt -- --sub alice [--admin] [--ttl 7d]',
+        '',
+      ].join('\n') + '\n',
+    );
+  }
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => {
+      logger.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, 30_000);
+    timer.unref();
+    app.close().then(
+      () => process.exit(0),
+      (err) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err) => {
+  process.stderr.write(`failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,261 @@
+/**
+ * Bots table. Console reads and writes are scoped by owner id first; admin and
+ * runtime lookups are explicit about being unscoped (review desk) or by token.
+ */
+import type { Db, Tx } from './db.js';
+
+export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
+export type BotStatusValue = 'inactive' | 'active' | 'suspended';
+export type DeliveryModeValue = 'polling' | 'webhook';
+
+export interface BotLinkValue { title: string; url: string }
+export interface BotContactValue { email?: string; url?: string; note?: string }
+export interface BotCommandValue { command: string; description: string }
+
+export interface BotRecord {
+  id: string;
+  ownerId: string;
+  name: string;
+  username: string;
+  description: string | null;
+  avatar: string | null;
+  scopes: string[];
+  reviewStatus: ReviewStatusValue;
+  reviewReason: string | null;
+  status: BotStatusValue;
+  deliveryMode: DeliveryModeValue;
+  shortDescription: string | null;
+  about: string | null;
+  coverUrl: string | null;
+  links: BotLinkValue[];
+  contact: BotContactValue | null;
+  supportsInlineQueries: boolean;
+  friendRequestMode: string | null;
+  groupPrivacy: boolean;
+  canJoinGroups: boolean;
+  commandMenu: BotCommandValue[];
+  tokenPrefix: string | null;
+  tokenIssuedAt: number | null;
+  oneTimeTokenSealed: string | null;
+  oneTimeTokenExpiresAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** The profile fields an owner may change; each present key is written. */
+export type BotProfilePatch = Partial<
+  Pick<
+    BotRecord,
+    | 'name' | 'description' | 'avatar' | 'shortDescription' | 'about' | 'coverUrl' | 'links' | 'contact'
+    | 'supportsInlineQueries' | 'friendRequestMode' | 'groupPrivacy' | 'canJoinGroups' | 'commandMenu'
+  >
+>;
+
+export interface Page<T> { items: T[]; total: number }
+
+interface BotRow {
+  id: string; owner_id: string; name: string; username: string; description: string | null; avatar: string | null;
+  scopes: string; review_status: string; review_reason: string | null; status: string; delivery_mode: string;
+  short_description: string | null; about: string | null; cover_url: string | null; links: string; contact: string | null;
+  supports_inline_queries: number | boolean; friend_request_mode: string | null; group_privacy: number | boolean;
+  can_join_groups: number | boolean; command_menu: string; token_hash: string | null; token_prefix: string | null;
+  token_issued_at: number | string | null; one_time_token_enc: string | null;
+  one_time_token_expires_at: number | string | null; created_at: number | string; updated_at: number | string;
+}
+
+const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
+
+function fromRow(r: BotRow): BotRecord {
+  return {
+    id: r.id,
+    ownerId: r.owner_id,
+    name: r.name,
+    username: r.username,
+    description: r.description,
+    avatar: r.avatar,
+    scopes: JSON.parse(r.scopes),
+    reviewStatus: r.review_status as ReviewStatusValue,
+    reviewReason: r.review_reason,
+    status: r.status as BotStatusValue,
+    deliveryMode: r.delivery_mode as DeliveryModeValue,
+    shortDescription: r.short_description,
+    about: r.about,
+    coverUrl: r.cover_url,
+    links: JSON.parse(r.links),
+    contact: r.contact === null ? null : JSON.parse(r.contact),
+    supportsInlineQueries: Boolean(r.supports_inline_queries),
+    friendRequestMode: r.friend_request_mode,
+    groupPrivacy: Boolean(r.group_privacy),
+    canJoinGroups: Boolean(r.can_join_groups),
+    commandMenu: JSON.parse(r.command_menu),
+    tokenPrefix: r.token_prefix,
+    tokenIssuedAt: num(r.token_issued_at),
+    oneTimeTokenSealed: r.one_time_token_enc,
+    oneTimeTokenExpiresAt: num(r.one_time_token_expires_at),
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+const PATCH_COLUMNS: Record<keyof BotProfilePatch, [string, (v: never) => unknown]> = {
+  name: ['name', (v) => v],
+  description: ['description', (v) => v],
+  avatar: ['avatar', (v) => v],
+  shortDescription: ['short_description', (v) => v],
+  about: ['about', (v) => v],
+  coverUrl: ['cover_url', (v) => v],
+  links: ['links', (v) => JSON.stringify(v)],
+  contact: ['contact', (v) => (v === null ? null : JSON.stringify(v))],
+  supportsInlineQueries: ['supports_inline_queries', (v) => v],
+  friendRequestMode: ['friend_request_mode', (v) => v],
+  groupPrivacy: ['group_privacy', (v) => v],
+  canJoinGroups: ['can_join_groups', (v) => v],
+  commandMenu: ['command_menu', (v) => JSON.stringify(v)],
+};
+
+export interface NewBot {
+  id: string;
+  ownerId: string;
+  name: string;
+  username: string;
+  description: string | null;
+  avatar: string | null;
+  scopes: string[];
+  now: number;
+}
+
+export interface IssuedToken {
+  hash: string;
+  prefix: string;
+  /** Sealed plaintext kept for the owner's next detail read, or null when shown right away. */
+  sealed: string | null;
+  expiresAt: number | null;
+}
+
+export function createBotsRepo(db: Db) {
+  const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
+
+  return {
+    /** Inserts a pending application; a taken username surfaces as a unique violation. */
+    async insert(bot: NewBot, tx?: Tx): Promise<void> {
+      await q(tx).insert({
+        id: bot.id,
+        owner_id: bot.ownerId,
+        name: bot.name,
+        username: bot.username,
+        description: bot.description,
+        avatar: bot.avatar,
+        scopes: JSON.stringify(bot.scopes),
+        review_status: 'pending',
+        status: 'inactive',
+        delivery_mode: 'polling',
+        links: '[]',
+        command_menu: '[]',
+        created_at: bot.now,
+        updated_at: bot.now,
+      });
+    },
+
+    async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
+      const row = await q(tx).where({ owner_id: ownerId, id }).first();
+      return row && fromRow(row);
+    },
+
+    async listForOwner(ownerId: string, page: number, limit: number): Promise<Page<BotRecord>> {
+      const [rows, [{ n }]] = await Promise.all([
+        q().where({ owner_id: ownerId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+          .limit(limit).offset((page - 1) * limit),
+        q().where({ owner_id: ownerId }).count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
+      ]);
+      return { items: rows.map(fromRow), total: Number(n) };
+    },
+
+    /** Review desk: every account's bots, oldest first. */
+    async listAll(reviewStatus: ReviewStatusValue | undefined, page: number, limit: number): Promise<Page<BotRecord>> {
+      const base = () => (reviewStatus ? q().where({ review_status: reviewStatus }) : q());
+      const [rows, [{ n }]] = await Promise.all([
+        base().orderBy([{ column: 'created_at', order: 'asc' }, { column: 'id', order: 'asc' }])
+          .limit(limit).offset((page - 1) * limit),
+        base().count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
+      ]);
+      return { items: rows.map(fromRow), total: Number(n) };
+    },
+
+    /** Review desk lookup, not scoped to an owner. */
+    async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
+      const row = await q(tx).where({ id }).first();
+      return row && fromRow(row);
+    },
+
+    /** The bot whose current token has this hash. */
+    async findByTokenHash(hash: string): Promise<(BotRecord & { tokenHash: string }) | undefined> {
+      const row = await q().where({ token_hash: hash }).first();
+      return row && { ...fromRow(row), tokenHash: row.token_hash! };
+    },
+
+    /** Owner's profile change, only while approved. Returns false when no approved bot matched. */
+    async updateProfile(ownerId: string, id: string, patch: BotProfilePatch, now: number): Promise<boolean> {
+      const values: Record<string, unknown> = { updated_at: now };
+      for (const [key, value] of Object.entries(patch)) {
+        const [column, encode] = PATCH_COLUMNS[key as keyof BotProfilePatch];
+        values[column] = encode(value as never);
+      }
+      const n = await q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(values);
+      return n === 1;
+    },
+
+    /** pending → approved with a first token. False when the bot was not pending. */
+    async approve(id: string, token: IssuedToken, now: number): Promise<boolean> {
+      const n = await q().where({ id, review_status: 'pending' }).update({
+        review_status: 'approved',
+        review_reason: null,
+        status: 'active',
+        token_hash: token.hash,
+        token_prefix: token.prefix,
+        token_issued_at: now,
+        one_time_token_enc: token.sealed,
+        one_time_token_expires_at: token.expiresAt,
+        updated_at: now,
+      });
+      return n === 1;
+    },
+
+    /** pending → rejected. False when the bot was not pending. */
+    async reject(id: string, reason: string, now: number): Promise<boolean> {
+      const n = await q().where({ id, review_status: 'pending' })
+        .update({ review_status: 'rejected', review_reason: reason, updated_at: now });
+      return n === 1;
+    },
+
+    /** Replaces the token of an approved bot; the old hash stops matching at once. */
+    async replaceToken(ownerId: string, id: string, token: IssuedToken, now: number): Promise<boolean> {
+      const n = await q().where({ owner_id: ownerId, id, review_status: 'approved' }).update({
+        token_hash: token.hash,
+        token_prefix: token.prefix,
+        token_issued_at: now,
+        one_time_token_enc: token.sealed,
+        one_time_token_expires_at: token.expiresAt,
+        updated_at: now,
+      });
+      return n === 1;
+    },
+
+    /**
+     * Clears the unread one-time token if it is still the given one; true for the
+     * single caller that cleared it, so two concurrent reads cannot both show it.
+     */
+    async claimOneTimeToken(ownerId: string, id: string, sealed: string): Promise<boolean> {
+      const n = await q().where({ owner_id: ownerId, id, one_time_token_enc: sealed })
+        .update({ one_time_token_enc: null, one_time_token_expires_at: null });
+      return n === 1;
+    },
+
+    /** Discards one-time tokens left unread past their retention. */
+    async purgeExpiredOneTimeTokens(now: number): Promise<number> {
+      return q().whereNotNull('one_time_token_enc').where('one_time_token_expires_at', '<=', now)
+        .update({ one_time_token_enc: null, one_time_token_expires_at: null });
+    },
+  };
+}
+
+export type BotsRepo = ReturnType<typeof createBotsRepo>;

@@ -1,0 +1,63 @@
+/**
+ * The database handle: knex on MySQL/MariaDB (mysql2) or on SQLite (better-sqlite3)
+ * for the embedded default. Only storage modules import knex.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import { migrationSource } from '../../migrations/index.js';
+import type { Config } from '../config.js';
+
+export type Db = Knex;
+export type Tx = Knex.Transaction;
+
+export function createDb(database: Config['database']): Db {
+  if (database.kind === 'sqlite') {
+    if (database.filename !== ':memory:') fs.mkdirSync(path.dirname(database.filename), { recursive: true });
+    return knexFactory({
+      client: 'better-sqlite3',
+      connection: { filename: database.filename },
+      useNullAsDefault: true,
+      // better-sqlite3 is synchronous: one connection serialises writers, as SQLite does anyway.
+      pool: {
+        min: 1,
+        max: 1,
+        afterCreate: (conn: { pragma(s: string): unknown }, done: (err: Error | null, conn: unknown) => void) => {
+          conn.pragma('journal_mode = WAL');
+          conn.pragma('synchronous = NORMAL');
+          conn.pragma('busy_timeout = 5000');
+          conn.pragma('foreign_keys = ON');
+          done(null, conn);
+        },
+      },
+    });
+  }
+  return knexFactory({
+    client: 'mysql2',
+    connection: {
+      uri: database.url,
+      charset: 'utf8mb4',
+      supportBigNumbers: true,
+      bigNumberStrings: false,
+      dateStrings: true,
+    } as Knex.MySql2ConnectionConfig,
+    pool: { min: 0, max: database.poolMax },
+  });
+}
+
+/** Brings the schema up to date. */
+export async function migrateLatest(db: Db): Promise<string[]> {
+  const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
+  return applied;
+}
+
+/** True when the error is a unique-key violation, on either engine. */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as { code?: string; errno?: number };
+  return e?.code === 'ER_DUP_ENTRY' || e?.errno === 1062 || e?.code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+/** Cheap readiness probe. */
+export async function pingDb(db: Db): Promise<void> {
+  await db.raw('select 1');
+}
