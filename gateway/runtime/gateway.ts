@@ -174,15 +174,16 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       if (typeof v === 'string') metadata[h] = v;
     }
     const abort = new AbortController();
+    // The response stream closes early only when the client went away.
     const onClose = () => {
-      if (!reply.sent) abort.abort();
+      if (!reply.raw.writableEnded) abort.abort();
     };
-    request.raw.once('close', onClose);
+    reply.raw.once('close', onClose);
     let response: Record<string, unknown>;
     try {
       response = (await opts.invoker.invoke(spec, message, metadata, abort.signal)) as Record<string, unknown>;
     } finally {
-      request.raw.off('close', onClose);
+      reply.raw.off('close', onClose);
     }
     const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
     const result = field

@@ -1,0 +1,155 @@
+/**
+ * Boots the real service for a test file: the same startApp as `npm start`, on
+ * ephemeral ports, with a fresh SQLite file or — when TEST_DATABASE_URL is set —
+ * a fresh MariaDB/MySQL database created for this file and dropped after it.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import knexFactory from 'knex';
+import { mintAccountJwt } from '../../src/auth/account-jwt.js';
+import { startApp, type App } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+
+export const TEST_JWT_SECRET = 'test-secret-test-secret-test-secret-0123456789';
+
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh database: a new SQLite file, or a new schema on the TEST_DATABASE_URL server. */
+export async function createTestDatabase(dir: string): Promise<TestDatabase> {
+  const server = process.env.TEST_DATABASE_URL;
+  if (!server) return { url: `sqlite:${path.join(dir, 'test.sqlite')}`, drop: async () => {} };
+  const name = `bp_test_${crypto.randomBytes(6).toString('hex')}`;
+  const admin = knexFactory({ client: 'mysql2', connection: server, pool: { min: 0, max: 1 } });
+  await admin.raw(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
+  await admin.destroy();
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const k = knexFactory({ client: 'mysql2', connection: server, pool: { min: 0, max: 1 } });
+      await k.raw(`DROP DATABASE IF EXISTS \`${name}\``);
+      await k.destroy();
+    },
+  };
+}
+
+export const usingMysql = () => Boolean(process.env.TEST_DATABASE_URL);
+
+export interface Harness {
+  /** Base URL of the HTTP gateway. */
+  url: string;
+  grpcAddress: string;
+  apps: App[];
+  env: Record<string, string>;
+  jwt(sub: string, opts?: { admin?: boolean; expiresIn?: string }): Promise<string>;
+  close(): Promise<void>;
+}
+
+export type GatewayMode = 'in-process' | 'separate-gateway';
+
+/**
+ * Starts the service. 'in-process' is role=all; 'separate-gateway' is a core
+ * (role=core) and a gateway (role=gateway) reaching it over gRPC.
+ */
+export async function startHarness(mode: GatewayMode = 'in-process', extraEnv: Record<string, string> = {}): Promise<Harness> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-test-'));
+  const db = await createTestDatabase(dir);
+  const env = {
+    DATA_DIR: dir,
+    DATABASE_URL: db.url,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    GRPC_PORT: '0',
+    AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...extraEnv,
+  };
+  const logger = createLogger(env.LOG_LEVEL);
+  const apps: App[] = [];
+  try {
+    if (mode === 'in-process') {
+      apps.push(await startApp(loadConfig({ ...env, ROLE: 'all' }), logger));
+    } else {
+      const core = await startApp(loadConfig({ ...env, ROLE: 'core' }), logger);
+      apps.push(core);
+      apps.push(await startApp(loadConfig({ ...env, ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.grpcPort}` }), logger));
+    }
+  } catch (err) {
+    for (const a of apps.reverse()) await a.close();
+    await db.drop();
+    throw err;
+  }
+  const gateway = apps[apps.length - 1]!;
+  const core = apps[0]!;
+  return {
+    url: gateway.httpUrl!,
+    grpcAddress: `127.0.0.1:${core.grpcPort}`,
+    apps,
+    env,
+    jwt: (sub, opts = {}) =>
+      mintAccountJwt(env.AUTH_JWT_SECRET ?? TEST_JWT_SECRET, { sub, roles: opts.admin ? ['admin'] : [], expiresIn: opts.expiresIn ?? '1h' }),
+    async close() {
+      for (const a of [...apps].reverse()) await a.close();
+      await db.drop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** A JSON HTTP call against the gateway. */
+export async function call(
+  base: string,
+  method: string,
+  pathname: string,
+  opts: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+): Promise<HttpResult> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined = opts.rawBody;
+  if (opts.body !== undefined) body = JSON.stringify(opts.body);
+  if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await fetch(base + pathname, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}
+
+/** A client bound to one credential. */
+export function client(base: string, token?: string) {
+  return {
+    get: (p: string) => call(base, 'GET', p, { token }),
+    post: (p: string, body?: unknown) => call(base, 'POST', p, { token, body }),
+    patch: (p: string, body?: unknown) => call(base, 'PATCH', p, { token, body }),
+    del: (p: string, body?: unknown) => call(base, 'DELETE', p, { token, body }),
+  };
+}
+
+/** Creates and approves a bot for `owner`; returns its id and first token. */
+export async function approvedBot(h: Harness, ownerJwt: string, username: string) {
+  const owner = client(h.url, ownerJwt);
+  const created = await owner.post('/api/v1/bots/applications', { name: `Bot ${username}`, username });
+  if (created.status !== 201) throw new Error(`create failed: ${JSON.stringify(created.body)}`);
+  const admin = client(h.url, await h.jwt('test-reviewer', { admin: true }));
+  const approved = await admin.post(`/api/v1/admin/bots/${created.body.id}/approve`);
+  if (approved.status !== 200) throw new Error(`approve failed: ${JSON.stringify(approved.body)}`);
+  const detail = await owner.get(`/api/v1/bots/my/${created.body.id}`);
+  return { id: created.body.id as string, token: detail.body.one_time_token as string };
+}
