@@ -27,7 +27,20 @@ const duration = (fallback: string) =>
       return ms;
     });
 
-const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+/** An integer setting within [min, max]. */
+const int = (fallback: number, min: number, max: number) =>
+  z
+    .string()
+    .default(String(fallback))
+    .transform((value, ctx) => {
+      const n = Number(value);
+      if (!/^\d+$/.test(value.trim()) || n < min || n > max) {
+        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}: "${value}"` });
+        return z.NEVER;
+      }
+      return n;
+    });
+const port = (fallback: number) => int(fallback, 0, 65535);
 const optionalText = z
   .string()
   .optional()
@@ -45,7 +58,7 @@ const schema = z
       (v) => v === undefined || /^(mysql|mariadb):\/\//.test(v) || v.startsWith('sqlite:'),
       'must start with mysql://, mariadb:// or sqlite:',
     ),
-    DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+    DATABASE_POOL_MAX: int(10, 1, 200),
     AUTH_JWT_SECRET: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
     AUTH_JWT_PUBLIC_KEY: optionalText,
     AUTH_JWKS_URL: optionalText.refine((v) => v === undefined || /^https?:\/\//.test(v), 'must be an http(s) URL'),
@@ -56,7 +69,7 @@ const schema = z
       'must be 32 bytes, base64-encoded',
     ),
     ONE_TIME_TOKEN_RETENTION: duration('7d'),
-    MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+    MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .refine(

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation } from 'grpc-health-check';
+import { HealthImplementation, protoPath as healthProtoPath } from 'grpc-health-check';
 import { ApiError } from '../errors.js';
 import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
@@ -62,7 +62,11 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
     ...Object.fromEntries(Object.keys(SERVICES).map((s) => [s, 'SERVING' as const])),
   });
   health.addToServer(server);
-  const packageDefinition = protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(DESCRIPTORS));
+  // Reflection describes our services and the health service.
+  const packageDefinition = {
+    ...protoLoader.loadSync(healthProtoPath),
+    ...protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(DESCRIPTORS)),
+  };
   new ReflectionService(packageDefinition as never).addToServer(server);
 
   const bound = await new Promise<number>((resolve, reject) =>

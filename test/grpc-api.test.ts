@@ -1,0 +1,148 @@
+/**
+ * The same core over gRPC: generated ts-proto clients on loopback, status codes
+ * and google.rpc.BadRequest details as any gRPC client sees them, plus the
+ * standard health and reflection services.
+ */
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Code } from '../src/errors.js';
+import { AdminServiceClient } from '../src/gen/botplatform/v1/admin_service.js';
+import { ReviewStatus } from '../src/gen/botplatform/v1/bot.js';
+import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
+import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
+import { fromServiceError } from '../src/grpc/status-details.js';
+import { approvedBot, startHarness, type Harness } from './helpers/harness.js';
+
+type Unary<Req, Res> = (req: Req, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown;
+
+/** Promisifies one unary method of a generated client. */
+function rpc<Req, Res>(client: grpc.Client, method: Unary<Req, Res>, req: Req, credential?: string): Promise<Res> {
+  const md = new grpc.Metadata();
+  if (credential) md.set('authorization', `Bearer ${credential}`);
+  return new Promise((resolve, reject) => method.call(client, req, md, (err, res) => (err ? reject(err) : resolve(res))));
+}
+
+async function grpcError(p: Promise<unknown>) {
+  try {
+    await p;
+  } catch (err) {
+    return err as grpc.ServiceError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+describe('gRPC API', () => {
+  let h: Harness;
+  let consoleClient: ConsoleServiceClient;
+  let adminClient: AdminServiceClient;
+  let runtimeClient: RuntimeServiceClient;
+  let alice: string;
+
+  beforeAll(async () => {
+    h = await startHarness('in-process');
+    const creds = grpc.credentials.createInsecure();
+    consoleClient = new ConsoleServiceClient(h.grpcAddress, creds);
+    adminClient = new AdminServiceClient(h.grpcAddress, creds);
+    runtimeClient = new RuntimeServiceClient(h.grpcAddress, creds);
+    alice = await h.jwt('alice');
+  });
+  afterAll(async () => {
+    consoleClient?.close();
+    adminClient?.close();
+    runtimeClient?.close();
+    await h?.close();
+  });
+
+  const create = (req: { name: string; username: string }, jwt?: string) =>
+    rpc(consoleClient, consoleClient.createApplication, { ...req, scopes: [] }, jwt);
+
+  it('creates, lists and reads with an account JWT', async () => {
+    const created = await create({ name: 'Grpc Bot', username: 'grpc_bot' }, alice);
+    expect(created.bot).toMatchObject({ username: 'grpc_bot', reviewStatus: ReviewStatus.REVIEW_STATUS_PENDING, hasToken: false });
+    const listed = await rpc(consoleClient, consoleClient.listMyBots, {}, alice);
+    expect(listed.items.map((b) => b.id)).toContain(created.bot!.id);
+    expect(listed.pagination).toEqual({ page: 1, limit: 20, total: 1, hasMore: false });
+  });
+
+  it('carries validation failures as INVALID_ARGUMENT with google.rpc.BadRequest field violations', async () => {
+    const err = await grpcError(create({ name: 'x'.repeat(101), username: 'Bad' }, alice));
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const decoded = fromServiceError(err);
+    expect(decoded.details.map((d) => [d.field, d.reason])).toEqual([
+      ['name', 'TOO_LONG'],
+      ['username', 'INVALID_FORMAT'],
+    ]);
+  });
+
+  it('names the contract\'s statuses: UNAUTHENTICATED, ALREADY_EXISTS, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION', async () => {
+    expect((await grpcError(create({ name: 'n', username: 'no_auth' }))).code).toBe(grpc.status.UNAUTHENTICATED);
+    await create({ name: 'n', username: 'dup_name' }, alice);
+    expect((await grpcError(create({ name: 'n', username: 'dup_name' }, await h.jwt('bob')))).code).toBe(grpc.status.ALREADY_EXISTS);
+    const mine = await create({ name: 'n', username: 'alice_only' }, alice);
+    const foreign = await grpcError(rpc(consoleClient, consoleClient.getMyBot, { id: mine.bot!.id }, await h.jwt('bob')));
+    expect(foreign.code).toBe(grpc.status.NOT_FOUND);
+    const notAdmin = await grpcError(rpc(adminClient, adminClient.listBots, { reviewStatus: 0 }, alice));
+    expect(notAdmin.code).toBe(grpc.status.PERMISSION_DENIED);
+    const pending = await grpcError(rpc(consoleClient, consoleClient.regenerateToken, { id: mine.bot!.id }, alice));
+    expect(pending.code).toBe(grpc.status.FAILED_PRECONDITION);
+    expect(Code[pending.code]).toBe('FAILED_PRECONDITION');
+  });
+
+  it('recognises a bot by its token on the runtime service and refuses a JWT there', async () => {
+    const { id, token } = await approvedBot(h, alice, 'grpc_runtime_bot');
+    const me = await rpc(runtimeClient, runtimeClient.getMe, {}, token);
+    expect(me.result).toMatchObject({ id, isBot: true, username: 'grpc_runtime_bot' });
+    expect((await grpcError(rpc(runtimeClient, runtimeClient.getMe, {}, alice))).code).toBe(grpc.status.UNAUTHENTICATED);
+    expect((await grpcError(rpc(consoleClient, consoleClient.listMyBots, {}, token))).code).toBe(grpc.status.UNAUTHENTICATED);
+  });
+
+  it('updates with an explicit update_mask', async () => {
+    const { id } = await approvedBot(h, alice, 'grpc_mask_bot');
+    const res = await rpc(consoleClient, consoleClient.updateMyBot, {
+      id,
+      bot: { about: 'from gRPC', name: 'ignored: not in mask', links: [], commandMenu: [] } as never,
+      updateMask: ['about'],
+    }, alice);
+    expect(res.bot).toMatchObject({ about: 'from gRPC', name: 'Bot grpc_mask_bot' });
+  });
+
+  it('answers the standard health check', async () => {
+    const require = createRequire(import.meta.url);
+    const { protoPath } = require('grpc-health-check') as { protoPath: string };
+    const def = grpc.loadPackageDefinition(protoLoader.loadSync(protoPath, { enums: String })) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const health = new def.grpc.health.v1.Health(h.grpcAddress, grpc.credentials.createInsecure());
+    const res = await new Promise<{ status: string }>((resolve, reject) =>
+      health.check({ service: 'botplatform.v1.ConsoleService' }, (err: Error | null, r: { status: string }) => (err ? reject(err) : resolve(r))),
+    );
+    expect(res.status).toBe('SERVING');
+    health.close();
+  });
+
+  it('serves reflection: services are listed and their descriptors resolve', async () => {
+    const require = createRequire(import.meta.url);
+    const reflectionProto = path.join(path.dirname(require.resolve('@grpc/reflection/package.json')), 'build/proto/grpc/reflection/v1/reflection.proto');
+    const def = grpc.loadPackageDefinition(protoLoader.loadSync(reflectionProto, { keepCase: true })) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const reflection = new def.grpc.reflection.v1.ServerReflection(h.grpcAddress, grpc.credentials.createInsecure());
+    const ask = (request: object) =>
+      new Promise<any>((resolve, reject) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+        const stream = reflection.ServerReflectionInfo();
+        stream.on('data', (d: unknown) => {
+          resolve(d);
+          stream.end();
+        });
+        stream.on('error', reject);
+        stream.write(request);
+      });
+    const list = await ask({ list_services: '' });
+    const names = list.list_services_response.service.map((s: { name: string }) => s.name);
+    expect(names).toEqual(expect.arrayContaining([
+      'botplatform.v1.ConsoleService', 'botplatform.v1.AdminService', 'botplatform.v1.RuntimeService', 'grpc.health.v1.Health',
+    ]));
+    const file = await ask({ file_containing_symbol: 'botplatform.v1.ConsoleService' });
+    expect(file.file_descriptor_response.file_descriptor_proto.length).toBeGreaterThan(0);
+    reflection.close();
+  });
+});

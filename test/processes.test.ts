@@ -1,0 +1,143 @@
+/**
+ * The service as real processes: a newcomer's `npm start` on a fresh data
+ * directory (the printed JWTs work end to end, SIGTERM exits cleanly), the CLIs,
+ * and the core and gateway roles as two processes.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { call, client, createTestDatabase } from './helpers/harness.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const children: ChildProcess[] = [];
+
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/**
+ * Starts the service with env, through `npm start` or (to signal the service
+ * itself rather than npm) node directly; resolves once the output matches `ready`.
+ */
+function start(env: Record<string, string>, ready: RegExp, via: 'npm' | 'node' = 'node'): Promise<{ child: ChildProcess; output: () => string }> {
+  const [cmd, args] = via === 'npm' ? ['npm', ['start', '--silent']] as const : [process.execPath, ['--import', 'tsx', 'src/main.ts']] as const;
+  const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: via === 'npm' });
+  children.push(child);
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready in time:\n${out}`)), 45_000);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      if (ready.test(out)) {
+        clearTimeout(timer);
+        resolve({ child, output: () => out });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`exited with ${code}:\n${out}`)));
+  });
+}
+
+const exited = (child: ChildProcess) => new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+
+describe('npm start on a fresh machine', () => {
+  it('prints working JWTs; create → approve → read the token once → use it; Ctrl+C stops it', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-newcomer-'));
+    const env = { DATA_DIR: dataDir, PORT: String(await freePort()), GRPC_PORT: String(await freePort()) };
+    const { child, output } = await start(env, /admin .*: (\S+)\n/, 'npm');
+    const base = /HTTP (http:\/\/\S+),/.exec(output())![1]!;
+    const developer = /console \(sub=developer\):\s+(\S+)/.exec(output())![1]!;
+    const reviewer = /admin\s+\(sub=reviewer, admin\):\s+(\S+)/.exec(output())![1]!;
+
+    const dev = client(base, developer);
+    const created = await dev.post('/api/v1/bots/applications', { name: 'Hello', username: 'hello_bot' });
+    expect(created.status).toBe(201);
+    expect((await client(base, reviewer).post(`/api/v1/admin/bots/${created.body.id}/approve`)).status).toBe(200);
+    const token = (await dev.get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token;
+    expect((await dev.get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token).toBeUndefined();
+    expect((await client(base, token).post('/api/v1/bots/getMe')).body.result.username).toBe('hello_bot');
+
+    // mint-jwt signs with the same local secret.
+    const minted = spawnSync('npm', ['run', '-s', 'mint-jwt', '--', '--sub', 'alice'], { cwd: ROOT, env: { ...process.env, DATA_DIR: dataDir }, encoding: 'utf8' });
+    expect(minted.status).toBe(0);
+    expect((await client(base, minted.stdout.trim()).get('/api/v1/bots/my')).body.items).toEqual([]);
+
+    // The log never carries a credential.
+    expect(output()).not.toContain(token);
+
+    // Ctrl+C in a terminal: SIGINT to the whole process group (npm and the service).
+    const gone = exited(child);
+    process.kill(-child.pid!, 'SIGINT');
+    await gone;
+    await expect(fetch(`${base}/healthz`)).rejects.toThrow();
+  }, 90_000);
+
+  it('refuses a bad configuration with one line per problem and a non-zero exit', () => {
+    const res = spawnSync('npm', ['start', '--silent'], { cwd: ROOT, env: { ...process.env, PORT: 'eighty', ROLE: 'both' }, encoding: 'utf8' });
+    expect(res.status).not.toBe(0);
+    expect(res.stderr).toMatch(/PORT/);
+    expect(res.stderr).toMatch(/ROLE/);
+  });
+
+  it('npm run migrate applies the schema, is idempotent, and exits non-zero when the database is unreachable', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-migrate-'));
+    const db = await createTestDatabase(dir);
+    try {
+      const run = (url: string) => spawnSync('npm', ['run', '-s', 'migrate'], { cwd: ROOT, env: { ...process.env, DATABASE_URL: url, DATA_DIR: dir }, encoding: 'utf8' });
+      const first = run(db.url);
+      expect(first.status).toBe(0);
+      expect(first.stdout).toMatch(/applied: /);
+      expect(run(db.url).stdout).toMatch(/up to date/);
+      const bad = run(`mysql://nobody:nothing@127.0.0.1:${await freePort()}/none`);
+      expect(bad.status).not.toBe(0);
+      expect(bad.stderr).toMatch(/migration failed/);
+    } finally {
+      await db.drop();
+    }
+  }, 60_000);
+});
+
+describe('roles as separate processes', () => {
+  it('a gateway process serves the API from a core process over gRPC', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-roles-'));
+    const db = await createTestDatabase(dir);
+    try {
+      const grpcPort = await freePort();
+      const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: 'roles-test-secret-roles-test-secret-0000', LOG_LEVEL: 'info' };
+      const core = await start({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) }, /botplatform started/);
+      const gatewayPort = await freePort();
+      const gateway = await start({ ...common, ROLE: 'gateway', PORT: String(gatewayPort), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}` }, /botplatform started/);
+      const base = `http://127.0.0.1:${gatewayPort}`;
+      expect((await call(base, 'GET', '/healthz')).status).toBe(200);
+      const { mintAccountJwt } = await import('../src/auth/account-jwt.js');
+      const jwt = await mintAccountJwt(common.AUTH_JWT_SECRET, { sub: 'split' });
+      expect((await client(base, jwt).post('/api/v1/bots/applications', { name: 'Split', username: 'split_bot' })).status).toBe(201);
+
+      // With the core gone, the gateway reports unready and answers 503, not a hang or a 500.
+      const coreExit = exited(core.child);
+      core.child.kill('SIGTERM');
+      expect(await coreExit).toBe(0);
+      expect((await call(base, 'GET', '/healthz')).status).toBe(503);
+      const down = await client(base, jwt).get('/api/v1/bots/my');
+      expect(down.status).toBe(503);
+      expect(down.body.error.status).toBe('UNAVAILABLE');
+      const gatewayExit = exited(gateway.child);
+      gateway.child.kill('SIGTERM');
+      expect(await gatewayExit).toBe(0);
+    } finally {
+      await db.drop();
+    }
+  }, 90_000);
+});
