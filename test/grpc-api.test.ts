@@ -11,18 +11,24 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Code } from '../src/errors.js';
 import { AdminServiceClient } from '../src/gen/botplatform/v1/admin_service.js';
 import { ReviewStatus } from '../src/gen/botplatform/v1/bot.js';
-import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
-import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
+import {
+  ConsoleServiceClient,
+  type CreateApplicationResponse,
+  type ListMyBotsResponse,
+  type UpdateMyBotResponse,
+} from '../src/gen/botplatform/v1/console_service.js';
+import { RuntimeServiceClient, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { approvedBot, startHarness, type Harness } from './helpers/harness.js';
 
-type Unary<Req, Res> = (req: Req, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown;
+type Callback = (err: grpc.ServiceError | null, res: unknown) => void;
 
 /** Promisifies one unary method of a generated client. */
-function rpc<Req, Res>(client: grpc.Client, method: Unary<Req, Res>, req: Req, credential?: string): Promise<Res> {
+function rpc<Res>(client: grpc.Client, method: unknown, req: unknown, credential?: string): Promise<Res> {
   const md = new grpc.Metadata();
   if (credential) md.set('authorization', `Bearer ${credential}`);
-  return new Promise((resolve, reject) => method.call(client, req, md, (err, res) => (err ? reject(err) : resolve(res))));
+  const fn = method as (req: unknown, md: grpc.Metadata, cb: Callback) => unknown;
+  return new Promise((resolve, reject) => fn.call(client, req, md, (err, res) => (err ? reject(err) : resolve(res as Res))));
 }
 
 async function grpcError(p: Promise<unknown>) {
@@ -57,12 +63,12 @@ describe('gRPC API', () => {
   });
 
   const create = (req: { name: string; username: string }, jwt?: string) =>
-    rpc(consoleClient, consoleClient.createApplication, { ...req, scopes: [] }, jwt);
+    rpc<CreateApplicationResponse>(consoleClient, consoleClient.createApplication, { ...req, scopes: [] }, jwt);
 
   it('creates, lists and reads with an account JWT', async () => {
     const created = await create({ name: 'Grpc Bot', username: 'grpc_bot' }, alice);
     expect(created.bot).toMatchObject({ username: 'grpc_bot', reviewStatus: ReviewStatus.REVIEW_STATUS_PENDING, hasToken: false });
-    const listed = await rpc(consoleClient, consoleClient.listMyBots, {}, alice);
+    const listed = await rpc<ListMyBotsResponse>(consoleClient, consoleClient.listMyBots, {}, alice);
     expect(listed.items.map((b) => b.id)).toContain(created.bot!.id);
     expect(listed.pagination).toEqual({ page: 1, limit: 20, total: 1, hasMore: false });
   });
@@ -93,7 +99,7 @@ describe('gRPC API', () => {
 
   it('recognises a bot by its token on the runtime service and refuses a JWT there', async () => {
     const { id, token } = await approvedBot(h, alice, 'grpc_runtime_bot');
-    const me = await rpc(runtimeClient, runtimeClient.getMe, {}, token);
+    const me = await rpc<GetMeResponse>(runtimeClient, runtimeClient.getMe, {}, token);
     expect(me.result).toMatchObject({ id, isBot: true, username: 'grpc_runtime_bot' });
     expect((await grpcError(rpc(runtimeClient, runtimeClient.getMe, {}, alice))).code).toBe(grpc.status.UNAUTHENTICATED);
     expect((await grpcError(rpc(consoleClient, consoleClient.listMyBots, {}, token))).code).toBe(grpc.status.UNAUTHENTICATED);
@@ -101,7 +107,7 @@ describe('gRPC API', () => {
 
   it('updates with an explicit update_mask', async () => {
     const { id } = await approvedBot(h, alice, 'grpc_mask_bot');
-    const res = await rpc(consoleClient, consoleClient.updateMyBot, {
+    const res = await rpc<UpdateMyBotResponse>(consoleClient, consoleClient.updateMyBot, {
       id,
       bot: { about: 'from gRPC', name: 'ignored: not in mask', links: [], commandMenu: [] } as never,
       updateMask: ['about'],
