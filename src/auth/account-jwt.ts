@@ -57,7 +57,8 @@ export async function createAccountJwtVerifier(source: JwtKeySource, settings: J
   let key: Uint8Array | CryptoKey | JWTVerifyGetKey;
   let algorithms: string[];
   if (source.kind === 'secret') {
-    key = new TextEncoder().encode(source.secret);
+    // Imported once: handing jose raw bytes would re-import the key on every verify.
+    key = await crypto.subtle.importKey('raw', new TextEncoder().encode(source.secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
     algorithms = ['HS256'];
   } else if (source.kind === 'public-key') {
     const pem = readPem(source.pem);
@@ -72,7 +73,7 @@ export async function createAccountJwtVerifier(source: JwtKeySource, settings: J
   return {
     async verify(jwt) {
       try {
-        const { payload } = await jwtVerify(jwt, key as Uint8Array, {
+        const { payload } = await jwtVerify(jwt, key as unknown as CryptoKey, {
           algorithms,
           issuer: settings.issuer,
           audience: settings.audience,

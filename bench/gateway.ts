@@ -1,0 +1,144 @@
+/**
+ * npm run bench:gateway — GET /api/v1/bots/my through the HTTP gateway and the
+ * same call (ConsoleService/ListMyBots) made directly over gRPC, side by side in
+ * one run, at the same concurrency, against the service running as real
+ * processes: role=all (gateway calls the core in-process), and a separate
+ * gateway process reaching a core process over gRPC.
+ *
+ * Settings (env): BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_DATABASE_URL
+ * (default: a fresh SQLite file).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import * as grpc from '@grpc/grpc-js';
+import { mintAccountJwt } from '../src/auth/account-jwt.js';
+import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const SECRET = 'bench-secret-bench-secret-bench-secret-000';
+const children: ChildProcess[] = [];
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+function startService(env: Record<string, string>): Promise<void> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', AUTH_JWT_SECRET: SECRET, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  return waitHealthy(`http://127.0.0.1:${env.PORT}/healthz`);
+}
+
+async function waitHealthy(url: string) {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} never became healthy`);
+}
+
+interface Figures { rps: number; p50: number; p99: number; errors: number }
+
+async function benchHttp(url: string, jwt: string): Promise<Figures> {
+  const run = (duration: number) =>
+    autocannon({ url, connections: CONNECTIONS, duration, headers: { authorization: `Bearer ${jwt}` } });
+  await run(2); // warm-up
+  const r = await run(SECONDS);
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors };
+}
+
+async function benchGrpc(address: string, jwt: string): Promise<Figures> {
+  const client = new ConsoleServiceClient(address, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set('authorization', `Bearer ${jwt}`);
+  const once = () =>
+    new Promise<boolean>((resolve) => client.listMyBots({}, md, (err) => resolve(!err)));
+  const run = async (seconds: number) => {
+    const latencies: number[] = [];
+    let errors = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (performance.now() < end) {
+          const t = performance.now();
+          if (!(await once())) errors++;
+          latencies.push(performance.now() - t);
+        }
+      }),
+    );
+    latencies.sort((a, b) => a - b);
+    const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
+    return { rps: latencies.length / seconds, p50: pct(50), p99: pct(99), errors };
+  };
+  await run(2);
+  const figures = await run(SECONDS);
+  client.close();
+  return figures;
+}
+
+async function seed(base: string, jwt: string) {
+  for (let i = 0; i < 5; i++) {
+    const res = await fetch(`${base}/api/v1/bots/applications`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: `Bench ${i}`, username: `bench_bot_${i}` }),
+    });
+    if (res.status !== 201) throw new Error(`seed failed: ${res.status} ${await res.text()}`);
+  }
+}
+
+async function main() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-'));
+  const database = process.env.BENCH_DATABASE_URL ?? `sqlite:${path.join(dataDir, 'bench.sqlite')}`;
+  const common = { DATA_DIR: dataDir, DATABASE_URL: database };
+  const jwt = await mintAccountJwt(SECRET, { sub: 'bench-account' });
+
+  const all = { PORT: String(await freePort()), GRPC_PORT: String(await freePort()) };
+  await startService({ ...common, ROLE: 'all', ...all });
+  const allBase = `http://127.0.0.1:${all.PORT}`;
+  await seed(allBase, jwt);
+
+  const gatewayPort = String(await freePort());
+  await startService({ ...common, ROLE: 'gateway', PORT: gatewayPort, CORE_GRPC_ADDRESS: `127.0.0.1:${all.GRPC_PORT}` });
+
+  const rows: [string, Figures][] = [];
+  rows.push(['HTTP gateway, in-process core (role=all)', await benchHttp(`${allBase}/api/v1/bots/my`, jwt)]);
+  rows.push(['HTTP gateway process -> gRPC -> core', await benchHttp(`http://127.0.0.1:${gatewayPort}/api/v1/bots/my`, jwt)]);
+  rows.push(['gRPC direct (ListMyBots)', await benchGrpc(`127.0.0.1:${all.GRPC_PORT}`, jwt)]);
+
+  const grpcRps = rows[2]![1].rps;
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  console.log(`\nbench:gateway — GET /api/v1/bots/my (5 bots), ${CONNECTIONS} concurrent, ${SECONDS}s per row, ${database.split(':')[0]}`);
+  console.log(`machine: ${os.cpus().length} x ${cpu}, node ${process.version}; load generator on the same machine\n`);
+  console.log('| path | requests/s | p50 ms | p99 ms | errors | vs gRPC direct |');
+  console.log('|---|---:|---:|---:|---:|---:|');
+  for (const [name, f] of rows) {
+    console.log(`| ${name} | ${f.rps.toFixed(0)} | ${f.p50.toFixed(2)} | ${f.p99.toFixed(2)} | ${f.errors} | ${(f.rps / grpcRps).toFixed(2)}x |`);
+  }
+}
+
+main()
+  .catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    for (const c of children) c.kill('SIGTERM');
+  });
