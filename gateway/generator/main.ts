@@ -126,7 +126,8 @@ function main() {
     };
   };
 
-  for (const svc of index.services) {
+  // Our services only: vendored ones (grpc.health.v1) are served by their own implementations.
+  for (const svc of index.services.filter((s) => s.fullName.startsWith('botplatform.'))) {
     const settings = svc.desc.options?.[SETTINGS_OPTION] as { surface?: string; credential?: string } | undefined;
     if (!settings?.surface || !settings.credential) throw new Error(`${svc.fullName}: missing (botplatform.v1.service_settings)`);
     const surface = settings.surface.replace('API_SURFACE_', '').toLowerCase();

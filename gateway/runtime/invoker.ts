@@ -4,9 +4,13 @@
  * interceptor chain (wired by src/app.ts). Both reject with ApiError.
  */
 import * as grpc from '@grpc/grpc-js';
-import { BinaryReader } from '@bufbuild/protobuf/wire';
 import { ApiError, Code } from '../../src/errors.js';
 import { fromServiceError } from '../../src/grpc/status-details.js';
+import {
+  HealthCheckRequest,
+  HealthCheckResponse,
+  HealthCheckResponse_ServingStatus as ServingStatus,
+} from '../../src/gen/grpc/health/v1/health.js';
 import type { RouteSpec } from './schema.js';
 
 export interface Invoker {
@@ -46,25 +50,16 @@ export function createGrpcInvoker(address: string): Invoker {
     },
 
     ready() {
-      // grpc.health.v1.Health/Check with an empty request (service ""); SERVING is 1.
+      // The standard health check of the whole server (service "").
       return new Promise((resolve) => {
         client.makeUnaryRequest(
           '/grpc.health.v1.Health/Check',
-          () => Buffer.alloc(0),
-          (buf: Buffer) => {
-            const reader = new BinaryReader(buf);
-            let status = 0;
-            while (reader.pos < reader.len) {
-              const [field, wire] = reader.tag();
-              if (field === 1) status = reader.int32();
-              else reader.skip(wire);
-            }
-            return status;
-          },
-          {},
+          (req: HealthCheckRequest) => Buffer.from(HealthCheckRequest.encode(req).finish()),
+          (buf: Buffer) => HealthCheckResponse.decode(buf),
+          { service: '' },
           new grpc.Metadata(),
           { deadline: Date.now() + 2000 },
-          (err, status) => resolve(!err && status === 1),
+          (err, res) => resolve(!err && res?.status === ServingStatus.SERVING),
         );
       });
     },

@@ -5,9 +5,9 @@
  */
 import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { ReflectionService } from '@grpc/reflection';
-import { HealthImplementation, protoPath as healthProtoPath } from 'grpc-health-check';
+import { HealthImplementation } from 'grpc-health-check';
 import { ApiError } from '../errors.js';
 import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
@@ -30,6 +30,18 @@ function metadataOf(md: grpc.Metadata): CallMetadata {
     if (typeof value === 'string') out[key] = value;
   }
   return out;
+}
+
+/** The encoded FileDescriptorProtos of a FileDescriptorSet (field 1), byte for byte. */
+function rawFileDescriptors(set: Buffer): Buffer[] {
+  const reader = new BinaryReader(set);
+  const files: Buffer[] = [];
+  while (reader.pos < reader.len) {
+    const [field, wire] = reader.tag();
+    if (field === 1 && wire === WireType.LengthDelimited) files.push(Buffer.from(reader.bytes()));
+    else reader.skip(wire);
+  }
+  return files;
 }
 
 export interface GrpcServer {
@@ -62,10 +74,11 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
     ...Object.fromEntries(Object.keys(SERVICES).map((s) => [s, 'SERVING' as const])),
   });
   health.addToServer(server);
-  // Reflection describes our services and the health service.
+  // Reflection serves the files exactly as buf built them (health.proto included):
+  // proto-loader's round trip drops well-known types and mangles map entries,
+  // which grpcurl then cannot resolve.
   const packageDefinition = {
-    ...protoLoader.loadSync(healthProtoPath),
-    ...protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(DESCRIPTORS)),
+    'descriptor set': { fileDescriptorProtos: rawFileDescriptors(fs.readFileSync(DESCRIPTORS)) },
   };
   new ReflectionService(packageDefinition as never).addToServer(server);
 
