@@ -31,7 +31,7 @@ describe('HS256 secret', () => {
   it('accepts a token it signed, with the roles claim', async () => {
     const v = await createAccountJwtVerifier({ kind: 'secret', secret: SECRET }, {});
     const jwt = await mintAccountJwt(SECRET, { sub: 'acct-1', roles: ['admin', 42 as never] });
-    expect(await v.verify(jwt)).toEqual({ kind: 'account', accountId: 'acct-1', roles: ['admin'] });
+    expect(await v.verify(jwt)).toMatchObject({ kind: 'account', accountId: 'acct-1', roles: ['admin'] });
   });
 
   it('checks issuer and audience when configured', async () => {
@@ -40,6 +40,16 @@ describe('HS256 secret', () => {
     await refused(v.verify(await mintAccountJwt(SECRET, { sub: 'a', issuer: 'https://evil.example', audience: 'botplatform' })));
     await refused(v.verify(await mintAccountJwt(SECRET, { sub: 'a', issuer: 'https://id.example', audience: 'other' })));
     await refused(v.verify(await mintAccountJwt(SECRET, { sub: 'a' })));
+  });
+
+  it('remembers a verified token no longer than its exp', async () => {
+    const v = await createAccountJwtVerifier({ kind: 'secret', secret: SECRET }, {});
+    const jwt = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('short-lived')
+      .setExpirationTime(Math.floor(Date.now() / 1000) + 1).sign(new TextEncoder().encode(SECRET));
+    expect((await v.verify(jwt)).accountId).toBe('short-lived');
+    expect((await v.verify(jwt)).accountId).toBe('short-lived');
+    await new Promise((r) => setTimeout(r, 1100 - (Date.now() % 1000) + 1000));
+    await refused(v.verify(jwt));
   });
 
   it('refuses alg none, a missing sub, and an expired token (saying so)', async () => {

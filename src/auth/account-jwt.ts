@@ -13,6 +13,8 @@ export interface AccountPrincipal {
   kind: 'account';
   accountId: string;
   roles: string[];
+  /** When the credential stops being valid (epoch ms). */
+  expiresAt: number;
 }
 
 export interface JwtSettings {
@@ -70,26 +72,45 @@ export async function createAccountJwtVerifier(source: JwtKeySource, settings: J
     algorithms = ASYMMETRIC_ALGS;
   }
 
+  // Verified tokens are remembered (bounded, at most a minute and never past exp):
+  // a console client sends the same JWT on every call, and HMAC or signature
+  // verification is most of an authenticated request's cost.
+  const cache = new Map<string, { principal: AccountPrincipal; until: number }>();
+  const CACHE_MAX = 10_000;
+  const CACHE_MS = 60_000;
+
   return {
     async verify(jwt) {
-      try {
-        const { payload } = await jwtVerify(jwt, key as unknown as CryptoKey, {
-          algorithms,
-          issuer: settings.issuer,
-          audience: settings.audience,
-          requiredClaims: ['exp', 'sub'],
-        });
-        const roles = Array.isArray(payload.roles) ? payload.roles.filter((r): r is string => typeof r === 'string') : [];
-        if (!payload.sub) throw ApiError.unauthenticated('invalid account token: empty sub');
-        return { kind: 'account', accountId: payload.sub, roles };
-      } catch (err) {
-        if (err instanceof ApiError) throw err;
-        if (err instanceof joseErrors.JWTExpired) throw ApiError.unauthenticated('account token expired');
-        if (err instanceof joseErrors.JOSEError) throw ApiError.unauthenticated('invalid account token');
-        throw err;
+      const hit = cache.get(jwt);
+      if (hit) {
+        if (hit.until > Date.now()) return hit.principal;
+        cache.delete(jwt);
       }
+      const principal = await verifyUncached(jwt);
+      if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);
+      cache.set(jwt, { principal, until: Math.min(Date.now() + CACHE_MS, principal.expiresAt) });
+      return principal;
     },
   };
+
+  async function verifyUncached(jwt: string): Promise<AccountPrincipal & { expiresAt: number }> {
+    try {
+      const { payload } = await jwtVerify(jwt, key as unknown as CryptoKey, {
+        algorithms,
+        issuer: settings.issuer,
+        audience: settings.audience,
+        requiredClaims: ['exp', 'sub'],
+      });
+      const roles = Array.isArray(payload.roles) ? payload.roles.filter((r): r is string => typeof r === 'string') : [];
+      if (!payload.sub) throw ApiError.unauthenticated('invalid account token: empty sub');
+      return { kind: 'account', accountId: payload.sub, roles, expiresAt: payload.exp! * 1000 };
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      if (err instanceof joseErrors.JWTExpired) throw ApiError.unauthenticated('account token expired');
+      if (err instanceof joseErrors.JOSEError) throw ApiError.unauthenticated('invalid account token');
+      throw err;
+    }
+  }
 }
 
 export interface MintOptions extends JwtSettings {

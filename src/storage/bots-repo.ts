@@ -2,6 +2,7 @@
  * Bots table. Console reads and writes are scoped by owner id first; admin and
  * runtime lookups are explicit about being unscoped (review desk) or by token.
  */
+import type { Knex } from 'knex';
 import type { Db, Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
@@ -135,6 +136,22 @@ export interface IssuedToken {
 export function createBotsRepo(db: Db) {
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
 
+  /**
+   * One page and the total in one query (a window count, on SQLite 3.25+, MariaDB
+   * 10.2+ and MySQL 8); a page past the end costs a second, counting query.
+   */
+  async function paged(base: () => Knex.QueryBuilder<BotRow>, order: 'asc' | 'desc', page: number, limit: number) {
+    const rows = (await base()
+      .select('*', db.raw('count(*) over () as total_count'))
+      .orderBy([{ column: 'created_at', order }, { column: 'id', order }])
+      .limit(limit)
+      .offset((page - 1) * limit)) as (BotRow & { total_count: number | string })[];
+    if (rows.length > 0) return { items: rows.map(fromRow), total: Number(rows[0]!.total_count) };
+    if (page === 1) return { items: [], total: 0 };
+    const [{ n }] = (await base().count({ n: '*' })) as unknown as [{ n: number | string }];
+    return { items: [], total: Number(n) };
+  }
+
   return {
     /** Inserts a pending application; a taken username surfaces as a unique violation. */
     async insert(bot: NewBot, tx?: Tx): Promise<void> {
@@ -162,23 +179,12 @@ export function createBotsRepo(db: Db) {
     },
 
     async listForOwner(ownerId: string, page: number, limit: number): Promise<Page<BotRecord>> {
-      const [rows, [{ n }]] = await Promise.all([
-        q().where({ owner_id: ownerId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-          .limit(limit).offset((page - 1) * limit),
-        q().where({ owner_id: ownerId }).count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
-      ]);
-      return { items: rows.map(fromRow), total: Number(n) };
+      return paged(() => q().where({ owner_id: ownerId }), 'desc', page, limit);
     },
 
     /** Review desk: every account's bots, oldest first. */
     async listAll(reviewStatus: ReviewStatusValue | undefined, page: number, limit: number): Promise<Page<BotRecord>> {
-      const base = () => (reviewStatus ? q().where({ review_status: reviewStatus }) : q());
-      const [rows, [{ n }]] = await Promise.all([
-        base().orderBy([{ column: 'created_at', order: 'asc' }, { column: 'id', order: 'asc' }])
-          .limit(limit).offset((page - 1) * limit),
-        base().count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
-      ]);
-      return { items: rows.map(fromRow), total: Number(n) };
+      return paged(() => (reviewStatus ? q().where({ review_status: reviewStatus }) : q()), 'asc', page, limit);
     },
 
     /** Review desk lookup, not scoped to an owner. */
