@@ -10,27 +10,19 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import * as grpc from '@grpc/grpc-js';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
+import { freePort } from '../test/helpers/ports.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const children: ChildProcess[] = [];
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 function startService(env: Record<string, string>): Promise<void> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {

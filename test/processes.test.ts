@@ -5,11 +5,11 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { call, client, createTestDatabase } from './helpers/harness.js';
+import { freePort } from './helpers/ports.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const children: ChildProcess[] = [];
@@ -17,14 +17,6 @@ const children: ChildProcess[] = [];
 afterAll(() => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
 });
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /**
  * Starts the service with env, through `npm start` or (to signal the service

@@ -133,6 +133,16 @@ export interface IssuedToken {
   expiresAt: number | null;
 }
 
+/** The columns a newly issued token sets; the previous hash stops matching. */
+const tokenColumns = (token: IssuedToken, now: number) => ({
+  token_hash: token.hash,
+  token_prefix: token.prefix,
+  token_issued_at: now,
+  one_time_token_enc: token.sealed,
+  one_time_token_expires_at: token.expiresAt,
+  updated_at: now,
+});
+
 export function createBotsRepo(db: Db) {
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
 
@@ -212,17 +222,8 @@ export function createBotsRepo(db: Db) {
 
     /** pending → approved with a first token. False when the bot was not pending. */
     async approve(id: string, token: IssuedToken, now: number): Promise<boolean> {
-      const n = await q().where({ id, review_status: 'pending' }).update({
-        review_status: 'approved',
-        review_reason: null,
-        status: 'active',
-        token_hash: token.hash,
-        token_prefix: token.prefix,
-        token_issued_at: now,
-        one_time_token_enc: token.sealed,
-        one_time_token_expires_at: token.expiresAt,
-        updated_at: now,
-      });
+      const n = await q().where({ id, review_status: 'pending' })
+        .update({ review_status: 'approved', review_reason: null, status: 'active', ...tokenColumns(token, now) });
       return n === 1;
     },
 
@@ -235,14 +236,7 @@ export function createBotsRepo(db: Db) {
 
     /** Replaces the token of an approved bot; the old hash stops matching at once. */
     async replaceToken(ownerId: string, id: string, token: IssuedToken, now: number): Promise<boolean> {
-      const n = await q().where({ owner_id: ownerId, id, review_status: 'approved' }).update({
-        token_hash: token.hash,
-        token_prefix: token.prefix,
-        token_issued_at: now,
-        one_time_token_enc: token.sealed,
-        one_time_token_expires_at: token.expiresAt,
-        updated_at: now,
-      });
+      const n = await q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(tokenColumns(token, now));
       return n === 1;
     },
 
