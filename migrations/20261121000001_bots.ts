@@ -1,8 +1,10 @@
 import type { Knex } from 'knex';
+import { mysql } from './dialect.js';
 
 /** Bots and their review state, profile and (hashed) token. Times are epoch milliseconds. */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('bots', (t) => {
+    if (mysql(knex)) t.charset('utf8mb4'); // whatever the database's default, text is Unicode
     t.string('id', 32).primary();
     t.string('owner_id', 191).notNullable();
     t.string('name', 100).notNullable();

@@ -4,9 +4,11 @@
  */
 import type { Knex } from 'knex';
 import * as bots from './20261121000001_bots.js';
+import * as updates from './20261121000002_updates.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
+  '20261121000002_updates': updates,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

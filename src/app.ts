@@ -9,7 +9,10 @@ import type { FastifyInstance } from 'fastify';
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import type { Logger } from 'pino';
 import { createAccountJwtVerifier, type JwtKeySource } from './auth/account-jwt.js';
-import { LOCAL_JWT_SECRET_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
+import { LOCAL_INTERNAL_TOKEN_FILE, LOCAL_JWT_SECRET_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
+import { CONTROL_TOPIC, type Bus } from './bus/bus.js';
+import { createKafkaBus } from './bus/kafka-bus.js';
+import { createMemoryBus } from './bus/memory-bus.js';
 import { createSecretBox } from './auth/secret-box.js';
 import type { Config } from './config.js';
 import { createAuthenticator } from './core/authenticate.js';
@@ -18,8 +21,15 @@ import { createHandlers } from './core/handlers.js';
 import { createAdminService } from './domain/admin-service.js';
 import { createConsoleService } from './domain/console-service.js';
 import { createRuntimeService } from './domain/runtime-service.js';
+import { createOutboxRelay } from './domain/outbox-relay.js';
+import { createUpdateWaiters } from './domain/update-waiters.js';
+import { createUpdateWriter } from './domain/update-writer.js';
+import { createUpdatesService } from './domain/updates-service.js';
+import { parseCidrs } from './net/ssrf.js';
 import { startGrpcServer, type GrpcServer } from './grpc/server.js';
 import { createBotsRepo } from './storage/bots-repo.js';
+import { createUpdatesRepo, UPDATES_TOPIC } from './storage/updates-repo.js';
+import { createWebhooksRepo } from './storage/webhooks-repo.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
 import { buildGateway } from '../gateway/runtime/gateway.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
@@ -44,30 +54,72 @@ export function jwtKeySource(config: Config): { source: JwtKeySource; localSecre
   return { source: { kind: 'secret', secret }, localSecret: secret };
 }
 
-async function startCore(config: Config, logger: Logger) {
+/** Runs `task` every `everyMs` until stopped; failures are logged, never thrown. */
+function every(everyMs: number, task: () => Promise<unknown>, logger: Logger, what: string) {
+  const timer = setInterval(() => {
+    task().catch((err) => logger.warn({ err }, `${what} failed`));
+  }, everyMs);
+  timer.unref();
+  return async () => clearInterval(timer);
+}
+
+async function startCore(config: Config, logger: Logger, closers: (() => Promise<void>)[]) {
   const db = createDb(config.database);
+  closers.push(() => db.destroy());
   await migrateLatest(db);
   const { source, localSecret } = jwtKeySource(config);
   const jwt = await createAccountJwtVerifier(source, config.auth);
   const secretBox = createSecretBox(config.secretKey ?? loadOrCreateSecret(config.dataDir, LOCAL_SECRET_KEY_FILE));
+  const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
+
+  const bus: Bus = config.kafkaBrokers.length > 0
+    ? await createKafkaBus({
+      brokers: config.kafkaBrokers,
+      clientId: config.kafkaClientId,
+      topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }],
+      logger,
+    })
+    : createMemoryBus();
+  closers.push(() => bus.close());
+
   const bots = createBotsRepo(db);
+  const updatesRepo = createUpdatesRepo(db);
+  const webhooks = createWebhooksRepo(db);
+  const relay = createOutboxRelay(updatesRepo, bus, logger);
+  relay.start();
+  closers.push(() => relay.stop());
+  const waiters = createUpdateWaiters(bus, logger);
+  await waiters.start();
+  const writer = createUpdateWriter(updatesRepo, () => relay.nudge());
+
+  const updates = createUpdatesService({
+    bots,
+    updates: updatesRepo,
+    webhooks,
+    waiters,
+    writer,
+    secretBox,
+    allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+    egressIps: config.platformEgressIps,
+  });
   const deps = { bots, secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
   const core = createCore({
-    authenticator: createAuthenticator({ jwt, bots }),
+    authenticator: createAuthenticator({ jwt, bots, internalToken }),
     handlers: createHandlers({
-      console: createConsoleService(deps),
+      console: createConsoleService({ ...deps, webhookOf: (id) => updates.webhookSummary(id) }),
       admin: createAdminService(deps),
       runtime: createRuntimeService({ bots }),
+      updates,
     }),
     logger,
   });
-  // Unread one-time tokens are discarded after their retention (reads also ignore expired ones).
-  const sweepEvery = Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs));
-  const sweeper = setInterval(() => {
-    bots.purgeExpiredOneTimeTokens(Date.now()).catch((err) => logger.warn({ err }, 'one-time token sweep failed'));
-  }, sweepEvery);
-  sweeper.unref();
-  return { db, core, localSecret, stopSweeper: () => clearInterval(sweeper) };
+  // Unread one-time tokens are discarded after their retention (reads also ignore
+  // expired ones); unconfirmed updates after theirs.
+  closers.push(every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
+    () => bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
+  closers.push(every(Math.min(60_000, Math.max(1000, config.updateRetentionMs / 2)),
+    () => updatesRepo.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
+  return { db, core, localSecret, waiters };
 }
 
 export async function startApp(config: Config, logger: Logger): Promise<App> {
@@ -80,10 +132,10 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     let invoker: Invoker | undefined;
     let http: FastifyInstance | undefined;
 
+    let endLongPolls = async () => {};
     if (config.role === 'all' || config.role === 'core') {
-      const { db, core, localSecret, stopSweeper } = await startCore(config, logger);
-      closers.push(() => db.destroy());
-      closers.push(async () => stopSweeper());
+      const { db, core, localSecret, waiters } = await startCore(config, logger, closers);
+      endLongPolls = async () => waiters.close();
       app.db = db;
       app.core = core;
       app.localJwtSecret = localSecret;
@@ -113,6 +165,8 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       const server = http;
       closers.push(() => server.close());
       await server.listen({ host: config.host, port: config.port });
+      // First step of shutdown: long polls answer now, so the servers can drain.
+      closers.push(endLongPolls);
       const address = server.server.address();
       const port = typeof address === 'object' && address ? address.port : config.port;
       app.httpUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;

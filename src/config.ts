@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { isValidIpOrCidr } from './net/ssrf.js';
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -69,6 +70,21 @@ const schema = z
       'must be 32 bytes, base64-encoded',
     ),
     ONE_TIME_TOKEN_RETENTION: duration('7d'),
+    KAFKA_BROKERS: optionalText.refine(
+      (v) => v === undefined || v.split(',').every((b) => /^[^\s:,]+:\d+$/.test(b.trim())),
+      'must be host:port[,host:port...]',
+    ),
+    KAFKA_CLIENT_ID: z.string().regex(/^[A-Za-z0-9._-]+$/).default('botplatform'),
+    INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
+    UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+    WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
+      (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
+      'must be a comma-separated list of IPs or CIDR ranges',
+    ),
+    PLATFORM_EGRESS_IPS: z.string().default('').refine(
+      (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
+      'must be a comma-separated list of IPs or CIDR ranges',
+    ),
     MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
@@ -98,6 +114,14 @@ export interface Config {
   /** base64 32-byte key for secrets at rest; created in DATA_DIR when unset. */
   secretKey?: string;
   oneTimeTokenRetentionMs: number;
+  /** Kafka brokers; none selects the in-process bus. */
+  kafkaBrokers: string[];
+  kafkaClientId: string;
+  /** Credential of internal services; created in DATA_DIR when unset. */
+  internalApiToken?: string;
+  updateRetentionMs: number;
+  webhookAllowedCidrs: string[];
+  platformEgressIps: string[];
   maxBodyBytes: number;
   logLevel: Raw['LOG_LEVEL'];
 }
@@ -108,6 +132,8 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
+
+const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
 
 /** Reads and validates the configuration; throws ConfigError listing every bad value. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -145,6 +171,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     auth: { ...auth, issuer: c.AUTH_JWT_ISSUER, audience: c.AUTH_JWT_AUDIENCE },
     secretKey: c.SECRET_KEY,
     oneTimeTokenRetentionMs: c.ONE_TIME_TOKEN_RETENTION,
+    kafkaBrokers: list(c.KAFKA_BROKERS ?? ''),
+    kafkaClientId: c.KAFKA_CLIENT_ID,
+    internalApiToken: c.INTERNAL_API_TOKEN,
+    updateRetentionMs: c.UPDATE_RETENTION,
+    webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
+    platformEgressIps: list(c.PLATFORM_EGRESS_IPS),
     maxBodyBytes: c.MAX_BODY_BYTES,
     logLevel: c.LOG_LEVEL,
   };

@@ -14,8 +14,15 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/GetMyBot","method":"GET","template":"/api/v1/bots/my/{id}","fastifyPath":"/api/v1/bots/my/:id","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.GetMyBotRequest","responseType":"botplatform.v1.GetMyBotResponse", "grpc": ConsoleServiceService.getMyBot },
   {"rpc":"botplatform.v1.ConsoleService/UpdateMyBot","method":"PATCH","template":"/api/v1/bots/my/{id}","fastifyPath":"/api/v1/bots/my/:id","pathParams":[{"param":"id","field":["id"]}],"body":"bot","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.UpdateMyBotRequest","responseType":"botplatform.v1.UpdateMyBotResponse", "grpc": ConsoleServiceService.updateMyBot },
   {"rpc":"botplatform.v1.ConsoleService/RegenerateToken","method":"POST","template":"/api/v1/bots/my/{id}/regenerate-token","fastifyPath":"/api/v1/bots/my/:id/regenerate-token","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RegenerateTokenRequest","responseType":"botplatform.v1.RegenerateTokenResponse", "grpc": ConsoleServiceService.regenerateToken },
+  {"rpc":"botplatform.v1.ConsoleService/SetBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.SetBotWebhookRequest","responseType":"botplatform.v1.SetBotWebhookResponse", "grpc": ConsoleServiceService.setBotWebhook },
+  {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","method":"DELETE","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotWebhookRequest","responseType":"botplatform.v1.DeleteBotWebhookResponse", "grpc": ConsoleServiceService.deleteBotWebhook },
+  {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","method":"POST","template":"/api/v1/bots/my/{id}/test-updates","fastifyPath":"/api/v1/bots/my/:id/test-updates","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":201,"surface":"console","requestType":"botplatform.v1.CreateTestUpdateRequest","responseType":"botplatform.v1.CreateTestUpdateResponse", "grpc": ConsoleServiceService.createTestUpdate },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"POST","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"GET","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":null,"responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
+  {"rpc":"botplatform.v1.RuntimeService/GetUpdates","method":"POST","template":"/api/v1/bots/getUpdates","fastifyPath":"/api/v1/bots/getUpdates","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetUpdatesRequest","responseType":"botplatform.v1.GetUpdatesResponse", "grpc": RuntimeServiceService.getUpdates },
+  {"rpc":"botplatform.v1.RuntimeService/SetWebhook","method":"POST","template":"/api/v1/bots/setWebhook","fastifyPath":"/api/v1/bots/setWebhook","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SetWebhookRequest","responseType":"botplatform.v1.SetWebhookResponse", "grpc": RuntimeServiceService.setWebhook },
+  {"rpc":"botplatform.v1.RuntimeService/DeleteWebhook","method":"POST","template":"/api/v1/bots/deleteWebhook","fastifyPath":"/api/v1/bots/deleteWebhook","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.DeleteWebhookRequest","responseType":"botplatform.v1.DeleteWebhookResponse", "grpc": RuntimeServiceService.deleteWebhook },
+  {"rpc":"botplatform.v1.RuntimeService/GetWebhookInfo","method":"POST","template":"/api/v1/bots/getWebhookInfo","fastifyPath":"/api/v1/bots/getWebhookInfo","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetWebhookInfoRequest","responseType":"botplatform.v1.GetWebhookInfoResponse", "grpc": RuntimeServiceService.getWebhookInfo },
   ],
   messages: {
     "botplatform.v1.ListBotsRequest": {
@@ -1064,6 +1071,265 @@ export const routeTable: RouteTable = {
         }
       ]
     },
+    "botplatform.v1.SetBotWebhookRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "secret_token",
+          "json": "secret_token",
+          "ts": "secretToken",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "allowed_updates",
+          "json": "allowed_updates",
+          "ts": "allowedUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "allowed_ips",
+          "json": "allowed_ips",
+          "ts": "allowedIps",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "max_connections",
+          "json": "max_connections",
+          "ts": "maxConnections",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "drop_pending_updates",
+          "json": "drop_pending_updates",
+          "ts": "dropPendingUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SetBotWebhookResponse": {
+      "fields": [
+        {
+          "proto": "bot",
+          "json": "bot",
+          "ts": "bot",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteBotWebhookRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "drop_pending_updates",
+          "json": "drop_pending_updates",
+          "ts": "dropPendingUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteBotWebhookResponse": {
+      "fields": [
+        {
+          "proto": "bot",
+          "json": "bot",
+          "ts": "bot",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CreateTestUpdateRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "from",
+          "json": "from",
+          "ts": "from",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.User"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.User": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "is_bot",
+          "json": "is_bot",
+          "ts": "isBot",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "username",
+          "json": "username",
+          "ts": "username",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "first_name",
+          "json": "first_name",
+          "ts": "firstName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.CreateTestUpdateResponse": {
+      "fields": [
+        {
+          "proto": "update_id",
+          "json": "update_id",
+          "ts": "updateId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "update_seq",
+          "json": "update_seq",
+          "ts": "updateSeq",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
     "botplatform.v1.GetMeRequest": {
       "fields": []
     },
@@ -1148,6 +1414,449 @@ export const routeTable: RouteTable = {
             "scalar": "bool"
           },
           "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetUpdatesRequest": {
+      "fields": [
+        {
+          "proto": "offset",
+          "json": "offset",
+          "ts": "offset",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "timeout",
+          "json": "timeout",
+          "ts": "timeout",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "allowed_updates",
+          "json": "allowed_updates",
+          "ts": "allowedUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetUpdatesResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Update"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.Update": {
+      "fields": [
+        {
+          "proto": "update_id",
+          "json": "update_id",
+          "ts": "updateId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "update_seq",
+          "json": "update_seq",
+          "ts": "updateSeq",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "message",
+          "json": "message",
+          "ts": "message",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "edited_message",
+          "json": "edited_message",
+          "ts": "editedMessage",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.Message": {
+      "fields": [
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "date",
+          "json": "date",
+          "ts": "date",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "chat",
+          "json": "chat",
+          "ts": "chat",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Chat"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "from",
+          "json": "from",
+          "ts": "from",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.User"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "reply_to_message_id",
+          "json": "reply_to_message_id",
+          "ts": "replyToMessageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.Chat": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "type",
+          "json": "type",
+          "ts": "type",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SetWebhookRequest": {
+      "fields": [
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "secret_token",
+          "json": "secret_token",
+          "ts": "secretToken",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "allowed_updates",
+          "json": "allowed_updates",
+          "ts": "allowedUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "allowed_ips",
+          "json": "allowed_ips",
+          "ts": "allowedIps",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "max_connections",
+          "json": "max_connections",
+          "ts": "maxConnections",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "drop_pending_updates",
+          "json": "drop_pending_updates",
+          "ts": "dropPendingUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SetWebhookResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteWebhookRequest": {
+      "fields": [
+        {
+          "proto": "drop_pending_updates",
+          "json": "drop_pending_updates",
+          "ts": "dropPendingUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteWebhookResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetWebhookInfoRequest": {
+      "fields": []
+    },
+    "botplatform.v1.GetWebhookInfoResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.WebhookInfo"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.WebhookInfo": {
+      "fields": [
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "delivery_mode",
+          "json": "delivery_mode",
+          "ts": "deliveryMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "pending_update_count",
+          "json": "pending_update_count",
+          "ts": "pendingUpdateCount",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "max_connections",
+          "json": "max_connections",
+          "ts": "maxConnections",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "allowed_updates",
+          "json": "allowed_updates",
+          "ts": "allowedUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "last_error_date",
+          "json": "last_error_date",
+          "ts": "lastErrorDate",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "last_error_message",
+          "json": "last_error_message",
+          "ts": "lastErrorMessage",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "platform_egress_ips",
+          "json": "platform_egress_ips",
+          "ts": "platformEgressIps",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "allowed_ips",
+          "json": "allowed_ips",
+          "ts": "allowedIps",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
           "optional": false
         }
       ]

@@ -124,24 +124,25 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body)) && spec.body === '*') {
       throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
     }
-    const bound = new Set<string>(spec.pathParams.map((p) => p.field[0]!));
-    if (spec.body === '*') {
-      if (body !== undefined) codec.decodeMessage(spec.requestType, body as Record<string, unknown>, '', message);
-      for (const f of codec.schemaOf(spec.requestType).fields) bound.add(f.proto);
-    } else if (spec.body) {
-      const field = codec.lookup(spec.requestType).get(spec.body)!;
-      if (body !== undefined) message[field.ts] = decodeBodyField(field.proto, body);
-      bound.add(field.proto);
-    }
-    const params = request.params as Record<string, string>;
-    for (const p of spec.pathParams) codec.setFromText(spec.requestType, message, p.field, [params[p.param]!], p.field.join('.'));
-
+    // Query parameters bind every field not taken by the path (or by a named body
+    // field); a "*" body, read after them, wins where both give a field.
+    const pathFields = new Set<string>(spec.pathParams.map((p) => p.field[0]!));
     const query = request.query as Record<string, string | string[]>;
     for (const [name, raw] of Object.entries(query)) {
       const path = codec.fieldPathOf(spec.requestType, name);
-      if (!path || bound.has(path[0]!)) throw ApiError.invalid(name, 'UNKNOWN_FIELD', 'is not a known parameter');
+      if (!path || pathFields.has(path[0]!) || path[0] === spec.body) {
+        throw ApiError.invalid(name, 'UNKNOWN_FIELD', 'is not a known parameter');
+      }
       codec.setFromText(spec.requestType, message, path, Array.isArray(raw) ? raw : [raw], name);
     }
+    if (spec.body === '*') {
+      if (body !== undefined) codec.decodeMessage(spec.requestType, body as Record<string, unknown>, '', message);
+    } else if (spec.body) {
+      const field = codec.lookup(spec.requestType).get(spec.body)!;
+      if (body !== undefined) message[field.ts] = decodeBodyField(field.proto, body);
+    }
+    const params = request.params as Record<string, string>;
+    for (const p of spec.pathParams) codec.setFromText(spec.requestType, message, p.field, [params[p.param]!], p.field.join('.'));
 
     // AIP-134: a PATCH with a message body and an update_mask field updates the keys present.
     const mask = codec.lookup(spec.requestType).get('update_mask');

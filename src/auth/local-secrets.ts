@@ -28,3 +28,4 @@ export function loadOrCreateSecret(dataDir: string, name: string): string {
 
 export const LOCAL_JWT_SECRET_FILE = 'jwt-secret';
 export const LOCAL_SECRET_KEY_FILE = 'secret-key';
+export const LOCAL_INTERNAL_TOKEN_FILE = 'internal-api-token';

@@ -13,6 +13,8 @@ import type { CallMetadata, Principal } from './context.js';
 export interface AuthenticatorDeps {
   jwt: AccountJwtVerifier;
   bots: BotsRepo;
+  /** The credential of the platform's internal services. */
+  internalToken: string;
 }
 
 /** The credential of "authorization: Bearer <credential>", or undefined. */
@@ -25,6 +27,9 @@ function bearer(metadata: CallMetadata): string | undefined {
 }
 
 export function createAuthenticator(deps: AuthenticatorDeps) {
+  // Compared as SHA-256 digests in constant time, like bot tokens.
+  const internalHash = hashBotToken(deps.internalToken);
+
   async function account(metadata: CallMetadata) {
     const credential = bearer(metadata);
     if (!credential) throw ApiError.unauthenticated('missing credential: send "Authorization: Bearer <account JWT>"');
@@ -56,8 +61,13 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
           if (bot.status !== 'active') throw new ApiError(Code.PERMISSION_DENIED, `bot is ${bot.status}`);
           return { kind: 'bot', botId: bot.id, ownerId: bot.ownerId };
         }
+        case 'internal': {
+          const credential = bearer(metadata);
+          if (!credential) throw ApiError.unauthenticated('missing credential: send "Authorization: Bearer <internal API token>"');
+          if (!hashesEqual(hashBotToken(credential), internalHash)) throw ApiError.unauthenticated('invalid internal credential');
+          return { kind: 'internal' };
+        }
         default:
-          // Internal credentials arrive with the ingest API; until then nothing may call such a method.
           throw ApiError.unauthenticated('this method is not callable with the given credential');
       }
     },

@@ -2,10 +2,12 @@
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
+import { InternalServiceService } from '../gen/botplatform/v1/internal_service.js';
 import { RuntimeServiceService } from '../gen/botplatform/v1/runtime_service.js';
 import type { AdminService } from '../domain/admin-service.js';
 import type { ConsoleService } from '../domain/console-service.js';
 import type { RuntimeService } from '../domain/runtime-service.js';
+import type { UpdatesService } from '../domain/updates-service.js';
 import type { BotPrincipal, CallContext, Principal } from './context.js';
 import type { Handler } from './core.js';
 
@@ -13,14 +15,24 @@ interface Services {
   console: ConsoleService;
   admin: AdminService;
   runtime: RuntimeService;
+  updates: UpdatesService;
 }
 
 type Ctx<P extends Principal> = CallContext<P>;
 
-export function createHandlers({ console, admin, runtime }: Services): Record<string, Handler> {
+export function createHandlers({ console, admin, runtime, updates }: Services): Record<string, Handler> {
   const c = ConsoleServiceService;
   const a = AdminServiceService;
   const r = RuntimeServiceService;
+  const i = InternalServiceService;
+  const webhookInput = (req: any) => ({ // eslint-disable-line @typescript-eslint/no-explicit-any
+    url: req.url,
+    secretToken: req.secretToken,
+    allowedUpdates: req.allowedUpdates,
+    allowedIps: req.allowedIps,
+    maxConnections: req.maxConnections,
+    dropPendingUpdates: req.dropPendingUpdates,
+  });
   return {
     [c.createApplication.path]: (req, ctx: Ctx<AccountPrincipal>) => console.createApplication(ctx.principal, req),
     [c.listMyBots.path]: (req, ctx: Ctx<AccountPrincipal>) => console.listMyBots(ctx.principal, req),
@@ -30,6 +42,26 @@ export function createHandlers({ console, admin, runtime }: Services): Record<st
     [a.listBots.path]: (req) => admin.listBots(req),
     [a.approveBot.path]: (req) => admin.approveBot(req),
     [a.rejectBot.path]: (req) => admin.rejectBot(req),
+    [c.setBotWebhook.path]: async (req, ctx: Ctx<AccountPrincipal>) => {
+      const id = await updates.setOwnBotWebhook(ctx.principal, req.id, webhookInput(req));
+      return { bot: await console.botDetail(ctx.principal, id) };
+    },
+    [c.deleteBotWebhook.path]: async (req, ctx: Ctx<AccountPrincipal>) => {
+      const id = await updates.deleteOwnBotWebhook(ctx.principal, req.id, req.dropPendingUpdates);
+      return { bot: await console.botDetail(ctx.principal, id) };
+    },
+    [c.createTestUpdate.path]: (req, ctx: Ctx<AccountPrincipal>) => updates.createTestUpdate(ctx.principal, req),
     [r.getMe.path]: (_req, ctx: Ctx<BotPrincipal>) => runtime.getMe(ctx.principal),
+    [r.getUpdates.path]: (req, ctx: Ctx<BotPrincipal>) => updates.getUpdates(ctx.principal, req, ctx.signal),
+    [r.setWebhook.path]: async (req, ctx: Ctx<BotPrincipal>) => {
+      await updates.setWebhook(ctx.principal.botId, webhookInput(req));
+      return { result: true };
+    },
+    [r.deleteWebhook.path]: async (req, ctx: Ctx<BotPrincipal>) => {
+      await updates.deleteWebhook(ctx.principal.botId, req.dropPendingUpdates);
+      return { result: true };
+    },
+    [r.getWebhookInfo.path]: async (_req, ctx: Ctx<BotPrincipal>) => ({ result: await updates.getWebhookInfo(ctx.principal) }),
+    [i.ingestUpdates.path]: (req) => updates.ingest(req),
   };
 }

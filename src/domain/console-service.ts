@@ -6,7 +6,7 @@ import { generateBotToken, hashBotToken, randomBase62, tokenPrefixOf } from '../
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { ApiError, Code } from '../errors.js';
-import type { Bot, BotCommand, BotContact, BotLink } from '../gen/botplatform/v1/bot.js';
+import type { Bot, BotCommand, BotContact, BotLink, WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
 import type {
   BotProfile,
@@ -30,6 +30,8 @@ export const SCOPES = ['send', 'receive'] as const;
 
 export interface ConsoleDeps {
   bots: BotsRepo;
+  /** The redacted webhook of a bot, for detail reads. */
+  webhookOf: (botId: string) => Promise<WebhookSummary | undefined>;
   secretBox: SecretBox;
   oneTimeTokenRetentionMs: number;
   now?: () => number;
@@ -202,7 +204,13 @@ export function createConsoleService(deps: ConsoleDeps) {
           oneTimeToken = deps.secretBox.open(sealed);
         }
       }
-      return { bot: toBotMessage(bot, { oneTimeToken }) };
+      return { bot: { ...toBotMessage(bot, { oneTimeToken }), webhook: await deps.webhookOf(bot.id) } };
+    },
+
+    /** The detail read without its side effect (the one-time token stays unread). */
+    async botDetail(principal: AccountPrincipal, id: string): Promise<Bot> {
+      const bot = await ownBot(principal, id);
+      return { ...toBotMessage(bot), webhook: await deps.webhookOf(bot.id) };
     },
 
     async updateMyBot(principal: AccountPrincipal, req: UpdateMyBotRequest): Promise<UpdateMyBotResponse> {

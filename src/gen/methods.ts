@@ -35,7 +35,39 @@ export const methodSettings: Record<string, MethodSettings> = {
     "credential": "account_jwt",
     "surface": "console"
   },
+  "/botplatform.v1.ConsoleService/SetBotWebhook": {
+    "credential": "account_jwt",
+    "surface": "console"
+  },
+  "/botplatform.v1.ConsoleService/DeleteBotWebhook": {
+    "credential": "account_jwt",
+    "surface": "console"
+  },
+  "/botplatform.v1.ConsoleService/CreateTestUpdate": {
+    "credential": "account_jwt",
+    "surface": "console"
+  },
+  "/botplatform.v1.InternalService/IngestUpdates": {
+    "credential": "internal",
+    "surface": "internal"
+  },
   "/botplatform.v1.RuntimeService/GetMe": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/GetUpdates": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/SetWebhook": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/DeleteWebhook": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/GetWebhookInfo": {
     "credential": "bot_token",
     "surface": "runtime"
   }

@@ -11,6 +11,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import { ApiError } from '../errors.js';
 import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
+import { InternalServiceService } from '../gen/botplatform/v1/internal_service.js';
 import { RuntimeServiceService } from '../gen/botplatform/v1/runtime_service.js';
 import type { CallMetadata } from '../core/context.js';
 import type { Core } from '../core/core.js';
@@ -20,6 +21,7 @@ const SERVICES = {
   'botplatform.v1.ConsoleService': ConsoleServiceService,
   'botplatform.v1.AdminService': AdminServiceService,
   'botplatform.v1.RuntimeService': RuntimeServiceService,
+  'botplatform.v1.InternalService': InternalServiceService,
 } as const;
 
 const DESCRIPTORS = new URL('../gen/descriptors.binpb', import.meta.url);

@@ -14,6 +14,11 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 
 export const TEST_JWT_SECRET = 'test-secret-test-secret-test-secret-0123456789';
+export const TEST_INTERNAL_TOKEN = 'internal-test-token-internal-test-token-0001';
+
+/** Kafka for the integration pass (TEST_KAFKA_BROKERS); the in-process bus otherwise. */
+export const kafkaEnv = (): Record<string, string> =>
+  process.env.TEST_KAFKA_BROKERS ? { KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS } : {};
 
 export interface TestDatabase {
   url: string;
@@ -68,7 +73,9 @@ export async function startHarness(mode: GatewayMode = 'in-process', extraEnv: R
     PORT: '0',
     GRPC_PORT: '0',
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
+    INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...kafkaEnv(),
     ...extraEnv,
   };
   const logger = createLogger(env.LOG_LEVEL);

@@ -20,6 +20,7 @@ import {
 } from "@grpc/grpc-js";
 import { FieldMask } from "../../google/protobuf/field_mask.js";
 import { Bot, BotCommand, BotContact, BotLink, FriendRequestMode, Pagination } from "./bot.js";
+import { User } from "./update.js";
 
 /** CreateApplicationRequest is a new bot application. */
 export interface CreateApplicationRequest {
@@ -166,6 +167,68 @@ export interface RegenerateTokenResponse {
   oneTimeToken: string;
   /** Its first 12 characters. */
   tokenPrefix: string;
+}
+
+/** SetBotWebhookRequest is the webhook configuration of one of the caller's bots. */
+export interface SetBotWebhookRequest {
+  /** The bot id. */
+  id: string;
+  /** https URL; checked against request forgery. */
+  url: string;
+  /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
+  secretToken: string;
+  /** Update kinds to deliver ("message", "edited_message"); empty means all. */
+  allowedUpdates: string[];
+  /** IPs or CIDRs deliveries may go to. */
+  allowedIps: string[];
+  /** Most parallel deliveries, 1 to 100 (default 40). */
+  maxConnections?:
+    | number
+    | undefined;
+  /** Forget the updates not yet received. */
+  dropPendingUpdates: boolean;
+}
+
+/** SetBotWebhookResponse carries the bot with its redacted webhook. */
+export interface SetBotWebhookResponse {
+  /** The bot, delivery_mode webhook. */
+  bot: Bot | undefined;
+}
+
+/** DeleteBotWebhookRequest names the bot and may drop what is pending. */
+export interface DeleteBotWebhookRequest {
+  /** The bot id. */
+  id: string;
+  /** Forget the updates not yet received. */
+  dropPendingUpdates: boolean;
+}
+
+/** DeleteBotWebhookResponse carries the bot. */
+export interface DeleteBotWebhookResponse {
+  /** The bot, delivery_mode polling. */
+  bot: Bot | undefined;
+}
+
+/** CreateTestUpdateRequest is a test message to the bot. */
+export interface CreateTestUpdateRequest {
+  /** The bot id. */
+  id: string;
+  /** The message text, 1 to 4096 characters. */
+  text: string;
+  /** The chat it comes from (default: the owner's test chat). */
+  chatId?:
+    | number
+    | undefined;
+  /** The sender (default: a test user). */
+  from: User | undefined;
+}
+
+/** CreateTestUpdateResponse tells the ids the update got. */
+export interface CreateTestUpdateResponse {
+  /** Platform-unique update id. */
+  updateId: number;
+  /** Per-bot sequence number. */
+  updateSeq: number;
 }
 
 function createBaseCreateApplicationRequest(): CreateApplicationRequest {
@@ -1068,6 +1131,476 @@ export const RegenerateTokenResponse: MessageFns<RegenerateTokenResponse> = {
   },
 };
 
+function createBaseSetBotWebhookRequest(): SetBotWebhookRequest {
+  return {
+    id: "",
+    url: "",
+    secretToken: "",
+    allowedUpdates: [],
+    allowedIps: [],
+    maxConnections: undefined,
+    dropPendingUpdates: false,
+  };
+}
+
+export const SetBotWebhookRequest: MessageFns<SetBotWebhookRequest> = {
+  encode(message: SetBotWebhookRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.url !== "") {
+      writer.uint32(18).string(message.url);
+    }
+    if (message.secretToken !== "") {
+      writer.uint32(26).string(message.secretToken);
+    }
+    for (const v of message.allowedUpdates) {
+      writer.uint32(34).string(v!);
+    }
+    for (const v of message.allowedIps) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.maxConnections !== undefined) {
+      writer.uint32(48).int32(message.maxConnections);
+    }
+    if (message.dropPendingUpdates !== false) {
+      writer.uint32(56).bool(message.dropPendingUpdates);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetBotWebhookRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetBotWebhookRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.secretToken = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.allowedUpdates.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.allowedIps.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxConnections = reader.int32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.dropPendingUpdates = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetBotWebhookRequest>, I>>(base?: I): SetBotWebhookRequest {
+    return SetBotWebhookRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetBotWebhookRequest>, I>>(object: I): SetBotWebhookRequest {
+    const message = createBaseSetBotWebhookRequest();
+    message.id = object.id ?? "";
+    message.url = object.url ?? "";
+    message.secretToken = object.secretToken ?? "";
+    message.allowedUpdates = object.allowedUpdates?.map((e) => e) || [];
+    message.allowedIps = object.allowedIps?.map((e) => e) || [];
+    message.maxConnections = object.maxConnections ?? undefined;
+    message.dropPendingUpdates = object.dropPendingUpdates ?? false;
+    return message;
+  },
+};
+
+function createBaseSetBotWebhookResponse(): SetBotWebhookResponse {
+  return { bot: undefined };
+}
+
+export const SetBotWebhookResponse: MessageFns<SetBotWebhookResponse> = {
+  encode(message: SetBotWebhookResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bot !== undefined) {
+      Bot.encode(message.bot, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetBotWebhookResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetBotWebhookResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bot = Bot.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetBotWebhookResponse>, I>>(base?: I): SetBotWebhookResponse {
+    return SetBotWebhookResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetBotWebhookResponse>, I>>(object: I): SetBotWebhookResponse {
+    const message = createBaseSetBotWebhookResponse();
+    message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    return message;
+  },
+};
+
+function createBaseDeleteBotWebhookRequest(): DeleteBotWebhookRequest {
+  return { id: "", dropPendingUpdates: false };
+}
+
+export const DeleteBotWebhookRequest: MessageFns<DeleteBotWebhookRequest> = {
+  encode(message: DeleteBotWebhookRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.dropPendingUpdates !== false) {
+      writer.uint32(16).bool(message.dropPendingUpdates);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteBotWebhookRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteBotWebhookRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dropPendingUpdates = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteBotWebhookRequest>, I>>(base?: I): DeleteBotWebhookRequest {
+    return DeleteBotWebhookRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteBotWebhookRequest>, I>>(object: I): DeleteBotWebhookRequest {
+    const message = createBaseDeleteBotWebhookRequest();
+    message.id = object.id ?? "";
+    message.dropPendingUpdates = object.dropPendingUpdates ?? false;
+    return message;
+  },
+};
+
+function createBaseDeleteBotWebhookResponse(): DeleteBotWebhookResponse {
+  return { bot: undefined };
+}
+
+export const DeleteBotWebhookResponse: MessageFns<DeleteBotWebhookResponse> = {
+  encode(message: DeleteBotWebhookResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bot !== undefined) {
+      Bot.encode(message.bot, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteBotWebhookResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteBotWebhookResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bot = Bot.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteBotWebhookResponse>, I>>(base?: I): DeleteBotWebhookResponse {
+    return DeleteBotWebhookResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteBotWebhookResponse>, I>>(object: I): DeleteBotWebhookResponse {
+    const message = createBaseDeleteBotWebhookResponse();
+    message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    return message;
+  },
+};
+
+function createBaseCreateTestUpdateRequest(): CreateTestUpdateRequest {
+  return { id: "", text: "", chatId: undefined, from: undefined };
+}
+
+export const CreateTestUpdateRequest: MessageFns<CreateTestUpdateRequest> = {
+  encode(message: CreateTestUpdateRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    if (message.chatId !== undefined) {
+      writer.uint32(24).int64(message.chatId);
+    }
+    if (message.from !== undefined) {
+      User.encode(message.from, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTestUpdateRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTestUpdateRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.from = User.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateTestUpdateRequest>, I>>(base?: I): CreateTestUpdateRequest {
+    return CreateTestUpdateRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTestUpdateRequest>, I>>(object: I): CreateTestUpdateRequest {
+    const message = createBaseCreateTestUpdateRequest();
+    message.id = object.id ?? "";
+    message.text = object.text ?? "";
+    message.chatId = object.chatId ?? undefined;
+    message.from = (object.from !== undefined && object.from !== null) ? User.fromPartial(object.from) : undefined;
+    return message;
+  },
+};
+
+function createBaseCreateTestUpdateResponse(): CreateTestUpdateResponse {
+  return { updateId: 0, updateSeq: 0 };
+}
+
+export const CreateTestUpdateResponse: MessageFns<CreateTestUpdateResponse> = {
+  encode(message: CreateTestUpdateResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.updateId !== 0) {
+      writer.uint32(8).int64(message.updateId);
+    }
+    if (message.updateSeq !== 0) {
+      writer.uint32(16).int64(message.updateSeq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTestUpdateResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTestUpdateResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.updateId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.updateSeq = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateTestUpdateResponse>, I>>(base?: I): CreateTestUpdateResponse {
+    return CreateTestUpdateResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTestUpdateResponse>, I>>(object: I): CreateTestUpdateResponse {
+    const message = createBaseCreateTestUpdateResponse();
+    message.updateId = object.updateId ?? 0;
+    message.updateSeq = object.updateSeq ?? 0;
+    return message;
+  },
+};
+
 /**
  * ConsoleService is the developer console: an account manages its own bots.
  * Every method needs an account JWT; another account's bot answers NOT_FOUND.
@@ -1137,6 +1670,41 @@ export const ConsoleServiceService = {
       Buffer.from(RegenerateTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RegenerateTokenResponse => RegenerateTokenResponse.decode(value),
   },
+  /** SetBotWebhook configures the webhook and switches the bot to webhook delivery. */
+  setBotWebhook: {
+    path: "/botplatform.v1.ConsoleService/SetBotWebhook" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetBotWebhookRequest): Buffer => Buffer.from(SetBotWebhookRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetBotWebhookRequest => SetBotWebhookRequest.decode(value),
+    responseSerialize: (value: SetBotWebhookResponse): Buffer =>
+      Buffer.from(SetBotWebhookResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetBotWebhookResponse => SetBotWebhookResponse.decode(value),
+  },
+  /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
+  deleteBotWebhook: {
+    path: "/botplatform.v1.ConsoleService/DeleteBotWebhook" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteBotWebhookRequest): Buffer =>
+      Buffer.from(DeleteBotWebhookRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteBotWebhookRequest => DeleteBotWebhookRequest.decode(value),
+    responseSerialize: (value: DeleteBotWebhookResponse): Buffer =>
+      Buffer.from(DeleteBotWebhookResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteBotWebhookResponse => DeleteBotWebhookResponse.decode(value),
+  },
+  /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
+  createTestUpdate: {
+    path: "/botplatform.v1.ConsoleService/CreateTestUpdate" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateTestUpdateRequest): Buffer =>
+      Buffer.from(CreateTestUpdateRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateTestUpdateRequest => CreateTestUpdateRequest.decode(value),
+    responseSerialize: (value: CreateTestUpdateResponse): Buffer =>
+      Buffer.from(CreateTestUpdateResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateTestUpdateResponse => CreateTestUpdateResponse.decode(value),
+  },
 } as const;
 
 export interface ConsoleServiceServer extends UntypedServiceImplementation {
@@ -1159,6 +1727,12 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
    * working at once.
    */
   regenerateToken: handleUnaryCall<RegenerateTokenRequest, RegenerateTokenResponse>;
+  /** SetBotWebhook configures the webhook and switches the bot to webhook delivery. */
+  setBotWebhook: handleUnaryCall<SetBotWebhookRequest, SetBotWebhookResponse>;
+  /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
+  deleteBotWebhook: handleUnaryCall<DeleteBotWebhookRequest, DeleteBotWebhookResponse>;
+  /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
+  createTestUpdate: handleUnaryCall<CreateTestUpdateRequest, CreateTestUpdateResponse>;
 }
 
 export interface ConsoleServiceClient extends Client {
@@ -1251,6 +1825,54 @@ export interface ConsoleServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RegenerateTokenResponse) => void,
   ): ClientUnaryCall;
+  /** SetBotWebhook configures the webhook and switches the bot to webhook delivery. */
+  setBotWebhook(
+    request: SetBotWebhookRequest,
+    callback: (error: ServiceError | null, response: SetBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  setBotWebhook(
+    request: SetBotWebhookRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  setBotWebhook(
+    request: SetBotWebhookRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
+  deleteBotWebhook(
+    request: DeleteBotWebhookRequest,
+    callback: (error: ServiceError | null, response: DeleteBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  deleteBotWebhook(
+    request: DeleteBotWebhookRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  deleteBotWebhook(
+    request: DeleteBotWebhookRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
+  createTestUpdate(
+    request: CreateTestUpdateRequest,
+    callback: (error: ServiceError | null, response: CreateTestUpdateResponse) => void,
+  ): ClientUnaryCall;
+  createTestUpdate(
+    request: CreateTestUpdateRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateTestUpdateResponse) => void,
+  ): ClientUnaryCall;
+  createTestUpdate(
+    request: CreateTestUpdateRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateTestUpdateResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ConsoleServiceClient = makeGenericClientConstructor(
@@ -1273,6 +1895,17 @@ type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

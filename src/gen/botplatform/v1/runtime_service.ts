@@ -18,6 +18,77 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Update, WebhookInfo } from "./update.js";
+
+/** GetUpdatesRequest is one poll. */
+export interface GetUpdatesRequest {
+  /** First update_seq wanted; every update below it is confirmed and forgotten. */
+  offset?:
+    | number
+    | undefined;
+  /** Most updates to return, 1 to 100 (default 100). */
+  limit?:
+    | number
+    | undefined;
+  /** Seconds to wait when there is nothing, 0 to 50 (default 0). */
+  timeout?:
+    | number
+    | undefined;
+  /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
+  allowedUpdates: string[];
+}
+
+/** GetUpdatesResponse carries updates in update_seq order. */
+export interface GetUpdatesResponse {
+  /** The updates. */
+  result: Update[];
+}
+
+/** SetWebhookRequest is the webhook configuration. */
+export interface SetWebhookRequest {
+  /** https URL; checked against request forgery. */
+  url: string;
+  /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
+  secretToken: string;
+  /** Update kinds to deliver; empty means all. */
+  allowedUpdates: string[];
+  /** IPs or CIDRs deliveries may go to. */
+  allowedIps: string[];
+  /** Most parallel deliveries, 1 to 100 (default 40). */
+  maxConnections?:
+    | number
+    | undefined;
+  /** Forget the updates not yet received. */
+  dropPendingUpdates: boolean;
+}
+
+/** SetWebhookResponse answers true. */
+export interface SetWebhookResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** DeleteWebhookRequest may drop what is pending. */
+export interface DeleteWebhookRequest {
+  /** Forget the updates not yet received. */
+  dropPendingUpdates: boolean;
+}
+
+/** DeleteWebhookResponse answers true. */
+export interface DeleteWebhookResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** GetWebhookInfoRequest has no fields. */
+export interface GetWebhookInfoRequest {
+}
+
+/** GetWebhookInfoResponse carries the webhook state. */
+export interface GetWebhookInfoResponse {
+  /** The webhook state. */
+  result: WebhookInfo | undefined;
+}
 
 /** GetMeRequest has no fields. */
 export interface GetMeRequest {
@@ -44,6 +115,539 @@ export interface GetMeResponse {
   /** The calling bot. */
   result: BotUser | undefined;
 }
+
+function createBaseGetUpdatesRequest(): GetUpdatesRequest {
+  return { offset: undefined, limit: undefined, timeout: undefined, allowedUpdates: [] };
+}
+
+export const GetUpdatesRequest: MessageFns<GetUpdatesRequest> = {
+  encode(message: GetUpdatesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.offset !== undefined) {
+      writer.uint32(8).int64(message.offset);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(16).int32(message.limit);
+    }
+    if (message.timeout !== undefined) {
+      writer.uint32(24).int32(message.timeout);
+    }
+    for (const v of message.allowedUpdates) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetUpdatesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetUpdatesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.timeout = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.allowedUpdates.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetUpdatesRequest>, I>>(base?: I): GetUpdatesRequest {
+    return GetUpdatesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetUpdatesRequest>, I>>(object: I): GetUpdatesRequest {
+    const message = createBaseGetUpdatesRequest();
+    message.offset = object.offset ?? undefined;
+    message.limit = object.limit ?? undefined;
+    message.timeout = object.timeout ?? undefined;
+    message.allowedUpdates = object.allowedUpdates?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseGetUpdatesResponse(): GetUpdatesResponse {
+  return { result: [] };
+}
+
+export const GetUpdatesResponse: MessageFns<GetUpdatesResponse> = {
+  encode(message: GetUpdatesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.result) {
+      Update.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetUpdatesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetUpdatesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result.push(Update.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetUpdatesResponse>, I>>(base?: I): GetUpdatesResponse {
+    return GetUpdatesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetUpdatesResponse>, I>>(object: I): GetUpdatesResponse {
+    const message = createBaseGetUpdatesResponse();
+    message.result = object.result?.map((e) => Update.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSetWebhookRequest(): SetWebhookRequest {
+  return {
+    url: "",
+    secretToken: "",
+    allowedUpdates: [],
+    allowedIps: [],
+    maxConnections: undefined,
+    dropPendingUpdates: false,
+  };
+}
+
+export const SetWebhookRequest: MessageFns<SetWebhookRequest> = {
+  encode(message: SetWebhookRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    if (message.secretToken !== "") {
+      writer.uint32(18).string(message.secretToken);
+    }
+    for (const v of message.allowedUpdates) {
+      writer.uint32(26).string(v!);
+    }
+    for (const v of message.allowedIps) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.maxConnections !== undefined) {
+      writer.uint32(40).int32(message.maxConnections);
+    }
+    if (message.dropPendingUpdates !== false) {
+      writer.uint32(48).bool(message.dropPendingUpdates);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetWebhookRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetWebhookRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.secretToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.allowedUpdates.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.allowedIps.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxConnections = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.dropPendingUpdates = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetWebhookRequest>, I>>(base?: I): SetWebhookRequest {
+    return SetWebhookRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetWebhookRequest>, I>>(object: I): SetWebhookRequest {
+    const message = createBaseSetWebhookRequest();
+    message.url = object.url ?? "";
+    message.secretToken = object.secretToken ?? "";
+    message.allowedUpdates = object.allowedUpdates?.map((e) => e) || [];
+    message.allowedIps = object.allowedIps?.map((e) => e) || [];
+    message.maxConnections = object.maxConnections ?? undefined;
+    message.dropPendingUpdates = object.dropPendingUpdates ?? false;
+    return message;
+  },
+};
+
+function createBaseSetWebhookResponse(): SetWebhookResponse {
+  return { result: false };
+}
+
+export const SetWebhookResponse: MessageFns<SetWebhookResponse> = {
+  encode(message: SetWebhookResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetWebhookResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetWebhookResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetWebhookResponse>, I>>(base?: I): SetWebhookResponse {
+    return SetWebhookResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetWebhookResponse>, I>>(object: I): SetWebhookResponse {
+    const message = createBaseSetWebhookResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseDeleteWebhookRequest(): DeleteWebhookRequest {
+  return { dropPendingUpdates: false };
+}
+
+export const DeleteWebhookRequest: MessageFns<DeleteWebhookRequest> = {
+  encode(message: DeleteWebhookRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.dropPendingUpdates !== false) {
+      writer.uint32(8).bool(message.dropPendingUpdates);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteWebhookRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteWebhookRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.dropPendingUpdates = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteWebhookRequest>, I>>(base?: I): DeleteWebhookRequest {
+    return DeleteWebhookRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteWebhookRequest>, I>>(object: I): DeleteWebhookRequest {
+    const message = createBaseDeleteWebhookRequest();
+    message.dropPendingUpdates = object.dropPendingUpdates ?? false;
+    return message;
+  },
+};
+
+function createBaseDeleteWebhookResponse(): DeleteWebhookResponse {
+  return { result: false };
+}
+
+export const DeleteWebhookResponse: MessageFns<DeleteWebhookResponse> = {
+  encode(message: DeleteWebhookResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteWebhookResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteWebhookResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteWebhookResponse>, I>>(base?: I): DeleteWebhookResponse {
+    return DeleteWebhookResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteWebhookResponse>, I>>(object: I): DeleteWebhookResponse {
+    const message = createBaseDeleteWebhookResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseGetWebhookInfoRequest(): GetWebhookInfoRequest {
+  return {};
+}
+
+export const GetWebhookInfoRequest: MessageFns<GetWebhookInfoRequest> = {
+  encode(_: GetWebhookInfoRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetWebhookInfoRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetWebhookInfoRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetWebhookInfoRequest>, I>>(base?: I): GetWebhookInfoRequest {
+    return GetWebhookInfoRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetWebhookInfoRequest>, I>>(_: I): GetWebhookInfoRequest {
+    const message = createBaseGetWebhookInfoRequest();
+    return message;
+  },
+};
+
+function createBaseGetWebhookInfoResponse(): GetWebhookInfoResponse {
+  return { result: undefined };
+}
+
+export const GetWebhookInfoResponse: MessageFns<GetWebhookInfoResponse> = {
+  encode(message: GetWebhookInfoResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      WebhookInfo.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetWebhookInfoResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetWebhookInfoResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = WebhookInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetWebhookInfoResponse>, I>>(base?: I): GetWebhookInfoResponse {
+    return GetWebhookInfoResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetWebhookInfoResponse>, I>>(object: I): GetWebhookInfoResponse {
+    const message = createBaseGetWebhookInfoResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? WebhookInfo.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
 
 function createBaseGetMeRequest(): GetMeRequest {
   return {};
@@ -276,11 +880,70 @@ export const RuntimeServiceService = {
     responseSerialize: (value: GetMeResponse): Buffer => Buffer.from(GetMeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetMeResponse => GetMeResponse.decode(value),
   },
+  /**
+   * GetUpdates returns the bot's updates from offset on; with timeout > 0 and
+   * nothing to return, it waits (long polling). Conflict while a webhook is set,
+   * and for an older call when a newer one arrives.
+   */
+  getUpdates: {
+    path: "/botplatform.v1.RuntimeService/GetUpdates" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetUpdatesRequest): Buffer => Buffer.from(GetUpdatesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetUpdatesRequest => GetUpdatesRequest.decode(value),
+    responseSerialize: (value: GetUpdatesResponse): Buffer => Buffer.from(GetUpdatesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetUpdatesResponse => GetUpdatesResponse.decode(value),
+  },
+  /** SetWebhook switches the bot to webhook delivery. */
+  setWebhook: {
+    path: "/botplatform.v1.RuntimeService/SetWebhook" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetWebhookRequest): Buffer => Buffer.from(SetWebhookRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetWebhookRequest => SetWebhookRequest.decode(value),
+    responseSerialize: (value: SetWebhookResponse): Buffer => Buffer.from(SetWebhookResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetWebhookResponse => SetWebhookResponse.decode(value),
+  },
+  /** DeleteWebhook switches the bot back to polling. */
+  deleteWebhook: {
+    path: "/botplatform.v1.RuntimeService/DeleteWebhook" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteWebhookRequest): Buffer => Buffer.from(DeleteWebhookRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteWebhookRequest => DeleteWebhookRequest.decode(value),
+    responseSerialize: (value: DeleteWebhookResponse): Buffer =>
+      Buffer.from(DeleteWebhookResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteWebhookResponse => DeleteWebhookResponse.decode(value),
+  },
+  /** GetWebhookInfo tells how the bot receives updates and what is pending. */
+  getWebhookInfo: {
+    path: "/botplatform.v1.RuntimeService/GetWebhookInfo" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetWebhookInfoRequest): Buffer =>
+      Buffer.from(GetWebhookInfoRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetWebhookInfoRequest => GetWebhookInfoRequest.decode(value),
+    responseSerialize: (value: GetWebhookInfoResponse): Buffer =>
+      Buffer.from(GetWebhookInfoResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetWebhookInfoResponse => GetWebhookInfoResponse.decode(value),
+  },
 } as const;
 
 export interface RuntimeServiceServer extends UntypedServiceImplementation {
   /** GetMe tells a bot who it is: the cheapest way to check a token. */
   getMe: handleUnaryCall<GetMeRequest, GetMeResponse>;
+  /**
+   * GetUpdates returns the bot's updates from offset on; with timeout > 0 and
+   * nothing to return, it waits (long polling). Conflict while a webhook is set,
+   * and for an older call when a newer one arrives.
+   */
+  getUpdates: handleUnaryCall<GetUpdatesRequest, GetUpdatesResponse>;
+  /** SetWebhook switches the bot to webhook delivery. */
+  setWebhook: handleUnaryCall<SetWebhookRequest, SetWebhookResponse>;
+  /** DeleteWebhook switches the bot back to polling. */
+  deleteWebhook: handleUnaryCall<DeleteWebhookRequest, DeleteWebhookResponse>;
+  /** GetWebhookInfo tells how the bot receives updates and what is pending. */
+  getWebhookInfo: handleUnaryCall<GetWebhookInfoRequest, GetWebhookInfoResponse>;
 }
 
 export interface RuntimeServiceClient extends Client {
@@ -299,6 +962,74 @@ export interface RuntimeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetMeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetUpdates returns the bot's updates from offset on; with timeout > 0 and
+   * nothing to return, it waits (long polling). Conflict while a webhook is set,
+   * and for an older call when a newer one arrives.
+   */
+  getUpdates(
+    request: GetUpdatesRequest,
+    callback: (error: ServiceError | null, response: GetUpdatesResponse) => void,
+  ): ClientUnaryCall;
+  getUpdates(
+    request: GetUpdatesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetUpdatesResponse) => void,
+  ): ClientUnaryCall;
+  getUpdates(
+    request: GetUpdatesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetUpdatesResponse) => void,
+  ): ClientUnaryCall;
+  /** SetWebhook switches the bot to webhook delivery. */
+  setWebhook(
+    request: SetWebhookRequest,
+    callback: (error: ServiceError | null, response: SetWebhookResponse) => void,
+  ): ClientUnaryCall;
+  setWebhook(
+    request: SetWebhookRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetWebhookResponse) => void,
+  ): ClientUnaryCall;
+  setWebhook(
+    request: SetWebhookRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteWebhook switches the bot back to polling. */
+  deleteWebhook(
+    request: DeleteWebhookRequest,
+    callback: (error: ServiceError | null, response: DeleteWebhookResponse) => void,
+  ): ClientUnaryCall;
+  deleteWebhook(
+    request: DeleteWebhookRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteWebhookResponse) => void,
+  ): ClientUnaryCall;
+  deleteWebhook(
+    request: DeleteWebhookRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /** GetWebhookInfo tells how the bot receives updates and what is pending. */
+  getWebhookInfo(
+    request: GetWebhookInfoRequest,
+    callback: (error: ServiceError | null, response: GetWebhookInfoResponse) => void,
+  ): ClientUnaryCall;
+  getWebhookInfo(
+    request: GetWebhookInfoRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetWebhookInfoResponse) => void,
+  ): ClientUnaryCall;
+  getWebhookInfo(
+    request: GetWebhookInfoRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetWebhookInfoResponse) => void,
   ): ClientUnaryCall;
 }
 
@@ -322,6 +1053,17 @@ type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

@@ -1,0 +1,25 @@
+/**
+ * The update bus: Kafka at scale, an in-process emitter on the embedded default,
+ * behind one interface. Messages are keyed (by bot id), so one key's messages stay
+ * in order.
+ */
+
+export interface BusMessage {
+  topic: string;
+  key: string;
+  value: string;
+}
+
+export interface Bus {
+  /** Resolves once the bus has taken the messages (Kafka: acknowledged by the broker). */
+  publish(messages: BusMessage[]): Promise<void>;
+  /**
+   * Every subscriber in every process receives every message published from now
+   * on (fan-out: long-poll waiters, control signals).
+   */
+  subscribeAll(topics: string[], handler: (message: BusMessage) => void): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Topic of control signals between core instances (poll takeover, mode changes). */
+export const CONTROL_TOPIC = 'botplatform.control';

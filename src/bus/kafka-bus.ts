@@ -1,0 +1,90 @@
+/**
+ * The bus on Kafka (kafkajs). Topics are created at start if missing. Fan-out
+ * subscriptions use a consumer group of their own per process, starting at the
+ * newest offset: each process sees every message published while it runs.
+ */
+import crypto from 'node:crypto';
+import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
+import type { Logger } from 'pino';
+import type { Bus } from './bus.js';
+
+export interface KafkaBusOptions {
+  brokers: string[];
+  clientId: string;
+  topics: { topic: string; partitions: number }[];
+  logger: Logger;
+}
+
+export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
+  const log = opts.logger.child({ component: 'kafka' });
+  const kafka = new Kafka({
+    clientId: opts.clientId,
+    brokers: opts.brokers,
+    logLevel: logLevel.WARN,
+    logCreator: () => ({ level, log: entry }) => {
+      const { message, ...extra } = entry;
+      if (level <= logLevel.ERROR) log.error(extra, message);
+      else log.warn(extra, message);
+    },
+    retry: { retries: 8, initialRetryTime: 100 },
+  });
+
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const existing = new Set(await admin.listTopics());
+    const missing = opts.topics.filter((t) => !existing.has(t.topic));
+    if (missing.length > 0) {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((t) => ({ topic: t.topic, numPartitions: t.partitions })),
+      });
+    }
+  } finally {
+    await admin.disconnect();
+  }
+
+  const producer: Producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const consumers: Consumer[] = [];
+
+  return {
+    async publish(messages) {
+      const byTopic = new Map<string, { key: string; value: string }[]>();
+      for (const m of messages) {
+        if (!byTopic.has(m.topic)) byTopic.set(m.topic, []);
+        byTopic.get(m.topic)!.push({ key: m.key, value: m.value });
+      }
+      await producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, msgs]) => ({ topic, messages: msgs })) });
+    },
+
+    async subscribeAll(topics, handler) {
+      const consumer = kafka.consumer({
+        groupId: `${opts.clientId}-fanout-${crypto.randomUUID()}`,
+        maxWaitTimeInMs: 20,
+        sessionTimeout: 10_000,
+        heartbeatInterval: 1000,
+        rebalanceTimeout: 10_000,
+      });
+      await consumer.connect();
+      for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
+      let joined: () => void;
+      const ready = new Promise<void>((r) => (joined = r));
+      consumer.on(consumer.events.GROUP_JOIN, () => joined());
+      await consumer.run({
+        autoCommit: false,
+        eachMessage: async ({ topic, message }) => {
+          handler({ topic, key: message.key?.toString() ?? '', value: message.value?.toString() ?? '' });
+        },
+      });
+      consumers.push(consumer);
+      // Messages published before the group has its partitions would be missed.
+      await ready;
+    },
+
+    async close() {
+      await Promise.allSettled(consumers.map((c) => c.disconnect()));
+      await producer.disconnect();
+    },
+  };
+}

@@ -1,0 +1,148 @@
+/**
+ * Long-poll waiters of this process, one per bot. A waiter is woken by the bus
+ * (an update for its bot was committed, on any instance) and ended by a newer
+ * getUpdates for the same bot (on any instance: the newer generation wins) or by
+ * a switch to webhook delivery.
+ */
+import crypto from 'node:crypto';
+import type { Logger } from 'pino';
+import { ApiError, Code } from '../errors.js';
+import { CONTROL_TOPIC, type Bus, type BusMessage } from '../bus/bus.js';
+import { UPDATES_TOPIC } from '../storage/updates-repo.js';
+
+interface Waiter {
+  generation: number;
+  /** Set when something may have arrived since the last read. */
+  dirty: boolean;
+  wake: (() => void) | null;
+  end: (err: ApiError) => void;
+}
+
+type Signal =
+  | { type: 'poll'; botId: string; generation: number }
+  | { type: 'mode'; botId: string; mode: 'webhook' | 'polling' };
+export type ControlSignal = Signal & { origin: string };
+
+export const superseded = () =>
+  new ApiError(Code.ABORTED, 'terminated by other getUpdates request; make sure that only one bot instance is running');
+export const webhookActive = () =>
+  new ApiError(Code.FAILED_PRECONDITION, "can't use getUpdates while a webhook is active; use deleteWebhook first");
+
+export function createUpdateWaiters(bus: Bus, logger: Logger) {
+  const origin = crypto.randomUUID();
+  const waiters = new Map<string, Waiter>();
+  let lastGeneration = 0;
+  let closed = false;
+
+  /** Hybrid clock: microseconds of wall time, strictly increasing within the process. */
+  const nextGeneration = () => (lastGeneration = Math.max(lastGeneration + 1, Date.now() * 1000));
+
+  function onSignal(s: ControlSignal) {
+    const w = waiters.get(s.botId);
+    if (!w) return;
+    if (s.type === 'poll' && s.generation > w.generation) w.end(superseded());
+    if (s.type === 'mode' && s.mode === 'webhook') w.end(webhookActive());
+  }
+
+  async function start() {
+    await bus.subscribeAll([UPDATES_TOPIC, CONTROL_TOPIC], (m: BusMessage) => {
+      if (m.topic === UPDATES_TOPIC) {
+        const w = waiters.get(m.key);
+        if (w) {
+          w.dirty = true;
+          w.wake?.();
+        }
+        return;
+      }
+      const signal = JSON.parse(m.value) as ControlSignal;
+      if (signal.origin !== origin) onSignal(signal);
+    });
+  }
+
+  async function signal(s: Signal) {
+    const full = { ...s, origin } as ControlSignal;
+    onSignal(full);
+    await bus.publish([{ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(full) }]);
+  }
+
+  return {
+    start,
+
+    /**
+     * Registers the caller as the bot's current poller (ending any older one, here
+     * or on another instance) and returns a handle to wait on.
+     */
+    claim(botId: string, signalOthers: boolean) {
+      if (closed) throw new ApiError(Code.UNAVAILABLE, 'shutting down');
+      const generation = nextGeneration();
+      let ended: ApiError | null = null;
+      const waiter: Waiter = {
+        generation,
+        dirty: false,
+        wake: null,
+        end: (err) => {
+          ended = err;
+          if (waiters.get(botId) === waiter) waiters.delete(botId);
+          waiter.wake?.();
+        },
+      };
+      waiters.get(botId)?.end(superseded());
+      waiters.set(botId, waiter);
+      // Not awaited: the local takeover is done, other instances hear of it shortly.
+      if (signalOthers) signal({ type: 'poll', botId, generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
+
+      return {
+        /** Whether an update may have arrived since the last call; clears the flag. */
+        takeDirty(): boolean {
+          const d = waiter.dirty;
+          waiter.dirty = false;
+          return d;
+        },
+        /**
+         * Waits until woken, `until` (epoch ms) or abort. Resolves false on timeout or
+         * shutdown; rejects with 409 when ended by a newer poll or a webhook.
+         */
+        wait(until: number, signal: AbortSignal): Promise<boolean> {
+          if (ended) return Promise.reject(ended);
+          if (waiter.dirty) return Promise.resolve(true);
+          return new Promise<boolean>((resolve, reject) => {
+            const finish = () => {
+              clearTimeout(timer);
+              signal.removeEventListener('abort', onAbort);
+              waiter.wake = null;
+              if (ended) reject(ended);
+              else resolve(waiter.dirty);
+            };
+            const onAbort = () => waiter.end(new ApiError(Code.CANCELLED, 'client went away'));
+            const timer = setTimeout(finish, Math.max(0, until - Date.now()));
+            waiter.wake = finish;
+            signal.addEventListener('abort', onAbort, { once: true });
+          });
+        },
+        release() {
+          if (waiters.get(botId) === waiter) waiters.delete(botId);
+        },
+      };
+    },
+
+    /** Tells every instance the bot changed delivery mode (ends its long polls on webhook). */
+    modeChanged(botId: string, mode: 'webhook' | 'polling') {
+      return signal({ type: 'mode', botId, mode });
+    },
+
+    /** How many long polls this process holds. */
+    size: () => waiters.size,
+
+    /** Shutdown: every long poll answers now, with what it has (nothing). */
+    close() {
+      closed = true;
+      for (const w of [...waiters.values()]) {
+        w.dirty = false;
+        w.wake?.();
+      }
+      waiters.clear();
+    },
+  };
+}
+
+export type UpdateWaiters = ReturnType<typeof createUpdateWaiters>;

@@ -1,0 +1,262 @@
+/**
+ * Updates: ingest (internal services and the console's test updates), getUpdates
+ * with long polling, and the delivery mode (webhook configuration).
+ */
+import type { AccountPrincipal } from '../auth/account-jwt.js';
+import type { SecretBox } from '../auth/secret-box.js';
+import type { BotPrincipal } from '../core/context.js';
+import { ApiError, Code } from '../errors.js';
+import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
+import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
+import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
+import { checkTarget, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
+import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
+import type { IngestOutcome, UpdatesRepo } from '../storage/updates-repo.js';
+import type { WebhooksRepo } from '../storage/webhooks-repo.js';
+import type { UpdateWaiters } from './update-waiters.js';
+import { webhookActive } from './update-waiters.js';
+import type { UpdateWriter } from './update-writer.js';
+import * as check from './validation.js';
+import { toUpdateMessage, toWireMessage, UPDATE_KINDS } from './wire.js';
+
+export interface UpdatesDeps {
+  bots: BotsRepo;
+  updates: UpdatesRepo;
+  webhooks: WebhooksRepo;
+  waiters: UpdateWaiters;
+  writer: UpdateWriter;
+  secretBox: SecretBox;
+  allowedCidrs: Cidr[];
+  egressIps: string[];
+  lookup?: Lookup;
+  now?: () => number;
+}
+
+/** The webhook settings shared by the console and runtime methods. */
+export interface WebhookInput {
+  url: string;
+  secretToken: string;
+  allowedUpdates: string[];
+  allowedIps: string[];
+  maxConnections?: number;
+  dropPendingUpdates: boolean;
+}
+
+const SECRET = /^[A-Za-z0-9_-]{1,256}$/;
+const MAX_INGEST = 500;
+
+function checkKinds(v: check.Violations, field: string, kinds: string[]) {
+  kinds.forEach((k, i) => {
+    if (!(UPDATE_KINDS as readonly string[]).includes(k)) v.add(`${field}[${i}]`, 'INVALID_VALUE', `must be one of ${UPDATE_KINDS.join(', ')}`);
+  });
+}
+
+function checkMessage(v: check.Violations, field: string, m: Message | undefined) {
+  if (!m) return;
+  if (!m.chat || !m.chat.id) v.add(`${field}.chat.id`, 'REQUIRED', 'is required');
+  if (!m.from || !m.from.id) v.add(`${field}.from.id`, 'REQUIRED', 'is required');
+  if (m.text !== undefined && (m.text.length === 0 || check.charLength(m.text) > 4096)) {
+    v.add(`${field}.text`, 'INVALID_LENGTH', 'must be 1 to 4096 characters');
+  }
+}
+
+export function createUpdatesService(deps: UpdatesDeps) {
+  const now = deps.now ?? Date.now;
+
+  async function approvedOwnBot(principal: AccountPrincipal, id: string): Promise<BotRecord> {
+    const bot = id ? await deps.bots.findForOwner(principal.accountId, id) : undefined;
+    if (!bot) throw ApiError.notFound('bot');
+    if (bot.reviewStatus !== 'approved') throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);
+    return bot;
+  }
+
+  function refuseOutcome(o: IngestOutcome, field: string) {
+    if ('error' in o) {
+      throw o.error === 'NO_BOT'
+        ? new ApiError(Code.NOT_FOUND, `${field}: no such bot`, { details: [{ field, reason: 'NOT_FOUND', description: 'no such bot' }] })
+        : ApiError.failedPrecondition(`${field}: bot is not approved`);
+    }
+  }
+
+  async function setWebhook(botId: string, input: WebhookInput): Promise<void> {
+    const v = new check.Violations();
+    if (!input.url) v.add('url', 'REQUIRED', 'is required');
+    else check.httpsUrl(v, 'url', input.url);
+    if (!input.secretToken) v.add('secret_token', 'REQUIRED', 'is required for signed delivery');
+    else if (!SECRET.test(input.secretToken)) v.add('secret_token', 'INVALID_FORMAT', 'must be 1 to 256 of A-Z a-z 0-9 _ -');
+    checkKinds(v, 'allowed_updates', input.allowedUpdates);
+    if (input.allowedIps.length > 32) v.add('allowed_ips', 'TOO_MANY', 'must have at most 32 entries');
+    input.allowedIps.forEach((ip, i) => {
+      if (!isValidIpOrCidr(ip)) v.add(`allowed_ips[${i}]`, 'INVALID_FORMAT', 'must be an IP address or CIDR range');
+    });
+    const max = input.maxConnections ?? 40;
+    if (max < 1 || max > 100) v.add('max_connections', 'OUT_OF_RANGE', 'must be 1 to 100');
+    v.throwIfAny();
+    const target = await checkTarget(new URL(input.url), deps.allowedCidrs, deps.lookup);
+    if (target.refusal) throw ApiError.invalid('url', 'FORBIDDEN_TARGET', `is not an allowed webhook target (${target.refusal})`);
+
+    const kinds = input.allowedUpdates.length > 0 ? [...new Set(input.allowedUpdates)] : null;
+    await deps.webhooks.set(botId, {
+      url: input.url,
+      secretSealed: deps.secretBox.seal(input.secretToken),
+      allowedIps: input.allowedIps,
+      maxConnections: max,
+      allowedUpdates: kinds,
+    }, input.dropPendingUpdates, now());
+    await deps.waiters.modeChanged(botId, 'webhook');
+  }
+
+  async function deleteWebhook(botId: string, dropPending: boolean): Promise<void> {
+    await deps.webhooks.remove(botId, dropPending, now());
+    await deps.waiters.modeChanged(botId, 'polling');
+  }
+
+  return {
+    /** The redacted webhook of a bot, for detail reads. */
+    async webhookSummary(botId: string): Promise<WebhookSummary | undefined> {
+      const w = await deps.webhooks.get(botId);
+      if (!w) return undefined;
+      const kinds = await deps.webhooks.allowedUpdates(botId);
+      return { url: w.url, hasSecretToken: true, allowedUpdates: kinds ?? [], allowedIps: w.allowedIps, maxConnections: w.maxConnections };
+    },
+
+    /** Internal ingest: validated whole, committed whole (or refused whole) before it answers. */
+    async ingest(req: IngestUpdatesRequest): Promise<IngestUpdatesResponse> {
+      const v = new check.Violations();
+      if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
+      if (req.updates.length > MAX_INGEST) v.add('updates', 'TOO_MANY', `must have at most ${MAX_INGEST} updates`);
+      req.updates.forEach((u, i) => {
+        if (!u.botId) v.add(`updates[${i}].bot_id`, 'REQUIRED', 'is required');
+        if (Boolean(u.message) === Boolean(u.editedMessage)) {
+          v.add(`updates[${i}]`, 'INVALID_VALUE', 'needs exactly one of message and edited_message');
+        }
+        checkMessage(v, `updates[${i}].message`, u.message);
+        checkMessage(v, `updates[${i}].edited_message`, u.editedMessage);
+      });
+      v.throwIfAny();
+      // Unknown or unapproved bots refuse the whole request before anything is written.
+      const bots = new Map<string, BotRecord | undefined>();
+      for (const [i, u] of req.updates.entries()) {
+        if (!bots.has(u.botId)) bots.set(u.botId, await deps.bots.findById(u.botId));
+        const bot = bots.get(u.botId);
+        if (!bot) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
+        else if (bot.reviewStatus !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
+      }
+      const at = Math.floor(now() / 1000);
+      const outcomes = await deps.writer.write(req.updates.map((u) => {
+        const m = (u.message ?? u.editedMessage)!;
+        return { botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }) };
+      }));
+      return {
+        results: outcomes.map((o, i) => {
+          if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false };
+          if ('filtered' in o) return { updateId: 0, updateSeq: 0, filtered: true };
+          refuseOutcome(o, `updates[${i}].bot_id`);
+          throw new Error('unreachable');
+        }),
+      };
+    },
+
+    /** The console's test message from a test user to an approved bot. */
+    async createTestUpdate(principal: AccountPrincipal, req: { id: string; text: string; chatId?: number; from?: { id: number; isBot: boolean; username?: string; firstName?: string } }) {
+      const bot = await approvedOwnBot(principal, req.id);
+      const v = new check.Violations();
+      if (!req.text) v.add('text', 'REQUIRED', 'is required');
+      else if (check.charLength(req.text) > 4096) v.add('text', 'TOO_LONG', 'must be at most 4096 characters');
+      if (req.chatId !== undefined && req.chatId === 0) v.add('chat_id', 'INVALID_VALUE', 'must not be 0');
+      if (req.from && !req.from.id) v.add('from.id', 'REQUIRED', 'is required');
+      v.throwIfAny();
+      const chatId = req.chatId ?? 100_000_001;
+      const from = req.from ?? { id: chatId, isBot: false, username: 'test_user', firstName: 'Test' };
+      const [outcome] = await deps.writer.write([{
+        botId: bot.id,
+        kind: 'message',
+        message: toWireMessage({
+          messageId: 0, date: Math.floor(now() / 1000), chat: { id: chatId, type: 'private' }, from, text: req.text, replyToMessageId: undefined,
+        }),
+      }]);
+      if ('filtered' in outcome!) throw ApiError.failedPrecondition("the bot's allowed_updates do not include message");
+      refuseOutcome(outcome!, 'id');
+      const { updateId, updateSeq } = (outcome as { ok: { updateId: number; updateSeq: number } }).ok;
+      return { updateId, updateSeq };
+    },
+
+    async getUpdates(
+      principal: BotPrincipal,
+      req: { offset?: number; limit?: number; timeout?: number; allowedUpdates: string[] },
+      signal: AbortSignal,
+    ) {
+      const v = new check.Violations();
+      if (req.offset !== undefined && req.offset < 0) v.add('offset', 'OUT_OF_RANGE', 'must be 0 or more');
+      if (req.limit !== undefined && (req.limit < 1 || req.limit > 100)) v.add('limit', 'OUT_OF_RANGE', 'must be 1 to 100');
+      if (req.timeout !== undefined && (req.timeout < 0 || req.timeout > 50)) v.add('timeout', 'OUT_OF_RANGE', 'must be 0 to 50');
+      checkKinds(v, 'allowed_updates', req.allowedUpdates);
+      v.throwIfAny();
+      const bot = (await deps.bots.findById(principal.botId))!;
+      if (bot.deliveryMode === 'webhook') throw webhookActive();
+      const limit = req.limit ?? 100;
+      const timeoutMs = (req.timeout ?? 0) * 1000;
+      const offset = req.offset ?? 0;
+
+      // Newest call wins: claim before reading, so an update committed meanwhile wakes us.
+      const waiter = deps.waiters.claim(bot.id, true);
+      try {
+        if (req.allowedUpdates.length > 0) await deps.webhooks.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
+        if (offset > 1) {
+          const last = await deps.updates.lastSeq(bot.id);
+          if (offset > last + 1) {
+            throw ApiError.invalid('offset', 'OUT_OF_RANGE', `is past the newest update (update_seq ${last}); use at most ${last + 1}`);
+          }
+          await deps.updates.confirmBelow(bot.id, offset);
+        }
+        const until = now() + timeoutMs;
+        for (;;) {
+          waiter.takeDirty();
+          const rows = await deps.updates.read(bot.id, offset, limit);
+          if (rows.length > 0 || timeoutMs === 0 || now() >= until) return { result: rows.map(toUpdateMessage) };
+          if (!(await waiter.wait(until, signal))) return { result: [] };
+        }
+      } finally {
+        waiter.release();
+      }
+    },
+
+    /** Console and runtime setWebhook. */
+    setWebhook,
+    deleteWebhook,
+
+    async setOwnBotWebhook(principal: AccountPrincipal, id: string, input: WebhookInput) {
+      const bot = await approvedOwnBot(principal, id);
+      await setWebhook(bot.id, input);
+      return bot.id;
+    },
+
+    async deleteOwnBotWebhook(principal: AccountPrincipal, id: string, dropPending: boolean) {
+      const bot = await approvedOwnBot(principal, id);
+      await deleteWebhook(bot.id, dropPending);
+      return bot.id;
+    },
+
+    async getWebhookInfo(principal: BotPrincipal): Promise<WebhookInfo> {
+      const [bot, webhook, pending, kinds] = await Promise.all([
+        deps.bots.findById(principal.botId),
+        deps.webhooks.get(principal.botId),
+        deps.updates.pendingCount(principal.botId),
+        deps.webhooks.allowedUpdates(principal.botId),
+      ]);
+      return {
+        url: webhook?.url ?? '',
+        deliveryMode: bot!.deliveryMode,
+        pendingUpdateCount: pending,
+        maxConnections: webhook?.maxConnections ?? 0,
+        allowedUpdates: kinds ?? [],
+        lastErrorDate: webhook?.lastErrorDate ?? undefined,
+        lastErrorMessage: webhook?.lastErrorMessage ?? undefined,
+        platformEgressIps: deps.egressIps,
+        allowedIps: webhook?.allowedIps ?? [],
+      };
+    },
+  };
+}
+
+export type UpdatesService = ReturnType<typeof createUpdatesService>;

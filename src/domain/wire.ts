@@ -1,0 +1,58 @@
+/**
+ * Messages as they are stored and sent on the JSON wire (snake_case, as webhook
+ * receivers get them) ⇄ the generated message types the core works with.
+ */
+import type { Message, Update, User } from '../gen/botplatform/v1/update.js';
+import type { StoredUpdate } from '../storage/updates-repo.js';
+
+export type WireMessage = Record<string, unknown>;
+
+function wireUser(u: User): Record<string, unknown> {
+  return {
+    id: u.id,
+    is_bot: u.isBot,
+    ...(u.username !== undefined ? { username: u.username } : {}),
+    ...(u.firstName !== undefined ? { first_name: u.firstName } : {}),
+  };
+}
+
+export function toWireMessage(m: Message): WireMessage {
+  return {
+    message_id: m.messageId,
+    date: m.date,
+    chat: { id: m.chat?.id ?? 0, type: m.chat?.type ?? 'private' },
+    ...(m.from ? { from: wireUser(m.from) } : {}),
+    ...(m.text !== undefined ? { text: m.text } : {}),
+    ...(m.replyToMessageId !== undefined ? { reply_to_message_id: m.replyToMessageId } : {}),
+  };
+}
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+export function fromWireMessage(w: any): Message {
+  return {
+    messageId: w.message_id,
+    date: w.date,
+    chat: { id: w.chat.id, type: w.chat.type },
+    from: w.from ? { id: w.from.id, isBot: w.from.is_bot, username: w.from.username, firstName: w.from.first_name } : undefined,
+    text: w.text,
+    replyToMessageId: w.reply_to_message_id,
+  };
+}
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
+export function toUpdateMessage(u: StoredUpdate): Update {
+  const message = fromWireMessage(u.message);
+  return {
+    updateId: u.updateId,
+    updateSeq: u.updateSeq,
+    message: u.kind === 'message' ? message : undefined,
+    editedMessage: u.kind === 'edited_message' ? message : undefined,
+  };
+}
+
+/** The JSON body of an update as webhook receivers get it. */
+export function wireUpdate(u: StoredUpdate): Record<string, unknown> {
+  return { update_id: u.updateId, update_seq: u.updateSeq, [u.kind]: u.message };
+}
+
+export const UPDATE_KINDS = ['message', 'edited_message'] as const;

@@ -1,0 +1,177 @@
+/**
+ * Updates, their per-bot sequence, and the outbox, written together: an update
+ * and the bus message announcing it commit in one transaction, so nothing is
+ * published that was not committed and nothing committed goes unannounced.
+ */
+import type { Db, Tx } from './db.js';
+
+export interface NewUpdate {
+  botId: string;
+  kind: string;
+  /** The message as it is on the JSON wire, without update ids; message_id 0 means "use update_seq". */
+  message: Record<string, unknown>;
+}
+
+export interface StoredUpdate {
+  updateId: number;
+  botId: string;
+  updateSeq: number;
+  kind: string;
+  message: Record<string, unknown>;
+  createdAt: number;
+}
+
+export interface OutboxMessage {
+  id: number;
+  topic: string;
+  key: string;
+  payload: string;
+}
+
+/** Per item: its stored update, or why it was not stored. */
+export type IngestOutcome = { ok: StoredUpdate } | { filtered: true } | { error: 'NO_BOT' | 'NOT_APPROVED' };
+
+export const UPDATES_TOPIC = 'botplatform.updates';
+
+interface BotSeqRow {
+  id: string;
+  last_update_seq: number | string;
+  allowed_updates: string | null;
+  review_status: string;
+}
+
+const isMysql = (db: Db) => db.client.config.client === 'mysql2';
+
+export function createUpdatesRepo(db: Db) {
+  const mysql = isMysql(db);
+
+  /** Takes n ids from the platform-wide counter. */
+  async function takeIds(tx: Tx, n: number): Promise<number> {
+    await tx('id_counters').where({ name: 'update_id' }).increment('value', n);
+    const row = await tx('id_counters').where({ name: 'update_id' }).first('value');
+    return Number(row.value) - n + 1;
+  }
+
+  return {
+    /**
+     * Stores a batch of updates (any bots) in one transaction, with their outbox
+     * messages. Each bot's row is locked while its sequence advances.
+     */
+    async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
+      return db.transaction(async (tx) => {
+        const botIds = [...new Set(items.map((i) => i.botId))].sort();
+        let q = tx<BotSeqRow>('bots').whereIn('id', botIds).select('id', 'last_update_seq', 'allowed_updates', 'review_status');
+        if (mysql) q = q.forUpdate();
+        const bots = new Map((await q).map((b) => [b.id, b]));
+
+        const outcomes: IngestOutcome[] = new Array(items.length);
+        const accepted: number[] = [];
+        items.forEach((item, i) => {
+          const bot = bots.get(item.botId);
+          if (!bot) outcomes[i] = { error: 'NO_BOT' };
+          else if (bot.review_status !== 'approved') outcomes[i] = { error: 'NOT_APPROVED' };
+          else if (bot.allowed_updates && !(JSON.parse(bot.allowed_updates) as string[]).includes(item.kind)) {
+            outcomes[i] = { filtered: true };
+          } else accepted.push(i);
+        });
+        if (accepted.length === 0) return outcomes;
+
+        let nextId = await takeIds(tx, accepted.length);
+        const perBot = new Map<string, number>();
+        for (const i of accepted) perBot.set(items[i]!.botId, (perBot.get(items[i]!.botId) ?? 0) + 1);
+        const nextSeq = new Map<string, number>();
+        for (const [botId, count] of perBot) {
+          await tx('bots').where({ id: botId }).increment('last_update_seq', count);
+          nextSeq.set(botId, Number(bots.get(botId)!.last_update_seq) + 1);
+        }
+
+        const rows = [];
+        const outbox = [];
+        for (const i of accepted) {
+          const item = items[i]!;
+          const seq = nextSeq.get(item.botId)!;
+          nextSeq.set(item.botId, seq + 1);
+          const message = item.message.message_id ? item.message : { ...item.message, message_id: seq };
+          const stored: StoredUpdate = { updateId: nextId++, botId: item.botId, updateSeq: seq, kind: item.kind, message, createdAt: now };
+          outcomes[i] = { ok: stored };
+          rows.push({
+            update_id: stored.updateId, bot_id: stored.botId, update_seq: seq, kind: stored.kind,
+            payload: JSON.stringify(message), created_at: now,
+          });
+          outbox.push({ topic: UPDATES_TOPIC, msg_key: stored.botId, payload: JSON.stringify(stored), created_at: now });
+        }
+        for (let k = 0; k < rows.length; k += 200) {
+          await tx('updates').insert(rows.slice(k, k + 200));
+          await tx('outbox').insert(outbox.slice(k, k + 200));
+        }
+        return outcomes;
+      });
+    },
+
+    /** Updates of a bot from update_seq `from` on, in order. */
+    async read(botId: string, from: number, limit: number): Promise<StoredUpdate[]> {
+      const rows = await db('updates')
+        .where({ bot_id: botId })
+        .andWhere('update_seq', '>=', from)
+        .orderBy('update_seq', 'asc')
+        .limit(limit);
+      return rows.map((r) => ({
+        updateId: Number(r.update_id),
+        botId: r.bot_id,
+        updateSeq: Number(r.update_seq),
+        kind: r.kind,
+        message: JSON.parse(r.payload),
+        createdAt: Number(r.created_at),
+      }));
+    },
+
+    /** Confirms (forgets) every update of the bot below update_seq `below`. */
+    async confirmBelow(botId: string, below: number): Promise<number> {
+      return db('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below).delete();
+    },
+
+    async dropAll(botId: string, tx?: Tx): Promise<number> {
+      return (tx ?? db)('updates').where({ bot_id: botId }).delete();
+    },
+
+    async pendingCount(botId: string): Promise<number> {
+      const [{ n }] = (await db('updates').where({ bot_id: botId }).count({ n: '*' })) as [{ n: number | string }];
+      return Number(n);
+    },
+
+    /** The newest update_seq the bot has had (0 before its first update). */
+    async lastSeq(botId: string): Promise<number> {
+      const row = await db('bots').where({ id: botId }).first('last_update_seq');
+      return row ? Number(row.last_update_seq) : 0;
+    },
+
+    /** Deletes updates stored before `before` (epoch ms), in bounded chunks. */
+    async purgeOlderThan(before: number): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const ids = (await db('updates').where('created_at', '<', before).limit(1000).pluck('update_id')) as number[];
+        if (ids.length === 0) return total;
+        total += await db('updates').whereIn('update_id', ids).delete();
+      }
+    },
+
+    /**
+     * Runs `publish` on the oldest outbox messages and deletes them once it
+     * resolves. On MySQL the rows stay locked (SKIP LOCKED) meanwhile, so several
+     * relays share the outbox; SQLite has one writer and one process.
+     */
+    async relayOutbox(limit: number, publish: (messages: OutboxMessage[]) => Promise<void>): Promise<number> {
+      return db.transaction(async (tx) => {
+        let q = tx('outbox').orderBy('id', 'asc').limit(limit).select('id', 'topic', 'msg_key', 'payload');
+        if (mysql) q = q.forUpdate().skipLocked();
+        const rows = await q;
+        if (rows.length === 0) return 0;
+        await publish(rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload })));
+        await tx('outbox').whereIn('id', rows.map((r) => r.id)).delete();
+        return rows.length;
+      });
+    },
+  };
+}
+
+export type UpdatesRepo = ReturnType<typeof createUpdatesRepo>;

@@ -1,0 +1,83 @@
+/**
+ * Webhook configuration and the delivery mode it implies. Setting or removing a
+ * webhook changes bots.delivery_mode in the same transaction.
+ */
+import type { Db } from './db.js';
+
+export interface WebhookRecord {
+  botId: string;
+  url: string;
+  secretSealed: string;
+  allowedIps: string[];
+  maxConnections: number;
+  lastErrorDate: number | null;
+  lastErrorMessage: string | null;
+}
+
+export interface WebhookConfig {
+  url: string;
+  secretSealed: string;
+  allowedIps: string[];
+  maxConnections: number;
+  /** Kinds to queue; null for all. */
+  allowedUpdates: string[] | null;
+}
+
+export function createWebhooksRepo(db: Db) {
+  return {
+    async get(botId: string): Promise<WebhookRecord | undefined> {
+      const r = await db('webhooks').where({ bot_id: botId }).first();
+      return r && {
+        botId: r.bot_id,
+        url: r.url,
+        secretSealed: r.secret_sealed,
+        allowedIps: JSON.parse(r.allowed_ips),
+        maxConnections: Number(r.max_connections),
+        lastErrorDate: r.last_error_date === null ? null : Number(r.last_error_date),
+        lastErrorMessage: r.last_error_message,
+      };
+    },
+
+    /** Stores the webhook and switches the bot to webhook mode; optionally forgets pending updates. */
+    async set(botId: string, config: WebhookConfig, dropPending: boolean, now: number): Promise<void> {
+      await db.transaction(async (tx) => {
+        const values = {
+          url: config.url,
+          secret_sealed: config.secretSealed,
+          allowed_ips: JSON.stringify(config.allowedIps),
+          max_connections: config.maxConnections,
+          updated_at: now,
+        };
+        const changed = await tx('webhooks').where({ bot_id: botId }).update(values);
+        if (changed === 0) await tx('webhooks').insert({ bot_id: botId, created_at: now, ...values });
+        await tx('bots').where({ id: botId }).update({
+          delivery_mode: 'webhook',
+          allowed_updates: config.allowedUpdates ? JSON.stringify(config.allowedUpdates) : null,
+          updated_at: now,
+        });
+        if (dropPending) await tx('updates').where({ bot_id: botId }).delete();
+      });
+    },
+
+    /** Removes the webhook and switches the bot to polling; optionally forgets pending updates. */
+    async remove(botId: string, dropPending: boolean, now: number): Promise<void> {
+      await db.transaction(async (tx) => {
+        await tx('webhooks').where({ bot_id: botId }).delete();
+        await tx('bots').where({ id: botId }).update({ delivery_mode: 'polling', updated_at: now });
+        if (dropPending) await tx('updates').where({ bot_id: botId }).delete();
+      });
+    },
+
+    /** Sets which update kinds are queued for the bot (null: all). */
+    async setAllowedUpdates(botId: string, kinds: string[] | null): Promise<void> {
+      await db('bots').where({ id: botId }).update({ allowed_updates: kinds ? JSON.stringify(kinds) : null });
+    },
+
+    async allowedUpdates(botId: string): Promise<string[] | null> {
+      const row = await db('bots').where({ id: botId }).first('allowed_updates');
+      return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
+    },
+  };
+}
+
+export type WebhooksRepo = ReturnType<typeof createWebhooksRepo>;
