@@ -8,7 +8,6 @@
  * Settings (env): BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_DATABASE_URL
  * (default: a fresh SQLite file).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,34 +16,11 @@ import * as grpc from '@grpc/grpc-js';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
 import { freePort } from '../test/helpers/ports.js';
+import { machine, percentile, startService as start, stopServices } from './lib.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const SECRET = 'bench-secret-bench-secret-bench-secret-000';
-const children: ChildProcess[] = [];
-
-function startService(env: Record<string, string>): Promise<void> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', AUTH_JWT_SECRET: SECRET, ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  children.push(child);
-  return waitHealthy(`http://127.0.0.1:${env.PORT}/healthz`);
-}
-
-async function waitHealthy(url: string) {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      // not up yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${url} never became healthy`);
-}
 
 interface Figures { rps: number; p50: number; p99: number; errors: number }
 
@@ -76,7 +52,7 @@ async function benchGrpc(address: string, jwt: string): Promise<Figures> {
       }),
     );
     latencies.sort((a, b) => a - b);
-    const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
+    const pct = (p: number) => percentile(latencies, p);
     return { rps: latencies.length / seconds, p50: pct(50), p99: pct(99), errors };
   };
   await run(2);
@@ -103,12 +79,12 @@ async function main() {
   const jwt = await mintAccountJwt(SECRET, { sub: 'bench-account' });
 
   const all = { PORT: String(await freePort()), GRPC_PORT: String(await freePort()) };
-  await startService({ ...common, ROLE: 'all', ...all });
+  await start({ AUTH_JWT_SECRET: SECRET, ...common, ROLE: 'all', ...all });
   const allBase = `http://127.0.0.1:${all.PORT}`;
   await seed(allBase, jwt);
 
   const gatewayPort = String(await freePort());
-  await startService({ ...common, ROLE: 'gateway', PORT: gatewayPort, CORE_GRPC_ADDRESS: `127.0.0.1:${all.GRPC_PORT}` });
+  await start({ AUTH_JWT_SECRET: SECRET, ...common, ROLE: 'gateway', PORT: gatewayPort, CORE_GRPC_ADDRESS: `127.0.0.1:${all.GRPC_PORT}` });
 
   const rows: [string, Figures][] = [];
   rows.push(['HTTP gateway, in-process core (role=all)', await benchHttp(`${allBase}/api/v1/bots/my`, jwt)]);
@@ -116,9 +92,8 @@ async function main() {
   rows.push(['gRPC direct (ListMyBots)', await benchGrpc(`127.0.0.1:${all.GRPC_PORT}`, jwt)]);
 
   const grpcRps = rows[2]![1].rps;
-  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   console.log(`\nbench:gateway — GET /api/v1/bots/my (5 bots), ${CONNECTIONS} concurrent, ${SECONDS}s per row, ${database.split(':')[0]}`);
-  console.log(`machine: ${os.cpus().length} x ${cpu}, node ${process.version}; load generator on the same machine\n`);
+  console.log(`machine: ${machine()}\n`);
   console.log('| path | requests/s | p50 ms | p99 ms | errors | vs gRPC direct |');
   console.log('|---|---:|---:|---:|---:|---:|');
   for (const [name, f] of rows) {
@@ -131,6 +106,4 @@ main()
     console.error(err);
     process.exitCode = 1;
   })
-  .finally(() => {
-    for (const c of children) c.kill('SIGTERM');
-  });
+  .finally(stopServices);

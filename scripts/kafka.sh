@@ -77,6 +77,9 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 log.cleaner.dedupe.buffer.size=8388608
+# a restart after a kill waits for the dead broker's session to expire (default 9 s)
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
 log.retention.hours=24
 EOF
   cat >"$DIR/log4j.properties" <<EOF

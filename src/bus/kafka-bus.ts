@@ -44,7 +44,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     await admin.disconnect();
   }
 
-  const producer: Producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
+  // Not idempotent with one request in flight: that would queue every control signal
+  // behind every outbox batch. The outbox relay awaits each batch (its own order);
+  // consumers rely on ids in the messages, not on their arrival order.
+  const producer: Producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
   const consumers: Consumer[] = [];
 

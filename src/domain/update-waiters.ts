@@ -59,10 +59,21 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     });
   }
 
-  async function signal(s: Signal) {
+  // Signals raised in the same tick leave in one publish: a burst of polls (every
+  // client reconnecting at once) costs one bus round trip, not one each.
+  let outgoing: BusMessage[] = [];
+  let flushing: Promise<void> | null = null;
+  function signal(s: Signal): Promise<void> {
     const full = { ...s, origin } as ControlSignal;
     onSignal(full);
-    await bus.publish([{ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(full) }]);
+    outgoing.push({ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(full) });
+    flushing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      const batch = outgoing;
+      outgoing = [];
+      flushing = null;
+      return bus.publish(batch);
+    });
+    return flushing;
   }
 
   return {

@@ -1,0 +1,220 @@
+/**
+ * npm run bench:updates — for the embedded default (SQLite, in-process bus) and
+ * for MariaDB + Kafka (two core processes: ingest on one, poll on the other):
+ *   - ingest throughput over gRPC (updates/s), 1 and 100 updates per call;
+ *   - ingest → getUpdates latency p50/p99 at a steady rate;
+ *   - memory and CPU of the polling process with N idle long polls held open.
+ * MariaDB + Kafka runs when BENCH_DATABASE_URL (a server URL; a fresh database is
+ * created) and BENCH_KAFKA_BROKERS are set (`npm run infra:up` starts both).
+ * Other settings: BENCH_SECONDS (10), BENCH_RATE (100 updates/s), BENCH_IDLE_POLLS (5000).
+ */
+import crypto from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import knexFactory from 'knex';
+import { Agent, fetch } from 'undici';
+import { mintAccountJwt } from '../src/auth/account-jwt.js';
+import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { freePort } from '../test/helpers/ports.js';
+import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } from './lib.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const RATE = Number(process.env.BENCH_RATE ?? 100);
+const IDLE_POLLS = Number(process.env.BENCH_IDLE_POLLS ?? 5000);
+const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
+const INTERNAL = 'bench-internal-token-bench-internal-token-00';
+const dispatcher = new Agent({ connections: null, pipelining: 0, keepAliveTimeout: 60_000 });
+
+interface Instance { http: string; grpc: string; pid: number }
+
+async function json(method: string, url: string, token: string, body?: unknown) {
+  const res = await fetch(url, {
+    method, dispatcher,
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** Creates and approves n bots; returns their ids and tokens. */
+async function makeBots(base: string, n: number, prefix: string) {
+  const owner = await mintAccountJwt(JWT_SECRET, { sub: `bench-${prefix}` });
+  const admin = await mintAccountJwt(JWT_SECRET, { sub: 'bench-admin', roles: ['admin'] });
+  const bots: { id: string; token: string }[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: 32 }, async () => {
+    while (next < n) {
+      const i = next++;
+      const created = await json('POST', `${base}/api/v1/bots/applications`, owner, { name: `b${i}`, username: `${prefix}_${i}` });
+      await json('POST', `${base}/api/v1/admin/bots/${created.body.id}/approve`, admin);
+      const detail = await json('GET', `${base}/api/v1/bots/my/${created.body.id}`, owner);
+      bots.push({ id: created.body.id, token: detail.body.one_time_token });
+    }
+  }));
+  return bots;
+}
+
+function ingester(address: string) {
+  const client = new InternalServiceClient(address, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set('authorization', `Bearer ${INTERNAL}`);
+  const message = (text: string) => ({ messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text });
+  return {
+    send: (updates: { botId: string; text: string }[]) =>
+      new Promise<void>((resolve, reject) =>
+        client.ingestUpdates({ updates: updates.map((u) => ({ botId: u.botId, message: message(u.text) })) } as never, md,
+          (err) => (err ? reject(err) : resolve()))),
+    close: () => client.close(),
+  };
+}
+
+async function throughput(address: string, bots: { id: string }[], perCall: number): Promise<number> {
+  const ing = ingester(address);
+  let done = 0;
+  const end = Date.now() + SECONDS * 1000;
+  let k = 0;
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (Date.now() < end) {
+      const batch = Array.from({ length: perCall }, () => ({ botId: bots[k++ % bots.length]!.id, text: 'x' }));
+      await ing.send(batch);
+      done += perCall;
+    }
+  }));
+  ing.close();
+  return done / SECONDS;
+}
+
+async function latency(ingestAt: Instance, pollAt: Instance, bot: { id: string; token: string }) {
+  // Drain what throughput runs left for this bot.
+  let offset = 0;
+  for (;;) {
+    const r = await json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, limit: 100 });
+    if (r.body.result.length === 0) break;
+    offset = r.body.result.at(-1).update_seq + 1;
+  }
+  const samples: number[] = [];
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      const r = await json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, timeout: 2 });
+      const now = performance.timeOrigin + performance.now();
+      for (const u of r.body.result ?? []) {
+        samples.push(now - Number(u.message.text));
+        offset = u.update_seq + 1;
+      }
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 500));
+  const ing = ingester(ingestAt.grpc);
+  const total = RATE * SECONDS;
+  const start = performance.now();
+  const inflight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(ing.send([{ botId: bot.id, text: String(performance.timeOrigin + performance.now()) }]));
+  }
+  await Promise.all(inflight);
+  await new Promise((r) => setTimeout(r, 1000));
+  polling = false;
+  await poller;
+  ing.close();
+  samples.sort((a, b) => a - b);
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99), n: samples.length, sent: total };
+}
+
+async function idlePolls(at: Instance, bots: { token: string }[]) {
+  const measure = async (ms: number) => {
+    const c0 = cpuSeconds(at.pid);
+    await new Promise((r) => setTimeout(r, ms));
+    return { cpuPct: ((cpuSeconds(at.pid) - c0) / (ms / 1000)) * 100, rss: rssMiB(at.pid) };
+  };
+  const before = await measure(3000);
+  const abort = new AbortController();
+  setMaxListeners(0, abort.signal); // one signal for every poll
+  const polls = bots.map((b) =>
+    fetch(`${at.http}/api/v1/bots/getUpdates`, {
+      method: 'POST', dispatcher, signal: abort.signal,
+      headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ timeout: 50 }),
+    }).then((r) => r.status, () => 0));
+  await new Promise((r) => setTimeout(r, 8000)); // all connected and waiting
+  const held = await measure(10_000);
+  const early = await Promise.race([Promise.race(polls).then(() => true), new Promise((r) => setTimeout(() => r(false), 10))]);
+  abort.abort();
+  await Promise.allSettled(polls);
+  return { before, held, answeredEarly: early };
+}
+
+async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+  const a = await startService(envA);
+  const A: Instance = { http: `http://127.0.0.1:${envA.PORT}`, grpc: `127.0.0.1:${envA.GRPC_PORT}`, pid: a.pid! };
+  let B = A;
+  if (envB) {
+    const b = await startService(envB);
+    B = { http: `http://127.0.0.1:${envB.PORT}`, grpc: `127.0.0.1:${envB.GRPC_PORT}`, pid: b.pid! };
+  }
+  const prefix = `u${crypto.randomBytes(3).toString('hex')}`;
+  const workBots = await makeBots(A.http, 50, `${prefix}w`);
+  const one = await throughput(A.grpc, workBots, 1);
+  const hundred = await throughput(A.grpc, workBots, 100);
+  const lat = await latency(A, B, workBots[0]!);
+  const idleBots = await makeBots(A.http, IDLE_POLLS, `${prefix}i`);
+  const idle = await idlePolls(B, idleBots);
+  return { name, one, hundred, lat, idle };
+}
+
+async function main() {
+  const results = [];
+  const env = async (dir: string, extra: Record<string, string> = {}) => ({
+    DATA_DIR: dir, AUTH_JWT_SECRET: JWT_SECRET, INTERNAL_API_TOKEN: INTERNAL,
+    SECRET_KEY: crypto.createHash('sha256').update('bench').digest('base64'),
+    PORT: String(await freePort()), GRPC_PORT: String(await freePort()), ...extra,
+  });
+  const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
+  results.push(await run('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
+  stopServices();
+
+  const server = process.env.BENCH_DATABASE_URL;
+  const brokers = process.env.BENCH_KAFKA_BROKERS;
+  if (server && brokers) {
+    const dbName = `bp_bench_${crypto.randomBytes(4).toString('hex')}`;
+    const admin = knexFactory({ client: 'mysql2', connection: server });
+    await admin.raw(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4`);
+    const url = new URL(server);
+    url.pathname = `/${dbName}`;
+    const shared = { DATABASE_URL: url.toString(), KAFKA_BROKERS: brokers };
+    try {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
+      results.push(await run('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
+    } finally {
+      stopServices();
+      await admin.raw(`DROP DATABASE \`${dbName}\``);
+      await admin.destroy();
+    }
+  } else {
+    console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
+  }
+
+  console.log(`\nbench:updates — ${SECONDS}s per throughput run, latency at ${RATE} updates/s, ${IDLE_POLLS} idle long polls`);
+  console.log(`machine: ${machine()}\n`);
+  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest→getUpdates p50 ms | p99 ms | samples | RSS MiB idle → with polls | CPU % with polls held |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of results) {
+    console.log(`| ${r.name} | ${r.one.toFixed(0)} | ${r.hundred.toFixed(0)} | ${r.lat.p50.toFixed(1)} | ${r.lat.p99.toFixed(1)} | ${r.lat.n}/${r.lat.sent} | ${r.idle.before.rss.toFixed(0)} → ${r.idle.held.rss.toFixed(0)} | ${r.idle.held.cpuPct.toFixed(1)} |`);
+  }
+}
+
+main()
+  .catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    stopServices();
+    void dispatcher.close();
+  });
