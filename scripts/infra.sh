@@ -8,8 +8,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # To add a service: write scripts/NAME.sh with up|down|url, list it here with its env var.
-SERVICES=(mariadb)
-declare -A ENV_VAR=([mariadb]=TEST_DATABASE_URL)
+SERVICES=(mariadb kafka)
+declare -A ENV_VAR=([mariadb]=TEST_DATABASE_URL [kafka]=TEST_KAFKA_BROKERS)
 
 case "${1:-}" in
   up)

@@ -47,7 +47,8 @@ fetch_libs() {
   libs_ok && return
   echo "kafka: fetching jars from Maven Central into $LIBS"
   rm -rf "$LIBS" "$LIBS.tmp"
-  mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIBS.tmp" -DincludeScope=runtime
+  mvn -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIBS.tmp" -DincludeScope=runtime \
+    >"$DIR/mvn.log" 2>&1 || { tail -n 40 "$DIR/mvn.log" >&2; exit 1; }
   sha256sum <"$POM" >"$LIBS.tmp/.pom.sha256"
   mv "$LIBS.tmp" "$LIBS"
 }
@@ -157,7 +158,7 @@ up() {
 }
 
 failed() {
-  echo "kafka: not serving (waited up to 90 s); log tail follows" >&2
+  echo "kafka: broker did not come up (died, or not serving within 90 s); log tail follows" >&2
   tail -n 80 "$LOG" "$OUT" >&2 || true
   exit 1
 }
