@@ -164,7 +164,8 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     if (http) {
       const server = http;
       closers.push(() => server.close());
-      await server.listen({ host: config.host, port: config.port });
+      // A deep accept queue: thousands of long-poll clients may reconnect at once.
+      await server.listen({ host: config.host, port: config.port, backlog: 4096 });
       // First step of shutdown: long polls answer now, so the servers can drain.
       closers.push(endLongPolls);
       const address = server.server.address();
