@@ -1,8 +1,9 @@
 /**
- * The composition root: storage, auth, domain services and the core, then the
- * servers the configured role runs (all: gRPC core + HTTP gateway calling the
- * core directly; core: gRPC core + /healthz; gateway: HTTP gateway over a gRPC
- * client). One `close()` ends everything, in order.
+ * The composition root: storage, auth, domain services and the core, then what
+ * the configured role runs. all: gRPC core, dispatcher and the HTTP gateway calling
+ * the core directly; core: gRPC core + /healthz; dispatcher: webhook delivery +
+ * /healthz; gateway: HTTP gateway over a gRPC client. One `close()` ends
+ * everything, in order.
  */
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
@@ -30,6 +31,11 @@ import { startGrpcServer, type GrpcServer } from './grpc/server.js';
 import { createBotsRepo } from './storage/bots-repo.js';
 import { createUpdatesRepo, UPDATES_TOPIC } from './storage/updates-repo.js';
 import { createWebhooksRepo } from './storage/webhooks-repo.js';
+import { createDeliveriesRepo } from './storage/deliveries-repo.js';
+import { createAttempts } from './dispatch/attempts.js';
+import { createDispatcher } from './dispatch/dispatcher.js';
+import { createWebhookClient } from './dispatch/webhook-client.js';
+import { createDeliveriesService } from './domain/deliveries-service.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
 import { buildGateway } from '../gateway/runtime/gateway.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
@@ -63,15 +69,12 @@ function every(everyMs: number, task: () => Promise<unknown>, logger: Logger, wh
   return async () => clearInterval(timer);
 }
 
-async function startCore(config: Config, logger: Logger, closers: (() => Promise<void>)[]) {
+/** Storage, secrets, the bus and the repositories: what the core and the dispatcher share. */
+async function openBackend(config: Config, logger: Logger, closers: (() => Promise<void>)[]) {
   const db = createDb(config.database);
   closers.push(() => db.destroy());
   await migrateLatest(db);
-  const { source, localSecret } = jwtKeySource(config);
-  const jwt = await createAccountJwtVerifier(source, config.auth);
   const secretBox = createSecretBox(config.secretKey ?? loadOrCreateSecret(config.dataDir, LOCAL_SECRET_KEY_FILE));
-  const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
-
   const bus: Bus = config.kafkaBrokers.length > 0
     ? await createKafkaBus({
       brokers: config.kafkaBrokers,
@@ -81,45 +84,93 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
     })
     : createMemoryBus();
   closers.push(() => bus.close());
-
   const bots = createBotsRepo(db);
-  const updatesRepo = createUpdatesRepo(db);
+  const updates = createUpdatesRepo(db);
   const webhooks = createWebhooksRepo(db);
-  const relay = createOutboxRelay(updatesRepo, bus, logger);
+  const deliveries = createDeliveriesRepo(db);
+  const client = createWebhookClient({
+    timeoutMs: config.webhookTimeoutMs,
+    allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+    caFile: config.webhookCaFile,
+  });
+  closers.push(async () => client.close());
+  const attempts = createAttempts({ deliveries, webhooks, client, secretBox, scheduleMs: config.webhookRetryScheduleMs, logger });
+  return { db, secretBox, bus, bots, updates, webhooks, deliveries, attempts };
+}
+
+type Backend = Awaited<ReturnType<typeof openBackend>>;
+
+async function startCore(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend) {
+  const { source, localSecret } = jwtKeySource(config);
+  const jwt = await createAccountJwtVerifier(source, config.auth);
+  const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
+
+  const relay = createOutboxRelay(b.updates, b.bus, logger);
   relay.start();
   closers.push(() => relay.stop());
-  const waiters = createUpdateWaiters(bus, logger);
+  const waiters = createUpdateWaiters(b.bus, logger);
   await waiters.start();
-  const writer = createUpdateWriter(updatesRepo, () => relay.nudge());
+  const writer = createUpdateWriter(b.updates, () => relay.nudge());
 
   const updates = createUpdatesService({
-    bots,
-    updates: updatesRepo,
-    webhooks,
+    bots: b.bots,
+    updates: b.updates,
+    webhooks: b.webhooks,
     waiters,
     writer,
-    secretBox,
+    secretBox: b.secretBox,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
     egressIps: config.platformEgressIps,
+    openDeliveries: (botId) => b.deliveries.openCount(botId),
   });
-  const deps = { bots, secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
+  const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
   const core = createCore({
-    authenticator: createAuthenticator({ jwt, bots, internalToken }),
+    authenticator: createAuthenticator({ jwt, bots: b.bots, internalToken }),
     handlers: createHandlers({
       console: createConsoleService({ ...deps, webhookOf: (id) => updates.webhookSummary(id) }),
       admin: createAdminService(deps),
-      runtime: createRuntimeService({ bots }),
+      runtime: createRuntimeService({ bots: b.bots }),
       updates,
+      deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
     }),
     logger,
   });
   // Unread one-time tokens are discarded after their retention (reads also ignore
   // expired ones); unconfirmed updates after theirs.
   closers.push(every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
-    () => bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
+    () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
   closers.push(every(Math.min(60_000, Math.max(1000, config.updateRetentionMs / 2)),
-    () => updatesRepo.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
-  return { db, core, localSecret, waiters };
+    () => b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
+  return { core, localSecret, waiters };
+}
+
+async function startDispatcher(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend) {
+  const dispatcher = createDispatcher({
+    deliveries: b.deliveries,
+    webhooks: b.webhooks,
+    attempts: b.attempts,
+    bus: b.bus,
+    logger,
+    timeoutMs: config.webhookTimeoutMs,
+    maxInFlight: config.dispatcherMaxInFlight,
+    sweepMs: Math.max(50, Math.min(1000, Math.min(...config.webhookRetryScheduleMs) / 4)),
+  });
+  await dispatcher.start();
+  closers.push(() => dispatcher.stop());
+  return dispatcher;
+}
+
+/** A bare HTTP server with /healthz, for roles without the gateway. */
+function healthServer(logger: Logger, ready: () => Promise<boolean>): FastifyInstance {
+  const http = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+  }) as unknown as FastifyInstance;
+  http.get('/healthz', async (_req, reply) => {
+    const ok = await ready();
+    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
+  });
+  return http;
 }
 
 export async function startApp(config: Config, logger: Logger): Promise<App> {
@@ -133,25 +184,22 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     let http: FastifyInstance | undefined;
 
     let endLongPolls = async () => {};
-    if (config.role === 'all' || config.role === 'core') {
-      const { db, core, localSecret, waiters } = await startCore(config, logger, closers);
-      endLongPolls = async () => waiters.close();
-      app.db = db;
-      app.core = core;
-      app.localJwtSecret = localSecret;
-      const grpcServer: GrpcServer = await startGrpcServer(core, config.host, config.grpcPort);
-      closers.push(() => grpcServer.close());
-      app.grpcPort = grpcServer.port;
-      const ready = () => pingDb(db).then(() => true, () => false);
-      if (config.role === 'all') invoker = createDirectInvoker(core, ready);
-      else {
-        const coreHttp: FastifyInstance = Fastify({ loggerInstance: logger as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) }) as unknown as FastifyInstance;
-        http = coreHttp;
-        coreHttp.get('/healthz', async (_req, reply) => {
-          const ok = await ready();
-          return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
-        });
+    if (config.role !== 'gateway') {
+      const backend = await openBackend(config, logger, closers);
+      app.db = backend.db;
+      const ready = () => pingDb(backend.db).then(() => true, () => false);
+      if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend);
+      if (config.role === 'all' || config.role === 'core') {
+        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend);
+        endLongPolls = async () => waiters.close();
+        app.core = core;
+        app.localJwtSecret = localSecret;
+        const grpcServer: GrpcServer = await startGrpcServer(core, config.host, config.grpcPort);
+        closers.push(() => grpcServer.close());
+        app.grpcPort = grpcServer.port;
+        if (config.role === 'all') invoker = createDirectInvoker(core, ready);
       }
+      if (config.role !== 'all') http = healthServer(logger, ready);
     } else {
       invoker = createGrpcInvoker(config.coreGrpcAddress);
       closers.push(() => invoker!.close());

@@ -49,7 +49,7 @@ const optionalText = z
 
 const schema = z
   .object({
-    ROLE: z.enum(['all', 'core', 'gateway']).default('all'),
+    ROLE: z.enum(['all', 'core', 'gateway', 'dispatcher']).default('all'),
     HOST: z.string().default('127.0.0.1'),
     PORT: port(8080),
     GRPC_PORT: port(50051),
@@ -81,6 +81,17 @@ const schema = z
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
       'must be a comma-separated list of IPs or CIDR ranges',
     ),
+    WEBHOOK_RETRY_SCHEDULE: z.string().default('1m,5m,15m,1h').transform((value, ctx) => {
+      const steps = value.split(',').map((v) => parseDuration(v.trim()));
+      if (steps.length === 0 || steps.some((ms) => ms === undefined)) {
+        ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of durations (e.g. 1m,5m,15m,1h): "${value}"` });
+        return z.NEVER;
+      }
+      return steps as number[];
+    }),
+    WEBHOOK_TIMEOUT_MS: int(15_000, 100, 120_000),
+    WEBHOOK_CA_FILE: optionalText,
+    DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
     PLATFORM_EGRESS_IPS: z.string().default('').refine(
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
       'must be a comma-separated list of IPs or CIDR ranges',
@@ -122,6 +133,10 @@ export interface Config {
   updateRetentionMs: number;
   webhookAllowedCidrs: string[];
   platformEgressIps: string[];
+  webhookRetryScheduleMs: number[];
+  webhookTimeoutMs: number;
+  webhookCaFile?: string;
+  dispatcherMaxInFlight: number;
   maxBodyBytes: number;
   logLevel: Raw['LOG_LEVEL'];
 }
@@ -177,6 +192,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     updateRetentionMs: c.UPDATE_RETENTION,
     webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
     platformEgressIps: list(c.PLATFORM_EGRESS_IPS),
+    webhookRetryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
+    webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    webhookCaFile: c.WEBHOOK_CA_FILE,
+    dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
     maxBodyBytes: c.MAX_BODY_BYTES,
     logLevel: c.LOG_LEVEL,
   };

@@ -16,6 +16,8 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/RegenerateToken","method":"POST","template":"/api/v1/bots/my/{id}/regenerate-token","fastifyPath":"/api/v1/bots/my/:id/regenerate-token","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RegenerateTokenRequest","responseType":"botplatform.v1.RegenerateTokenResponse", "grpc": ConsoleServiceService.regenerateToken },
   {"rpc":"botplatform.v1.ConsoleService/SetBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.SetBotWebhookRequest","responseType":"botplatform.v1.SetBotWebhookResponse", "grpc": ConsoleServiceService.setBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","method":"DELETE","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotWebhookRequest","responseType":"botplatform.v1.DeleteBotWebhookResponse", "grpc": ConsoleServiceService.deleteBotWebhook },
+  {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","method":"GET","template":"/api/v1/bots/my/{id}/deliveries","fastifyPath":"/api/v1/bots/my/:id/deliveries","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListDeliveriesRequest","responseType":"botplatform.v1.ListDeliveriesResponse", "grpc": ConsoleServiceService.listDeliveries },
+  {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","fastifyPath":"/api/v1/bots/my/:id/deliveries/:delivery_id/retry","pathParams":[{"param":"id","field":["id"]},{"param":"delivery_id","field":["delivery_id"]}],"body":"*","responseBody":"delivery","successCode":200,"surface":"console","requestType":"botplatform.v1.RetryDeliveryRequest","responseType":"botplatform.v1.RetryDeliveryResponse", "grpc": ConsoleServiceService.retryDelivery },
   {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","method":"POST","template":"/api/v1/bots/my/{id}/test-updates","fastifyPath":"/api/v1/bots/my/:id/test-updates","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":201,"surface":"console","requestType":"botplatform.v1.CreateTestUpdateRequest","responseType":"botplatform.v1.CreateTestUpdateResponse", "grpc": ConsoleServiceService.createTestUpdate },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"POST","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"GET","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":null,"responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
@@ -1208,6 +1210,232 @@ export const routeTable: RouteTable = {
         }
       ]
     },
+    "botplatform.v1.ListDeliveriesRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "page",
+          "json": "page",
+          "ts": "page",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.ListDeliveriesResponse": {
+      "fields": [
+        {
+          "proto": "items",
+          "json": "items",
+          "ts": "items",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Delivery"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "pagination",
+          "json": "pagination",
+          "ts": "pagination",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Pagination"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.Delivery": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "update_id",
+          "json": "update_id",
+          "ts": "updateId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "update_seq",
+          "json": "update_seq",
+          "ts": "updateSeq",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "status",
+          "json": "status",
+          "ts": "status",
+          "type": {
+            "kind": "enum",
+            "ref": "botplatform.v1.DeliveryStatus"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "attempts",
+          "json": "attempts",
+          "ts": "attempts",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "last_status_code",
+          "json": "last_status_code",
+          "ts": "lastStatusCode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "last_error",
+          "json": "last_error",
+          "ts": "lastError",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "last_attempt_at",
+          "json": "last_attempt_at",
+          "ts": "lastAttemptAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "next_attempt_at",
+          "json": "next_attempt_at",
+          "ts": "nextAttemptAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "created_at",
+          "json": "created_at",
+          "ts": "createdAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "last_duration_ms",
+          "json": "last_duration_ms",
+          "ts": "lastDurationMs",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.RetryDeliveryRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "delivery_id",
+          "json": "delivery_id",
+          "ts": "deliveryId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.RetryDeliveryResponse": {
+      "fields": [
+        {
+          "proto": "delivery",
+          "json": "delivery",
+          "ts": "delivery",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Delivery"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
     "botplatform.v1.CreateTestUpdateRequest": {
       "fields": [
         {
@@ -1896,6 +2124,16 @@ export const routeTable: RouteTable = {
         "DELIVERY_MODE_UNSPECIFIED": 0,
         "DELIVERY_MODE_POLLING": 1,
         "DELIVERY_MODE_WEBHOOK": 2
+      }
+    },
+    "botplatform.v1.DeliveryStatus": {
+      "prefix": "DELIVERY_STATUS_",
+      "values": {
+        "DELIVERY_STATUS_UNSPECIFIED": 0,
+        "DELIVERY_STATUS_PENDING": 1,
+        "DELIVERY_STATUS_SUCCEEDED": 2,
+        "DELIVERY_STATUS_RETRYING": 3,
+        "DELIVERY_STATUS_DEAD_LETTER": 4
       }
     }
   },

@@ -18,6 +18,11 @@ export interface Bus {
    * on (fan-out: long-poll waiters, control signals).
    */
   subscribeAll(topics: string[], handler: (message: BusMessage) => void): Promise<void>;
+  /**
+   * The group's members share the topics' messages (a Kafka consumer group): each
+   * key's messages reach one member. The handler gets the keys of a batch.
+   */
+  subscribeGroup(group: string, topics: string[], handler: (keys: string[]) => void): Promise<void>;
   close(): Promise<void>;
 }
 

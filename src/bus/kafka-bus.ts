@@ -85,6 +85,19 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await ready;
     },
 
+    async subscribeGroup(group, topics, handler) {
+      const consumer = kafka.consumer({ groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: 20, heartbeatInterval: 1000, sessionTimeout: 10_000 });
+      await consumer.connect();
+      for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
+      await consumer.run({
+        // Offsets commit as batches are handled: the database, not the log, says what is due.
+        eachBatch: async ({ batch }) => {
+          handler([...new Set(batch.messages.map((m) => m.key?.toString() ?? ''))].filter(Boolean));
+        },
+      });
+      consumers.push(consumer);
+    },
+
     async close() {
       await Promise.allSettled(consumers.map((c) => c.disconnect()));
       await producer.disconnect();

@@ -8,6 +8,7 @@ import type { AdminService } from '../domain/admin-service.js';
 import type { ConsoleService } from '../domain/console-service.js';
 import type { RuntimeService } from '../domain/runtime-service.js';
 import type { UpdatesService } from '../domain/updates-service.js';
+import type { DeliveriesService } from '../domain/deliveries-service.js';
 import type { BotPrincipal, CallContext, Principal } from './context.js';
 import type { Handler } from './core.js';
 
@@ -16,11 +17,12 @@ interface Services {
   admin: AdminService;
   runtime: RuntimeService;
   updates: UpdatesService;
+  deliveries: DeliveriesService;
 }
 
 type Ctx<P extends Principal> = CallContext<P>;
 
-export function createHandlers({ console, admin, runtime, updates }: Services): Record<string, Handler> {
+export function createHandlers({ console, admin, runtime, updates, deliveries }: Services): Record<string, Handler> {
   const c = ConsoleServiceService;
   const a = AdminServiceService;
   const r = RuntimeServiceService;
@@ -50,6 +52,8 @@ export function createHandlers({ console, admin, runtime, updates }: Services): 
       const id = await updates.deleteOwnBotWebhook(ctx.principal, req.id, req.dropPendingUpdates);
       return { bot: await console.botDetail(ctx.principal, id) };
     },
+    [c.listDeliveries.path]: (req, ctx: Ctx<AccountPrincipal>) => deliveries.listDeliveries(ctx.principal, req),
+    [c.retryDelivery.path]: (req, ctx: Ctx<AccountPrincipal>) => deliveries.retryDelivery(ctx.principal, req),
     [c.createTestUpdate.path]: (req, ctx: Ctx<AccountPrincipal>) => updates.createTestUpdate(ctx.principal, req),
     [r.getMe.path]: (_req, ctx: Ctx<BotPrincipal>) => runtime.getMe(ctx.principal),
     [r.getUpdates.path]: (req, ctx: Ctx<BotPrincipal>) => updates.getUpdates(ctx.principal, req, ctx.signal),

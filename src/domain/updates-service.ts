@@ -29,6 +29,8 @@ export interface UpdatesDeps {
   allowedCidrs: Cidr[];
   egressIps: string[];
   lookup?: Lookup;
+  /** Open (pending or retrying) deliveries of a bot. */
+  openDeliveries: (botId: string) => Promise<number>;
   now?: () => number;
 }
 
@@ -238,12 +240,15 @@ export function createUpdatesService(deps: UpdatesDeps) {
     },
 
     async getWebhookInfo(principal: BotPrincipal): Promise<WebhookInfo> {
-      const [bot, webhook, pending, kinds] = await Promise.all([
+      const [bot, webhook, kinds] = await Promise.all([
         deps.bots.findById(principal.botId),
         deps.webhooks.get(principal.botId),
-        deps.updates.pendingCount(principal.botId),
         deps.webhooks.allowedUpdates(principal.botId),
       ]);
+      // Pending: not yet received — by polling, the queue; by webhook, the open deliveries.
+      const pending = bot!.deliveryMode === 'webhook'
+        ? await deps.openDeliveries(principal.botId)
+        : await deps.updates.pendingCount(principal.botId);
       return {
         url: webhook?.url ?? '',
         deliveryMode: bot!.deliveryMode,

@@ -43,6 +43,14 @@ export const methodSettings: Record<string, MethodSettings> = {
     "credential": "account_jwt",
     "surface": "console"
   },
+  "/botplatform.v1.ConsoleService/ListDeliveries": {
+    "credential": "account_jwt",
+    "surface": "console"
+  },
+  "/botplatform.v1.ConsoleService/RetryDelivery": {
+    "credential": "account_jwt",
+    "surface": "console"
+  },
   "/botplatform.v1.ConsoleService/CreateTestUpdate": {
     "credential": "account_jwt",
     "surface": "console"

@@ -4,6 +4,7 @@
  * published that was not committed and nothing committed goes unannounced.
  */
 import type { Db, Tx } from './db.js';
+import { newDeliveryId } from './deliveries-repo.js';
 
 export interface NewUpdate {
   botId: string;
@@ -38,9 +39,23 @@ interface BotSeqRow {
   last_update_seq: number | string;
   allowed_updates: string | null;
   review_status: string;
+  delivery_mode: string;
 }
 
 const isMysql = (db: Db) => db.client.config.client === 'mysql2';
+
+/** The webhook body of an update: what a receiver gets. */
+export function webhookBody(u: Pick<StoredUpdate, 'updateId' | 'updateSeq' | 'kind' | 'message'>): string {
+  return JSON.stringify({ update_id: u.updateId, update_seq: u.updateSeq, [u.kind]: u.message });
+}
+
+/** A new delivery row of an update, due at `now`. */
+export function deliveryRow(u: Pick<StoredUpdate, 'updateId' | 'updateSeq' | 'kind' | 'message' | 'botId'>, now: number) {
+  return {
+    id: newDeliveryId(), bot_id: u.botId, update_id: u.updateId, update_seq: u.updateSeq, status: 'pending',
+    attempts: 0, next_attempt_at: now, lease_until: 0, payload: webhookBody(u), created_at: now,
+  };
+}
 
 export function createUpdatesRepo(db: Db) {
   const mysql = isMysql(db);
@@ -60,7 +75,7 @@ export function createUpdatesRepo(db: Db) {
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
       return db.transaction(async (tx) => {
         const botIds = [...new Set(items.map((i) => i.botId))].sort();
-        let q = tx<BotSeqRow>('bots').whereIn('id', botIds).select('id', 'last_update_seq', 'allowed_updates', 'review_status');
+        let q = tx<BotSeqRow>('bots').whereIn('id', botIds).select('id', 'last_update_seq', 'allowed_updates', 'review_status', 'delivery_mode');
         if (mysql) q = q.forUpdate();
         const bots = new Map((await q).map((b) => [b.id, b]));
 
@@ -87,6 +102,7 @@ export function createUpdatesRepo(db: Db) {
 
         const rows = [];
         const outbox = [];
+        const deliveries = [];
         for (const i of accepted) {
           const item = items[i]!;
           const seq = nextSeq.get(item.botId)!;
@@ -99,11 +115,14 @@ export function createUpdatesRepo(db: Db) {
             payload: JSON.stringify(message), created_at: now,
           });
           outbox.push({ topic: UPDATES_TOPIC, msg_key: stored.botId, payload: JSON.stringify(stored), created_at: now });
+          // A bot in webhook mode gets a delivery, due now, in the same transaction.
+          if (bots.get(item.botId)!.delivery_mode === 'webhook') deliveries.push(deliveryRow(stored, now));
         }
         for (let k = 0; k < rows.length; k += 200) {
           await tx('updates').insert(rows.slice(k, k + 200));
           await tx('outbox').insert(outbox.slice(k, k + 200));
         }
+        for (let k = 0; k < deliveries.length; k += 200) await tx('deliveries').insert(deliveries.slice(k, k + 200));
         return outcomes;
       });
     },

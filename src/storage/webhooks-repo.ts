@@ -3,6 +3,7 @@
  * webhook changes bots.delivery_mode in the same transaction.
  */
 import type { Db } from './db.js';
+import { deliveryRow } from './updates-repo.js';
 
 export interface WebhookRecord {
   botId: string;
@@ -55,7 +56,19 @@ export function createWebhooksRepo(db: Db) {
           allowed_updates: config.allowedUpdates ? JSON.stringify(config.allowedUpdates) : null,
           updated_at: now,
         });
-        if (dropPending) await tx('updates').where({ bot_id: botId }).delete();
+        if (dropPending) {
+          await tx('updates').where({ bot_id: botId }).delete();
+          await tx('deliveries').where({ bot_id: botId }).whereIn('status', ['pending', 'retrying']).delete();
+        } else {
+          // Updates not yet received by polling are delivered by webhook.
+          const queued = await tx('updates').where({ bot_id: botId })
+            .whereNotExists(tx('deliveries').whereRaw('deliveries.bot_id = updates.bot_id and deliveries.update_id = updates.update_id'))
+            .orderBy('update_seq', 'asc');
+          const rows = queued.map((u) => deliveryRow({
+            updateId: Number(u.update_id), updateSeq: Number(u.update_seq), kind: u.kind, message: JSON.parse(u.payload), botId,
+          }, now));
+          for (let k = 0; k < rows.length; k += 200) await tx('deliveries').insert(rows.slice(k, k + 200));
+        }
       });
     },
 
@@ -64,6 +77,8 @@ export function createWebhooksRepo(db: Db) {
       await db.transaction(async (tx) => {
         await tx('webhooks').where({ bot_id: botId }).delete();
         await tx('bots').where({ id: botId }).update({ delivery_mode: 'polling', updated_at: now });
+        // Undelivered updates go back to polling (their queue rows are still there).
+        await tx('deliveries').where({ bot_id: botId }).whereIn('status', ['pending', 'retrying']).delete();
         if (dropPending) await tx('updates').where({ bot_id: botId }).delete();
       });
     },

@@ -64,6 +64,24 @@ export enum FriendRequestMode {
   UNRECOGNIZED = -1,
 }
 
+/**
+ * DeliveryStatus is the state of one webhook delivery: "pending", "succeeded",
+ * "retrying" or "dead_letter".
+ */
+export enum DeliveryStatus {
+  /** DELIVERY_STATUS_UNSPECIFIED - Never stored. */
+  DELIVERY_STATUS_UNSPECIFIED = 0,
+  /** DELIVERY_STATUS_PENDING - Not attempted yet. */
+  DELIVERY_STATUS_PENDING = 1,
+  /** DELIVERY_STATUS_SUCCEEDED - The receiver answered 2xx. */
+  DELIVERY_STATUS_SUCCEEDED = 2,
+  /** DELIVERY_STATUS_RETRYING - Failed; another attempt is scheduled (next_attempt_at). */
+  DELIVERY_STATUS_RETRYING = 3,
+  /** DELIVERY_STATUS_DEAD_LETTER - Failed on every scheduled attempt; only a manual retry sends it again. */
+  DELIVERY_STATUS_DEAD_LETTER = 4,
+  UNRECOGNIZED = -1,
+}
+
 /** BotLink is one link shown on the bot's profile. */
 export interface BotLink {
   /** Text shown for the link, 1 to 64 characters. */
@@ -201,6 +219,42 @@ export interface Pagination {
   total: number;
   /** Whether a later page has items. */
   hasMore: boolean;
+}
+
+/** Delivery is one update's webhook delivery and its outcome so far. */
+export interface Delivery {
+  /** Delivery identifier (never all digits, so it cannot be taken for an update_id). */
+  id: string;
+  /** The update delivered. */
+  updateId: number;
+  /** Its per-bot sequence number. */
+  updateSeq: number;
+  /** Where the delivery stands. */
+  status: DeliveryStatus;
+  /** Attempts made so far. */
+  attempts: number;
+  /** HTTP status of the last answer, when there was one. */
+  lastStatusCode?:
+    | number
+    | undefined;
+  /** Why the last attempt failed. */
+  lastError?:
+    | string
+    | undefined;
+  /** When the last attempt was made. */
+  lastAttemptAt:
+    | Date
+    | undefined;
+  /** When the next attempt is due; null once succeeded or dead. */
+  nextAttemptAt:
+    | Date
+    | undefined;
+  /** When the delivery was created. */
+  createdAt:
+    | Date
+    | undefined;
+  /** How long the last attempt took, in milliseconds. */
+  lastDurationMs?: number | undefined;
 }
 
 function createBaseBotLink(): BotLink {
@@ -1005,6 +1059,193 @@ export const Pagination: MessageFns<Pagination> = {
     message.limit = object.limit ?? 0;
     message.total = object.total ?? 0;
     message.hasMore = object.hasMore ?? false;
+    return message;
+  },
+};
+
+function createBaseDelivery(): Delivery {
+  return {
+    id: "",
+    updateId: 0,
+    updateSeq: 0,
+    status: 0,
+    attempts: 0,
+    lastStatusCode: undefined,
+    lastError: undefined,
+    lastAttemptAt: undefined,
+    nextAttemptAt: undefined,
+    createdAt: undefined,
+    lastDurationMs: undefined,
+  };
+}
+
+export const Delivery: MessageFns<Delivery> = {
+  encode(message: Delivery, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.updateId !== 0) {
+      writer.uint32(16).int64(message.updateId);
+    }
+    if (message.updateSeq !== 0) {
+      writer.uint32(24).int64(message.updateSeq);
+    }
+    if (message.status !== 0) {
+      writer.uint32(32).int32(message.status);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(40).int32(message.attempts);
+    }
+    if (message.lastStatusCode !== undefined) {
+      writer.uint32(48).int32(message.lastStatusCode);
+    }
+    if (message.lastError !== undefined) {
+      writer.uint32(58).string(message.lastError);
+    }
+    if (message.lastAttemptAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastAttemptAt), writer.uint32(66).fork()).join();
+    }
+    if (message.nextAttemptAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.nextAttemptAt), writer.uint32(74).fork()).join();
+    }
+    if (message.createdAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(82).fork()).join();
+    }
+    if (message.lastDurationMs !== undefined) {
+      writer.uint32(88).int64(message.lastDurationMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Delivery {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDelivery();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.updateId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.updateSeq = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attempts = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lastStatusCode = reader.int32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lastError = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.lastAttemptAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.nextAttemptAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.lastDurationMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<Delivery>, I>>(base?: I): Delivery {
+    return Delivery.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Delivery>, I>>(object: I): Delivery {
+    const message = createBaseDelivery();
+    message.id = object.id ?? "";
+    message.updateId = object.updateId ?? 0;
+    message.updateSeq = object.updateSeq ?? 0;
+    message.status = object.status ?? 0;
+    message.attempts = object.attempts ?? 0;
+    message.lastStatusCode = object.lastStatusCode ?? undefined;
+    message.lastError = object.lastError ?? undefined;
+    message.lastAttemptAt = object.lastAttemptAt ?? undefined;
+    message.nextAttemptAt = object.nextAttemptAt ?? undefined;
+    message.createdAt = object.createdAt ?? undefined;
+    message.lastDurationMs = object.lastDurationMs ?? undefined;
     return message;
   },
 };

@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { FieldMask } from "../../google/protobuf/field_mask.js";
-import { Bot, BotCommand, BotContact, BotLink, FriendRequestMode, Pagination } from "./bot.js";
+import { Bot, BotCommand, BotContact, BotLink, Delivery, FriendRequestMode, Pagination } from "./bot.js";
 import { User } from "./update.js";
 
 /** CreateApplicationRequest is a new bot application. */
@@ -229,6 +229,40 @@ export interface CreateTestUpdateResponse {
   updateId: number;
   /** Per-bot sequence number. */
   updateSeq: number;
+}
+
+/** ListDeliveriesRequest pages through one bot's deliveries. */
+export interface ListDeliveriesRequest {
+  /** The bot id. */
+  id: string;
+  /** Page number from 1 (default 1). */
+  page?:
+    | number
+    | undefined;
+  /** Page size, 1 to 100 (default 20). */
+  limit?: number | undefined;
+}
+
+/** ListDeliveriesResponse is one page of deliveries. */
+export interface ListDeliveriesResponse {
+  /** Deliveries, newest first. */
+  items: Delivery[];
+  /** Where this page stands. */
+  pagination: Pagination | undefined;
+}
+
+/** RetryDeliveryRequest names the delivery to attempt again. */
+export interface RetryDeliveryRequest {
+  /** The bot id. */
+  id: string;
+  /** A delivery id, or the update_id of the delivered update. */
+  deliveryId: string;
+}
+
+/** RetryDeliveryResponse carries the delivery after the attempt. */
+export interface RetryDeliveryResponse {
+  /** The delivery as it stands now. */
+  delivery: Delivery | undefined;
 }
 
 function createBaseCreateApplicationRequest(): CreateApplicationRequest {
@@ -1601,6 +1635,278 @@ export const CreateTestUpdateResponse: MessageFns<CreateTestUpdateResponse> = {
   },
 };
 
+function createBaseListDeliveriesRequest(): ListDeliveriesRequest {
+  return { id: "", page: undefined, limit: undefined };
+}
+
+export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
+  encode(message: ListDeliveriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.page !== undefined) {
+      writer.uint32(16).int32(message.page);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(24).int32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeliveriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeliveriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.page = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListDeliveriesRequest>, I>>(base?: I): ListDeliveriesRequest {
+    return ListDeliveriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeliveriesRequest>, I>>(object: I): ListDeliveriesRequest {
+    const message = createBaseListDeliveriesRequest();
+    message.id = object.id ?? "";
+    message.page = object.page ?? undefined;
+    message.limit = object.limit ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListDeliveriesResponse(): ListDeliveriesResponse {
+  return { items: [], pagination: undefined };
+}
+
+export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
+  encode(message: ListDeliveriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.items) {
+      Delivery.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.pagination !== undefined) {
+      Pagination.encode(message.pagination, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeliveriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeliveriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.items.push(Delivery.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pagination = Pagination.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListDeliveriesResponse>, I>>(base?: I): ListDeliveriesResponse {
+    return ListDeliveriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeliveriesResponse>, I>>(object: I): ListDeliveriesResponse {
+    const message = createBaseListDeliveriesResponse();
+    message.items = object.items?.map((e) => Delivery.fromPartial(e)) || [];
+    message.pagination = (object.pagination !== undefined && object.pagination !== null)
+      ? Pagination.fromPartial(object.pagination)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRetryDeliveryRequest(): RetryDeliveryRequest {
+  return { id: "", deliveryId: "" };
+}
+
+export const RetryDeliveryRequest: MessageFns<RetryDeliveryRequest> = {
+  encode(message: RetryDeliveryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.deliveryId !== "") {
+      writer.uint32(18).string(message.deliveryId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryDeliveryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryDeliveryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RetryDeliveryRequest>, I>>(base?: I): RetryDeliveryRequest {
+    return RetryDeliveryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryDeliveryRequest>, I>>(object: I): RetryDeliveryRequest {
+    const message = createBaseRetryDeliveryRequest();
+    message.id = object.id ?? "";
+    message.deliveryId = object.deliveryId ?? "";
+    return message;
+  },
+};
+
+function createBaseRetryDeliveryResponse(): RetryDeliveryResponse {
+  return { delivery: undefined };
+}
+
+export const RetryDeliveryResponse: MessageFns<RetryDeliveryResponse> = {
+  encode(message: RetryDeliveryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.delivery !== undefined) {
+      Delivery.encode(message.delivery, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryDeliveryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryDeliveryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.delivery = Delivery.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RetryDeliveryResponse>, I>>(base?: I): RetryDeliveryResponse {
+    return RetryDeliveryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryDeliveryResponse>, I>>(object: I): RetryDeliveryResponse {
+    const message = createBaseRetryDeliveryResponse();
+    message.delivery = (object.delivery !== undefined && object.delivery !== null)
+      ? Delivery.fromPartial(object.delivery)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * ConsoleService is the developer console: an account manages its own bots.
  * Every method needs an account JWT; another account's bot answers NOT_FOUND.
@@ -1693,6 +1999,32 @@ export const ConsoleServiceService = {
       Buffer.from(DeleteBotWebhookResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteBotWebhookResponse => DeleteBotWebhookResponse.decode(value),
   },
+  /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
+  listDeliveries: {
+    path: "/botplatform.v1.ConsoleService/ListDeliveries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDeliveriesRequest): Buffer =>
+      Buffer.from(ListDeliveriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDeliveriesRequest => ListDeliveriesRequest.decode(value),
+    responseSerialize: (value: ListDeliveriesResponse): Buffer =>
+      Buffer.from(ListDeliveriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDeliveriesResponse => ListDeliveriesResponse.decode(value),
+  },
+  /**
+   * RetryDelivery makes one attempt now and answers with the delivery as it stands
+   * after it. delivery_id is a delivery id or an update_id.
+   */
+  retryDelivery: {
+    path: "/botplatform.v1.ConsoleService/RetryDelivery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetryDeliveryRequest): Buffer => Buffer.from(RetryDeliveryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetryDeliveryRequest => RetryDeliveryRequest.decode(value),
+    responseSerialize: (value: RetryDeliveryResponse): Buffer =>
+      Buffer.from(RetryDeliveryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetryDeliveryResponse => RetryDeliveryResponse.decode(value),
+  },
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate: {
     path: "/botplatform.v1.ConsoleService/CreateTestUpdate" as const,
@@ -1731,6 +2063,13 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
   setBotWebhook: handleUnaryCall<SetBotWebhookRequest, SetBotWebhookResponse>;
   /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
   deleteBotWebhook: handleUnaryCall<DeleteBotWebhookRequest, DeleteBotWebhookResponse>;
+  /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
+  listDeliveries: handleUnaryCall<ListDeliveriesRequest, ListDeliveriesResponse>;
+  /**
+   * RetryDelivery makes one attempt now and answers with the delivery as it stands
+   * after it. delivery_id is a delivery id or an update_id.
+   */
+  retryDelivery: handleUnaryCall<RetryDeliveryRequest, RetryDeliveryResponse>;
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate: handleUnaryCall<CreateTestUpdateRequest, CreateTestUpdateResponse>;
 }
@@ -1856,6 +2195,41 @@ export interface ConsoleServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
+  listDeliveries(
+    request: ListDeliveriesRequest,
+    callback: (error: ServiceError | null, response: ListDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  listDeliveries(
+    request: ListDeliveriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  listDeliveries(
+    request: ListDeliveriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RetryDelivery makes one attempt now and answers with the delivery as it stands
+   * after it. delivery_id is a delivery id or an update_id.
+   */
+  retryDelivery(
+    request: RetryDeliveryRequest,
+    callback: (error: ServiceError | null, response: RetryDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  retryDelivery(
+    request: RetryDeliveryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetryDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  retryDelivery(
+    request: RetryDeliveryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetryDeliveryResponse) => void,
   ): ClientUnaryCall;
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate(

@@ -1,0 +1,62 @@
+/**
+ * One attempt at a leased delivery: read the bot's webhook, send, record the
+ * outcome with the next due time from the retry schedule. Shared by the
+ * dispatcher and the console's manual retry.
+ */
+import type { Logger } from 'pino';
+import type { SecretBox } from '../auth/secret-box.js';
+import type { DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
+import type { WebhooksRepo } from '../storage/webhooks-repo.js';
+import type { WebhookClient } from './webhook-client.js';
+
+export interface AttemptDeps {
+  deliveries: DeliveriesRepo;
+  webhooks: WebhooksRepo;
+  client: WebhookClient;
+  secretBox: SecretBox;
+  /** Delays before each retry, e.g. [1m, 5m, 15m, 1h]; attempts in all = length + 1. */
+  scheduleMs: number[];
+  logger: Logger;
+  now?: () => number;
+}
+
+export function createAttempts(deps: AttemptDeps) {
+  const now = deps.now ?? Date.now;
+  const maxAttempts = deps.scheduleMs.length + 1;
+
+  return {
+    maxAttempts,
+    /**
+     * Attempts `delivery` under `leaseToken`. `keepSchedule`: a manual retry that
+     * fails leaves the delivery's own schedule as it was.
+     */
+    async attempt(delivery: DeliveryRecord, leaseToken: string, keepSchedule = false): Promise<'succeeded' | 'failed' | 'no-webhook'> {
+      const webhook = await deps.webhooks.get(delivery.botId);
+      if (!webhook) {
+        await deps.deliveries.release(delivery.id, leaseToken);
+        return 'no-webhook';
+      }
+      const result = await deps.client.send({
+        url: webhook.url,
+        body: delivery.payload,
+        secret: deps.secretBox.open(webhook.secretSealed),
+        updateId: delivery.updateId,
+        allowedIps: webhook.allowedIps,
+      });
+      const at = now();
+      const retryIndex = delivery.attempts; // delay before attempt number attempts + 2
+      const nextAttemptAt = result.ok
+        ? null
+        : keepSchedule && delivery.status === 'retrying'
+          ? delivery.nextAttemptAt
+          : retryIndex < deps.scheduleMs.length ? at + deps.scheduleMs[retryIndex]! : null;
+      const recorded = await deps.deliveries.record(delivery.id, leaseToken, {
+        ok: result.ok, statusCode: result.statusCode, error: result.error, durationMs: result.durationMs, at, nextAttemptAt,
+      }, maxAttempts);
+      if (!recorded) deps.logger.warn({ delivery: delivery.id }, 'delivery lease lost before its outcome was recorded');
+      return result.ok ? 'succeeded' : 'failed';
+    },
+  };
+}
+
+export type Attempts = ReturnType<typeof createAttempts>;

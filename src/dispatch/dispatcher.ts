@@ -1,0 +1,128 @@
+/**
+ * The dispatcher role: delivers due webhook deliveries. Woken per bot by the
+ * updates topic (a consumer group shared by every dispatcher: one bot's updates
+ * go to one dispatcher at a time), and sweeping the database for what is due
+ * (retries, deliveries whose dispatcher died mid-attempt) so nothing depends on
+ * the bus for correctness. Each attempt runs under a lease. A bot never has more
+ * than its max_connections attempts in flight, so a hanging endpoint delays no
+ * other bot; first attempts start in update_seq order.
+ */
+import crypto from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Bus } from '../bus/bus.js';
+import type { DeliveriesRepo, LeasedDelivery } from '../storage/deliveries-repo.js';
+import { UPDATES_TOPIC } from '../storage/updates-repo.js';
+import type { WebhooksRepo } from '../storage/webhooks-repo.js';
+import type { Attempts } from './attempts.js';
+
+export interface DispatcherOptions {
+  deliveries: DeliveriesRepo;
+  webhooks: WebhooksRepo;
+  attempts: Attempts;
+  bus: Bus;
+  logger: Logger;
+  timeoutMs: number;
+  /** Most attempts in flight in this process. */
+  maxInFlight: number;
+  /** How often the database is swept for due deliveries. */
+  sweepMs: number;
+}
+
+export const DISPATCHER_GROUP = 'botplatform-dispatchers';
+
+export function createDispatcher(opts: DispatcherOptions) {
+  const holder = `dispatcher-${crypto.randomUUID()}`;
+  const leaseMs = opts.timeoutMs + 30_000;
+  const inFlight = new Map<string, number>(); // per bot
+  const limits = new Map<string, { max: number; at: number }>(); // max_connections, cached briefly
+  const running = new Set<Promise<void>>();
+  let total = 0;
+  let stopped = false;
+  let sweepTimer: NodeJS.Timeout | null = null;
+  const kicked = new Set<string>();
+  let kicking = false;
+
+  async function maxConnections(botId: string): Promise<number> {
+    const cached = limits.get(botId);
+    if (cached && Date.now() - cached.at < 5000) return cached.max;
+    const max = (await opts.webhooks.get(botId))?.maxConnections ?? 0;
+    limits.set(botId, { max, at: Date.now() });
+    return max;
+  }
+
+  function launch(d: LeasedDelivery) {
+    inFlight.set(d.botId, (inFlight.get(d.botId) ?? 0) + 1);
+    total++;
+    const p = opts.attempts.attempt(d, d.leaseToken)
+      .catch((err) => opts.logger.error({ err, delivery: d.id }, 'delivery attempt failed unexpectedly'))
+      .then(() => {
+        inFlight.set(d.botId, inFlight.get(d.botId)! - 1);
+        total--;
+        running.delete(p);
+        // A slot of this bot is free: its next due delivery may go.
+        kick(d.botId);
+      });
+    running.add(p);
+  }
+
+  /** Claims and starts what is due for one bot, up to its free slots. */
+  async function runBot(botId: string) {
+    const free = Math.min((await maxConnections(botId)) - (inFlight.get(botId) ?? 0), opts.maxInFlight - total);
+    if (free <= 0 || stopped) return;
+    const claimed = await opts.deliveries.claimDue({ now: Date.now(), leaseMs, holder, limit: free, botId });
+    for (const d of claimed) launch(d);
+  }
+
+  function kick(botId: string) {
+    if (stopped) return;
+    kicked.add(botId);
+    if (kicking) return;
+    kicking = true;
+    void (async () => {
+      try {
+        while (kicked.size > 0 && !stopped) {
+          const [next] = kicked;
+          kicked.delete(next!);
+          await runBot(next!).catch((err) => opts.logger.warn({ err, bot: next }, 'dispatch failed'));
+        }
+      } finally {
+        kicking = false;
+      }
+    })();
+  }
+
+  async function sweepLoop() {
+    if (stopped) return;
+    try {
+      await sweepDue();
+    } catch (err) {
+      opts.logger.warn({ err }, 'delivery sweep failed');
+    }
+    if (!stopped) sweepTimer = setTimeout(() => void sweepLoop(), opts.sweepMs);
+  }
+
+  /** Everything due, any bot (retries, abandoned leases): each such bot is kicked. */
+  async function sweepDue() {
+    const bots = await opts.deliveries.botsWithDue(Date.now(), 1000);
+    for (const botId of bots) kick(botId);
+  }
+
+  return {
+    async start() {
+      await opts.bus.subscribeGroup(DISPATCHER_GROUP, [UPDATES_TOPIC], (keys) => {
+        for (const botId of keys) kick(botId);
+      });
+      void sweepLoop();
+    },
+    /** Attempts in flight now. */
+    inFlight: () => total,
+    /** Stops taking work and waits for attempts in flight (bounded by the request timeout). */
+    async stop() {
+      stopped = true;
+      if (sweepTimer) clearTimeout(sweepTimer);
+      await Promise.allSettled([...running]);
+    },
+  };
+}
+
+export type Dispatcher = ReturnType<typeof createDispatcher>;

@@ -1,0 +1,138 @@
+/**
+ * One webhook request: signed per contract §5, sent to an address checked at
+ * connect time (every resolved address must be allowed; the socket goes to the
+ * checked one, so DNS cannot change the answer in between), 2xx is success,
+ * redirects are not followed, a timeout bounds the whole exchange.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import tls from 'node:tls';
+import ipaddr from 'ipaddr.js';
+import { checkTarget, parseCidrs, refusalOf, systemLookup, type Cidr, type Lookup } from '../net/ssrf.js';
+
+export interface WebhookClientOptions {
+  timeoutMs: number;
+  /** Ranges exempt from the SSRF check (WEBHOOK_ALLOWED_CIDRS). */
+  allowedCidrs: Cidr[];
+  /** Extra trusted CA, PEM (WEBHOOK_CA_FILE). */
+  caFile?: string;
+  lookup?: Lookup;
+}
+
+export interface WebhookRequest {
+  url: string;
+  body: string;
+  secret: string;
+  updateId: number;
+  /** The bot's allowed_ips: when set, the target address must be inside one of them. */
+  allowedIps: string[];
+}
+
+export interface WebhookResult {
+  ok: boolean;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/** The signature headers of contract §5. */
+export function signatureHeaders(secret: string, body: string, updateId: number, now = Date.now()): Record<string, string> {
+  const timestamp = String(Math.floor(now / 1000));
+  const signature = crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
+  return {
+    'content-type': 'application/json',
+    'x-service-timestamp': timestamp,
+    'x-service-signature-v2': signature,
+    'x-service-update-id': String(updateId),
+  };
+}
+
+class Refused extends Error {}
+
+export function createWebhookClient(opts: WebhookClientOptions) {
+  const lookup = opts.lookup ?? systemLookup;
+  const ca = opts.caFile ? [...tls.rootCertificates, fs.readFileSync(opts.caFile, 'utf8')] : undefined;
+  const agent = new https.Agent({ keepAlive: true, maxSockets: Infinity, ca, timeout: opts.timeoutMs });
+
+  /** Resolves and checks every address; hands the socket the first one. */
+  function guardedLookup(allowedIps: Cidr[]): LookupFunction {
+    return (hostname, options, callback) => {
+      checkTarget(new URL(`https://${hostname.includes(':') ? `[${hostname}]` : hostname}/`), opts.allowedCidrs, lookup).then(
+        ({ refusal, addresses }) => {
+          const outside = allowedIps.length > 0 ? addresses.find((a) => !inside(a, allowedIps)) : undefined;
+          if (refusal) return callback(new Refused(`refused target: ${refusal}`), '', 4);
+          if (outside) return callback(new Refused(`refused target: ${outside} is outside allowed_ips`), '', 4);
+          const address = addresses[0]!;
+          const family = ipaddr.parse(address).kind() === 'ipv6' ? 6 : 4;
+          if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address, family }]);
+          else callback(null, address, family);
+        },
+        (err) => callback(err as NodeJS.ErrnoException, '', 4),
+      );
+    };
+  }
+
+  return {
+    async send(req: WebhookRequest): Promise<WebhookResult> {
+      const started = performance.now();
+      const done = (r: Omit<WebhookResult, 'durationMs'>): WebhookResult => ({ ...r, durationMs: Math.round(performance.now() - started) });
+      let url: URL;
+      try {
+        url = new URL(req.url);
+      } catch {
+        return done({ ok: false, statusCode: null, error: 'invalid webhook url' });
+      }
+      const allowedIps = parseCidrs(req.allowedIps);
+      // An IP-literal host never reaches the lookup: check it here.
+      const host = url.hostname.replace(/^\[|\]$/g, '');
+      if (ipaddr.isValid(host)) {
+        const refusal = refusalOf(host, opts.allowedCidrs);
+        if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}` });
+        if (allowedIps.length > 0 && !inside(host, allowedIps)) {
+          return done({ ok: false, statusCode: null, error: `refused target: ${host} is outside allowed_ips` });
+        }
+      }
+      return new Promise<WebhookResult>((resolve) => {
+        const request = https.request(url, {
+          method: 'POST',
+          agent,
+          lookup: guardedLookup(allowedIps),
+          headers: { ...signatureHeaders(req.secret, req.body, req.updateId), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
+        }, (res) => {
+          res.resume(); // the body is not used; drain it so the socket can be reused
+          res.on('end', () => {
+            clearTimeout(timer);
+            const code = res.statusCode ?? 0;
+            const ok = code >= 200 && code < 300;
+            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}` }));
+          });
+        });
+        const timer = setTimeout(() => request.destroy(new Error(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
+        request.on('error', (err) => {
+          clearTimeout(timer);
+          resolve(done({ ok: false, statusCode: null, error: err instanceof Refused ? err.message : describe(err) }));
+        });
+        request.end(req.body);
+      });
+    },
+    close() {
+      agent.destroy();
+    },
+  };
+}
+
+function inside(address: string, cidrs: Cidr[]): boolean {
+  let ip = ipaddr.parse(address);
+  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) ip = (ip as ipaddr.IPv6).toIPv4Address();
+  return cidrs.some(([range, bits]) => range.kind() === ip.kind() && ip.match(range as never, bits));
+}
+
+/** A short, safe description of a transport error (never a stack). */
+function describe(err: Error & { code?: string }): string {
+  if (err.message.startsWith('timed out')) return err.message;
+  return err.code ? `${err.code}: ${err.message}`.slice(0, 300) : err.message.slice(0, 300);
+}
+
+export type WebhookClient = ReturnType<typeof createWebhookClient>;

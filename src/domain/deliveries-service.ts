@@ -1,0 +1,77 @@
+/** The console's view of webhook deliveries: the log, and the manual retry. */
+import crypto from 'node:crypto';
+import type { AccountPrincipal } from '../auth/account-jwt.js';
+import type { Attempts } from '../dispatch/attempts.js';
+import { ApiError, Code } from '../errors.js';
+import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
+import type { ListDeliveriesResponse, RetryDeliveryResponse } from '../gen/botplatform/v1/console_service.js';
+import type { BotsRepo } from '../storage/bots-repo.js';
+import type { DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
+import * as check from './validation.js';
+
+const STATUS = {
+  pending: DeliveryStatus.DELIVERY_STATUS_PENDING,
+  succeeded: DeliveryStatus.DELIVERY_STATUS_SUCCEEDED,
+  retrying: DeliveryStatus.DELIVERY_STATUS_RETRYING,
+  dead_letter: DeliveryStatus.DELIVERY_STATUS_DEAD_LETTER,
+};
+
+export function toDeliveryMessage(d: DeliveryRecord): Delivery {
+  const open = d.status === 'pending' || d.status === 'retrying';
+  return {
+    id: d.id,
+    updateId: d.updateId,
+    updateSeq: d.updateSeq,
+    status: STATUS[d.status],
+    attempts: d.attempts,
+    lastStatusCode: d.lastStatusCode ?? undefined,
+    lastError: d.lastError ?? undefined,
+    lastAttemptAt: d.lastAttemptAt ? new Date(d.lastAttemptAt) : undefined,
+    nextAttemptAt: open ? new Date(d.nextAttemptAt) : undefined,
+    createdAt: new Date(d.createdAt),
+    lastDurationMs: d.lastDurationMs ?? undefined,
+  };
+}
+
+export interface DeliveriesDeps {
+  bots: BotsRepo;
+  deliveries: DeliveriesRepo;
+  attempts: Attempts;
+  timeoutMs: number;
+  now?: () => number;
+}
+
+export function createDeliveriesService(deps: DeliveriesDeps) {
+  const now = deps.now ?? Date.now;
+  const holder = `console-${crypto.randomUUID()}`;
+
+  async function ownBotId(principal: AccountPrincipal, id: string): Promise<string> {
+    const bot = id ? await deps.bots.findForOwner(principal.accountId, id) : undefined;
+    if (!bot) throw ApiError.notFound('bot');
+    return bot.id;
+  }
+
+  return {
+    async listDeliveries(principal: AccountPrincipal, req: { id: string; page?: number; limit?: number }): Promise<ListDeliveriesResponse> {
+      const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      const botId = await ownBotId(principal, req.id);
+      const { items, total } = await deps.deliveries.listForBot(botId, page, limit);
+      return { items: items.map(toDeliveryMessage), pagination: { page, limit, total, hasMore: page * limit < total } };
+    },
+
+    /** One attempt now; answers with the delivery as it stands after it. */
+    async retryDelivery(principal: AccountPrincipal, req: { id: string; deliveryId: string }): Promise<RetryDeliveryResponse> {
+      const botId = await ownBotId(principal, req.id);
+      const delivery = req.deliveryId ? await deps.deliveries.findForBot(botId, req.deliveryId) : undefined;
+      if (!delivery) throw ApiError.notFound('delivery');
+      if (delivery.status === 'succeeded') throw ApiError.failedPrecondition('delivery already succeeded');
+      const token = await deps.deliveries.claimOne(botId, delivery.id, now(), deps.timeoutMs + 30_000, holder);
+      if (!token) throw new ApiError(Code.ABORTED, 'delivery is being attempted right now; try again shortly');
+      const result = await deps.attempts.attempt(delivery, token, true);
+      if (result === 'no-webhook') throw ApiError.failedPrecondition('the bot has no webhook set');
+      return { delivery: toDeliveryMessage((await deps.deliveries.findForBot(botId, delivery.id))!) };
+    },
+  };
+}
+
+export type DeliveriesService = ReturnType<typeof createDeliveriesService>;

@@ -1,0 +1,66 @@
+/** A real HTTPS webhook receiver on loopback that records every request and answers as told. */
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { TestPki } from './tls.js';
+
+export interface Received {
+  headers: Record<string, string | string[] | undefined>;
+  raw: Buffer;
+  at: number;
+}
+
+export type Behaviour = { status: number; location?: string } | { hang: true };
+
+export async function startReceiver(pki: TestPki) {
+  const received: Received[] = [];
+  const behaviours: Behaviour[] = [];
+  let fallback: Behaviour = { status: 200 };
+  const waiters: (() => void)[] = [];
+  const hung = new Set<import('node:http').ServerResponse>();
+  const server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      received.push({ headers: req.headers, raw: Buffer.concat(chunks), at: Date.now() });
+      waiters.splice(0).forEach((w) => w());
+      const b = behaviours.shift() ?? fallback;
+      if ('hang' in b) {
+        hung.add(res);
+        return;
+      }
+      res.writeHead(b.status, b.location ? { location: b.location } : {});
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `https://127.0.0.1:${port}/hook`,
+    received,
+    /** The next answers, in order; then `always`. */
+    script(...next: Behaviour[]) {
+      behaviours.push(...next);
+    },
+    always(b: Behaviour) {
+      fallback = b;
+    },
+    /** Resolves once `n` requests have arrived (or rejects after ms). */
+    async waitFor(n: number, ms = 10_000) {
+      const end = Date.now() + ms;
+      while (received.length < n) {
+        if (Date.now() > end) throw new Error(`receiver got ${received.length} of ${n} requests`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 50);
+        });
+      }
+    },
+    async close() {
+      for (const res of hung) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+export type Receiver = Awaited<ReturnType<typeof startReceiver>>;

@@ -1,0 +1,187 @@
+/**
+ * Webhook delivery to real HTTPS receivers on loopback (a test CA given by
+ * WEBHOOK_CA_FILE): signatures, the retry schedule to dead_letter (compressed to
+ * milliseconds by configuration), manual retry, redirects and timeouts, ordering,
+ * isolation between bots, allowed_ips, and mode switches.
+ */
+import crypto from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
+import { startReceiver, type Receiver } from './helpers/receiver.js';
+import { createTestPki, type TestPki } from './helpers/tls.js';
+
+const SECRET = 'hook_secret-123';
+
+describe('webhook delivery', () => {
+  let h: Harness;
+  let pki: TestPki;
+  let ownerJwt: string;
+  let owner: ReturnType<typeof client>;
+  const receivers: Receiver[] = [];
+
+  beforeAll(async () => {
+    pki = createTestPki();
+    h = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      WEBHOOK_CA_FILE: pki.caFile,
+      WEBHOOK_RETRY_SCHEDULE: '150ms,300ms,450ms,600ms',
+      WEBHOOK_TIMEOUT_MS: '800',
+    });
+    ownerJwt = await h.jwt('hook-owner');
+    owner = client(h.url, ownerJwt);
+  });
+  afterAll(async () => {
+    for (const r of receivers) await r.close();
+    await h?.close();
+  });
+
+  async function botWithReceiver(name: string, extra: object = {}) {
+    const receiver = await startReceiver(pki);
+    receivers.push(receiver);
+    const bot = await approvedBot(h, ownerJwt, name);
+    const set = await owner.post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: SECRET, ...extra });
+    expect(set.status).toBe(200);
+    return { ...bot, receiver };
+  }
+  const inject = (id: string, text: string) => owner.post(`/api/v1/bots/my/${id}/test-updates`, { text });
+  const deliveries = async (id: string) => (await owner.get(`/api/v1/bots/my/${id}/deliveries?limit=100`)).body;
+  async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (ok(v) || Date.now() > end) return v;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it('POSTs the update with a signature that verifies over timestamp + "." + raw body', async () => {
+    const { id, token, receiver } = await botWithReceiver('hook_signed');
+    const created = await inject(id, 'signed hello');
+    await receiver.waitFor(1);
+    const [req] = receiver.received;
+    const ts = String(req!.headers['x-service-timestamp']);
+    const expected = crypto.createHmac('sha256', SECRET).update(`${ts}.${req!.raw.toString('utf8')}`).digest('hex');
+    expect(req!.headers['x-service-signature-v2']).toBe(expected);
+    expect(Math.abs(Number(ts) - Date.now() / 1000)).toBeLessThan(5);
+    expect(req!.headers['x-service-update-id']).toBe(String(created.body.update_id));
+    expect(req!.headers['content-type']).toBe('application/json');
+    const body = JSON.parse(req!.raw.toString('utf8'));
+    expect(body).toMatchObject({ update_id: created.body.update_id, update_seq: 1, message: { text: 'signed hello' } });
+
+    const log = await until(() => deliveries(id), (d) => d.items[0]?.status === 'succeeded');
+    expect(log.items[0]).toMatchObject({
+      update_id: created.body.update_id, update_seq: 1, status: 'succeeded', attempts: 1, last_status_code: 200, next_attempt_at: null,
+    });
+    expect(log.items[0].id).toMatch(/^dlv_/);
+    expect(log.pagination).toEqual({ page: 1, limit: 100, total: 1, has_more: false });
+    const info = await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token });
+    expect(info.body.result.pending_update_count).toBe(0);
+  });
+
+  it('a receiver failing 5 times walks the whole schedule to dead_letter; a manual retry after it recovers succeeds', async () => {
+    const { id, token, receiver } = await botWithReceiver('hook_dead');
+    receiver.always({ status: 500 });
+    const created = await inject(id, 'doomed');
+    const dead = await until(() => deliveries(id), (d) => d.items[0]?.status === 'dead_letter');
+    expect(dead.items[0]).toMatchObject({ status: 'dead_letter', attempts: 5, last_status_code: 500, last_error: 'HTTP 500', next_attempt_at: null });
+    expect(receiver.received).toHaveLength(5);
+    const gaps = receiver.received.slice(1).map((r, i) => r.at - receiver.received[i]!.at);
+    gaps.forEach((gap, i) => expect(gap).toBeGreaterThanOrEqual([150, 300, 450, 600][i]! - 20));
+    const info = await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token });
+    expect(info.body.result).toMatchObject({ last_error_message: 'HTTP 500', pending_update_count: 0 });
+    expect(info.body.result.last_error_date).toBeGreaterThan(1_700_000_000);
+
+    receiver.always({ status: 204 });
+    const retried = await owner.post(`/api/v1/bots/my/${id}/deliveries/${dead.items[0].id}/retry`);
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ id: dead.items[0].id, status: 'succeeded', attempts: 6, last_status_code: 204 });
+    const again = await owner.post(`/api/v1/bots/my/${id}/deliveries/${created.body.update_id}/retry`);
+    expect(again.status).toBe(409);
+    expect((await owner.post(`/api/v1/bots/my/${id}/deliveries/dlv_nope/retry`)).status).toBe(404);
+    const stranger = client(h.url, await h.jwt('stranger'));
+    expect((await stranger.post(`/api/v1/bots/my/${id}/deliveries/${dead.items[0].id}/retry`)).status).toBe(404);
+    expect((await stranger.get(`/api/v1/bots/my/${id}/deliveries`)).status).toBe(404);
+  });
+
+  it('a manual retry by update_id answers with the delivery after the attempt', async () => {
+    const { id, receiver } = await botWithReceiver('hook_manual');
+    receiver.always({ status: 503 });
+    const created = await inject(id, 'retry me');
+    await until(() => deliveries(id), (d) => d.items[0]?.attempts >= 1);
+    receiver.always({ status: 200 });
+    const res = await owner.post(`/api/v1/bots/my/${id}/deliveries/${created.body.update_id}/retry`);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ update_id: created.body.update_id, status: 'succeeded', last_status_code: 200 });
+  });
+
+  it('redirects are not followed and timeouts fail the attempt', async () => {
+    const target = await startReceiver(pki);
+    receivers.push(target);
+    const { id, receiver } = await botWithReceiver('hook_redirect');
+    receiver.script({ status: 302, location: target.url }, { hang: true });
+    await inject(id, 'go elsewhere');
+    const log = await until(() => deliveries(id), (d) => d.items[0]?.attempts >= 2);
+    expect(target.received).toHaveLength(0);
+    expect(receiver.received.length).toBeGreaterThanOrEqual(2);
+    expect(log.items[0].last_error).toMatch(/timed out after 800 ms/);
+    expect(log.items[0].last_duration_ms).toBeGreaterThanOrEqual(790);
+  });
+
+  it('first attempts leave in update_seq order', async () => {
+    const { id, receiver } = await botWithReceiver('hook_order', { max_connections: 1 });
+    for (let i = 1; i <= 8; i++) await inject(id, `n${i}`);
+    await receiver.waitFor(8);
+    expect(receiver.received.map((r) => JSON.parse(r.raw.toString()).update_seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('a bot whose endpoint hangs does not delay another bot', async () => {
+    const slow = await botWithReceiver('hook_slow', { max_connections: 2 });
+    slow.receiver.always({ hang: true });
+    const fast = await botWithReceiver('hook_fast');
+    for (let i = 0; i < 4; i++) await inject(slow.id, `slow ${i}`);
+    await slow.receiver.waitFor(2);
+    const t0 = Date.now();
+    await inject(fast.id, 'fast');
+    await fast.receiver.waitFor(1);
+    expect(Date.now() - t0).toBeLessThan(700); // well under the 800 ms the slow attempts hang for
+    expect(slow.receiver.received.length).toBe(2); // max_connections holds the rest back
+  });
+
+  it('allowed_ips is respected: a target outside it is never contacted', async () => {
+    const { id, receiver } = await botWithReceiver('hook_allowed_ips', { allowed_ips: ['10.0.0.0/8'] });
+    await inject(id, 'nope');
+    const log = await until(() => deliveries(id), (d) => d.items[0]?.attempts >= 1);
+    expect(log.items[0].last_error).toMatch(/outside allowed_ips/);
+    expect(receiver.received).toHaveLength(0);
+  });
+
+  it('switching to webhook delivers what polling had not confirmed; deleting it hands the undelivered back to polling', async () => {
+    const bot = await approvedBot(h, ownerJwt, 'hook_switch');
+    await inject(bot.id, 'queued 1');
+    await inject(bot.id, 'queued 2');
+    const receiver = await startReceiver(pki);
+    receivers.push(receiver);
+    await owner.post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: SECRET });
+    await receiver.waitFor(2);
+    expect(receiver.received.map((r) => JSON.parse(r.raw.toString()).message.text).sort()).toEqual(['queued 1', 'queued 2']);
+
+    receiver.always({ status: 500 });
+    await inject(bot.id, 'undelivered');
+    await until(() => deliveries(bot.id), (d) => d.items.some((x: { status: string }) => x.status === 'retrying'));
+    await call(h.url, 'POST', '/api/v1/bots/deleteWebhook', { token: bot.token });
+    const polled = await call(h.url, 'POST', '/api/v1/bots/getUpdates', { token: bot.token });
+    expect(polled.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['undelivered']);
+  });
+
+  it('the deliveries listing pages and refuses bad bounds', async () => {
+    const { id, receiver } = await botWithReceiver('hook_pages');
+    for (let i = 0; i < 3; i++) await inject(id, `p${i}`);
+    await receiver.waitFor(3);
+    const page = await owner.get(`/api/v1/bots/my/${id}/deliveries?page=2&limit=2`);
+    expect(page.body.items).toHaveLength(1);
+    expect(page.body.pagination).toEqual({ page: 2, limit: 2, total: 3, has_more: false });
+    const first = await owner.get(`/api/v1/bots/my/${id}/deliveries?limit=2`);
+    expect(first.body.items.map((d: { update_seq: number }) => d.update_seq)).toEqual([3, 2]);
+    for (const q of ['limit=0', 'limit=101', 'page=0']) expect((await owner.get(`/api/v1/bots/my/${id}/deliveries?${q}`)).status).toBe(400);
+  });
+});
