@@ -22,11 +22,12 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('last_duration_ms');
     t.bigInteger('next_attempt_at').notNullable();
     t.bigInteger('lease_until').notNullable().defaultTo(0);
-    t.string('leased_by', 40); // the dispatcher (or console retry) holding the lease
+    t.string('leased_by', 100); // the dispatcher (or console retry) holding the lease
     t.text('payload').notNullable(); // the JSON body sent
     t.bigInteger('created_at').notNullable();
     t.unique(['bot_id', 'update_id'], { indexName: 'deliveries_bot_update' });
     t.index(['status', 'next_attempt_at'], 'deliveries_due');
+    t.index(['bot_id', 'status', 'update_seq'], 'deliveries_bot_open');
     t.index(['bot_id', 'created_at'], 'deliveries_bot_created');
   });
 }

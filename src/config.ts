@@ -99,6 +99,10 @@ const schema = z
     MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
+  .refine((c) => c.ROLE !== 'dispatcher' || /^(mysql|mariadb):\/\//.test(c.DATABASE_URL ?? ''), {
+    message: 'a separate dispatcher process shares the database with the core: set DATABASE_URL=mysql://... (on the embedded default, ROLE=all runs the dispatcher in the same process)',
+    path: ['ROLE'],
+  })
   .refine(
     (c) => [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length <= 1,
     { message: 'set at most one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY, AUTH_JWKS_URL', path: ['AUTH_JWT_SECRET'] },

@@ -60,3 +60,9 @@ export function createAttempts(deps: AttemptDeps) {
 }
 
 export type Attempts = ReturnType<typeof createAttempts>;
+
+/**
+ * How long an attempt's lease lasts: past the request timeout with room to record
+ * the outcome. A holder that dies leaves its deliveries due again after this.
+ */
+export const leaseFor = (timeoutMs: number) => 2 * timeoutMs + 5000;

@@ -13,7 +13,7 @@ import type { Bus } from '../bus/bus.js';
 import type { DeliveriesRepo, LeasedDelivery } from '../storage/deliveries-repo.js';
 import { UPDATES_TOPIC } from '../storage/updates-repo.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
-import type { Attempts } from './attempts.js';
+import { leaseFor, type Attempts } from './attempts.js';
 
 export interface DispatcherOptions {
   deliveries: DeliveriesRepo;
@@ -32,7 +32,7 @@ export const DISPATCHER_GROUP = 'botplatform-dispatchers';
 
 export function createDispatcher(opts: DispatcherOptions) {
   const holder = `dispatcher-${crypto.randomUUID()}`;
-  const leaseMs = opts.timeoutMs + 30_000;
+  const leaseMs = leaseFor(opts.timeoutMs);
   const inFlight = new Map<string, number>(); // per bot
   const limits = new Map<string, { max: number; at: number }>(); // max_connections, cached briefly
   const running = new Set<Promise<void>>();

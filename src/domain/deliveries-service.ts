@@ -1,7 +1,7 @@
 /** The console's view of webhook deliveries: the log, and the manual retry. */
 import crypto from 'node:crypto';
 import type { AccountPrincipal } from '../auth/account-jwt.js';
-import type { Attempts } from '../dispatch/attempts.js';
+import { leaseFor, type Attempts } from '../dispatch/attempts.js';
 import { ApiError, Code } from '../errors.js';
 import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
 import type { ListDeliveriesResponse, RetryDeliveryResponse } from '../gen/botplatform/v1/console_service.js';
@@ -65,7 +65,7 @@ export function createDeliveriesService(deps: DeliveriesDeps) {
       const delivery = req.deliveryId ? await deps.deliveries.findForBot(botId, req.deliveryId) : undefined;
       if (!delivery) throw ApiError.notFound('delivery');
       if (delivery.status === 'succeeded') throw ApiError.failedPrecondition('delivery already succeeded');
-      const token = await deps.deliveries.claimOne(botId, delivery.id, now(), deps.timeoutMs + 30_000, holder);
+      const token = await deps.deliveries.claimOne(botId, delivery.id, now(), leaseFor(deps.timeoutMs), holder);
       if (!token) throw new ApiError(Code.ABORTED, 'delivery is being attempted right now; try again shortly');
       const result = await deps.attempts.attempt(delivery, token, true);
       if (result === 'no-webhook') throw ApiError.failedPrecondition('the bot has no webhook set');

@@ -72,23 +72,16 @@ export function createDeliveriesRepo(db: Db) {
      * Leases due deliveries (open, due, not leased), oldest update first per bot:
      * of `botId` only, or of any bot. `perBot` caps how many each bot gets.
      */
-    async claimDue(opts: { now: number; leaseMs: number; holder: string; limit: number; botId?: string; perBot?: (botId: string) => number }): Promise<LeasedDelivery[]> {
-      let q = db('deliveries')
+    /** Leases up to `limit` due deliveries of one bot, oldest update first (index deliveries_bot_open). */
+    async claimDue(opts: { now: number; leaseMs: number; holder: string; limit: number; botId: string }): Promise<LeasedDelivery[]> {
+      const ids = (await db('deliveries')
+        .where('bot_id', opts.botId)
         .whereIn('status', OPEN)
         .andWhere('next_attempt_at', '<=', opts.now)
         .andWhere('lease_until', '<', opts.now)
-        .select('id', 'bot_id')
-        .orderBy([{ column: 'bot_id' }, { column: 'update_seq' }])
-        .limit(opts.limit);
-      if (opts.botId) q = q.andWhere('bot_id', opts.botId);
-      const candidates = (await q) as { id: string; bot_id: string }[];
-      const taken = new Map<string, number>();
-      const ids = candidates.filter((c) => {
-        const n = taken.get(c.bot_id) ?? 0;
-        if (opts.perBot && n >= opts.perBot(c.bot_id)) return false;
-        taken.set(c.bot_id, n + 1);
-        return true;
-      }).map((c) => c.id);
+        .orderBy('update_seq')
+        .limit(opts.limit)
+        .pluck('id')) as string[];
       if (ids.length === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       await db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
@@ -97,10 +90,11 @@ export function createDeliveriesRepo(db: Db) {
       return rows.map((r) => ({ ...fromRow(r), leaseToken: token }));
     },
 
-    /** Bots that have deliveries due and not leased. */
+    /** Bots that have deliveries due and not leased (a bounded scan of the due index). */
     async botsWithDue(now: number, limit: number): Promise<string[]> {
-      return db('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now).andWhere('lease_until', '<', now)
-        .distinct('bot_id').limit(limit).pluck('bot_id');
+      const ids = (await db('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now)
+        .andWhere('lease_until', '<', now).limit(limit).pluck('bot_id')) as string[];
+      return [...new Set(ids)];
     },
 
     /** Leases one delivery of the bot for a manual retry; false when another holds it. */
