@@ -1,0 +1,213 @@
+/**
+ * npm run bench:webhooks — webhook delivery with 1,000 bots to a fast HTTPS
+ * receiver on loopback (a test CA, as in the tests):
+ *   - throughput: a burst of BENCH_BURST updates spread over the bots, deliveries/s
+ *     until every one has arrived;
+ *   - first-attempt latency (ingest acknowledged → request at the receiver) of
+ *     healthy bots at a steady rate, without and then with 10% of the bots'
+ *     endpoints hanging until the timeout.
+ * Runs on the embedded default; with BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS
+ * also with a core and a dispatcher process on MariaDB + Kafka.
+ * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10).
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import knexFactory from 'knex';
+import { mintAccountJwt } from '../src/auth/account-jwt.js';
+import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { freePort } from '../test/helpers/ports.js';
+import { createTestPki } from '../test/helpers/tls.js';
+import { machine, percentile, startService, stopServices } from './lib.js';
+
+const BOTS = Number(process.env.BENCH_BOTS ?? 1000);
+const BURST = Number(process.env.BENCH_BURST ?? 10_000);
+const RATE = Number(process.env.BENCH_RATE ?? 200);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const TIMEOUT_MS = 15_000;
+const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
+const INTERNAL = 'bench-internal-token-bench-internal-token-00';
+
+/** Fast receiver: 200 at once, except paths under /slow/, which never answer. */
+async function startReceiver(pki: { key: string; cert: string }) {
+  const arrivals = new Map<string, number>(); // update id → first arrival (ms, performance clock)
+  let requests = 0;
+  const server = https.createServer({ key: pki.key, cert: pki.cert, keepAliveTimeout: 60_000 }, (req, res) => {
+    req.resume();
+    req.on('end', () => {
+      requests++;
+      const id = String(req.headers['x-service-update-id']);
+      if (!arrivals.has(id)) arrivals.set(id, performance.now());
+      if (req.url?.startsWith('/slow/')) return; // hang: the dispatcher's timeout ends it
+      res.end('ok');
+    });
+  });
+  server.on('connection', (s) => (s as import('node:net').Socket).setNoDelay(true));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { base: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals, requests: () => requests, server };
+}
+
+async function post(url: string, token: string, body?: unknown) {
+  const res = await fetch(url, {
+    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}),
+  });
+  return res.json() as Promise<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+async function makeBots(http: string, receiverBase: string, prefix: string) {
+  const owner = await mintAccountJwt(JWT_SECRET, { sub: `bench-${prefix}` });
+  const admin = await mintAccountJwt(JWT_SECRET, { sub: 'bench-admin', roles: ['admin'] });
+  const ids: string[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (next < BOTS) {
+      const i = next++;
+      const created = await post(`${http}/api/v1/bots/applications`, owner, { name: `w${i}`, username: `${prefix}_${i}` });
+      await post(`${http}/api/v1/admin/bots/${created.id}/approve`, admin);
+      // Bots 0, 10, 20, ... get a /slow/ path: switched to hanging in the second latency run.
+      await post(`${http}/api/v1/bots/my/${created.id}/webhook`, owner, { url: `${receiverBase}/fast/${i}`, secret_token: 'bench' });
+      ids[i] = created.id;
+    }
+  }));
+  return { ids, owner };
+}
+
+function ingester(address: string) {
+  const client = new InternalServiceClient(address, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set('authorization', `Bearer ${INTERNAL}`);
+  const message = { messageId: 0, date: 0, chat: { id: 5, type: 'private' }, from: { id: 5, isBot: false }, text: 'bench' };
+  return {
+    send: (botIds: string[]) =>
+      new Promise<{ updateId: number }[]>((resolve, reject) =>
+        client.ingestUpdates({ updates: botIds.map((botId) => ({ botId, message })) } as never, md, (err, res) =>
+          err ? reject(err) : resolve(res!.results))),
+    close: () => client.close(),
+  };
+}
+
+async function waitAll(ids: number[], arrivals: Map<string, number>, ms: number) {
+  const end = Date.now() + ms;
+  while (ids.some((id) => !arrivals.has(String(id))) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+}
+
+async function burst(grpcAddress: string, ids: string[], arrivals: Map<string, number>) {
+  const ing = ingester(grpcAddress);
+  const start = performance.now();
+  const sent: number[] = [];
+  for (let k = 0; k < BURST; k += 500) {
+    const res = await ing.send(Array.from({ length: Math.min(500, BURST - k) }, (_, j) => ids[(k + j) % ids.length]!));
+    sent.push(...res.map((r) => r.updateId));
+  }
+  await waitAll(sent, arrivals, 300_000);
+  const last = Math.max(...sent.map((id) => arrivals.get(String(id)) ?? Infinity));
+  ing.close();
+  return BURST / ((last - start) / 1000);
+}
+
+/** Steady rate to healthy bots (and, when `hanging`, to the hanging ones too); first-attempt latency of the healthy. */
+async function steady(grpcAddress: string, ids: string[], arrivals: Map<string, number>, hanging: Set<number>) {
+  const ing = ingester(grpcAddress);
+  const healthy = ids.filter((_, i) => !hanging.has(i));
+  const slow = ids.filter((_, i) => hanging.has(i));
+  const samples: { id: number; t0: number }[] = [];
+  const tickMs = 50;
+  const perTick = Math.max(1, Math.round((RATE * tickMs) / 1000));
+  const start = performance.now();
+  const inflight: Promise<void>[] = [];
+  let k = 0;
+  for (let tick = 0; tick < (SECONDS * 1000) / tickMs; tick++) {
+    const due = start + tick * tickMs;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const batch = Array.from({ length: perTick }, () => (slow.length > 0 && k % 10 === 0 ? slow[k++ % slow.length]! : healthy[k++ % healthy.length]!));
+    const t0 = performance.now();
+    inflight.push(ing.send(batch).then((res) => {
+      res.forEach((r, j) => { if (!slow.includes(batch[j]!)) samples.push({ id: r.updateId, t0 }); });
+    }));
+  }
+  await Promise.all(inflight);
+  await waitAll(samples.map((s) => s.id), arrivals, 60_000);
+  ing.close();
+  const lat = samples.map((s) => (arrivals.get(String(s.id)) ?? Infinity) - s.t0).sort((a, b) => a - b);
+  return { p50: percentile(lat, 50), p99: percentile(lat, 99), n: lat.length };
+}
+
+async function run(name: string, pki: ReturnType<typeof createTestPki>, envs: Record<string, string>[], http: string, grpcAddress: string) {
+  const receiver = await startReceiver(pki);
+  for (const env of envs) await startService(env);
+  const prefix = `w${crypto.randomBytes(3).toString('hex')}`;
+  const { ids, owner } = await makeBots(http, receiver.base, prefix);
+  const throughput = await burst(grpcAddress, ids, receiver.arrivals);
+  const calm = await steady(grpcAddress, ids, receiver.arrivals, new Set());
+  // 10% of the bots now hang until the timeout.
+  const hanging = new Set(ids.map((_, i) => i).filter((i) => i % 10 === 0));
+  for (const i of hanging) {
+    await post(`${http}/api/v1/bots/my/${ids[i]}/webhook`, owner, { url: `${receiver.base}/slow/${i}`, secret_token: 'bench' });
+  }
+  const stormy = await steady(grpcAddress, ids, receiver.arrivals, hanging);
+  stopServices();
+  receiver.server.closeAllConnections();
+  receiver.server.close();
+  return { name, throughput, calm, stormy };
+}
+
+async function main() {
+  const pki = createTestPki();
+  const env = async (dir: string, extra: Record<string, string> = {}) => ({
+    DATA_DIR: dir, AUTH_JWT_SECRET: JWT_SECRET, INTERNAL_API_TOKEN: INTERNAL, LOG_LEVEL: 'error',
+    SECRET_KEY: crypto.createHash('sha256').update('bench').digest('base64'),
+    WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+    PORT: String(await freePort()), GRPC_PORT: String(await freePort()), ...extra,
+  });
+  const results = [];
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
+  const embedded = await env(dir);
+  results.push(await run('embedded (SQLite, role=all)', pki, [embedded], `http://127.0.0.1:${embedded.PORT}`, `127.0.0.1:${embedded.GRPC_PORT}`));
+
+  const server = process.env.BENCH_DATABASE_URL;
+  const brokers = process.env.BENCH_KAFKA_BROKERS;
+  if (server && brokers) {
+    const dbName = `bp_bench_${crypto.randomBytes(4).toString('hex')}`;
+    const admin = knexFactory({ client: 'mysql2', connection: server });
+    await admin.raw(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4`);
+    const url = new URL(server);
+    url.pathname = `/${dbName}`;
+    try {
+      const d2 = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
+      const shared = { DATABASE_URL: url.toString(), KAFKA_BROKERS: brokers };
+      const core = await env(d2, { ...shared, ROLE: 'core' });
+      const gateway = await env(d2, { ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.GRPC_PORT}` });
+      const dispatcher = await env(d2, { ...shared, ROLE: 'dispatcher' });
+      results.push(await run('MariaDB + Kafka: core, gateway and dispatcher processes', pki, [core, gateway, dispatcher],
+        `http://127.0.0.1:${gateway.PORT}`, `127.0.0.1:${core.GRPC_PORT}`));
+    } finally {
+      await admin.raw(`DROP DATABASE \`${dbName}\``);
+      await admin.destroy();
+    }
+  } else {
+    console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
+  }
+
+  console.log(`\nbench:webhooks — ${BOTS} bots, burst of ${BURST}, steady ${RATE} updates/s for ${SECONDS}s, hanging endpoints time out after ${TIMEOUT_MS / 1000}s`);
+  console.log(`machine: ${machine()}\n`);
+  console.log('| setup | burst: deliveries/s | healthy first attempt p50 / p99 ms, no hanging bots | same, 10% of bots hanging |');
+  console.log('|---|---:|---:|---:|');
+  for (const r of results) {
+    console.log(`| ${r.name} | ${r.throughput.toFixed(0)} | ${r.calm.p50.toFixed(1)} / ${r.calm.p99.toFixed(1)} | ${r.stormy.p50.toFixed(1)} / ${r.stormy.p99.toFixed(1)} |`);
+  }
+}
+
+main()
+  .catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    stopServices();
+    setTimeout(() => process.exit(), 500).unref();
+  });
