@@ -5,8 +5,8 @@
  */
 import type { Logger } from 'pino';
 import type { SecretBox } from '../auth/secret-box.js';
-import type { DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
-import type { WebhooksRepo } from '../storage/webhooks-repo.js';
+import type { AttemptOutcome, DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
+import type { WebhookRecord, WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { WebhookClient } from './webhook-client.js';
 
 export interface AttemptDeps {
@@ -24,6 +24,44 @@ export function createAttempts(deps: AttemptDeps) {
   const now = deps.now ?? Date.now;
   const maxAttempts = deps.scheduleMs.length + 1;
 
+  // Outcomes are written in group commits: attempts that finish while one
+  // transaction is being written share the next.
+  type Pending = { id: string; leaseToken: string; outcome: AttemptOutcome; resolve: (ok: boolean) => void; reject: (e: unknown) => void };
+  const queue: Pending[] = [];
+  let writing = false;
+  async function drain() {
+    writing = true;
+    try {
+      while (queue.length > 0) {
+        const batch = queue.splice(0, 500);
+        try {
+          const results = await deps.deliveries.recordMany(batch, maxAttempts);
+          batch.forEach((p, i) => p.resolve(results[i]!));
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      writing = false;
+    }
+  }
+  const record = (id: string, leaseToken: string, outcome: AttemptOutcome) =>
+    new Promise<boolean>((resolve, reject) => {
+      queue.push({ id, leaseToken, outcome, resolve, reject });
+      if (!writing) void drain();
+    });
+
+  // The dispatcher reads a bot's webhook at most once a second; a manual retry always reads it.
+  const cache = new Map<string, { webhook: WebhookRecord | undefined; at: number }>();
+  async function webhookOf(botId: string, fresh: boolean) {
+    const hit = cache.get(botId);
+    if (!fresh && hit && now() - hit.at < 1000) return hit.webhook;
+    const webhook = await deps.webhooks.get(botId);
+    cache.set(botId, { webhook, at: now() });
+    if (cache.size > 10_000) cache.delete(cache.keys().next().value!);
+    return webhook;
+  }
+
   return {
     maxAttempts,
     /**
@@ -31,7 +69,7 @@ export function createAttempts(deps: AttemptDeps) {
      * fails leaves the delivery's own schedule as it was.
      */
     async attempt(delivery: DeliveryRecord, leaseToken: string, keepSchedule = false): Promise<'succeeded' | 'failed' | 'no-webhook'> {
-      const webhook = await deps.webhooks.get(delivery.botId);
+      const webhook = await webhookOf(delivery.botId, keepSchedule);
       if (!webhook) {
         await deps.deliveries.release(delivery.id, leaseToken);
         return 'no-webhook';
@@ -50,9 +88,9 @@ export function createAttempts(deps: AttemptDeps) {
         : keepSchedule && delivery.status === 'retrying'
           ? delivery.nextAttemptAt
           : retryIndex < deps.scheduleMs.length ? at + deps.scheduleMs[retryIndex]! : null;
-      const recorded = await deps.deliveries.record(delivery.id, leaseToken, {
+      const recorded = await record(delivery.id, leaseToken, {
         ok: result.ok, statusCode: result.statusCode, error: result.error, durationMs: result.durationMs, at, nextAttemptAt,
-      }, maxAttempts);
+      });
       if (!recorded) deps.logger.warn({ delivery: delivery.id }, 'delivery lease lost before its outcome was recorded');
       return result.ok ? 'succeeded' : 'failed';
     },

@@ -42,12 +42,14 @@ export function createDispatcher(opts: DispatcherOptions) {
   const kicked = new Set<string>();
   let kicking = false;
 
-  async function maxConnections(botId: string): Promise<number> {
-    const cached = limits.get(botId);
-    if (cached && Date.now() - cached.at < 5000) return cached.max;
-    const max = (await opts.webhooks.get(botId))?.maxConnections ?? 0;
-    limits.set(botId, { max, at: Date.now() });
-    return max;
+  /** max_connections of each bot (read in one query for those not cached in the last 5 s). */
+  async function maxConnections(botIds: string[]): Promise<Map<string, number>> {
+    const stale = botIds.filter((b) => !(limits.get(b) && Date.now() - limits.get(b)!.at < 5000));
+    if (stale.length > 0) {
+      const found = await opts.webhooks.maxConnectionsOf(stale);
+      for (const b of stale) limits.set(b, { max: found.get(b) ?? 0, at: Date.now() });
+    }
+    return new Map(botIds.map((b) => [b, limits.get(b)!.max]));
   }
 
   function launch(d: LeasedDelivery) {
@@ -65,11 +67,20 @@ export function createDispatcher(opts: DispatcherOptions) {
     running.add(p);
   }
 
-  /** Claims and starts what is due for one bot, up to its free slots. */
-  async function runBot(botId: string) {
-    const free = Math.min((await maxConnections(botId)) - (inFlight.get(botId) ?? 0), opts.maxInFlight - total);
-    if (free <= 0 || stopped) return;
-    const claimed = await opts.deliveries.claimDue({ now: Date.now(), leaseMs, holder, limit: free, botId });
+  /** Claims and starts what is due for these bots, each up to its free slots, in one round. */
+  async function runBots(botIds: string[]) {
+    const max = await maxConnections(botIds);
+    let budget = opts.maxInFlight - total;
+    const free = new Map<string, number>();
+    for (const b of botIds) {
+      const n = Math.min(max.get(b)! - (inFlight.get(b) ?? 0), budget);
+      if (n > 0) {
+        free.set(b, n);
+        budget -= n;
+      }
+    }
+    if (free.size === 0 || stopped) return;
+    const claimed = await opts.deliveries.claimForBots({ now: Date.now(), leaseMs, holder, free });
     for (const d of claimed) launch(d);
   }
 
@@ -81,9 +92,10 @@ export function createDispatcher(opts: DispatcherOptions) {
     void (async () => {
       try {
         while (kicked.size > 0 && !stopped) {
-          const [next] = kicked;
-          kicked.delete(next!);
-          await runBot(next!).catch((err) => opts.logger.warn({ err, bot: next }, 'dispatch failed'));
+          // Every bot kicked meanwhile is served by the next round.
+          const round = [...kicked].slice(0, 500);
+          for (const b of round) kicked.delete(b);
+          await runBots(round).catch((err) => opts.logger.warn({ err }, 'dispatch failed'));
         }
       } finally {
         kicking = false;

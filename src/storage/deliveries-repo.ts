@@ -66,28 +66,61 @@ function fromRow(r: any): DeliveryRecord {
 
 const OPEN = ['pending', 'retrying'];
 
+/** The row values after an attempt, and whether the update leaves the bot's queue. */
+function applyOutcome(row: { attempts: number | string }, outcome: AttemptOutcome, maxAttempts: number) {
+  const attempts = Number(row.attempts) + 1;
+  const status: DeliveryStatusValue = outcome.ok
+    ? 'succeeded'
+    : outcome.nextAttemptAt !== null && attempts < maxAttempts ? 'retrying' : 'dead_letter';
+  return {
+    leavesQueue: status !== 'retrying',
+    values: {
+      status,
+      attempts,
+      last_status_code: outcome.statusCode,
+      last_error: outcome.error,
+      last_attempt_at: outcome.at,
+      last_duration_ms: outcome.durationMs,
+      next_attempt_at: status === 'retrying' ? outcome.nextAttemptAt! : outcome.at,
+      lease_until: 0,
+      leased_by: null,
+    },
+  };
+}
+
+function groupBy(rows: { bot_id: string; update_id: number }[]): Map<string, number[]> {
+  const m = new Map<string, number[]>();
+  for (const r of rows) m.set(r.bot_id, [...(m.get(r.bot_id) ?? []), r.update_id]);
+  return m;
+}
+
 export function createDeliveriesRepo(db: Db) {
   return {
     /**
      * Leases due deliveries (open, due, not leased), oldest update first per bot:
      * of `botId` only, or of any bot. `perBot` caps how many each bot gets.
      */
-    /** Leases up to `limit` due deliveries of one bot, oldest update first (index deliveries_bot_open). */
-    async claimDue(opts: { now: number; leaseMs: number; holder: string; limit: number; botId: string }): Promise<LeasedDelivery[]> {
-      const ids = (await db('deliveries')
-        .where('bot_id', opts.botId)
+    /**
+     * Leases due deliveries of several bots in one round: for each bot, up to its
+     * free slots, oldest update first (a row_number window per bot).
+     */
+    async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }): Promise<LeasedDelivery[]> {
+      if (opts.free.size === 0) return [];
+      const most = Math.max(...opts.free.values());
+      const ranked = db('deliveries')
+        .whereIn('bot_id', [...opts.free.keys()])
         .whereIn('status', OPEN)
         .andWhere('next_attempt_at', '<=', opts.now)
         .andWhere('lease_until', '<', opts.now)
-        .orderBy('update_seq')
-        .limit(opts.limit)
-        .pluck('id')) as string[];
+        .select('id', 'bot_id', db.raw('row_number() over (partition by bot_id order by update_seq) as rn'));
+      const rows = (await db.from(ranked.as('ranked')).where('rn', '<=', most).select('id', 'bot_id', 'rn')) as { id: string; bot_id: string; rn: number | string }[];
+      const ids = rows.filter((r) => Number(r.rn) <= (opts.free.get(r.bot_id) ?? 0)).map((r) => r.id);
       if (ids.length === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       await db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token });
-      const rows = await db('deliveries').where({ leased_by: token }).orderBy('update_seq', 'asc');
-      return rows.map((r) => ({ ...fromRow(r), leaseToken: token }));
+      const leased = await db('deliveries').where({ leased_by: token }).orderBy([{ column: 'bot_id' }, { column: 'update_seq' }]);
+      return leased.map((r) => ({ ...fromRow(r), leaseToken: token }));
     },
 
     /** Bots that have deliveries due and not leased (a bounded scan of the due index). */
@@ -106,34 +139,34 @@ export function createDeliveriesRepo(db: Db) {
     },
 
     /**
-     * Records an attempt made under `leaseToken`: the new state, and on success or
-     * dead letter the update leaves the bot's queue. False when the lease was lost.
+     * Records attempts made under their leases, all in one transaction: each new
+     * state, and on success or dead letter the update leaves the bot's queue.
+     * Per item: false when its lease was lost.
      */
-    async record(id: string, leaseToken: string, outcome: AttemptOutcome, maxAttempts: number): Promise<boolean> {
+    async recordMany(items: { id: string; leaseToken: string; outcome: AttemptOutcome }[], maxAttempts: number): Promise<boolean[]> {
       return db.transaction(async (tx) => {
-        const row = await tx('deliveries').where({ id, leased_by: leaseToken }).first('bot_id', 'update_id', 'attempts');
-        if (!row) return false;
-        const attempts = Number(row.attempts) + 1;
-        const status: DeliveryStatusValue = outcome.ok
-          ? 'succeeded'
-          : outcome.nextAttemptAt !== null && attempts < maxAttempts ? 'retrying' : 'dead_letter';
-        await tx('deliveries').where({ id }).update({
-          status,
-          attempts,
-          last_status_code: outcome.statusCode,
-          last_error: outcome.error,
-          last_attempt_at: outcome.at,
-          last_duration_ms: outcome.durationMs,
-          next_attempt_at: status === 'retrying' ? outcome.nextAttemptAt! : outcome.at,
-          lease_until: 0,
-          leased_by: null,
-        });
-        if (status !== 'retrying') await tx('updates').where({ bot_id: row.bot_id, update_id: row.update_id }).delete();
-        if (!outcome.ok) {
-          await tx('webhooks').where({ bot_id: row.bot_id })
-            .update({ last_error_date: Math.floor(outcome.at / 1000), last_error_message: outcome.error });
+        const rows = await tx('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id', 'attempts');
+        const byId = new Map(rows.map((r) => [r.id, r]));
+        const done: { bot_id: string; update_id: number }[] = [];
+        const errors = new Map<string, { at: number; error: string | null }>();
+        const results: boolean[] = [];
+        for (const { id, leaseToken, outcome } of items) {
+          const row = byId.get(id);
+          if (!row || row.leased_by !== leaseToken) {
+            results.push(false);
+            continue;
+          }
+          const status = applyOutcome(row, outcome, maxAttempts);
+          await tx('deliveries').where({ id }).update(status.values);
+          if (status.leavesQueue) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
+          if (!outcome.ok) errors.set(row.bot_id, { at: outcome.at, error: outcome.error });
+          results.push(true);
         }
-        return true;
+        for (const [botId, ids] of groupBy(done)) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();
+        for (const [botId, e] of errors) {
+          await tx('webhooks').where({ bot_id: botId }).update({ last_error_date: Math.floor(e.at / 1000), last_error_message: e.error });
+        }
+        return results;
       });
     },
 

@@ -39,6 +39,12 @@ export function createWebhooksRepo(db: Db) {
       };
     },
 
+    /** max_connections of the bots that have a webhook. */
+    async maxConnectionsOf(botIds: string[]): Promise<Map<string, number>> {
+      const rows = await db('webhooks').whereIn('bot_id', botIds).select('bot_id', 'max_connections');
+      return new Map(rows.map((r) => [r.bot_id as string, Number(r.max_connections)]));
+    },
+
     /** Stores the webhook and switches the bot to webhook mode; optionally forgets pending updates. */
     async set(botId: string, config: WebhookConfig, dropPending: boolean, now: number): Promise<void> {
       await db.transaction(async (tx) => {
