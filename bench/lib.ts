@@ -1,29 +1,16 @@
 /** Shared pieces of the benchmarks: the service as a child process, percentiles, CPU and memory of a pid. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
+import { startServiceProcess } from '../test/helpers/service-process.js';
 
-export const ROOT = path.resolve(import.meta.dirname, '..');
 const children: ChildProcess[] = [];
 
-/** Starts `npm start`'s entry point with env and waits for /healthz on env.PORT. */
+/** Starts the service with env (warnings to stderr) and waits for /healthz on env.PORT. */
 export async function startService(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const child = await startServiceProcess({ LOG_LEVEL: 'warn', ...env }, ['ignore', 'ignore', 'inherit']);
   children.push(child);
-  for (let i = 0; i < 600; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${env.PORT}/healthz`)).ok) return child;
-    } catch {
-      // not up yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`service on port ${env.PORT} never became healthy`);
+  return child;
 }
 
 export function stopServices() {

@@ -3,7 +3,7 @@
  * every update whose ingest was acknowledged is readable by getUpdates, once, in
  * update_seq order.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,23 +13,15 @@ import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { call, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
+import { startServiceProcess } from './helpers/service-process.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
 const children: ChildProcess[] = [];
 afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
 
 async function start(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: 'ignore' });
+  const child = await startServiceProcess(env);
   children.push(child);
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${env.PORT}/healthz`)).ok) return child;
-    } catch {
-      // starting
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('service did not start');
+  return child;
 }
 
 describe('kill -9 during ingest', () => {

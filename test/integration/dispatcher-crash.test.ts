@@ -4,7 +4,7 @@
  * the dispatcher is killed mid-stream and a new one started. Every update reaches the receiver at least once; duplicates
  * (attempts cut off after the receiver got them) are counted and reported.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,23 +19,15 @@ import { createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } fr
 import { freePort } from '../helpers/ports.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { createTestPki } from '../helpers/tls.js';
+import { startServiceProcess } from '../helpers/service-process.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const children: ChildProcess[] = [];
 afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
 
 async function start(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [...(process.env.TEST_CHILD_REPORT ? ['--report-on-signal', '--report-directory=/tmp/reports'] : []), '--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: process.env.TEST_CHILD_LOGS ? 'inherit' : 'ignore' });
+  const child = await startServiceProcess(env);
   children.push(child);
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${env.PORT}/healthz`)).ok) return child;
-    } catch {
-      // starting
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${env.ROLE} did not start`);
+  return child;
 }
 
 function unary<T>(client: grpc.Client, method: unknown, req: unknown, credential: string): Promise<T> {
@@ -54,7 +46,7 @@ describe('kill -9 of a dispatcher', () => {
     try {
       const common = {
         DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN,
-        SECRET_KEY: crypto.randomBytes(32).toString('base64'), LOG_LEVEL: process.env.TEST_CHILD_LOGS ? 'warn' : 'silent', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+        SECRET_KEY: crypto.randomBytes(32).toString('base64'), LOG_LEVEL: 'silent', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
         WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_RETRY_SCHEDULE: '100ms,100ms,100ms,100ms', ...kafkaEnv(),
       };
       const grpcPort = String(await freePort());

@@ -1,0 +1,27 @@
+/** The service as a real child process (what `npm start` runs), for crash tests and benchmarks. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/**
+ * Starts src/main.ts with env and resolves once GET /healthz on env.PORT answers
+ * 200. Output is discarded unless `stdio` says otherwise.
+ */
+export async function startServiceProcess(
+  env: Record<string, string>,
+  stdio: 'ignore' | 'inherit' | ['ignore', 'ignore', 'inherit'] = 'ignore',
+): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio });
+  for (let i = 0; i < 600; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${env.PORT}/healthz`)).ok) return child;
+    } catch {
+      // not up yet
+    }
+    if (child.exitCode !== null) throw new Error(`${env.ROLE ?? 'service'} exited with ${child.exitCode} before it was ready`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`${env.ROLE ?? 'service'} on port ${env.PORT} never became healthy`);
+}
