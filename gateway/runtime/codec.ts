@@ -25,10 +25,6 @@ const join = (parent: string, name: string) => (parent ? `${parent}.${name}` : n
 
 const camelToSnake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
-export interface FieldLookup {
-  byWireName: Map<string, FieldSchema>;
-}
-
 export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   const lookups = new Map<string, Map<string, FieldSchema>>();
   const lookup = (type: string) => {

@@ -4,7 +4,6 @@
  * interceptor chain (wired by src/app.ts). Both reject with ApiError.
  */
 import * as grpc from '@grpc/grpc-js';
-import { ApiError, Code } from '../../src/errors.js';
 import { fromServiceError } from '../../src/grpc/status-details.js';
 import {
   HealthCheckRequest,
@@ -81,4 +80,3 @@ export function createDirectInvoker(core: {
   };
 }
 
-export { ApiError, Code };

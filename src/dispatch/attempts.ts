@@ -4,6 +4,7 @@
  * dispatcher and the console's manual retry.
  */
 import type { Logger } from 'pino';
+import { createGroupCommit } from '../group-commit.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import type { AttemptOutcome, DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
 import type { WebhookRecord, WebhooksRepo } from '../storage/webhooks-repo.js';
@@ -26,30 +27,11 @@ export function createAttempts(deps: AttemptDeps) {
 
   // Outcomes are written in group commits: attempts that finish while one
   // transaction is being written share the next.
-  type Pending = { id: string; leaseToken: string; outcome: AttemptOutcome; resolve: (ok: boolean) => void; reject: (e: unknown) => void };
-  const queue: Pending[] = [];
-  let writing = false;
-  async function drain() {
-    writing = true;
-    try {
-      while (queue.length > 0) {
-        const batch = queue.splice(0, 500);
-        try {
-          const results = await deps.deliveries.recordMany(batch, maxAttempts);
-          batch.forEach((p, i) => p.resolve(results[i]!));
-        } catch (err) {
-          for (const p of batch) p.reject(err);
-        }
-      }
-    } finally {
-      writing = false;
-    }
-  }
-  const record = (id: string, leaseToken: string, outcome: AttemptOutcome) =>
-    new Promise<boolean>((resolve, reject) => {
-      queue.push({ id, leaseToken, outcome, resolve, reject });
-      if (!writing) void drain();
-    });
+  const outcomes = createGroupCommit<{ id: string; leaseToken: string; outcome: AttemptOutcome }, boolean>(
+    (items) => deps.deliveries.recordMany(items, maxAttempts),
+  );
+  const record = async (id: string, leaseToken: string, outcome: AttemptOutcome) =>
+    (await outcomes.write([{ id, leaseToken, outcome }]))[0]!;
 
   // The dispatcher reads a bot's webhook at most once a second; a manual retry always reads it.
   const cache = new Map<string, { webhook: WebhookRecord | undefined; at: number }>();

@@ -50,9 +50,5 @@ export function toUpdateMessage(u: StoredUpdate): Update {
   };
 }
 
-/** The JSON body of an update as webhook receivers get it. */
-export function wireUpdate(u: StoredUpdate): Record<string, unknown> {
-  return { update_id: u.updateId, update_seq: u.updateSeq, [u.kind]: u.message };
-}
 
 export const UPDATE_KINDS = ['message', 'edited_message'] as const;

@@ -149,10 +149,6 @@ export function createUpdatesRepo(db: Db) {
       return db('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below).delete();
     },
 
-    async dropAll(botId: string, tx?: Tx): Promise<number> {
-      return (tx ?? db)('updates').where({ bot_id: botId }).delete();
-    },
-
     async pendingCount(botId: string): Promise<number> {
       const [{ n }] = (await db('updates').where({ bot_id: botId }).count({ n: '*' })) as [{ n: number | string }];
       return Number(n);

@@ -1,0 +1,52 @@
+/**
+ * Group commit: calls that arrive while one batch is being written wait and go
+ * together into the next, so a hot path pays one durable write per batch rather
+ * than per call. Each call hands in items and gets one result per item back.
+ */
+export function createGroupCommit<I, O>(commit: (items: I[]) => Promise<O[]>, maxBatch = 500, onCommitted?: () => void) {
+  interface Pending {
+    items: I[];
+    resolve: (o: O[]) => void;
+    reject: (e: unknown) => void;
+  }
+  const queue: Pending[] = [];
+  let writing = false;
+
+  async function drain() {
+    writing = true;
+    try {
+      while (queue.length > 0) {
+        const batch: Pending[] = [];
+        let size = 0;
+        while (queue.length > 0 && (batch.length === 0 || size + queue[0]!.items.length <= maxBatch)) {
+          const p = queue.shift()!;
+          batch.push(p);
+          size += p.items.length;
+        }
+        try {
+          const results = await commit(batch.flatMap((p) => p.items));
+          let at = 0;
+          for (const p of batch) {
+            p.resolve(results.slice(at, at + p.items.length));
+            at += p.items.length;
+          }
+          onCommitted?.();
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      writing = false;
+    }
+  }
+
+  return {
+    /** Resolves once the items are committed, one result per item. */
+    write(items: I[]): Promise<O[]> {
+      return new Promise((resolve, reject) => {
+        queue.push({ items, resolve, reject });
+        if (!writing) void drain();
+      });
+    },
+  };
+}
