@@ -67,9 +67,11 @@ async function makeBots(http: string, receiverBase: string, prefix: string) {
     while (next < BOTS) {
       const i = next++;
       const created = await post(`${http}/api/v1/bots/applications`, owner, { name: `w${i}`, username: `${prefix}_${i}` });
-      await post(`${http}/api/v1/admin/bots/${created.id}/approve`, admin);
+      const approved = await post(`${http}/api/v1/admin/bots/${created.id}/approve`, admin);
+      if (approved.review_status !== 'approved') throw new Error(`approve failed: ${JSON.stringify(approved)}`);
       // Bots 0, 10, 20, ... get a /slow/ path: switched to hanging in the second latency run.
-      await post(`${http}/api/v1/bots/my/${created.id}/webhook`, owner, { url: `${receiverBase}/fast/${i}`, secret_token: 'bench' });
+      const hooked = await post(`${http}/api/v1/bots/my/${created.id}/webhook`, owner, { url: `${receiverBase}/fast/${i}`, secret_token: 'bench' });
+      if (hooked.delivery_mode !== 'webhook') throw new Error(`setting the webhook failed: ${JSON.stringify(hooked)}`);
       ids[i] = created.id;
     }
   }));

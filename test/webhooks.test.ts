@@ -173,6 +173,15 @@ describe('webhook delivery', () => {
     expect(polled.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['undelivered']);
   });
 
+  it('many bots setting their first webhook at once all succeed (no deadlock on MySQL)', async () => {
+    const receiver = await startReceiver(pki);
+    receivers.push(receiver);
+    const bots = await Promise.all(Array.from({ length: 24 }, (_, i) => approvedBot(h, ownerJwt, `hook_many_${i}`)));
+    const results = await Promise.all(bots.map((b) => owner.post(`/api/v1/bots/my/${b.id}/webhook`, { url: receiver.url, secret_token: SECRET })));
+    expect(results.map((r) => r.status)).toEqual(bots.map(() => 200));
+    expect(results.every((r) => r.body.delivery_mode === 'webhook')).toBe(true);
+  });
+
   it('the deliveries listing pages and refuses bad bounds', async () => {
     const { id, receiver } = await botWithReceiver('hook_pages');
     for (let i = 0; i < 3; i++) await inject(id, `p${i}`);

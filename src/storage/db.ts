@@ -83,6 +83,29 @@ export function isUniqueViolation(err: unknown): boolean {
   return e?.code === 'ER_DUP_ENTRY' || e?.errno === 1062 || e?.code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
+/** True when MySQL chose this transaction as a deadlock victim (it was rolled back whole). */
+export function isDeadlock(err: unknown): boolean {
+  const e = err as { code?: string; errno?: number };
+  return e?.code === 'ER_LOCK_DEADLOCK' || e?.errno === 1213;
+}
+
+/**
+ * Runs a transaction, again (up to `attempts` times) when MySQL rolls it back as a
+ * deadlock victim: InnoDB's gap locks make that possible for concurrent inserts into
+ * neighbouring keys, and a victim is rolled back whole, so running it again is safe.
+ * Only for bodies whose effects are all inside the transaction.
+ */
+export async function transaction<T>(db: Db, body: (tx: Tx) => Promise<T>, attempts = 4): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await db.transaction(body);
+    } catch (err) {
+      if (!isDeadlock(err) || i >= attempts) throw err;
+      await new Promise((r) => setTimeout(r, Math.random() * 10 * i));
+    }
+  }
+}
+
 /** Cheap readiness probe. */
 export async function pingDb(db: Db): Promise<void> {
   await db.raw('select 1');

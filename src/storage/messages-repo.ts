@@ -3,7 +3,7 @@
  * reply to, and sent messages, stored together with the outbox message that
  * announces them to the platform's messaging services.
  */
-import type { Db } from './db.js';
+import { transaction, type Db } from './db.js';
 
 export const MESSAGES_TOPIC = 'botplatform.messages';
 
@@ -28,7 +28,7 @@ export function createMessagesRepo(db: Db) {
      * wire message from its id.
      */
     async send(botId: string, chatId: number, now: number, build: (messageId: number) => Record<string, unknown>) {
-      return db.transaction(async (tx) => {
+      return transaction(db, async (tx) => {
         let q = tx('bots').where({ id: botId }).first('last_message_id');
         if (mysql) q = q.forUpdate();
         const row = await q;

@@ -3,7 +3,7 @@
  * and the bus message announcing it commit in one transaction, so nothing is
  * published that was not committed and nothing committed goes unannounced.
  */
-import type { Db, Tx } from './db.js';
+import { transaction, type Db, type Tx } from './db.js';
 import { newDeliveryId } from './deliveries-repo.js';
 
 export interface NewUpdate {
@@ -74,7 +74,7 @@ export function createUpdatesRepo(db: Db) {
      * messages. Each bot's row is locked while its sequence advances.
      */
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
-      return db.transaction(async (tx) => {
+      return transaction(db, async (tx) => {
         const botIds = [...new Set(items.map((i) => i.botId))].sort();
         let q = tx<BotSeqRow>('bots').whereIn('id', botIds).select('id', 'last_update_seq', 'last_message_id', 'allowed_updates', 'review_status', 'delivery_mode');
         if (mysql) q = q.forUpdate();

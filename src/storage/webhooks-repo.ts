@@ -2,7 +2,7 @@
  * Webhook configuration and the delivery mode it implies. Setting or removing a
  * webhook changes bots.delivery_mode in the same transaction.
  */
-import type { Db } from './db.js';
+import { transaction, type Db } from './db.js';
 import { deliveryRow } from './updates-repo.js';
 
 export interface WebhookRecord {
@@ -47,7 +47,7 @@ export function createWebhooksRepo(db: Db) {
 
     /** Stores the webhook and switches the bot to webhook mode; optionally forgets pending updates. */
     async set(botId: string, config: WebhookConfig, dropPending: boolean, now: number): Promise<void> {
-      await db.transaction(async (tx) => {
+      await transaction(db, async (tx) => {
         const values = {
           url: config.url,
           secret_sealed: config.secretSealed,
@@ -55,8 +55,9 @@ export function createWebhooksRepo(db: Db) {
           max_connections: config.maxConnections,
           updated_at: now,
         };
-        const changed = await tx('webhooks').where({ bot_id: botId }).update(values);
-        if (changed === 0) await tx('webhooks').insert({ bot_id: botId, created_at: now, ...values });
+        // One statement (INSERT … ON DUPLICATE KEY UPDATE): an UPDATE-then-INSERT takes gap
+        // locks that deadlock concurrent first webhooks of neighbouring bots on MySQL.
+        await tx('webhooks').insert({ bot_id: botId, created_at: now, ...values }).onConflict('bot_id').merge(Object.keys(values));
         await tx('bots').where({ id: botId }).update({
           delivery_mode: 'webhook',
           allowed_updates: config.allowedUpdates ? JSON.stringify(config.allowedUpdates) : null,
@@ -80,7 +81,7 @@ export function createWebhooksRepo(db: Db) {
 
     /** Removes the webhook and switches the bot to polling; optionally forgets pending updates. */
     async remove(botId: string, dropPending: boolean, now: number): Promise<void> {
-      await db.transaction(async (tx) => {
+      await transaction(db, async (tx) => {
         await tx('webhooks').where({ bot_id: botId }).delete();
         await tx('bots').where({ id: botId }).update({ delivery_mode: 'polling', updated_at: now });
         // Undelivered updates go back to polling (their queue rows are still there).
