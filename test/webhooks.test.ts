@@ -147,6 +147,35 @@ describe('webhook delivery', () => {
     expect(slow.receiver.received.length).toBe(2); // max_connections holds the rest back
   });
 
+  it('hanging endpoints cannot use up the dispatcher\'s in-flight budget: other bots still get theirs', async () => {
+    const small = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_TIMEOUT_MS: '3000', DISPATCHER_MAX_IN_FLIGHT: '2',
+    });
+    try {
+      const jwt = await small.jwt('budget-owner');
+      const hooked = async (name: string, extra: object = {}) => {
+        const receiver = await startReceiver(pki);
+        receivers.push(receiver);
+        const bot = await approvedBot(small, jwt, name);
+        await client(small.url, jwt).post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: SECRET, ...extra });
+        return { ...bot, receiver };
+      };
+      const slow = await hooked('budget_slow', { max_connections: 4 });
+      slow.receiver.always({ hang: true });
+      const fast = await hooked('budget_fast');
+      for (let i = 0; i < 4; i++) await client(small.url, jwt).post(`/api/v1/bots/my/${slow.id}/test-updates`, { text: `slow ${i}` });
+      await slow.receiver.waitFor(2); // the whole budget of 2 is now hanging
+      const t0 = Date.now();
+      await client(small.url, jwt).post(`/api/v1/bots/my/${fast.id}/test-updates`, { text: 'fast' });
+      await fast.receiver.waitFor(1);
+      // Parked after 750 ms (a quarter of the timeout), far before the 3 s the hanging attempts last.
+      expect(Date.now() - t0).toBeLessThan(2000);
+      await slow.receiver.waitFor(4); // and the slow bot still gets its max_connections
+    } finally {
+      await small.close();
+    }
+  });
+
   it('allowed_ips is respected: a target outside it is never contacted', async () => {
     const { id, receiver } = await botWithReceiver('hook_allowed_ips', { allowed_ips: ['10.0.0.0/8'] });
     await inject(id, 'nope');

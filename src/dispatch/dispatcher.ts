@@ -4,8 +4,13 @@
  * go to one dispatcher at a time), and sweeping the database for what is due
  * (retries, deliveries whose dispatcher died mid-attempt) so nothing depends on
  * the bus for correctness. Each attempt runs under a lease. A bot never has more
- * than its max_connections attempts in flight, so a hanging endpoint delays no
- * other bot; first attempts start in update_seq order.
+ * than its max_connections attempts in flight, and first attempts start in
+ * update_seq order.
+ *
+ * Isolation: the process-wide budget (maxInFlight) counts only attempts that are
+ * progressing. An attempt still waiting for its answer after slowMs is parked: it
+ * goes on (until the timeout) outside the budget, in a second pool four times its
+ * size, so endpoints that hang cannot use up the slots of the bots that answer.
  */
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
@@ -26,9 +31,13 @@ export interface DispatcherOptions {
   maxInFlight: number;
   /** How often the database is swept for due deliveries. */
   sweepMs: number;
+  /** After how long an unanswered attempt leaves the budget (default: a quarter of the timeout, at most 1 s). */
+  slowMs?: number;
 }
 
 export const DISPATCHER_GROUP = 'botplatform-dispatchers';
+/** Parked (slow) attempts allowed per budget slot. */
+const PARKED_PER_SLOT = 4;
 
 export function createDispatcher(opts: DispatcherOptions) {
   const holder = `dispatcher-${crypto.randomUUID()}`;
@@ -36,7 +45,9 @@ export function createDispatcher(opts: DispatcherOptions) {
   const inFlight = new Map<string, number>(); // per bot
   const limits = new Map<string, { max: number; at: number }>(); // max_connections, cached briefly
   const running = new Set<Promise<void>>();
-  let total = 0;
+  const slowMs = opts.slowMs ?? Math.min(1000, Math.floor(opts.timeoutMs / 4));
+  let total = 0; // attempts counted against the budget
+  let parked = 0; // slow attempts, outside it
   let stopped = false;
   let sweepTimer: NodeJS.Timeout | null = null;
   const kicked = new Set<string>();
@@ -55,16 +66,37 @@ export function createDispatcher(opts: DispatcherOptions) {
   function launch(d: LeasedDelivery) {
     inFlight.set(d.botId, (inFlight.get(d.botId) ?? 0) + 1);
     total++;
+    let isParked = false;
+    // Still unanswered after slowMs: park it (when the parking pool has room), freeing a budget slot.
+    const park = setTimeout(() => {
+      if (parked >= PARKED_PER_SLOT * opts.maxInFlight) return;
+      isParked = true;
+      parked++;
+      total--;
+      kickWaiting();
+    }, slowMs);
+    park.unref();
     const p = opts.attempts.attempt(d, d.leaseToken)
       .catch((err) => opts.logger.error({ err, delivery: d.id }, 'delivery attempt failed unexpectedly'))
       .then(() => {
+        clearTimeout(park);
         inFlight.set(d.botId, inFlight.get(d.botId)! - 1);
-        total--;
+        if (isParked) parked--;
+        else total--;
         running.delete(p);
         // A slot of this bot is free: its next due delivery may go.
         kick(d.botId);
+        if (starved.size > 0) kickWaiting();
       });
     running.add(p);
+  }
+
+  /** Bots left without a slot when the budget ran out get the next freed one. */
+  const starved = new Set<string>();
+  function kickWaiting() {
+    const bots = [...starved];
+    starved.clear();
+    for (const b of bots) kick(b);
   }
 
   /** Claims and starts what is due for these bots, each up to its free slots, in one round. */
@@ -73,11 +105,12 @@ export function createDispatcher(opts: DispatcherOptions) {
     let budget = opts.maxInFlight - total;
     const free = new Map<string, number>();
     for (const b of botIds) {
-      const n = Math.min(max.get(b)! - (inFlight.get(b) ?? 0), budget);
+      const own = max.get(b)! - (inFlight.get(b) ?? 0);
+      const n = Math.min(own, budget);
       if (n > 0) {
         free.set(b, n);
         budget -= n;
-      }
+      } else if (own > 0) starved.add(b); // its own slots are free, the budget is not
     }
     if (free.size === 0 || stopped) return;
     const claimed = await opts.deliveries.claimForBots({ now: Date.now(), leaseMs, holder, free });
@@ -126,8 +159,8 @@ export function createDispatcher(opts: DispatcherOptions) {
       });
       void sweepLoop();
     },
-    /** Attempts in flight now. */
-    inFlight: () => total,
+    /** Attempts in flight now (parked slow ones included). */
+    inFlight: () => total + parked,
     /** Stops taking work and waits for attempts in flight (bounded by the request timeout). */
     async stop() {
       stopped = true;
