@@ -55,7 +55,15 @@ function fieldType(f: FieldDescriptor, index: ImageIndex, where: string): FieldT
     const ref = strip(f.typeName!);
     if (ref === 'google.protobuf.Timestamp') return { kind: 'timestamp' };
     if (ref === 'google.protobuf.FieldMask') return { kind: 'fieldmask' };
-    if (index.messages.get(ref)?.desc.options?.mapEntry) throw new Error(`${where}: map fields are not supported yet`);
+    const entry = index.messages.get(ref)?.desc;
+    if (entry?.options?.mapEntry) {
+      const [key, value] = [entry.field!.find((e) => e.number === 1)!, entry.field!.find((e) => e.number === 2)!];
+      const valueType = SCALARS[value.type];
+      if (key.type !== 'TYPE_STRING' || !valueType || valueType.kind !== 'scalar') {
+        throw new Error(`${where}: only map<string, scalar> fields are supported`);
+      }
+      return { kind: 'map', value: valueType.scalar };
+    }
     return { kind: 'message', ref };
   }
   const t = SCALARS[f.type];
@@ -119,7 +127,7 @@ function main() {
           json: f.jsonName ?? tsName(f.name),
           ts: tsName(f.name),
           type,
-          repeated: f.label === 'LABEL_REPEATED',
+          repeated: f.label === 'LABEL_REPEATED' && type.kind !== 'map',
           optional: Boolean(f.proto3Optional),
         };
       }),

@@ -1,5 +1,5 @@
 /** OpenAPI 3.1 document of the routed methods, derived from the same schemas as the route table. */
-import type { EnumSchema, FieldSchema, MessageSchema, RouteSpec } from '../runtime/schema.js';
+import type { EnumSchema, FieldSchema, MessageSchema, RouteSpec, ScalarType } from '../runtime/schema.js';
 
 interface Input {
   routes: Omit<RouteSpec, 'grpc'>[];
@@ -31,17 +31,23 @@ function fieldSchema(f: FieldSchema, input: Input): Json {
     case 'fieldmask':
       s = { type: 'string', description: 'comma-separated field paths' };
       break;
-    default: {
-      const t = f.type.scalar;
-      s =
-        t === 'string' ? { type: 'string' }
-        : t === 'bool' ? { type: 'boolean' }
-        : t === 'double' ? { type: 'number' }
-        : t === 'bytes' ? { type: 'string', contentEncoding: 'base64' }
-        : { type: 'integer', format: t };
-    }
+    case 'map':
+      s = { type: 'object', additionalProperties: scalarSchema(f.type.value) };
+      break;
+    default:
+      s = scalarSchema(f.type.scalar);
   }
   return f.repeated ? { type: 'array', items: s } : s;
+}
+
+function scalarSchema(t: ScalarType): Json {
+  return (
+    t === 'string' ? { type: 'string' }
+    : t === 'bool' ? { type: 'boolean' }
+    : t === 'double' ? { type: 'number' }
+    : t === 'bytes' ? { type: 'string', contentEncoding: 'base64' }
+    : { type: 'integer', format: t }
+  );
 }
 
 function messageSchema(name: string, input: Input, omit: Set<string> = new Set()): Json {

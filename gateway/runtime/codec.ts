@@ -51,6 +51,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   /** The proto3 default of a field, as ts-proto represents it. */
   function defaultOf(f: FieldSchema): unknown {
     if (f.repeated) return [];
+    if (f.type.kind === 'map') return {};
     if (f.optional) return undefined;
     switch (f.type.kind) {
       case 'scalar':
@@ -121,6 +122,11 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       case 'fieldmask':
         if (typeof v !== 'string') throw bad(field, 'must be a comma-separated list of field paths');
         return v.split(',').map((p) => p.trim()).filter(Boolean).map((p) => p.split('.').map(camelToSnake).join('.'));
+      case 'map': {
+        if (!isObject(v) || fromText) throw bad(field, 'must be an object');
+        const value: FieldType = { kind: 'scalar', scalar: t.value };
+        return Object.fromEntries(Object.entries(v).map(([k, item]) => [k, decodeValue(value, item, `${field}.${k}`, false)]));
+      }
     }
   }
 
@@ -157,7 +163,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       if (i === fieldPath.length - 1) {
         if (f.repeated) obj[f.ts] = values.map((v, j) => decodeValue(f.type, v, `${wireName}[${j}]`, true));
         else if (values.length > 1) throw bad(wireName, 'must be given once');
-        else if (f.type.kind === 'message') throw bad(wireName, 'cannot be set from the query string');
+        else if (f.type.kind === 'message' || f.type.kind === 'map') throw bad(wireName, 'cannot be set from the query string');
         else obj[f.ts] = decodeValue(f.type, values[0], wireName, true);
         return;
       }
@@ -201,12 +207,17 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         return (v as Date).toISOString();
       case 'fieldmask':
         return (v as string[]).join(',');
+      case 'map': {
+        const value: FieldType = { kind: 'scalar', scalar: t.value };
+        return Object.fromEntries(Object.entries(v as Obj).map(([k, item]) => [k, encodeValue(value, item, surface)]));
+      }
     }
   }
 
   function encodeField(f: FieldSchema, v: unknown, surface: Surface): unknown {
     if (f.repeated) return ((v as unknown[] | undefined) ?? []).map((item) => encodeValue(f.type, item, surface));
     if (v === undefined || v === null) {
+      if (f.type.kind === 'map') return {};
       if (f.optional) return undefined;
       if (f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask') {
         return surface === 'console' ? null : undefined;

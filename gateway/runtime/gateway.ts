@@ -4,10 +4,11 @@
  * envelopes. Routes come only from the table; none is written here.
  * The app is built, not started: callers listen (or inject, in tests) and close.
  */
-import crypto from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../../src/errors.js';
+import type { Telemetry } from '../../src/telemetry/metrics.js';
+import { requestIdOf } from '../../src/telemetry/request-id.js';
 import { createCodec } from './codec.js';
 import { errorBody, successBody, surfaceOfPath, type HttpFailure } from './envelopes.js';
 import type { Invoker } from './invoker.js';
@@ -20,6 +21,7 @@ export interface GatewayOptions {
   logger: Logger;
   maxBodyBytes: number;
   openapi?: unknown;
+  telemetry: Telemetry;
 }
 
 const FORWARDED_HEADERS = ['authorization'] as const;
@@ -64,12 +66,28 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => crypto.randomUUID(),
+    // The caller's x-request-id when it is a plain token, else a new one; it goes on
+    // to the core as call metadata (over gRPC too) and back in the response.
+    requestIdHeader: false,
+    genReqId: (req) => requestIdOf(req.headers['x-request-id']),
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
-    forceCloseConnections: 'idle',
+    // Connections are closed by the lifecycle's graceful close (lifecycle.ts).
+    forceCloseConnections: false,
   }) as unknown as FastifyInstance;
+
+  // One access log line and one sample per request, labelled by route template (not
+  // by raw URL: ids would make the label set unbounded).
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unrouted';
+    const seconds = reply.elapsedTime / 1000;
+    opts.telemetry.http(request.method, route, reply.statusCode, seconds);
+    if (route === '/healthz' || route === '/metrics') return;
+    request.log.info({ requestId: request.id, method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'http');
+  });
 
   // JSON only; an empty body is an empty request. Malformed JSON is a 400 in the route's envelope.
   app.removeAllContentTypeParsers();
@@ -101,10 +119,6 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return send(reply, surface, { http: 404, status: 'NOT_FOUND', message });
   });
 
-  app.get('/healthz', async (_request, reply) => {
-    const ok = await opts.invoker.ready().catch(() => false);
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
-  });
   if (opts.openapi) app.get('/api/v1/openapi.json', async () => opts.openapi);
 
   for (const spec of opts.table.routes) {

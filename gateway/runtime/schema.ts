@@ -12,7 +12,9 @@ export type FieldType =
   /** google.protobuf.Timestamp: an RFC 3339 string on the wire, a Date in TypeScript. */
   | { kind: 'timestamp' }
   /** google.protobuf.FieldMask: "a,b.c" on the wire, string[] in TypeScript. */
-  | { kind: 'fieldmask' };
+  | { kind: 'fieldmask' }
+  /** map<string, scalar>: a JSON object on the wire and in TypeScript. */
+  | { kind: 'map'; value: ScalarType };
 
 export interface FieldSchema {
   /** Name in the .proto file (snake_case). */
