@@ -226,6 +226,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     const app: App = { config, close, telemetry };
     let invoker: Invoker | undefined;
     let http: FastifyInstance | undefined;
+    let cancelInFlight: (() => void) | undefined;
     let ready: () => Promise<boolean> = async () => true;
 
     let endLongPolls = async () => {};
@@ -253,11 +254,13 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
 
     if (invoker) {
       const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
-      http = buildGateway({ table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry });
+      const gateway = buildGateway({ table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry });
+      cancelInFlight = () => gateway.cancelInFlight();
+      http = gateway;
     }
     if (http) {
       const server = http;
-      const lifecycle = addLifecycle(server, { ready, telemetry });
+      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight });
       closers.push(() => lifecycle.close(config.shutdownTimeoutMs));
       // A deep accept queue: thousands of long-poll clients may reconnect at once.
       await server.listen({ host: config.host, port: config.port, backlog: 4096 });

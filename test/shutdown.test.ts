@@ -136,4 +136,38 @@ describe('SIGTERM during load', () => {
       await db.drop();
     }
   }, 90_000);
+
+  it('a gateway process stopping answers a long poll still waiting on the core with 503 at SHUTDOWN_TIMEOUT, not a reset', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-sigterm-gw-'));
+    const db = await createTestDatabase(dir);
+    const grpcPort = await freePort();
+    const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', ...kafkaEnv() };
+    try {
+      const core = await startServiceProcess({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
+      children.push(core);
+      const port = await freePort();
+      const gateway = await startServiceProcess({ ...common, ROLE: 'gateway', PORT: String(port), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}`, SHUTDOWN_TIMEOUT: '2s' });
+      children.push(gateway);
+      const base = `http://127.0.0.1:${port}`;
+      const h = { url: base, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
+      const bot = await approvedBot(h, await h.jwt('gw-owner'), 'gw_long_poller');
+      const poll = fetch(`${base}/api/v1/bots/getUpdates`, {
+        method: 'POST', headers: { authorization: `Bearer ${bot.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ timeout: 40 }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }), (err) => ({ status: 0, body: String(err.cause?.code ?? err) }));
+      await sleep(500);
+      const exited = new Promise<number | null>((r) => gateway.once('exit', (code) => r(code)));
+      const t0 = Date.now();
+      gateway.kill('SIGTERM');
+      const answered = await poll;
+      expect(answered.status).toBe(503);
+      expect(answered.body).toMatchObject({ ok: false, error_code: 503 });
+      expect(await exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(6000);
+      const coreExit = new Promise((r) => core.once('exit', r));
+      core.kill('SIGTERM');
+      await coreExit;
+    } finally {
+      await db.drop();
+    }
+  }, 60_000);
 });

@@ -61,8 +61,14 @@ function failureOfFastify(err: { code?: string; statusCode?: number; message: st
   }
 }
 
-export function buildGateway(opts: GatewayOptions): FastifyInstance {
+/** The gateway app; `cancelInFlight` answers every call still waiting on the core with 503 (shutdown's last resort). */
+export type Gateway = FastifyInstance & { cancelInFlight(): void };
+
+const SHUTDOWN = Symbol('shutdown');
+
+export function buildGateway(opts: GatewayOptions): Gateway {
   const codec = createCodec(opts.table);
+  const inFlight = new Set<AbortController>();
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
@@ -194,11 +200,19 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       if (!reply.raw.writableEnded) abort.abort();
     };
     reply.raw.once('close', onClose);
+    inFlight.add(abort);
+    // At the end of a shutdown's grace period, a call still waiting (a long poll on a
+    // core that is not stopping) is answered 503 instead of having its connection cut.
+    const cancelled = new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => {
+      if (abort.signal.reason === SHUTDOWN) reject(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'));
+    }, { once: true }));
+    cancelled.catch(() => {});
     let response: Record<string, unknown>;
     try {
-      response = (await opts.invoker.invoke(spec, message, metadata, abort.signal)) as Record<string, unknown>;
+      response = (await Promise.race([opts.invoker.invoke(spec, message, metadata, abort.signal), cancelled])) as Record<string, unknown>;
     } finally {
       reply.raw.off('close', onClose);
+      inFlight.delete(abort);
     }
     const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
     const result = field
@@ -207,5 +221,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return reply.code(spec.successCode).type('application/json').send(successBody(spec.surface, result ?? null));
   }
 
-  return app;
+  return Object.assign(app, {
+    cancelInFlight() {
+      for (const a of inFlight) a.abort(SHUTDOWN);
+    },
+  });
 }

@@ -8,7 +8,8 @@
  * Connection: close) rather than reset. Node's own close() would drop every idle
  * keep-alive connection at once, racing a client that is writing its next request
  * on it; here a connection is closed only once it has been idle for a second (a
- * client that busy is not about to write), and all are after the grace period.
+ * client that busy is not about to write). After the grace period, calls still
+ * waiting are answered 503, and half a second later every connection is closed.
  */
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -21,7 +22,10 @@ export interface Lifecycle {
 
 const IDLE_CLOSE_MS = 1000;
 
-export function addLifecycle(app: FastifyInstance, opts: { ready: () => Promise<boolean>; telemetry: Telemetry }): Lifecycle {
+export function addLifecycle(
+  app: FastifyInstance,
+  opts: { ready: () => Promise<boolean>; telemetry: Telemetry; cancelInFlight?: () => void },
+): Lifecycle {
   let draining = false;
   // Per open connection: requests in flight, and when it last did anything.
   const sockets = new Map<Socket, { busy: number; at: number }>();
@@ -69,7 +73,11 @@ export function addLifecycle(app: FastifyInstance, opts: { ready: () => Promise<
       // Node's close() calls closeIdleConnections(); idle ones are ours to close (above).
       server.closeIdleConnections = () => {};
       const idle = setInterval(closeIdle, 100);
-      const force = setTimeout(() => server.closeAllConnections(), graceMs);
+      // Past the grace period: calls still waiting are answered (503), then whatever is left is closed.
+      const force = setTimeout(() => {
+        opts.cancelInFlight?.();
+        setTimeout(() => server.closeAllConnections(), 500).unref();
+      }, graceMs);
       try {
         await app.close();
       } finally {

@@ -44,7 +44,7 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
   /** Counters known full, until their window ends. */
   const full = new Map<string, number>();
 
-  const commit = createGroupCommit<CounterRule[], AdmitResult>((calls) => deps.repo.admit(calls), 500);
+  const commit = createGroupCommit<CounterRule[], AdmitResult>((calls) => deps.repo.admit(calls), 500, undefined, true);
 
   function rulesOf(botId: string, method: string, request: unknown, at: number): CounterRule[] {
     const rules: CounterRule[] = [];
