@@ -72,4 +72,19 @@ describe('two core instances behind one gateway share one limit', () => {
     }
     expect(m).toMatchObject({ calls_total: 30, errors_by_status: { RESOURCE_EXHAUSTED: 20 }, quota: { limit: 15, used: 10, remaining: 5 } });
   }, 90_000);
+
+  it('reports the Kafka consumer lag of each core once its consumers have handled a batch', async () => {
+    const owner = await h.jwt('shared-owner');
+    const { id } = await approvedBot(h, owner, 'lag_bot');
+    expect((await client(h.url, owner).post(`/api/v1/bots/my/${id}/test-updates`, { text: 'lag' })).status).toBe(201);
+    const lagLine = /^botplatform_kafka_consumer_lag\{group="fanout",topic="botplatform\.updates",partition="\d+"\} (\d+)$/m;
+    for (const app of [a, b]) {
+      let text = '';
+      for (let i = 0; i < 100 && !lagLine.test(text); i++) {
+        text = (await app.telemetry.render()).body;
+        if (!lagLine.test(text)) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(text).toMatch(lagLine);
+    }
+  }, 30_000);
 });
