@@ -102,7 +102,7 @@ async function startOverheadService(database: (dir: string) => string, on: boole
     : { LIMITS_ENABLED: 'false', METRICS_ENABLED: 'false' };
   const child = await start({ AUTH_JWT_SECRET: SECRET, DATA_DIR: dataDir, DATABASE_URL: database(dataDir), ROLE: 'all', PORT: port, GRPC_PORT: String(await freePort()), ...switches });
   const base = `http://127.0.0.1:${port}`;
-  await seed(base, jwt, on ? 'on' : 'off');
+  await seed(base, jwt, `${on ? 'on' : 'off'}_${Date.now() % 1_000_000}`);
   const token = await approvedBotToken(base, jwt, `bench_${on ? 'on' : 'off'}_${Date.now() % 100000}`);
   return {
     runtime: () => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', child.pid),

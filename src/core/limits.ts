@@ -2,7 +2,8 @@
  * The limits interceptor: a bot's request rate, its send rate per chat, and its
  * daily quota, counted in fixed windows in the database (shared by every core
  * instance, kept across restarts). Calls deciding at the same time share one
- * transaction (group commit). A refused call takes nothing from any counter and
+ * transaction (group commit, started after the current event-loop turn so that
+ * calls arriving together share it). A refused call takes nothing from any counter and
  * answers RESOURCE_EXHAUSTED with the seconds until the window that refused it
  * ends; once a counter is full, this instance refuses it without asking the
  * database again until its window ends.
@@ -21,8 +22,6 @@ export interface LimitSettings {
   /** Runtime calls per bot per UTC day; 0: no quota. */
   dailyQuota: number;
 }
-
-type LimitName = 'rate' | 'chat' | 'quota';
 
 /** The RPC method name of a path: "/botplatform.v1.RuntimeService/SendMessage" → "SendMessage". */
 export const methodNameOf = (path: string) => path.slice(path.lastIndexOf('/') + 1);
@@ -58,7 +57,7 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
   function refuse(rule: CounterRule, at: number): ApiError {
     if (full.size > 100_000) full.clear();
     full.set(rule.key, rule.windowEnd);
-    const name = rule.key.startsWith('quota:') ? 'quota' : rule.key.startsWith('chat:') ? 'chat' : 'rate';
+    const name: 'rate' | 'chat' | 'quota' = rule.key.startsWith('quota:') ? 'quota' : rule.key.startsWith('chat:') ? 'chat' : 'rate';
     deps.telemetry.limited(name);
     const retryAfterSeconds = Math.max(1, Math.ceil((rule.windowEnd - at) / 1000));
     const message = name === 'quota'
