@@ -6,9 +6,13 @@ import { startServiceProcess } from '../test/helpers/service-process.js';
 
 const children: ChildProcess[] = [];
 
-/** Starts the service with env (warnings to stderr) and waits for /healthz on env.PORT. */
+/**
+ * Starts the service with env (warnings to stderr) and waits for /healthz on env.PORT.
+ * Rate limits are off unless env says otherwise: a benchmark drives one bot far past
+ * them; what the limits cost is measured by bench:gateway's overhead part.
+ */
 export async function startService(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ChildProcess> {
-  const child = await startServiceProcess({ LOG_LEVEL: 'warn', ...env }, ['ignore', 'ignore', 'inherit'], opts);
+  const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], opts);
   children.push(child);
   return child;
 }

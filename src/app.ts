@@ -43,7 +43,13 @@ import type { BlobStore } from './blobs/blob-store.js';
 import { createFilesRepo } from './storage/files-repo.js';
 import { createMessagesRepo, MESSAGES_TOPIC } from './storage/messages-repo.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
+import { createLimitsRepo } from './storage/limits-repo.js';
+import { createLimiter } from './core/limits.js';
+import { createMetricsService } from './domain/metrics-service.js';
+import { createUsageRecorder } from './domain/usage.js';
+import { createTelemetry, type Telemetry } from './telemetry/metrics.js';
 import { buildGateway } from '../gateway/runtime/gateway.js';
+import { addLifecycle } from '../gateway/runtime/lifecycle.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
 import { routeTable } from '../gateway/generated/routes.js';
 
@@ -58,6 +64,8 @@ export interface App {
   bus?: Bus;
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
+  telemetry: Telemetry;
+  /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. */
   close(): Promise<void>;
 }
 
@@ -86,7 +94,7 @@ function openBlobs(config: Config): { blobs: BlobStore; signer: UrlSigner } {
 }
 
 /** Storage, secrets, the bus and the repositories: what the core and the dispatcher share. */
-async function openBackend(config: Config, logger: Logger, closers: (() => Promise<void>)[]) {
+async function openBackend(config: Config, logger: Logger, closers: (() => Promise<void>)[], telemetry: Telemetry) {
   const db = createDb(config.database);
   closers.push(() => db.destroy());
   await migrateLatest(db);
@@ -98,6 +106,7 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
       clientId: config.kafkaClientId,
       topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
       logger,
+      onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
     })
     : createMemoryBus();
   closers.push(() => bus.close());
@@ -105,19 +114,30 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
   const updates = createUpdatesRepo(db);
   const webhooks = createWebhooksRepo(db);
   const deliveries = createDeliveriesRepo(db);
+  const limits = createLimitsRepo(db);
+  // Flushed on close after the servers and the dispatcher have stopped, before the pool closes.
+  const usage = createUsageRecorder({ repo: limits, flushMs: config.statsFlushMs, logger });
+  usage.start();
+  closers.push(() => usage.close());
   const client = createWebhookClient({
     timeoutMs: config.webhookTimeoutMs,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
     caFile: config.webhookCaFile,
   });
   closers.push(async () => client.close());
-  const attempts = createAttempts({ deliveries, webhooks, client, secretBox, scheduleMs: config.webhookRetryScheduleMs, logger });
-  return { db, secretBox, bus, bots, updates, webhooks, deliveries, attempts };
+  const attempts = createAttempts({
+    deliveries, webhooks, client, secretBox, scheduleMs: config.webhookRetryScheduleMs, logger,
+    onOutcome: (botId, ok, durationMs, dead) => {
+      usage.webhookAttempt(botId, ok, durationMs, dead);
+      telemetry.webhookAttempt(ok ? 'succeeded' : dead ? 'dead_letter' : 'failed', durationMs / 1000);
+    },
+  });
+  return { db, secretBox, bus, bots, updates, webhooks, deliveries, limits, usage, attempts };
 }
 
 type Backend = Awaited<ReturnType<typeof openBackend>>;
 
-async function startCore(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend) {
+async function startCore(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry) {
   const { source, localSecret } = jwtKeySource(config);
   const jwt = await createAccountJwtVerifier(source, config.auth);
   const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
@@ -127,7 +147,15 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
   closers.push(() => relay.stop());
   const waiters = createUpdateWaiters(b.bus, logger);
   await waiters.start();
-  const writer = createUpdateWriter(b.updates, () => relay.nudge());
+  telemetry.gauge('botplatform_long_polls_open', 'getUpdates calls waiting in this process', () => waiters.size());
+  const groupWriter = createUpdateWriter(b.updates, () => relay.nudge());
+  const writer: typeof groupWriter = {
+    async write(items) {
+      const outcomes = await groupWriter.write(items);
+      for (const o of outcomes) telemetry.ingested('ok' in o ? 'stored' : 'filtered' in o ? 'filtered' : 'rejected', 1);
+      return outcomes;
+    },
+  };
 
   const updates = createUpdatesService({
     bots: b.bots,
@@ -150,6 +178,10 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
     urlTtlMs: config.fileUrlTtlMs,
     publicBaseUrl: config.publicBaseUrl,
   });
+  const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
+  const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
+    ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
+    : undefined;
   const core = createCore({
     authenticator: createAuthenticator({ jwt, bots: b.bots, internalToken }),
     handlers: createHandlers({
@@ -160,8 +192,14 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
       deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
       messages: createMessagesService({ bots: b.bots, messages: createMessagesRepo(b.db), files }),
       files,
+      metrics: createMetricsService({
+        bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
+      }),
     }),
     logger,
+    limiter,
+    usage: b.usage,
+    telemetry,
   });
   // Unread one-time tokens are discarded after their retention (reads also ignore
   // expired ones); unconfirmed updates after theirs.
@@ -170,10 +208,15 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
   closers.push(every(Math.min(60_000, Math.max(1000, config.updateRetentionMs / 2)),
     () => b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
   closers.push(every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'));
+  // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
+  closers.push(every(60_000, async () => {
+    await b.limits.purgeCounters(Date.now() - 60_000);
+    await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
+  }, logger, 'limits and statistics sweep'));
   return { core, localSecret, waiters };
 }
 
-async function startDispatcher(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend) {
+async function startDispatcher(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry) {
   const dispatcher = createDispatcher({
     deliveries: b.deliveries,
     webhooks: b.webhooks,
@@ -185,69 +228,82 @@ async function startDispatcher(config: Config, logger: Logger, closers: (() => P
     sweepMs: Math.max(50, Math.min(1000, Math.min(...config.webhookRetryScheduleMs) / 4)),
   });
   await dispatcher.start();
+  telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => dispatcher.inFlight());
   closers.push(() => dispatcher.stop());
   return dispatcher;
 }
 
-/** A bare HTTP server with /healthz, for roles without the gateway. */
-function healthServer(logger: Logger, ready: () => Promise<boolean>): FastifyInstance {
-  const http = Fastify({
+/** A bare HTTP server (for /healthz and /metrics), for roles without the gateway. */
+function healthServer(logger: Logger): FastifyInstance {
+  return Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    forceCloseConnections: false,
   }) as unknown as FastifyInstance;
-  http.get('/healthz', async (_req, reply) => {
-    const ok = await ready();
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
-  });
-  return http;
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startApp(config: Config, logger: Logger): Promise<App> {
   const closers: (() => Promise<void>)[] = [];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch((err) => logger.warn({ err }, 'shutdown step failed'));
   };
+  const telemetry = createTelemetry(config.metricsEnabled);
   try {
-    const app: App = { config, close };
+    const app: App = { config, close, telemetry };
     let invoker: Invoker | undefined;
     let http: FastifyInstance | undefined;
+    let cancelInFlight: (() => void) | undefined;
+    let ready: () => Promise<boolean> = async () => true;
 
     let endLongPolls = async () => {};
     if (config.role !== 'gateway') {
-      const backend = await openBackend(config, logger, closers);
+      const backend = await openBackend(config, logger, closers, telemetry);
       app.db = backend.db;
       app.bus = backend.bus;
-      const ready = () => pingDb(backend.db).then(() => true, () => false);
-      if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend);
+      ready = () => pingDb(backend.db).then(() => true, () => false);
+      if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend, telemetry);
       if (config.role === 'all' || config.role === 'core') {
-        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend);
+        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend, telemetry);
         endLongPolls = async () => waiters.close();
         app.core = core;
         app.localJwtSecret = localSecret;
         const grpcServer: GrpcServer = await startGrpcServer(core, config.host, config.grpcPort);
-        closers.push(() => grpcServer.close());
+        closers.push(() => grpcServer.close(config.shutdownTimeoutMs));
         app.grpcPort = grpcServer.port;
         if (config.role === 'all') invoker = createDirectInvoker(core, ready);
       }
-      if (config.role !== 'all') http = healthServer(logger, ready);
+      if (config.role !== 'all') http = healthServer(logger);
     } else {
       invoker = createGrpcInvoker(config.coreGrpcAddress);
+      ready = () => invoker!.ready();
       closers.push(() => invoker!.close());
     }
 
     if (invoker) {
       const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
-      http = buildGateway({
-        table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, files: openBlobs(config),
+      const gateway = buildGateway({
+        table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry, files: openBlobs(config),
       });
+      cancelInFlight = () => gateway.cancelInFlight();
+      http = gateway;
     }
     if (http) {
       const server = http;
-      closers.push(() => server.close());
+      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight });
+      closers.push(() => lifecycle.close(config.shutdownTimeoutMs));
       // A deep accept queue: thousands of long-poll clients may reconnect at once.
       await server.listen({ host: config.host, port: config.port, backlog: 4096 });
-      // First step of shutdown: long polls answer now, so the servers can drain.
+      // Shutdown, in the order these run: drain (health 503, responses close their
+      // connections) for SHUTDOWN_DRAIN, then long polls answer now, then the servers
+      // stop accepting and finish what is in flight.
       closers.push(endLongPolls);
+      closers.push(async () => {
+        lifecycle.drain();
+        if (config.shutdownDrainMs > 0) await sleep(config.shutdownDrainMs);
+      });
       const address = server.server.address();
       const port = typeof address === 'object' && address ? address.port : config.port;
       app.httpUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;

@@ -42,6 +42,35 @@ const int = (fallback: number, min: number, max: number) =>
       return n;
     });
 const port = (fallback: number) => int(fallback, 0, 65535);
+
+/** A limit of calls per window: "30/1s", "20/1m"; "off" (or "0") disables it. */
+export interface RateSetting { count: number; windowMs: number }
+const rate = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((value, ctx): RateSetting | null => {
+      const v = value.trim();
+      if (v === 'off' || v === '0') return null;
+      const m = /^(\d+)\/(.+)$/.exec(v);
+      const windowMs = m ? parseDuration(m[2]!) : undefined;
+      if (!m || Number(m[1]) < 1 || Number(m[1]) > 1_000_000_000 || windowMs === undefined || windowMs < 1000 || windowMs > 86_400_000) {
+        ctx.addIssue({ code: 'custom', message: `must be "<count>/<window>" with a window from 1s to 24h (e.g. 30/1s, 20/1m), or off: "${value}"` });
+        return z.NEVER;
+      }
+      return { count: Number(m[1]), windowMs };
+    });
+const bool = (fallback: boolean) =>
+  z
+    .string()
+    .default(String(fallback))
+    .transform((value, ctx) => {
+      const v = value.trim().toLowerCase();
+      if (['true', '1', 'yes', 'on'].includes(v)) return true;
+      if (['false', '0', 'no', 'off'].includes(v)) return false;
+      ctx.addIssue({ code: 'custom', message: `must be true or false: "${value}"` });
+      return z.NEVER;
+    });
 const optionalText = z
   .string()
   .optional()
@@ -105,6 +134,14 @@ const schema = z
       'must be an http(s) URL without query, e.g. https://bots.example.com',
     ),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    LIMITS_ENABLED: bool(true),
+    RATE_LIMIT_BOT: rate('30/1s'),
+    RATE_LIMIT_CHAT: rate('20/1m'),
+    QUOTA_DAILY: int(100_000, 0, 1_000_000_000),
+    METRICS_ENABLED: bool(true),
+    STATS_FLUSH_INTERVAL: duration('1s').refine((ms) => ms >= 10 && ms <= 60_000, 'must be from 10ms to 1m'),
+    SHUTDOWN_DRAIN: duration('0ms').refine((ms) => ms <= 60_000, 'must be at most 1m'),
+    SHUTDOWN_TIMEOUT: duration('30s').refine((ms) => ms >= 1000 && ms <= 600_000, 'must be from 1s to 10m'),
   })
   .refine((c) => c.ROLE !== 'dispatcher' || /^(mysql|mariadb):\/\//.test(c.DATABASE_URL ?? ''), {
     message: 'a separate dispatcher process shares the database with the core: set DATABASE_URL=mysql://... (on the embedded default, ROLE=all runs the dispatcher in the same process)',
@@ -158,6 +195,12 @@ export interface Config {
   /** Base of upload and download URLs; else the base the request came to the gateway on. */
   publicBaseUrl?: string;
   logLevel: Raw['LOG_LEVEL'];
+  /** Rate limits and quota of runtime calls; null: that limit is off. */
+  limits: { enabled: boolean; botRate: RateSetting | null; chatRate: RateSetting | null; dailyQuota: number };
+  metricsEnabled: boolean;
+  statsFlushMs: number;
+  shutdownDrainMs: number;
+  shutdownTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -221,5 +264,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     blobDir: path.resolve(c.BLOB_DIR ?? path.join(dataDir, 'files')),
     publicBaseUrl: c.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     logLevel: c.LOG_LEVEL,
+    limits: { enabled: c.LIMITS_ENABLED, botRate: c.RATE_LIMIT_BOT, chatRate: c.RATE_LIMIT_CHAT, dailyQuota: c.QUOTA_DAILY },
+    metricsEnabled: c.METRICS_ENABLED,
+    statsFlushMs: c.STATS_FLUSH_INTERVAL,
+    shutdownDrainMs: c.SHUTDOWN_DRAIN,
+    shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT,
   };
 }

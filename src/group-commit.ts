@@ -3,7 +3,13 @@
  * together into the next, so a hot path pays one durable write per batch rather
  * than per call. Each call hands in items and gets one result per item back.
  */
-export function createGroupCommit<I, O>(commit: (items: I[]) => Promise<O[]>, maxBatch = 500, onCommitted?: () => void) {
+export function createGroupCommit<I, O>(
+  commit: (items: I[]) => Promise<O[]>,
+  maxBatch = 500,
+  onCommitted?: () => void,
+  /** Start a batch after the current turn of the event loop, so calls arriving in the same turn share it. */
+  deferStart = false,
+) {
   interface Pending {
     items: I[];
     resolve: (o: O[]) => void;
@@ -45,7 +51,12 @@ export function createGroupCommit<I, O>(commit: (items: I[]) => Promise<O[]>, ma
     write(items: I[]): Promise<O[]> {
       return new Promise((resolve, reject) => {
         queue.push({ items, resolve, reject });
-        if (!writing) void drain();
+        if (writing) return;
+        if (!deferStart) void drain();
+        else {
+          writing = true;
+          setImmediate(() => void drain());
+        }
       });
     },
   };

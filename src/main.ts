@@ -46,10 +46,11 @@ async function main() {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
+    // Every step below is bounded on its own; this is the backstop (SHUTDOWN_TIMEOUT plus a margin).
     const timer = setTimeout(() => {
       logger.error('shutdown took too long; exiting');
       process.exit(1);
-    }, 30_000);
+    }, config.shutdownTimeoutMs + config.shutdownDrainMs + 5000);
     timer.unref();
     app.close().then(
       () => process.exit(0),

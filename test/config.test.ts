@@ -37,4 +37,25 @@ describe('config', () => {
       .toEqual([250, 15_000, 300_000, 3_600_000, 604_800_000, 100]);
     expect(parseDuration('soon')).toBeUndefined();
   });
+
+  it('reads the limits, metrics and shutdown settings, and names each bad one with what it expects', () => {
+    const c = loadConfig({ RATE_LIMIT_BOT: '100/10s', RATE_LIMIT_CHAT: 'off', QUOTA_DAILY: '0', METRICS_ENABLED: 'false', SHUTDOWN_TIMEOUT: '5s' });
+    expect(c.limits).toEqual({ enabled: true, botRate: { count: 100, windowMs: 10_000 }, chatRate: null, dailyQuota: 0 });
+    expect([c.metricsEnabled, c.shutdownTimeoutMs, c.shutdownDrainMs, c.statsFlushMs]).toEqual([false, 5000, 0, 1000]);
+    expect(loadConfig({}).limits).toEqual({ enabled: true, botRate: { count: 30, windowMs: 1000 }, chatRate: { count: 20, windowMs: 60_000 }, dailyQuota: 100_000 });
+
+    let err: ConfigError | undefined;
+    try {
+      loadConfig({ RATE_LIMIT_BOT: '30 per second', RATE_LIMIT_CHAT: '5/100ms', QUOTA_DAILY: '-1', LIMITS_ENABLED: 'maybe', SHUTDOWN_TIMEOUT: '1h' });
+    } catch (e) {
+      err = e as ConfigError;
+    }
+    expect(new Set(err!.problems)).toEqual(new Set([
+      'RATE_LIMIT_BOT: must be "<count>/<window>" with a window from 1s to 24h (e.g. 30/1s, 20/1m), or off: "30 per second"',
+      'RATE_LIMIT_CHAT: must be "<count>/<window>" with a window from 1s to 24h (e.g. 30/1s, 20/1m), or off: "5/100ms"',
+      'QUOTA_DAILY: must be an integer from 0 to 1000000000: "-1"',
+      'LIMITS_ENABLED: must be true or false: "maybe"',
+      'SHUTDOWN_TIMEOUT: must be from 1s to 10m',
+    ]));
+  });
 });

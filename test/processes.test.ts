@@ -83,7 +83,7 @@ describe('npm start on a fresh machine', () => {
     expect(res.stderr).toMatch(/ROLE/);
   });
 
-  it('npm run migrate applies the schema, is idempotent, and exits non-zero when the database is unreachable', async () => {
+  it('npm run migrate applies the schema, is idempotent, and exits non-zero when the database is unreachable, a migration fails or a setting is bad', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-migrate-'));
     const db = await createTestDatabase(dir);
     try {
@@ -95,6 +95,20 @@ describe('npm start on a fresh machine', () => {
       const bad = run(`mysql://nobody:nothing@127.0.0.1:${await freePort()}/none`);
       expect(bad.status).not.toBe(0);
       expect(bad.stderr).toMatch(/migration failed/);
+
+      // A migration that fails half-way (its table is already there) is a failure too.
+      const clashing = path.join(dir, 'clash.sqlite');
+      const knex = (await import('knex')).default({ client: 'better-sqlite3', connection: { filename: clashing }, useNullAsDefault: true });
+      await knex.schema.createTable('rate_counters', (t) => t.string('x'));
+      await knex.destroy();
+      const failed = run(`sqlite:${clashing}`);
+      expect(failed.status).toBe(1);
+      expect(failed.stderr).toMatch(/migration failed: .*rate_counters/);
+
+      // A bad setting is named, and nothing is touched.
+      const misconfigured = spawnSync('npm', ['run', '-s', 'migrate'], { cwd: ROOT, env: { ...process.env, DATABASE_URL: 'postgres://x' }, encoding: 'utf8' });
+      expect(misconfigured.status).toBe(2);
+      expect(misconfigured.stderr).toMatch(/DATABASE_URL: must start with/);
     } finally {
       await db.drop();
     }

@@ -18,6 +18,7 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","method":"DELETE","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotWebhookRequest","responseType":"botplatform.v1.DeleteBotWebhookResponse", "grpc": ConsoleServiceService.deleteBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","method":"GET","template":"/api/v1/bots/my/{id}/deliveries","fastifyPath":"/api/v1/bots/my/:id/deliveries","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListDeliveriesRequest","responseType":"botplatform.v1.ListDeliveriesResponse", "grpc": ConsoleServiceService.listDeliveries },
   {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","fastifyPath":"/api/v1/bots/my/:id/deliveries/:delivery_id/retry","pathParams":[{"param":"id","field":["id"]},{"param":"delivery_id","field":["delivery_id"]}],"body":"*","responseBody":"delivery","successCode":200,"surface":"console","requestType":"botplatform.v1.RetryDeliveryRequest","responseType":"botplatform.v1.RetryDeliveryResponse", "grpc": ConsoleServiceService.retryDelivery },
+  {"rpc":"botplatform.v1.ConsoleService/GetBotMetrics","method":"GET","template":"/api/v1/bots/my/{id}/metrics","fastifyPath":"/api/v1/bots/my/:id/metrics","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":"metrics","successCode":200,"surface":"console","requestType":"botplatform.v1.GetBotMetricsRequest","responseType":"botplatform.v1.GetBotMetricsResponse", "grpc": ConsoleServiceService.getBotMetrics },
   {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","method":"POST","template":"/api/v1/bots/my/{id}/test-updates","fastifyPath":"/api/v1/bots/my/:id/test-updates","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":201,"surface":"console","requestType":"botplatform.v1.CreateTestUpdateRequest","responseType":"botplatform.v1.CreateTestUpdateResponse", "grpc": ConsoleServiceService.createTestUpdate },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"POST","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"GET","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":null,"responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
@@ -1437,6 +1438,370 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.Delivery"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetBotMetricsRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "window_seconds",
+          "json": "window_seconds",
+          "ts": "windowSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.GetBotMetricsResponse": {
+      "fields": [
+        {
+          "proto": "metrics",
+          "json": "metrics",
+          "ts": "metrics",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.BotMetrics"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.BotMetrics": {
+      "fields": [
+        {
+          "proto": "window_seconds",
+          "json": "window_seconds",
+          "ts": "windowSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "since",
+          "json": "since",
+          "ts": "since",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "calls_total",
+          "json": "calls_total",
+          "ts": "callsTotal",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "errors_total",
+          "json": "errors_total",
+          "ts": "errorsTotal",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "calls_by_method",
+          "json": "calls_by_method",
+          "ts": "callsByMethod",
+          "type": {
+            "kind": "map",
+            "key": "string",
+            "value": {
+              "kind": "scalar",
+              "scalar": "int64"
+            }
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "errors_by_status",
+          "json": "errors_by_status",
+          "ts": "errorsByStatus",
+          "type": {
+            "kind": "map",
+            "key": "string",
+            "value": {
+              "kind": "scalar",
+              "scalar": "int64"
+            }
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "quota",
+          "json": "quota",
+          "ts": "quota",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.QuotaUsage"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "rate_limit",
+          "json": "rate_limit",
+          "ts": "rateLimit",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.RateLimit"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "chat_rate_limit",
+          "json": "chat_rate_limit",
+          "ts": "chatRateLimit",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.RateLimit"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "updates",
+          "json": "updates",
+          "ts": "updates",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.UpdateCounts"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "webhook",
+          "json": "webhook",
+          "ts": "webhook",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.WebhookStats"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.QuotaUsage": {
+      "fields": [
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "used",
+          "json": "used",
+          "ts": "used",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "remaining",
+          "json": "remaining",
+          "ts": "remaining",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "resets_at",
+          "json": "resets_at",
+          "ts": "resetsAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "unlimited",
+          "json": "unlimited",
+          "ts": "unlimited",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.RateLimit": {
+      "fields": [
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "window_seconds",
+          "json": "window_seconds",
+          "ts": "windowSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.UpdateCounts": {
+      "fields": [
+        {
+          "proto": "pending",
+          "json": "pending",
+          "ts": "pending",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "delivered",
+          "json": "delivered",
+          "ts": "delivered",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "dead",
+          "json": "dead",
+          "ts": "dead",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.WebhookStats": {
+      "fields": [
+        {
+          "proto": "attempts",
+          "json": "attempts",
+          "ts": "attempts",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "succeeded",
+          "json": "succeeded",
+          "ts": "succeeded",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "failed",
+          "json": "failed",
+          "ts": "failed",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "success_rate",
+          "json": "success_rate",
+          "ts": "successRate",
+          "type": {
+            "kind": "scalar",
+            "scalar": "double"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "avg_latency_ms",
+          "json": "avg_latency_ms",
+          "ts": "avgLatencyMs",
+          "type": {
+            "kind": "scalar",
+            "scalar": "double"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "max_latency_ms",
+          "json": "max_latency_ms",
+          "ts": "maxLatencyMs",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
           },
           "repeated": false,
           "optional": false

@@ -4,11 +4,12 @@
  * envelopes. Routes come only from the table; none is written here.
  * The app is built, not started: callers listen (or inject, in tests) and close.
  */
-import crypto from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../../src/errors.js';
 import { PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
+import type { Telemetry } from '../../src/telemetry/metrics.js';
+import { requestIdOf } from '../../src/telemetry/request-id.js';
 import { createCodec } from './codec.js';
 import { errorBody, successBody, surfaceOfPath, type HttpFailure } from './envelopes.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
@@ -24,6 +25,7 @@ export interface GatewayOptions {
   openapi?: unknown;
   /** Serves the signed upload and download URLs of files. */
   files?: FileRoutesOptions;
+  telemetry: Telemetry;
 }
 
 const FORWARDED_HEADERS = ['authorization'] as const;
@@ -63,19 +65,41 @@ function failureOfFastify(err: { code?: string; statusCode?: number; message: st
   }
 }
 
-export function buildGateway(opts: GatewayOptions): FastifyInstance {
+/** The gateway app; `cancelInFlight` answers every call still waiting on the core with 503 (shutdown's last resort). */
+export type Gateway = FastifyInstance & { cancelInFlight(): void };
+
+const SHUTDOWN = Symbol('shutdown');
+
+export function buildGateway(opts: GatewayOptions): Gateway {
   const codec = createCodec(opts.table);
+  const inFlight = new Set<AbortController>();
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
     // Signed file URLs carry their grant in a path parameter.
     routerOptions: { maxParamLength: 2048 },
-    requestIdHeader: 'x-request-id',
-    genReqId: () => crypto.randomUUID(),
+    // The caller's x-request-id when it is a plain token, else a new one; it goes on
+    // to the core as call metadata (over gRPC too) and back in the response.
+    requestIdHeader: false,
+    genReqId: (req) => requestIdOf(req.headers['x-request-id']),
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
-    forceCloseConnections: 'idle',
+    // Connections are closed by the lifecycle's graceful close (lifecycle.ts).
+    forceCloseConnections: false,
   }) as unknown as FastifyInstance;
+
+  // One access log line and one sample per request, labelled by route template (not
+  // by raw URL: ids would make the label set unbounded).
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unrouted';
+    const seconds = reply.elapsedTime / 1000;
+    opts.telemetry.http(request.method, route, reply.statusCode, seconds);
+    if (route === '/healthz' || route === '/metrics') return;
+    request.log.info({ requestId: request.id, method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'http');
+  });
 
   // JSON only; an empty body is an empty request. Malformed JSON is a 400 in the route's envelope.
   app.removeAllContentTypeParsers();
@@ -107,10 +131,6 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return send(reply, surface, { http: 404, status: 'NOT_FOUND', message });
   });
 
-  app.get('/healthz', async (_request, reply) => {
-    const ok = await opts.invoker.ready().catch(() => false);
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
-  });
   if (opts.openapi) app.get('/api/v1/openapi.json', async () => opts.openapi);
   if (opts.files) registerFileRoutes(app, opts.files);
 
@@ -191,11 +211,19 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
       if (!reply.raw.writableEnded) abort.abort();
     };
     reply.raw.once('close', onClose);
+    inFlight.add(abort);
+    // At the end of a shutdown's grace period, a call still waiting (a long poll on a
+    // core that is not stopping) is answered 503 instead of having its connection cut.
+    const cancelled = new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => {
+      if (abort.signal.reason === SHUTDOWN) reject(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'));
+    }, { once: true }));
+    cancelled.catch(() => {});
     let response: Record<string, unknown>;
     try {
-      response = (await opts.invoker.invoke(spec, message, metadata, abort.signal)) as Record<string, unknown>;
+      response = (await Promise.race([opts.invoker.invoke(spec, message, metadata, abort.signal), cancelled])) as Record<string, unknown>;
     } finally {
       reply.raw.off('close', onClose);
+      inFlight.delete(abort);
     }
     const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
     const result = field
@@ -204,5 +232,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return reply.code(spec.successCode).type('application/json').send(successBody(spec.surface, result ?? null));
   }
 
-  return app;
+  return Object.assign(app, {
+    cancelInFlight() {
+      for (const a of inFlight) a.abort(SHUTDOWN);
+    },
+  });
 }

@@ -13,6 +13,8 @@ export interface KafkaBusOptions {
   clientId: string;
   topics: { topic: string; partitions: number }[];
   logger: Logger;
+  /** Told, after each batch a consumer handles, how far behind the partition end it is. */
+  onLag?: (group: string, topic: string, partition: number, lag: number) => void;
 }
 
 export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
@@ -51,6 +53,14 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   await producer.connect();
   const consumers: Consumer[] = [];
 
+  /** Reports the consumer's lag per partition as each batch ends (kafkajs computes it from the high watermark). */
+  const watchLag = (consumer: Consumer, group: string) => {
+    if (!opts.onLag) return;
+    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+      opts.onLag!(group, payload.topic, payload.partition, Number(payload.offsetLag));
+    });
+  };
+
   return {
     async publish(messages) {
       const byTopic = new Map<string, { key: string; value: string }[]>();
@@ -70,6 +80,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         rebalanceTimeout: 10_000,
       });
       await consumer.connect();
+      watchLag(consumer, 'fanout');
       for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
       let joined: () => void;
       const ready = new Promise<void>((r) => (joined = r));
@@ -88,6 +99,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async subscribeGroup(group, topics, handler) {
       const consumer = kafka.consumer({ groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: 20, heartbeatInterval: 1000, sessionTimeout: 10_000 });
       await consumer.connect();
+      watchLag(consumer, group);
       for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
       await consumer.run({
         // Offsets commit as batches are handled: the database, not the log, says what is due.

@@ -1,8 +1,14 @@
 /** `npm run migrate`: brings the database schema up to date; exits non-zero on any failure. */
-import { loadConfig } from '../config.js';
+import { ConfigError, loadConfig } from '../config.js';
 import { createDb, migrateLatest } from '../storage/db.js';
 
-const config = loadConfig();
+let config;
+try {
+  config = loadConfig();
+} catch (err) {
+  process.stderr.write(`${err instanceof ConfigError ? err.message : String(err)}\n`);
+  process.exit(2);
+}
 const db = createDb(config.database);
 try {
   const applied = await migrateLatest(db);

@@ -1,14 +1,18 @@
 /**
  * The transport-agnostic core: every RPC is a plain async function behind one
- * interceptor chain (errors → auth → handler). The gRPC server and the in-process
- * gateway invoker are both adapters over `invoke`, so behaviour cannot differ.
+ * interceptor chain (telemetry and logs → errors → auth → limits → handler). The
+ * gRPC server and the in-process gateway invoker are both adapters over
+ * `invoke`, so behaviour — limits included — cannot differ.
  */
-import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
 import { methodSettings } from '../gen/methods.js';
+import type { UsageRecorder } from '../domain/usage.js';
+import type { Telemetry } from '../telemetry/metrics.js';
+import { requestIdOf } from '../telemetry/request-id.js';
 import type { Authenticator } from './authenticate.js';
 import type { CallContext, CallMetadata, Principal } from './context.js';
+import { methodNameOf, type Limiter } from './limits.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Handler = (request: any, ctx: CallContext<any>) => Promise<unknown>;
@@ -24,31 +28,61 @@ export interface CoreDeps {
   authenticator: Authenticator;
   handlers: Record<string, Handler>;
   logger: Logger;
+  /** Rate limits and quota of runtime calls; none: unlimited. */
+  limiter?: Limiter;
+  /** Per-bot usage for the console's metrics read. */
+  usage?: UsageRecorder;
+  telemetry?: Telemetry;
 }
+
+/** "GetUpdates" → "getUpdates": runtime methods as bots call them. */
+const botMethodName = (method: string) => method.charAt(0).toLowerCase() + method.slice(1);
 
 export function createCore(deps: CoreDeps): Core {
   for (const path of Object.keys(deps.handlers)) {
     if (!methodSettings[path]) throw new Error(`handler for unknown RPC ${path}`);
   }
   const never = new AbortController().signal;
+  const names = new Map(Object.keys(methodSettings).map((p) => [p, methodNameOf(p)]));
 
   return {
     paths: () => Object.keys(deps.handlers),
 
     async invoke(path, request, metadata, signal = never) {
-      const requestId = metadata['x-request-id'] || crypto.randomUUID();
+      const started = performance.now();
+      const requestId = requestIdOf(metadata['x-request-id']);
+      const method = names.get(path) ?? 'unknown';
+      let principal: Principal | undefined;
+      let code = Code.OK;
       try {
         const handler = deps.handlers[path];
         const settings = methodSettings[path];
         if (!handler || !settings) throw new ApiError(Code.UNIMPLEMENTED, `unknown method ${path}`);
-        const principal: Principal = await deps.authenticator.authenticate(settings.credential, metadata);
-        return await handler(request, { principal, requestId, metadata, signal });
+        principal = await deps.authenticator.authenticate(settings.credential, metadata);
+        if (principal.kind === 'bot' && deps.limiter) await deps.limiter.check(principal.botId, path, request);
+        const response = await handler(request, { principal, requestId, metadata, signal });
+        if (principal.kind === 'bot' && method === 'GetUpdates' && deps.usage) {
+          deps.usage.delivered(principal.botId, ((response as { result?: unknown[] }).result ?? []).length);
+        }
+        return response;
       } catch (err) {
         const apiError = ApiError.from(err);
+        code = apiError.code;
         if (apiError.code === Code.INTERNAL || apiError.code === Code.UNKNOWN) {
-          deps.logger.error({ err: apiError.internalCause ?? err, rpc: path, requestId }, 'call failed');
+          deps.logger.error({ err: apiError.internalCause ?? err, rpc: method, requestId }, 'call failed');
         }
         throw apiError;
+      } finally {
+        const ms = performance.now() - started;
+        const status = Code[code] ?? 'UNKNOWN';
+        deps.telemetry?.rpc(method, status, ms / 1000);
+        if (principal?.kind === 'bot') deps.usage?.call(principal.botId, botMethodName(method), status);
+        if (deps.logger.isLevelEnabled('info')) {
+          deps.logger.info({
+            requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10,
+            ...(principal?.kind === 'bot' ? { bot: principal.botId } : principal?.kind === 'account' ? { account: principal.accountId } : {}),
+          }, 'rpc');
+        }
       }
     },
   };

@@ -11,6 +11,7 @@ import type { UpdatesService } from '../domain/updates-service.js';
 import type { DeliveriesService } from '../domain/deliveries-service.js';
 import type { FilesService } from '../domain/files-service.js';
 import type { MessagesService } from '../domain/messages-service.js';
+import type { MetricsService } from '../domain/metrics-service.js';
 import type { BotPrincipal, CallContext, Principal } from './context.js';
 import type { Handler } from './core.js';
 
@@ -22,11 +23,12 @@ interface Services {
   deliveries: DeliveriesService;
   messages: MessagesService;
   files: FilesService;
+  metrics: MetricsService;
 }
 
 type Ctx<P extends Principal> = CallContext<P>;
 
-export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files }: Services): Record<string, Handler> {
+export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics }: Services): Record<string, Handler> {
   const c = ConsoleServiceService;
   const a = AdminServiceService;
   const r = RuntimeServiceService;
@@ -58,6 +60,7 @@ export function createHandlers({ console, admin, runtime, updates, deliveries, m
     },
     [c.listDeliveries.path]: (req, ctx: Ctx<AccountPrincipal>) => deliveries.listDeliveries(ctx.principal, req),
     [c.retryDelivery.path]: (req, ctx: Ctx<AccountPrincipal>) => deliveries.retryDelivery(ctx.principal, req),
+    [c.getBotMetrics.path]: (req, ctx: Ctx<AccountPrincipal>) => metrics.getBotMetrics(ctx.principal, req),
     [c.createTestUpdate.path]: (req, ctx: Ctx<AccountPrincipal>) => updates.createTestUpdate(ctx.principal, req),
     [r.getMe.path]: (_req, ctx: Ctx<BotPrincipal>) => runtime.getMe(ctx.principal),
     [r.getUpdates.path]: (req, ctx: Ctx<BotPrincipal>) => updates.getUpdates(ctx.principal, req, ctx.signal),

@@ -19,6 +19,8 @@ export interface AttemptDeps {
   scheduleMs: number[];
   logger: Logger;
   now?: () => number;
+  /** Told of each recorded attempt: `dead` when it made the delivery dead_letter. */
+  onOutcome?: (botId: string, ok: boolean, durationMs: number, dead: boolean) => void;
 }
 
 export function createAttempts(deps: AttemptDeps) {
@@ -74,6 +76,7 @@ export function createAttempts(deps: AttemptDeps) {
         ok: result.ok, statusCode: result.statusCode, error: result.error, durationMs: result.durationMs, at, nextAttemptAt,
       });
       if (!recorded) deps.logger.warn({ delivery: delivery.id }, 'delivery lease lost before its outcome was recorded');
+      else deps.onOutcome?.(delivery.botId, result.ok, result.durationMs, !result.ok && nextAttemptAt === null && delivery.status !== 'dead_letter');
       return result.ok ? 'succeeded' : 'failed';
     },
   };

@@ -51,7 +51,7 @@ export function createDispatcher(opts: DispatcherOptions) {
   let stopped = false;
   let sweepTimer: NodeJS.Timeout | null = null;
   const kicked = new Set<string>();
-  let kicking = false;
+  let kicking: Promise<void> | null = null;
 
   /** max_connections of each bot (read in one query for those not cached in the last 5 s). */
   async function maxConnections(botIds: string[]): Promise<Map<string, number>> {
@@ -121,8 +121,7 @@ export function createDispatcher(opts: DispatcherOptions) {
     if (stopped) return;
     kicked.add(botId);
     if (kicking) return;
-    kicking = true;
-    void (async () => {
+    kicking = (async () => {
       try {
         while (kicked.size > 0 && !stopped) {
           // Every bot kicked meanwhile is served by the next round.
@@ -131,7 +130,7 @@ export function createDispatcher(opts: DispatcherOptions) {
           await runBots(round).catch((err) => opts.logger.warn({ err }, 'dispatch failed'));
         }
       } finally {
-        kicking = false;
+        kicking = null;
       }
     })();
   }
@@ -161,10 +160,14 @@ export function createDispatcher(opts: DispatcherOptions) {
     },
     /** Attempts in flight now (parked slow ones included). */
     inFlight: () => total + parked,
-    /** Stops taking work and waits for attempts in flight (bounded by the request timeout). */
+    /**
+     * Stops taking work and waits for attempts in flight (bounded by the request
+     * timeout), those of a claim round still running included, and their outcomes.
+     */
     async stop() {
       stopped = true;
       if (sweepTimer) clearTimeout(sweepTimer);
+      await kicking;
       await Promise.allSettled([...running]);
     },
   };

@@ -51,6 +51,10 @@ export const methodSettings: Record<string, MethodSettings> = {
     "credential": "account_jwt",
     "surface": "console"
   },
+  "/botplatform.v1.ConsoleService/GetBotMetrics": {
+    "credential": "account_jwt",
+    "surface": "console"
+  },
   "/botplatform.v1.ConsoleService/CreateTestUpdate": {
     "credential": "account_jwt",
     "surface": "console"

@@ -19,6 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { FieldMask } from "../../google/protobuf/field_mask.js";
+import { Timestamp } from "../../google/protobuf/timestamp.js";
 import { Bot, BotCommand, BotContact, BotLink, Delivery, FriendRequestMode, Pagination } from "./bot.js";
 import { User } from "./update.js";
 
@@ -263,6 +264,124 @@ export interface RetryDeliveryRequest {
 export interface RetryDeliveryResponse {
   /** The delivery as it stands now. */
   delivery: Delivery | undefined;
+}
+
+/** GetBotMetricsRequest names the bot and the window to summarise. */
+export interface GetBotMetricsRequest {
+  /** The bot id. */
+  id: string;
+  /** The window in seconds, 60 to 86400 (default 3600); counted in whole minutes. */
+  windowSeconds?: number | undefined;
+}
+
+/** GetBotMetricsResponse carries the summary. */
+export interface GetBotMetricsResponse {
+  /** The bot's metrics over the window. */
+  metrics: BotMetrics | undefined;
+}
+
+/**
+ * BotMetrics is a bot's activity over the last window_seconds (statistics of
+ * other service instances count once they have written them, within about a
+ * second).
+ */
+export interface BotMetrics {
+  /** Length of the window in seconds. */
+  windowSeconds: number;
+  /** Start of the window. */
+  since:
+    | Date
+    | undefined;
+  /** Runtime calls the bot made in the window, refused ones included. */
+  callsTotal: number;
+  /** Calls in the window that did not succeed. */
+  errorsTotal: number;
+  /** Calls in the window by runtime method, e.g. {"getUpdates": 12}. */
+  callsByMethod: { [key: string]: number };
+  /** Failed calls in the window by status name, e.g. {"RESOURCE_EXHAUSTED": 3}. */
+  errorsByStatus: { [key: string]: number };
+  /** The daily quota of runtime calls. */
+  quota:
+    | QuotaUsage
+    | undefined;
+  /** The request rate limit; null when there is none. */
+  rateLimit:
+    | RateLimit
+    | undefined;
+  /** The send rate limit per chat; null when there is none. */
+  chatRateLimit:
+    | RateLimit
+    | undefined;
+  /** The bot's updates. */
+  updates:
+    | UpdateCounts
+    | undefined;
+  /** Webhook delivery attempts in the window. */
+  webhook: WebhookStats | undefined;
+}
+
+export interface BotMetrics_CallsByMethodEntry {
+  key: string;
+  value: number;
+}
+
+export interface BotMetrics_ErrorsByStatusEntry {
+  key: string;
+  value: number;
+}
+
+/** QuotaUsage is the daily quota of runtime calls (a UTC day). */
+export interface QuotaUsage {
+  /** Calls allowed per day; 0 when there is no quota. */
+  limit: number;
+  /** Calls counted today. */
+  used: number;
+  /** Calls left today (0 when there is no quota: see unlimited). */
+  remaining: number;
+  /** When the count starts again (the next UTC midnight). */
+  resetsAt:
+    | Date
+    | undefined;
+  /** True when no quota applies. */
+  unlimited: boolean;
+}
+
+/** RateLimit is a number of calls allowed per fixed window. */
+export interface RateLimit {
+  /** Calls allowed per window. */
+  limit: number;
+  /** Length of the window in seconds. */
+  windowSeconds: number;
+}
+
+/** UpdateCounts counts the bot's updates. */
+export interface UpdateCounts {
+  /** Updates waiting for the bot now: in the polling queue, or open webhook deliveries. */
+  pending: number;
+  /** Updates handed over in the window: returned by getUpdates or delivered by webhook. */
+  delivered: number;
+  /** Deliveries that became dead_letter in the window. */
+  dead: number;
+}
+
+/** WebhookStats summarises webhook delivery attempts in the window. */
+export interface WebhookStats {
+  /** Attempts made. */
+  attempts: number;
+  /** Attempts answered with a 2xx. */
+  succeeded: number;
+  /** Attempts that failed (status, timeout or connection error). */
+  failed: number;
+  /** succeeded / attempts; absent when there were no attempts. */
+  successRate?:
+    | number
+    | undefined;
+  /** Mean attempt latency in milliseconds; absent when there were no attempts. */
+  avgLatencyMs?:
+    | number
+    | undefined;
+  /** Slowest attempt in milliseconds. */
+  maxLatencyMs: number;
 }
 
 function createBaseCreateApplicationRequest(): CreateApplicationRequest {
@@ -1907,6 +2026,851 @@ export const RetryDeliveryResponse: MessageFns<RetryDeliveryResponse> = {
   },
 };
 
+function createBaseGetBotMetricsRequest(): GetBotMetricsRequest {
+  return { id: "", windowSeconds: undefined };
+}
+
+export const GetBotMetricsRequest: MessageFns<GetBotMetricsRequest> = {
+  encode(message: GetBotMetricsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.windowSeconds !== undefined) {
+      writer.uint32(16).int32(message.windowSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetBotMetricsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetBotMetricsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.windowSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetBotMetricsRequest>, I>>(base?: I): GetBotMetricsRequest {
+    return GetBotMetricsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetBotMetricsRequest>, I>>(object: I): GetBotMetricsRequest {
+    const message = createBaseGetBotMetricsRequest();
+    message.id = object.id ?? "";
+    message.windowSeconds = object.windowSeconds ?? undefined;
+    return message;
+  },
+};
+
+function createBaseGetBotMetricsResponse(): GetBotMetricsResponse {
+  return { metrics: undefined };
+}
+
+export const GetBotMetricsResponse: MessageFns<GetBotMetricsResponse> = {
+  encode(message: GetBotMetricsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.metrics !== undefined) {
+      BotMetrics.encode(message.metrics, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetBotMetricsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetBotMetricsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.metrics = BotMetrics.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetBotMetricsResponse>, I>>(base?: I): GetBotMetricsResponse {
+    return GetBotMetricsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetBotMetricsResponse>, I>>(object: I): GetBotMetricsResponse {
+    const message = createBaseGetBotMetricsResponse();
+    message.metrics = (object.metrics !== undefined && object.metrics !== null)
+      ? BotMetrics.fromPartial(object.metrics)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseBotMetrics(): BotMetrics {
+  return {
+    windowSeconds: 0,
+    since: undefined,
+    callsTotal: 0,
+    errorsTotal: 0,
+    callsByMethod: {},
+    errorsByStatus: {},
+    quota: undefined,
+    rateLimit: undefined,
+    chatRateLimit: undefined,
+    updates: undefined,
+    webhook: undefined,
+  };
+}
+
+export const BotMetrics: MessageFns<BotMetrics> = {
+  encode(message: BotMetrics, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.windowSeconds !== 0) {
+      writer.uint32(8).int32(message.windowSeconds);
+    }
+    if (message.since !== undefined) {
+      Timestamp.encode(toTimestamp(message.since), writer.uint32(18).fork()).join();
+    }
+    if (message.callsTotal !== 0) {
+      writer.uint32(24).int64(message.callsTotal);
+    }
+    if (message.errorsTotal !== 0) {
+      writer.uint32(32).int64(message.errorsTotal);
+    }
+    globalThis.Object.entries(message.callsByMethod).forEach(([key, value]: [string, number]) => {
+      BotMetrics_CallsByMethodEntry.encode({ key: key as any, value }, writer.uint32(42).fork()).join();
+    });
+    globalThis.Object.entries(message.errorsByStatus).forEach(([key, value]: [string, number]) => {
+      BotMetrics_ErrorsByStatusEntry.encode({ key: key as any, value }, writer.uint32(50).fork()).join();
+    });
+    if (message.quota !== undefined) {
+      QuotaUsage.encode(message.quota, writer.uint32(58).fork()).join();
+    }
+    if (message.rateLimit !== undefined) {
+      RateLimit.encode(message.rateLimit, writer.uint32(66).fork()).join();
+    }
+    if (message.chatRateLimit !== undefined) {
+      RateLimit.encode(message.chatRateLimit, writer.uint32(74).fork()).join();
+    }
+    if (message.updates !== undefined) {
+      UpdateCounts.encode(message.updates, writer.uint32(82).fork()).join();
+    }
+    if (message.webhook !== undefined) {
+      WebhookStats.encode(message.webhook, writer.uint32(90).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BotMetrics {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBotMetrics();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.windowSeconds = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.since = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.callsTotal = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.errorsTotal = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            const entry5 = BotMetrics_CallsByMethodEntry.decode(reader, reader.uint32());
+            if (entry5.value !== undefined) {
+              message.callsByMethod[entry5.key] = entry5.value;
+            }
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            const entry6 = BotMetrics_ErrorsByStatusEntry.decode(reader, reader.uint32());
+            if (entry6.value !== undefined) {
+              message.errorsByStatus[entry6.key] = entry6.value;
+            }
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.quota = QuotaUsage.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.rateLimit = RateLimit.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.chatRateLimit = RateLimit.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.updates = UpdateCounts.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.webhook = WebhookStats.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BotMetrics>, I>>(base?: I): BotMetrics {
+    return BotMetrics.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BotMetrics>, I>>(object: I): BotMetrics {
+    const message = createBaseBotMetrics();
+    message.windowSeconds = object.windowSeconds ?? 0;
+    message.since = object.since ?? undefined;
+    message.callsTotal = object.callsTotal ?? 0;
+    message.errorsTotal = object.errorsTotal ?? 0;
+    message.callsByMethod = (globalThis.Object.entries(object.callsByMethod ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.errorsByStatus = (globalThis.Object.entries(object.errorsByStatus ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.quota = (object.quota !== undefined && object.quota !== null)
+      ? QuotaUsage.fromPartial(object.quota)
+      : undefined;
+    message.rateLimit = (object.rateLimit !== undefined && object.rateLimit !== null)
+      ? RateLimit.fromPartial(object.rateLimit)
+      : undefined;
+    message.chatRateLimit = (object.chatRateLimit !== undefined && object.chatRateLimit !== null)
+      ? RateLimit.fromPartial(object.chatRateLimit)
+      : undefined;
+    message.updates = (object.updates !== undefined && object.updates !== null)
+      ? UpdateCounts.fromPartial(object.updates)
+      : undefined;
+    message.webhook = (object.webhook !== undefined && object.webhook !== null)
+      ? WebhookStats.fromPartial(object.webhook)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseBotMetrics_CallsByMethodEntry(): BotMetrics_CallsByMethodEntry {
+  return { key: "", value: 0 };
+}
+
+export const BotMetrics_CallsByMethodEntry: MessageFns<BotMetrics_CallsByMethodEntry> = {
+  encode(message: BotMetrics_CallsByMethodEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BotMetrics_CallsByMethodEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBotMetrics_CallsByMethodEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BotMetrics_CallsByMethodEntry>, I>>(base?: I): BotMetrics_CallsByMethodEntry {
+    return BotMetrics_CallsByMethodEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BotMetrics_CallsByMethodEntry>, I>>(
+    object: I,
+  ): BotMetrics_CallsByMethodEntry {
+    const message = createBaseBotMetrics_CallsByMethodEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseBotMetrics_ErrorsByStatusEntry(): BotMetrics_ErrorsByStatusEntry {
+  return { key: "", value: 0 };
+}
+
+export const BotMetrics_ErrorsByStatusEntry: MessageFns<BotMetrics_ErrorsByStatusEntry> = {
+  encode(message: BotMetrics_ErrorsByStatusEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BotMetrics_ErrorsByStatusEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBotMetrics_ErrorsByStatusEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BotMetrics_ErrorsByStatusEntry>, I>>(base?: I): BotMetrics_ErrorsByStatusEntry {
+    return BotMetrics_ErrorsByStatusEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BotMetrics_ErrorsByStatusEntry>, I>>(
+    object: I,
+  ): BotMetrics_ErrorsByStatusEntry {
+    const message = createBaseBotMetrics_ErrorsByStatusEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseQuotaUsage(): QuotaUsage {
+  return { limit: 0, used: 0, remaining: 0, resetsAt: undefined, unlimited: false };
+}
+
+export const QuotaUsage: MessageFns<QuotaUsage> = {
+  encode(message: QuotaUsage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(8).int64(message.limit);
+    }
+    if (message.used !== 0) {
+      writer.uint32(16).int64(message.used);
+    }
+    if (message.remaining !== 0) {
+      writer.uint32(24).int64(message.remaining);
+    }
+    if (message.resetsAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.resetsAt), writer.uint32(34).fork()).join();
+    }
+    if (message.unlimited !== false) {
+      writer.uint32(40).bool(message.unlimited);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): QuotaUsage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseQuotaUsage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.limit = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.used = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.remaining = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.resetsAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.unlimited = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<QuotaUsage>, I>>(base?: I): QuotaUsage {
+    return QuotaUsage.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<QuotaUsage>, I>>(object: I): QuotaUsage {
+    const message = createBaseQuotaUsage();
+    message.limit = object.limit ?? 0;
+    message.used = object.used ?? 0;
+    message.remaining = object.remaining ?? 0;
+    message.resetsAt = object.resetsAt ?? undefined;
+    message.unlimited = object.unlimited ?? false;
+    return message;
+  },
+};
+
+function createBaseRateLimit(): RateLimit {
+  return { limit: 0, windowSeconds: 0 };
+}
+
+export const RateLimit: MessageFns<RateLimit> = {
+  encode(message: RateLimit, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(8).int64(message.limit);
+    }
+    if (message.windowSeconds !== 0) {
+      writer.uint32(16).int32(message.windowSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RateLimit {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRateLimit();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.limit = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.windowSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RateLimit>, I>>(base?: I): RateLimit {
+    return RateLimit.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RateLimit>, I>>(object: I): RateLimit {
+    const message = createBaseRateLimit();
+    message.limit = object.limit ?? 0;
+    message.windowSeconds = object.windowSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseUpdateCounts(): UpdateCounts {
+  return { pending: 0, delivered: 0, dead: 0 };
+}
+
+export const UpdateCounts: MessageFns<UpdateCounts> = {
+  encode(message: UpdateCounts, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pending !== 0) {
+      writer.uint32(8).int64(message.pending);
+    }
+    if (message.delivered !== 0) {
+      writer.uint32(16).int64(message.delivered);
+    }
+    if (message.dead !== 0) {
+      writer.uint32(24).int64(message.dead);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateCounts {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateCounts();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.pending = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.delivered = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.dead = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UpdateCounts>, I>>(base?: I): UpdateCounts {
+    return UpdateCounts.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateCounts>, I>>(object: I): UpdateCounts {
+    const message = createBaseUpdateCounts();
+    message.pending = object.pending ?? 0;
+    message.delivered = object.delivered ?? 0;
+    message.dead = object.dead ?? 0;
+    return message;
+  },
+};
+
+function createBaseWebhookStats(): WebhookStats {
+  return { attempts: 0, succeeded: 0, failed: 0, successRate: undefined, avgLatencyMs: undefined, maxLatencyMs: 0 };
+}
+
+export const WebhookStats: MessageFns<WebhookStats> = {
+  encode(message: WebhookStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.attempts !== 0) {
+      writer.uint32(8).int64(message.attempts);
+    }
+    if (message.succeeded !== 0) {
+      writer.uint32(16).int64(message.succeeded);
+    }
+    if (message.failed !== 0) {
+      writer.uint32(24).int64(message.failed);
+    }
+    if (message.successRate !== undefined) {
+      writer.uint32(33).double(message.successRate);
+    }
+    if (message.avgLatencyMs !== undefined) {
+      writer.uint32(41).double(message.avgLatencyMs);
+    }
+    if (message.maxLatencyMs !== 0) {
+      writer.uint32(48).int64(message.maxLatencyMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WebhookStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWebhookStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.attempts = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.succeeded = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.failed = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.successRate = reader.double();
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.avgLatencyMs = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxLatencyMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WebhookStats>, I>>(base?: I): WebhookStats {
+    return WebhookStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WebhookStats>, I>>(object: I): WebhookStats {
+    const message = createBaseWebhookStats();
+    message.attempts = object.attempts ?? 0;
+    message.succeeded = object.succeeded ?? 0;
+    message.failed = object.failed ?? 0;
+    message.successRate = object.successRate ?? undefined;
+    message.avgLatencyMs = object.avgLatencyMs ?? undefined;
+    message.maxLatencyMs = object.maxLatencyMs ?? 0;
+    return message;
+  },
+};
+
 /**
  * ConsoleService is the developer console: an account manages its own bots.
  * Every method needs an account JWT; another account's bot answers NOT_FOUND.
@@ -2025,6 +2989,21 @@ export const ConsoleServiceService = {
       Buffer.from(RetryDeliveryResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RetryDeliveryResponse => RetryDeliveryResponse.decode(value),
   },
+  /**
+   * GetBotMetrics summarises the bot's recent activity over a window: runtime
+   * calls by method and by status, its quota, its updates and its webhook
+   * deliveries.
+   */
+  getBotMetrics: {
+    path: "/botplatform.v1.ConsoleService/GetBotMetrics" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetBotMetricsRequest): Buffer => Buffer.from(GetBotMetricsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetBotMetricsRequest => GetBotMetricsRequest.decode(value),
+    responseSerialize: (value: GetBotMetricsResponse): Buffer =>
+      Buffer.from(GetBotMetricsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetBotMetricsResponse => GetBotMetricsResponse.decode(value),
+  },
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate: {
     path: "/botplatform.v1.ConsoleService/CreateTestUpdate" as const,
@@ -2070,6 +3049,12 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
    * after it. delivery_id is a delivery id or an update_id.
    */
   retryDelivery: handleUnaryCall<RetryDeliveryRequest, RetryDeliveryResponse>;
+  /**
+   * GetBotMetrics summarises the bot's recent activity over a window: runtime
+   * calls by method and by status, its quota, its updates and its webhook
+   * deliveries.
+   */
+  getBotMetrics: handleUnaryCall<GetBotMetricsRequest, GetBotMetricsResponse>;
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate: handleUnaryCall<CreateTestUpdateRequest, CreateTestUpdateResponse>;
 }
@@ -2231,6 +3216,26 @@ export interface ConsoleServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RetryDeliveryResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * GetBotMetrics summarises the bot's recent activity over a window: runtime
+   * calls by method and by status, its quota, its updates and its webhook
+   * deliveries.
+   */
+  getBotMetrics(
+    request: GetBotMetricsRequest,
+    callback: (error: ServiceError | null, response: GetBotMetricsResponse) => void,
+  ): ClientUnaryCall;
+  getBotMetrics(
+    request: GetBotMetricsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetBotMetricsResponse) => void,
+  ): ClientUnaryCall;
+  getBotMetrics(
+    request: GetBotMetricsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetBotMetricsResponse) => void,
+  ): ClientUnaryCall;
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate(
     request: CreateTestUpdateRequest,
@@ -2269,6 +3274,18 @@ type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function toTimestamp(date: Date): Timestamp {
+  const seconds = Math.trunc(date.getTime() / 1_000);
+  const nanos = (date.getTime() % 1_000) * 1_000_000;
+  return { seconds, nanos };
+}
+
+function fromTimestamp(t: Timestamp): Date {
+  let millis = (t.seconds || 0) * 1_000;
+  millis += (t.nanos || 0) / 1_000_000;
+  return new globalThis.Date(millis);
+}
 
 function longToNumber(int64: { toString(): string }): number {
   const num = globalThis.Number(int64.toString());

@@ -1,0 +1,89 @@
+/**
+ * What every HTTP server of the service has besides its routes: /healthz,
+ * /metrics (Prometheus), and a graceful close.
+ *
+ * Draining: health answers 503 (load balancers stop sending) and every response
+ * closes its connection. Closing: stop listening; requests in flight finish; a
+ * request arriving on an open keep-alive connection is still answered (503 with
+ * Connection: close) rather than reset. Node's own close() would drop every idle
+ * keep-alive connection at once, racing a client that is writing its next request
+ * on it; here a connection is closed only once it has been idle for a second (a
+ * client that busy is not about to write). After the grace period, calls still
+ * waiting are answered 503, and half a second later every connection is closed.
+ */
+import type { Socket } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Telemetry } from '../../src/telemetry/metrics.js';
+
+export interface Lifecycle {
+  drain(): void;
+  close(graceMs: number): Promise<void>;
+}
+
+const IDLE_CLOSE_MS = 1000;
+
+export function addLifecycle(
+  app: FastifyInstance,
+  opts: { ready: () => Promise<boolean>; telemetry: Telemetry; cancelInFlight?: () => void },
+): Lifecycle {
+  let draining = false;
+  // Per open connection: requests in flight, and when it last did anything.
+  const sockets = new Map<Socket, { busy: number; at: number }>();
+
+  app.server.on('connection', (socket: Socket) => {
+    sockets.set(socket, { busy: 0, at: Date.now() });
+    socket.once('close', () => sockets.delete(socket));
+  });
+  app.server.on('request', (req, res) => {
+    const s = sockets.get(req.socket);
+    if (!s) return;
+    s.busy++;
+    s.at = Date.now();
+    res.once('close', () => {
+      s.busy--;
+      s.at = Date.now();
+    });
+  });
+
+  app.get('/healthz', async (_request, reply) => {
+    const ok = !draining && (await opts.ready().catch(() => false));
+    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
+  });
+  if (opts.telemetry.enabled) {
+    app.get('/metrics', async (_request, reply) => {
+      const { contentType, body } = await opts.telemetry.render();
+      return reply.type(contentType).send(body);
+    });
+  }
+  app.addHook('onSend', async (_request, reply) => {
+    if (draining) reply.header('connection', 'close');
+  });
+
+  return {
+    drain() {
+      draining = true;
+    },
+    async close(graceMs) {
+      draining = true;
+      const server = app.server;
+      const closeIdle = () => {
+        const now = Date.now();
+        for (const [socket, s] of sockets) if (s.busy === 0 && now - s.at >= IDLE_CLOSE_MS) socket.destroy();
+      };
+      // Node's close() calls closeIdleConnections(); idle ones are ours to close (above).
+      server.closeIdleConnections = () => {};
+      const idle = setInterval(closeIdle, 100);
+      // Past the grace period: calls still waiting are answered (503), then whatever is left is closed.
+      const force = setTimeout(() => {
+        opts.cancelInFlight?.();
+        setTimeout(() => server.closeAllConnections(), 500).unref();
+      }, graceMs);
+      try {
+        await app.close();
+      } finally {
+        clearInterval(idle);
+        clearTimeout(force);
+      }
+    },
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * The console's per-bot metrics read: runtime calls by method and status, the
+ * daily quota, updates pending, delivered and dead, and webhook attempts, over a
+ * window of whole minutes. Counts come from the usage statistics every process
+ * writes (this process's own are flushed first) and from the quota counter.
+ */
+import type { AccountPrincipal } from '../auth/account-jwt.js';
+import type { RateSetting } from '../config.js';
+import { ApiError } from '../errors.js';
+import type { BotMetrics, GetBotMetricsRequest, GetBotMetricsResponse, RateLimit } from '../gen/botplatform/v1/console_service.js';
+import type { BotsRepo } from '../storage/bots-repo.js';
+import type { DeliveriesRepo } from '../storage/deliveries-repo.js';
+import type { LimitsRepo } from '../storage/limits-repo.js';
+import type { UpdatesRepo } from '../storage/updates-repo.js';
+import { DAY_MS, quotaKey, windowOf } from './limit-keys.js';
+import { MINUTE_MS, type UsageRecorder } from './usage.js';
+
+export interface MetricsDeps {
+  bots: BotsRepo;
+  updates: UpdatesRepo;
+  deliveries: DeliveriesRepo;
+  limits: LimitsRepo;
+  usage: UsageRecorder;
+  /** The limits in force (null: off); dailyQuota 0: none. */
+  settings: { botRate: RateSetting | null; chatRate: RateSetting | null; dailyQuota: number };
+  now?: () => number;
+}
+
+const rateOf = (r: RateSetting | null): RateLimit | undefined =>
+  r ? { limit: r.count, windowSeconds: Math.round(r.windowMs / 1000) } : undefined;
+
+export function createMetricsService(deps: MetricsDeps) {
+  const now = deps.now ?? Date.now;
+
+  return {
+    async getBotMetrics(principal: AccountPrincipal, req: GetBotMetricsRequest): Promise<GetBotMetricsResponse> {
+      const windowSeconds = req.windowSeconds ?? 3600;
+      if (!Number.isInteger(windowSeconds) || windowSeconds < 60 || windowSeconds > 86_400) {
+        throw ApiError.invalid('window_seconds', 'OUT_OF_RANGE', 'must be from 60 to 86400');
+      }
+      const bot = req.id ? await deps.bots.findForOwner(principal.accountId, req.id) : undefined;
+      if (!bot) throw ApiError.notFound('bot');
+
+      await deps.usage.flush();
+      const at = now();
+      // The current minute and the whole minutes before it that fit in the window.
+      const since = Math.floor(at / MINUTE_MS) * MINUTE_MS - (Math.ceil(windowSeconds / 60) - 1) * MINUTE_MS;
+      const [totals, quotaCounter, pending] = await Promise.all([
+        deps.limits.statTotals(bot.id, since),
+        deps.limits.counter(quotaKey(bot.id)),
+        bot.deliveryMode === 'webhook' ? deps.deliveries.openCount(bot.id) : deps.updates.pendingCount(bot.id),
+      ]);
+
+      const callsByMethod: Record<string, number> = {};
+      const errorsByStatus: Record<string, number> = {};
+      let callsTotal = 0;
+      let errorsTotal = 0;
+      const stat = (name: string) => totals.find((t) => t.name === name);
+      for (const t of totals) {
+        const m = /^call:([^:]+):([A-Z_]+)$/.exec(t.name);
+        if (!m) continue;
+        callsTotal += t.count;
+        callsByMethod[m[1]!] = (callsByMethod[m[1]!] ?? 0) + t.count;
+        if (m[2] !== 'OK') {
+          errorsTotal += t.count;
+          errorsByStatus[m[2]!] = (errorsByStatus[m[2]!] ?? 0) + t.count;
+        }
+      }
+
+      const day = windowOf(at, DAY_MS);
+      const quotaLimit = deps.settings.dailyQuota;
+      const used = quotaCounter && quotaCounter.windowStart === day.windowStart ? quotaCounter.count : 0;
+      const ok = stat('webhook:ok');
+      const failed = stat('webhook:failed');
+      const attempts = (ok?.count ?? 0) + (failed?.count ?? 0);
+
+      const metrics: BotMetrics = {
+        windowSeconds,
+        since: new Date(since),
+        callsTotal,
+        errorsTotal,
+        callsByMethod,
+        errorsByStatus,
+        quota: {
+          limit: quotaLimit,
+          used,
+          remaining: quotaLimit > 0 ? Math.max(0, quotaLimit - used) : 0,
+          resetsAt: new Date(day.windowEnd),
+          unlimited: quotaLimit === 0,
+        },
+        rateLimit: rateOf(deps.settings.botRate),
+        chatRateLimit: rateOf(deps.settings.chatRate),
+        updates: { pending, delivered: stat('updates:delivered')?.count ?? 0, dead: stat('updates:dead')?.count ?? 0 },
+        webhook: {
+          attempts,
+          succeeded: ok?.count ?? 0,
+          failed: failed?.count ?? 0,
+          successRate: attempts > 0 ? (ok?.count ?? 0) / attempts : undefined,
+          avgLatencyMs: attempts > 0 ? ((ok?.sumMs ?? 0) + (failed?.sumMs ?? 0)) / attempts : undefined,
+          maxLatencyMs: Math.max(ok?.maxMs ?? 0, failed?.maxMs ?? 0),
+        },
+      };
+      return { metrics };
+    },
+  };
+}
+
+export type MetricsService = ReturnType<typeof createMetricsService>;

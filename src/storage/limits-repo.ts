@@ -1,0 +1,157 @@
+/**
+ * Rate-limit and quota counters (fixed windows) and per-bot usage statistics, in
+ * the database: they survive restarts and every core instance shares them.
+ * Callers batch: one `admit` transaction decides many calls, one `addStats`
+ * statement records many increments.
+ */
+import type { Db, Tx } from './db.js';
+
+/** One counter a call must fit in: at most `limit` admissions per window. */
+export interface CounterRule {
+  key: string;
+  limit: number;
+  windowStart: number;
+  windowEnd: number;
+}
+
+/** Per call: admitted, or the first rule it did not fit in. */
+export type AdmitResult = { ok: true } | { ok: false; rule: CounterRule };
+
+export interface CounterState {
+  windowStart: number;
+  windowEnd: number;
+  count: number;
+}
+
+export interface StatIncrement {
+  botId: string;
+  /** Epoch ms of the minute's start. */
+  minute: number;
+  name: string;
+  count: number;
+  sumMs: number;
+  maxMs: number;
+}
+
+export interface StatTotal {
+  name: string;
+  count: number;
+  sumMs: number;
+  maxMs: number;
+}
+
+const isMysql = (db: Db) => db.client.config.client === 'mysql2';
+
+/** InnoDB deadlock or lock wait timeout: the transaction may simply be run again. */
+const retryable = (err: unknown) => {
+  const errno = (err as { errno?: number })?.errno;
+  return errno === 1213 || errno === 1205;
+};
+
+interface CounterRow {
+  counter_key: string;
+  window_start: number | string;
+  window_end: number | string;
+  count: number | string;
+}
+
+export function createLimitsRepo(db: Db) {
+  const mysql = isMysql(db);
+
+  async function admitOnce(calls: CounterRule[][]): Promise<AdmitResult[]> {
+    return db.transaction(async (tx: Tx) => {
+      const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
+      if (mysql) {
+        // Lock every counter row (creating the missing ones) in key order, so two
+        // instances deciding overlapping batches queue instead of deadlocking.
+        await tx('rate_counters')
+          .insert(keys.map((k) => ({ counter_key: k, window_start: 0, window_end: 0, count: 0 })))
+          .onConflict('counter_key')
+          .merge(['counter_key']);
+      }
+      const rows = (await tx('rate_counters').whereIn('counter_key', keys).select()) as CounterRow[];
+      const state = new Map<string, CounterState>(rows.map((r) => [r.counter_key, {
+        windowStart: Number(r.window_start), windowEnd: Number(r.window_end), count: Number(r.count),
+      }]));
+      const changed = new Set<string>();
+      const results: AdmitResult[] = calls.map((rules) => {
+        // Counts in a window other than the rule's are from an earlier window: they start again.
+        const current = (r: CounterRule) => {
+          const s = state.get(r.key);
+          return s && s.windowStart === r.windowStart ? s.count : 0;
+        };
+        const refused = rules.find((r) => current(r) + 1 > r.limit);
+        if (refused) return { ok: false, rule: refused };
+        for (const r of rules) {
+          state.set(r.key, { windowStart: r.windowStart, windowEnd: r.windowEnd, count: current(r) + 1 });
+          changed.add(r.key);
+        }
+        return { ok: true };
+      });
+      if (changed.size > 0) {
+        await tx('rate_counters')
+          .insert([...changed].sort().map((k) => {
+            const s = state.get(k)!;
+            return { counter_key: k, window_start: s.windowStart, window_end: s.windowEnd, count: s.count };
+          }))
+          .onConflict('counter_key')
+          .merge();
+      }
+      return results;
+    });
+  }
+
+  return {
+    /**
+     * Decides calls in order, each needing one admission from each of its rules;
+     * a refused call takes nothing from any counter.
+     */
+    async admit(calls: CounterRule[][]): Promise<AdmitResult[]> {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await admitOnce(calls);
+        } catch (err) {
+          if (attempt >= 5 || !retryable(err)) throw err;
+        }
+      }
+    },
+
+    async counter(key: string): Promise<CounterState | undefined> {
+      const row = (await db('rate_counters').where({ counter_key: key }).first()) as CounterRow | undefined;
+      return row && { windowStart: Number(row.window_start), windowEnd: Number(row.window_end), count: Number(row.count) };
+    },
+
+    /** Forgets counters whose window ended before `before`. */
+    async purgeCounters(before: number): Promise<number> {
+      return db('rate_counters').where('window_end', '<', before).delete();
+    },
+
+    /** Adds increments to the per-minute statistics (one statement per 500). */
+    async addStats(items: StatIncrement[]): Promise<void> {
+      const merge = mysql
+        ? { count: db.raw('`count` + VALUES(`count`)'), sum_ms: db.raw('`sum_ms` + VALUES(`sum_ms`)'), max_ms: db.raw('GREATEST(`max_ms`, VALUES(`max_ms`))') }
+        : { count: db.raw('"count" + excluded."count"'), sum_ms: db.raw('"sum_ms" + excluded."sum_ms"'), max_ms: db.raw('max("max_ms", excluded."max_ms")') };
+      for (let i = 0; i < items.length; i += 500) {
+        const chunk = items.slice(i, i + 500).map((s) => ({
+          bot_id: s.botId, minute: s.minute, name: s.name, count: s.count, sum_ms: s.sumMs, max_ms: s.maxMs,
+        }));
+        await db('bot_stats').insert(chunk).onConflict(['bot_id', 'minute', 'name']).merge(merge);
+      }
+    },
+
+    /** Totals per statistic name of one bot since `sinceMinute` (inclusive). */
+    async statTotals(botId: string, sinceMinute: number): Promise<StatTotal[]> {
+      const rows = (await db('bot_stats').where({ bot_id: botId }).andWhere('minute', '>=', sinceMinute)
+        .groupBy('name').select('name', db.raw('sum(count) as count'), db.raw('sum(sum_ms) as sum_ms'), db.raw('max(max_ms) as max_ms'))) as
+        { name: string; count: number | string; sum_ms: number | string; max_ms: number | string }[];
+      return rows.map((r) => ({ name: r.name, count: Number(r.count), sumMs: Number(r.sum_ms), maxMs: Number(r.max_ms) }));
+    },
+
+    /** Forgets statistics of minutes before `before`. */
+    async purgeStats(before: number): Promise<number> {
+      return db('bot_stats').where('minute', '<', before).delete();
+    },
+  };
+}
+
+export type LimitsRepo = ReturnType<typeof createLimitsRepo>;

@@ -1,0 +1,76 @@
+/**
+ * Service telemetry for Prometheus (prom-client): one registry per process role
+ * set, served at GET /metrics. Every recording method is a no-op when metrics are
+ * switched off (METRICS_ENABLED=false), so the hot path pays nothing then.
+ */
+import client, { Registry } from 'prom-client';
+
+/** Latency buckets in seconds: 1 ms to 60 s (long polls sit in the top ones). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+export interface Telemetry {
+  readonly enabled: boolean;
+  /** One call through the core's chain: RPC method name, gRPC status name, seconds. */
+  rpc(method: string, code: string, seconds: number): void;
+  /** One HTTP request through the gateway: route template, HTTP status, seconds. */
+  http(method: string, route: string, status: number, seconds: number): void;
+  /** Updates offered to ingest, by outcome (stored, filtered, rejected). */
+  ingested(outcome: string, n: number): void;
+  /** One webhook attempt: succeeded, failed (will retry) or dead_letter; seconds. */
+  webhookAttempt(outcome: string, seconds: number): void;
+  /** A call refused by a limit (rate, chat, quota). */
+  limited(limit: string): void;
+  /** Consumer lag of one partition, from the last batch the consumer handled. */
+  kafkaLag(group: string, topic: string, partition: number, lag: number): void;
+  /** A gauge read when scraped. */
+  gauge(name: string, help: string, read: () => number): void;
+  /** The exposition text and its content type. */
+  render(): Promise<{ contentType: string; body: string }>;
+}
+
+export function createTelemetry(enabled: boolean): Telemetry {
+  if (!enabled) {
+    const noop = () => {};
+    return {
+      enabled: false, rpc: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, kafkaLag: noop, gauge: noop,
+      render: async () => ({ contentType: 'text/plain', body: '' }),
+    };
+  }
+  const registry = new Registry();
+  client.collectDefaultMetrics({ register: registry, prefix: 'botplatform_' });
+  const rpcCalls = new client.Counter({ name: 'botplatform_rpc_calls_total', help: 'Calls through the core, by RPC method and gRPC status', labelNames: ['method', 'code'], registers: [registry] });
+  const rpcSeconds = new client.Histogram({ name: 'botplatform_rpc_duration_seconds', help: 'Latency of calls through the core, by RPC method and gRPC status', labelNames: ['method', 'code'], buckets: LATENCY_BUCKETS, registers: [registry] });
+  const httpRequests = new client.Counter({ name: 'botplatform_http_requests_total', help: 'HTTP requests through the gateway, by method, route and status', labelNames: ['method', 'route', 'status'], registers: [registry] });
+  const httpSeconds = new client.Histogram({ name: 'botplatform_http_request_duration_seconds', help: 'Latency of HTTP requests through the gateway, by method, route and status', labelNames: ['method', 'route', 'status'], buckets: LATENCY_BUCKETS, registers: [registry] });
+  const ingested = new client.Counter({ name: 'botplatform_updates_ingested_total', help: 'Updates offered to ingest, by outcome', labelNames: ['outcome'], registers: [registry] });
+  const attempts = new client.Counter({ name: 'botplatform_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome (succeeded, failed, dead_letter)', labelNames: ['outcome'], registers: [registry] });
+  const attemptSeconds = new client.Histogram({ name: 'botplatform_webhook_attempt_duration_seconds', help: 'Latency of webhook delivery attempts', labelNames: ['outcome'], buckets: LATENCY_BUCKETS, registers: [registry] });
+  const limited = new client.Counter({ name: 'botplatform_rate_limited_total', help: 'Runtime calls refused by a rate limit or quota, by limit', labelNames: ['limit'], registers: [registry] });
+  const lag = new client.Gauge({ name: 'botplatform_kafka_consumer_lag', help: 'Messages behind the partition end, as of the last batch handled', labelNames: ['group', 'topic', 'partition'], registers: [registry] });
+
+  return {
+    enabled: true,
+    rpc(method, code, seconds) {
+      rpcCalls.inc({ method, code });
+      rpcSeconds.observe({ method, code }, seconds);
+    },
+    http(method, route, status, seconds) {
+      const labels = { method, route, status: String(status) };
+      httpRequests.inc(labels);
+      httpSeconds.observe(labels, seconds);
+    },
+    ingested: (outcome, n) => ingested.inc({ outcome }, n),
+    webhookAttempt(outcome, seconds) {
+      attempts.inc({ outcome });
+      attemptSeconds.observe({ outcome }, seconds);
+    },
+    limited: (limit) => limited.inc({ limit }),
+    kafkaLag: (group, topic, partition, value) => lag.set({ group, topic, partition: String(partition) }, value),
+    gauge(name, help, read) {
+      new client.Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+    },
+    async render() {
+      return { contentType: registry.contentType, body: await registry.metrics() };
+    },
+  };
+}

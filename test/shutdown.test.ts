@@ -1,0 +1,173 @@
+/**
+ * SIGTERM while the service is under load, as a real process: every request is
+ * answered (200/201, or 503 while draining) and none sees a reset connection;
+ * waiting long polls end with an empty result; the process exits 0 within a
+ * bounded time; and after a restart every acknowledged update has reached the
+ * webhook exactly once (deliveries in flight at SIGTERM were finished and
+ * recorded, none lost).
+ */
+import fs from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { mintAccountJwt } from '../src/auth/account-jwt.js';
+import { approvedBot, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness } from './helpers/harness.js';
+import { freePort } from './helpers/ports.js';
+import { startServiceProcess } from './helpers/service-process.js';
+import { createTestPki } from './helpers/tls.js';
+
+const children: ChildProcess[] = [];
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** An HTTPS receiver that answers after `delayMs` and counts deliveries per update id. */
+async function slowReceiver(delayMs: number) {
+  const pki = createTestPki();
+  const seen = new Map<number, number>();
+  const server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
+    req.resume();
+    req.on('end', () => setTimeout(() => {
+      const id = Number(req.headers['x-service-update-id']);
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+      res.writeHead(200).end('ok');
+    }, delayMs));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    caFile: pki.caFile,
+    url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    seen,
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+describe('SIGTERM during load', () => {
+  it('answers every request, ends long polls, exits 0 in bounded time, and loses no delivery', async () => {
+    const receiver = await slowReceiver(300);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-sigterm-'));
+    const db = await createTestDatabase(dir);
+    const port = await freePort();
+    const env = {
+      DATA_DIR: dir, DATABASE_URL: db.url, PORT: String(port), GRPC_PORT: String(await freePort()), AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: receiver.caFile,
+      RATE_LIMIT_BOT: 'off', SHUTDOWN_TIMEOUT: '10s', ...kafkaEnv(),
+    };
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      let child = await startServiceProcess(env);
+      children.push(child);
+      const h = { url: base, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
+      const ownerJwt = await h.jwt('sigterm-owner');
+      const poller = await approvedBot(h, ownerJwt, 'sigterm_poller');
+      const hooked = await approvedBot(h, ownerJwt, 'sigterm_hooked');
+      const set = await fetch(`${base}/api/v1/bots/my/${hooked.id}/webhook`, {
+        method: 'POST', headers: { authorization: `Bearer ${ownerJwt}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ url: receiver.url, secret_token: 'sigterm-secret', max_connections: 20 }),
+      });
+      expect(set.status).toBe(200);
+
+      const statuses = new Map<number, number>();
+      const failures: string[] = [];
+      const acknowledged: number[] = [];
+      let longPollsEnded = 0;
+      let gone = false;
+
+      /** Sends requests back to back on keep-alive connections until the server refuses connections. */
+      const loop = async (request: () => Promise<Response>, onOk?: (body: any) => void) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+        while (!gone) {
+          try {
+            const res = await request();
+            const body = await res.json().catch(() => undefined);
+            statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+            if (res.ok) onOk?.(body);
+          } catch (err) {
+            const code = (err as { cause?: { code?: string } }).cause?.code;
+            if (code === 'ECONNREFUSED') return; // not listening any more: a client goes elsewhere
+            failures.push(`${code ?? ''} ${(err as Error).message}`);
+            return;
+          }
+        }
+      };
+      const post = (p: string, token: string, body?: unknown) => () => fetch(`${base}${p}`, {
+        method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const loops = [
+        ...Array.from({ length: 6 }, () => loop(post('/api/v1/bots/getMe', poller.token))),
+        ...Array.from({ length: 3 }, () => loop(post(`/api/v1/bots/my/${hooked.id}/test-updates`, ownerJwt, { text: 'load' }), (b) => acknowledged.push(b.update_id))),
+        // One poller at a time per bot (a newer poll ends an older one), waiting on an empty queue.
+        loop(post('/api/v1/bots/getUpdates', poller.token, { timeout: 30 }), (b) => { if (b.ok && b.result.length === 0) longPollsEnded++; }),
+      ];
+
+      await sleep(2000);
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      const t0 = Date.now();
+      child.kill('SIGTERM');
+      const code = await exited;
+      const shutdownMs = Date.now() - t0;
+      gone = true;
+      await Promise.all(loops);
+
+      expect(failures).toEqual([]);
+      expect(code).toBe(0);
+      expect(shutdownMs).toBeLessThan(12_000);
+      expect([...statuses.keys()].every((s) => [200, 201, 503].includes(s))).toBe(true);
+      expect(statuses.get(200)).toBeGreaterThan(10);
+      expect(longPollsEnded).toBe(1); // the waiting long poll answered [] at shutdown
+      expect(acknowledged.length).toBeGreaterThan(3);
+
+      // Restart on the same database: every acknowledged update is delivered, once.
+      child = await startServiceProcess(env);
+      children.push(child);
+      const end = Date.now() + 30_000;
+      while (acknowledged.some((id) => !receiver.seen.has(id)) && Date.now() < end) await sleep(100);
+      expect(acknowledged.filter((id) => !receiver.seen.has(id))).toEqual([]);
+      expect([...receiver.seen.values()].filter((n) => n > 1)).toEqual([]);
+      const second = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await second;
+    } finally {
+      await receiver.close();
+      await db.drop();
+    }
+  }, 90_000);
+
+  it('a gateway process stopping answers a long poll still waiting on the core with 503 at SHUTDOWN_TIMEOUT, not a reset', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-sigterm-gw-'));
+    const db = await createTestDatabase(dir);
+    const grpcPort = await freePort();
+    const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', ...kafkaEnv() };
+    try {
+      const core = await startServiceProcess({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
+      children.push(core);
+      const port = await freePort();
+      const gateway = await startServiceProcess({ ...common, ROLE: 'gateway', PORT: String(port), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}`, SHUTDOWN_TIMEOUT: '2s' });
+      children.push(gateway);
+      const base = `http://127.0.0.1:${port}`;
+      const h = { url: base, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
+      const bot = await approvedBot(h, await h.jwt('gw-owner'), 'gw_long_poller');
+      const poll = fetch(`${base}/api/v1/bots/getUpdates`, {
+        method: 'POST', headers: { authorization: `Bearer ${bot.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ timeout: 40 }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }), (err) => ({ status: 0, body: String(err.cause?.code ?? err) }));
+      await sleep(500);
+      const exited = new Promise<number | null>((r) => gateway.once('exit', (code) => r(code)));
+      const t0 = Date.now();
+      gateway.kill('SIGTERM');
+      const answered = await poll;
+      expect(answered.status).toBe(503);
+      expect(answered.body).toMatchObject({ ok: false, error_code: 503 });
+      expect(await exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(6000);
+      const coreExit = new Promise((r) => core.once('exit', r));
+      core.kill('SIGTERM');
+      await coreExit;
+    } finally {
+      await db.drop();
+    }
+  }, 60_000);
+});
