@@ -6,11 +6,13 @@ import type { Knex } from 'knex';
 import * as bots from './20261121000001_bots.js';
 import * as updates from './20261121000002_updates.js';
 import * as deliveries from './20261121000003_deliveries.js';
+import * as messagesFiles from './20261121000004_messages_files.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
   '20261121000002_updates': updates,
   '20261121000003_deliveries': deliveries,
+  '20261121000004_messages_files': messagesFiles,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

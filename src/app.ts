@@ -36,6 +36,13 @@ import { createAttempts } from './dispatch/attempts.js';
 import { createDispatcher } from './dispatch/dispatcher.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
 import { createDeliveriesService } from './domain/deliveries-service.js';
+import { createFilesService } from './domain/files-service.js';
+import { createMessagesService } from './domain/messages-service.js';
+import { createLocalDiskStore } from './blobs/local-disk-store.js';
+import { createUrlSigner, type UrlSigner } from './blobs/signed-token.js';
+import type { BlobStore } from './blobs/blob-store.js';
+import { createFilesRepo } from './storage/files-repo.js';
+import { createMessagesRepo, MESSAGES_TOPIC } from './storage/messages-repo.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
 import { buildGateway } from '../gateway/runtime/gateway.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
@@ -48,6 +55,8 @@ export interface App {
   grpcPort?: number;
   core?: Core;
   db?: Db;
+  /** The update bus (roles with a backend). */
+  bus?: Bus;
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
   close(): Promise<void>;
@@ -69,17 +78,25 @@ function every(everyMs: number, task: () => Promise<unknown>, logger: Logger, wh
   return async () => clearInterval(timer);
 }
 
+/** The service's secret key (configured, or created in DATA_DIR on the embedded default). */
+const secretKeyOf = (config: Config) => config.secretKey ?? loadOrCreateSecret(config.dataDir, LOCAL_SECRET_KEY_FILE);
+
+/** The file bytes and the signer of their URLs: shared by the core (which signs) and the gateway (which serves). */
+function openBlobs(config: Config): { blobs: BlobStore; signer: UrlSigner } {
+  return { blobs: createLocalDiskStore(config.blobDir), signer: createUrlSigner(Buffer.from(secretKeyOf(config), 'base64')) };
+}
+
 /** Storage, secrets, the bus and the repositories: what the core and the dispatcher share. */
 async function openBackend(config: Config, logger: Logger, closers: (() => Promise<void>)[]) {
   const db = createDb(config.database);
   closers.push(() => db.destroy());
   await migrateLatest(db);
-  const secretBox = createSecretBox(config.secretKey ?? loadOrCreateSecret(config.dataDir, LOCAL_SECRET_KEY_FILE));
+  const secretBox = createSecretBox(secretKeyOf(config));
   const bus: Bus = config.kafkaBrokers.length > 0
     ? await createKafkaBus({
       brokers: config.kafkaBrokers,
       clientId: config.kafkaClientId,
-      topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }],
+      topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
       logger,
     })
     : createMemoryBus();
@@ -124,6 +141,15 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
     openDeliveries: (botId) => b.deliveries.openCount(botId),
   });
   const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
+  const { blobs, signer } = openBlobs(config);
+  const files = createFilesService({
+    files: createFilesRepo(b.db),
+    blobs,
+    signer,
+    maxFileBytes: config.maxFileBytes,
+    urlTtlMs: config.fileUrlTtlMs,
+    publicBaseUrl: config.publicBaseUrl,
+  });
   const core = createCore({
     authenticator: createAuthenticator({ jwt, bots: b.bots, internalToken }),
     handlers: createHandlers({
@@ -132,6 +158,8 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
       runtime: createRuntimeService({ bots: b.bots }),
       updates,
       deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
+      messages: createMessagesService({ bots: b.bots, messages: createMessagesRepo(b.db), files }),
+      files,
     }),
     logger,
   });
@@ -141,6 +169,7 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
     () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
   closers.push(every(Math.min(60_000, Math.max(1000, config.updateRetentionMs / 2)),
     () => b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
+  closers.push(every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'));
   return { core, localSecret, waiters };
 }
 
@@ -187,6 +216,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     if (config.role !== 'gateway') {
       const backend = await openBackend(config, logger, closers);
       app.db = backend.db;
+      app.bus = backend.bus;
       const ready = () => pingDb(backend.db).then(() => true, () => false);
       if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend);
       if (config.role === 'all' || config.role === 'core') {
@@ -207,7 +237,9 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
 
     if (invoker) {
       const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
-      http = buildGateway({ table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi });
+      http = buildGateway({
+        table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, files: openBlobs(config),
+      });
     }
     if (http) {
       const server = http;

@@ -97,6 +97,13 @@ const schema = z
       'must be a comma-separated list of IPs or CIDR ranges',
     ),
     MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
+    MAX_FILE_BYTES: int(2 * 1024 ** 3, 1, 1024 ** 4),
+    FILE_URL_TTL: duration('1h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+    BLOB_DIR: optionalText,
+    PUBLIC_BASE_URL: optionalText.refine(
+      (v) => v === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(v),
+      'must be an http(s) URL without query, e.g. https://bots.example.com',
+    ),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .refine((c) => c.ROLE !== 'dispatcher' || /^(mysql|mariadb):\/\//.test(c.DATABASE_URL ?? ''), {
@@ -142,6 +149,14 @@ export interface Config {
   webhookCaFile?: string;
   dispatcherMaxInFlight: number;
   maxBodyBytes: number;
+  /** Largest file accepted by upload-credentials. */
+  maxFileBytes: number;
+  /** How long signed upload and download URLs work. */
+  fileUrlTtlMs: number;
+  /** Where the local-disk blob store keeps file bytes. */
+  blobDir: string;
+  /** Base of upload and download URLs; else the base the request came to the gateway on. */
+  publicBaseUrl?: string;
   logLevel: Raw['LOG_LEVEL'];
 }
 
@@ -201,6 +216,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookCaFile: c.WEBHOOK_CA_FILE,
     dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
     maxBodyBytes: c.MAX_BODY_BYTES,
+    maxFileBytes: c.MAX_FILE_BYTES,
+    fileUrlTtlMs: c.FILE_URL_TTL,
+    blobDir: path.resolve(c.BLOB_DIR ?? path.join(dataDir, 'files')),
+    publicBaseUrl: c.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     logLevel: c.LOG_LEVEL,
   };
 }

@@ -25,6 +25,13 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.RuntimeService/SetWebhook","method":"POST","template":"/api/v1/bots/setWebhook","fastifyPath":"/api/v1/bots/setWebhook","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SetWebhookRequest","responseType":"botplatform.v1.SetWebhookResponse", "grpc": RuntimeServiceService.setWebhook },
   {"rpc":"botplatform.v1.RuntimeService/DeleteWebhook","method":"POST","template":"/api/v1/bots/deleteWebhook","fastifyPath":"/api/v1/bots/deleteWebhook","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.DeleteWebhookRequest","responseType":"botplatform.v1.DeleteWebhookResponse", "grpc": RuntimeServiceService.deleteWebhook },
   {"rpc":"botplatform.v1.RuntimeService/GetWebhookInfo","method":"POST","template":"/api/v1/bots/getWebhookInfo","fastifyPath":"/api/v1/bots/getWebhookInfo","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetWebhookInfoRequest","responseType":"botplatform.v1.GetWebhookInfoResponse", "grpc": RuntimeServiceService.getWebhookInfo },
+  {"rpc":"botplatform.v1.RuntimeService/SendMessage","method":"POST","template":"/api/v1/bots/sendMessage","fastifyPath":"/api/v1/bots/sendMessage","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SendMessageRequest","responseType":"botplatform.v1.SendMessageResponse", "grpc": RuntimeServiceService.sendMessage },
+  {"rpc":"botplatform.v1.RuntimeService/SendPhoto","method":"POST","template":"/api/v1/bots/sendPhoto","fastifyPath":"/api/v1/bots/sendPhoto","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SendPhotoRequest","responseType":"botplatform.v1.SendPhotoResponse", "grpc": RuntimeServiceService.sendPhoto },
+  {"rpc":"botplatform.v1.RuntimeService/SendDocument","method":"POST","template":"/api/v1/bots/sendDocument","fastifyPath":"/api/v1/bots/sendDocument","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SendDocumentRequest","responseType":"botplatform.v1.SendDocumentResponse", "grpc": RuntimeServiceService.sendDocument },
+  {"rpc":"botplatform.v1.RuntimeService/CreateUploadCredentials","method":"POST","template":"/api/v1/bots/files/upload-credentials","fastifyPath":"/api/v1/bots/files/upload-credentials","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.CreateUploadCredentialsRequest","responseType":"botplatform.v1.CreateUploadCredentialsResponse", "grpc": RuntimeServiceService.createUploadCredentials },
+  {"rpc":"botplatform.v1.RuntimeService/CompleteUpload","method":"POST","template":"/api/v1/bots/files/complete","fastifyPath":"/api/v1/bots/files/complete","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.CompleteUploadRequest","responseType":"botplatform.v1.CompleteUploadResponse", "grpc": RuntimeServiceService.completeUpload },
+  {"rpc":"botplatform.v1.RuntimeService/ProvePossession","method":"POST","template":"/api/v1/bots/files/possession","fastifyPath":"/api/v1/bots/files/possession","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.ProvePossessionRequest","responseType":"botplatform.v1.ProvePossessionResponse", "grpc": RuntimeServiceService.provePossession },
+  {"rpc":"botplatform.v1.RuntimeService/GetFile","method":"POST","template":"/api/v1/bots/getFile","fastifyPath":"/api/v1/bots/getFile","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetFileRequest","responseType":"botplatform.v1.GetFileResponse", "grpc": RuntimeServiceService.getFile },
   ],
   messages: {
     "botplatform.v1.ListBotsRequest": {
@@ -1824,6 +1831,39 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "photo",
+          "json": "photo",
+          "ts": "photo",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.File"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "document",
+          "json": "document",
+          "ts": "document",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.File"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -1850,6 +1890,87 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.File": {
+      "fields": [
+        {
+          "proto": "file_id",
+          "json": "file_id",
+          "ts": "fileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_unique_id",
+          "json": "file_unique_id",
+          "ts": "fileUniqueId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_name",
+          "json": "file_name",
+          "ts": "fileName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_size",
+          "json": "file_size",
+          "ts": "fileSize",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "mime_type",
+          "json": "mime_type",
+          "ts": "mimeType",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "checksum",
+          "json": "checksum",
+          "ts": "checksum",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "download_url",
+          "json": "download_url",
+          "ts": "downloadUrl",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -2085,6 +2206,588 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SendMessageRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "reply_to_message_id",
+          "json": "reply_to_message_id",
+          "ts": "replyToMessageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.SendMessageResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SendPhotoRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_id",
+          "json": "file_id",
+          "ts": "fileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "reply_to_message_id",
+          "json": "reply_to_message_id",
+          "ts": "replyToMessageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.SendPhotoResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SendDocumentRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_id",
+          "json": "file_id",
+          "ts": "fileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "reply_to_message_id",
+          "json": "reply_to_message_id",
+          "ts": "replyToMessageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.SendDocumentResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CreateUploadCredentialsRequest": {
+      "fields": [
+        {
+          "proto": "file_name",
+          "json": "fileName",
+          "ts": "fileName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_size",
+          "json": "fileSize",
+          "ts": "fileSize",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "checksum",
+          "json": "checksum",
+          "ts": "checksum",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file_type",
+          "json": "fileType",
+          "ts": "fileType",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "reuse_request_id",
+          "json": "reuseRequestId",
+          "ts": "reuseRequestId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "reuse_existing",
+          "json": "reuseExisting",
+          "ts": "reuseExisting",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.CreateUploadCredentialsResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.UploadCredentials"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.UploadCredentials": {
+      "fields": [
+        {
+          "proto": "upload_required",
+          "json": "uploadRequired",
+          "ts": "uploadRequired",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "upload_url",
+          "json": "uploadUrl",
+          "ts": "uploadUrl",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "method",
+          "json": "method",
+          "ts": "method",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "headers",
+          "json": "headers",
+          "ts": "headers",
+          "type": {
+            "kind": "map",
+            "key": "string",
+            "value": {
+              "kind": "scalar",
+              "scalar": "string"
+            }
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "expires_at",
+          "json": "expiresAt",
+          "ts": "expiresAt",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "file_id",
+          "json": "file_id",
+          "ts": "fileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "file",
+          "json": "file",
+          "ts": "file",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.File"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "possession_required",
+          "json": "possessionRequired",
+          "ts": "possessionRequired",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "possession_challenge",
+          "json": "possessionChallenge",
+          "ts": "possessionChallenge",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.PossessionChallenge"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.PossessionChallenge": {
+      "fields": [
+        {
+          "proto": "challenge_id",
+          "json": "challengeId",
+          "ts": "challengeId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "nonce",
+          "json": "nonce",
+          "ts": "nonce",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "ranges",
+          "json": "ranges",
+          "ts": "ranges",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ByteRange"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "expires_at",
+          "json": "expiresAt",
+          "ts": "expiresAt",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ByteRange": {
+      "fields": [
+        {
+          "proto": "offset",
+          "json": "offset",
+          "ts": "offset",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "length",
+          "json": "length",
+          "ts": "length",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CompleteUploadRequest": {
+      "fields": [
+        {
+          "proto": "checksum",
+          "json": "checksum",
+          "ts": "checksum",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "reuse_request_id",
+          "json": "reuseRequestId",
+          "ts": "reuseRequestId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CompleteUploadResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.RegisteredFile"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.RegisteredFile": {
+      "fields": [
+        {
+          "proto": "file_id",
+          "json": "file_id",
+          "ts": "fileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "file",
+          "json": "file",
+          "ts": "file",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.File"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ProvePossessionRequest": {
+      "fields": [
+        {
+          "proto": "challenge_id",
+          "json": "challengeId",
+          "ts": "challengeId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "proof",
+          "json": "proof",
+          "ts": "proof",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ProvePossessionResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.UploadCredentials"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetFileRequest": {
+      "fields": [
+        {
+          "proto": "file_id",
+          "json": "file_id",
+          "ts": "fileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetFileResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.File"
+          },
+          "repeated": false,
           "optional": false
         }
       ]

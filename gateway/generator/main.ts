@@ -57,7 +57,13 @@ function fieldType(f: FieldDescriptor, index: ImageIndex, where: string): FieldT
     const ref = strip(f.typeName!);
     if (ref === 'google.protobuf.Timestamp') return { kind: 'timestamp' };
     if (ref === 'google.protobuf.FieldMask') return { kind: 'fieldmask' };
-    if (index.messages.get(ref)?.desc.options?.mapEntry) throw new Error(`${where}: map fields are not supported yet`);
+    const entry = index.messages.get(ref)?.desc;
+    if (entry?.options?.mapEntry) {
+      const [k, v] = entry.field!;
+      const key = fieldType(k!, index, `${where}.key`);
+      if (key.kind !== 'scalar') throw new Error(`${where}: map keys must be scalars`);
+      return { kind: 'map', key: key.scalar, value: fieldType(v!, index, `${where}.value`) };
+    }
     return { kind: 'message', ref };
   }
   const t = SCALARS[f.type];
@@ -114,14 +120,16 @@ function main() {
         const type = fieldType(f, index, `${ref}.${f.name}`);
         if (f.oneofIndex !== undefined && !f.proto3Optional) throw new Error(`${ref}.${f.name}: oneof is not supported yet`);
         comments[`${ref}.${f.name}`] = m.children[i] ?? '';
-        if (type.kind === 'message') addMessage(type.ref);
-        if (type.kind === 'enum') addEnum(type.ref);
+        const element = type.kind === 'map' ? type.value : type;
+        if (element.kind === 'message') addMessage(element.ref);
+        if (element.kind === 'enum') addEnum(element.ref);
         return {
           proto: f.name,
           json: f.jsonName ?? tsName(f.name),
           ts: tsName(f.name),
           type,
-          repeated: f.label === 'LABEL_REPEATED',
+          // A map is a repeated entry message in the descriptor, one JSON object on the wire.
+          repeated: f.label === 'LABEL_REPEATED' && type.kind !== 'map',
           optional: Boolean(f.proto3Optional),
         };
       }),

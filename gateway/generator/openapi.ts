@@ -1,5 +1,5 @@
 /** OpenAPI 3.1 document of the routed methods, derived from the same schemas as the route table. */
-import type { EnumSchema, FieldSchema, MessageSchema, RouteSpec } from '../runtime/schema.js';
+import type { EnumSchema, FieldSchema, FieldType, MessageSchema, RouteSpec } from '../runtime/schema.js';
 
 interface Input {
   routes: Omit<RouteSpec, 'grpc'>[];
@@ -16,14 +16,14 @@ const enumValues = (e: EnumSchema) =>
     .filter((n) => !n.endsWith('_UNSPECIFIED'))
     .map((n) => n.slice(e.prefix.length).toLowerCase());
 
-function fieldSchema(f: FieldSchema, input: Input): Json {
+function typeSchema(type: FieldType, input: Input): Json {
   let s: Json;
-  switch (f.type.kind) {
+  switch (type.kind) {
     case 'enum':
-      s = { type: 'string', enum: enumValues(input.enums[f.type.ref]!) };
+      s = { type: 'string', enum: enumValues(input.enums[type.ref]!) };
       break;
     case 'message':
-      s = ref(f.type.ref);
+      s = ref(type.ref);
       break;
     case 'timestamp':
       s = { type: 'string', format: 'date-time' };
@@ -31,8 +31,11 @@ function fieldSchema(f: FieldSchema, input: Input): Json {
     case 'fieldmask':
       s = { type: 'string', description: 'comma-separated field paths' };
       break;
+    case 'map':
+      s = { type: 'object', additionalProperties: typeSchema(type.value, input) };
+      break;
     default: {
-      const t = f.type.scalar;
+      const t = type.scalar;
       s =
         t === 'string' ? { type: 'string' }
         : t === 'bool' ? { type: 'boolean' }
@@ -41,6 +44,11 @@ function fieldSchema(f: FieldSchema, input: Input): Json {
         : { type: 'integer', format: t };
     }
   }
+  return s;
+}
+
+function fieldSchema(f: FieldSchema, input: Input): Json {
+  const s = typeSchema(f.type, input);
   return f.repeated ? { type: 'array', items: s } : s;
 }
 

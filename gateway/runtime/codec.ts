@@ -57,6 +57,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         return f.type.scalar === 'string' ? '' : f.type.scalar === 'bool' ? false : f.type.scalar === 'bytes' ? new Uint8Array() : 0;
       case 'enum':
         return 0;
+      case 'map':
+        return {};
       default:
         return undefined;
     }
@@ -121,6 +123,15 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       case 'fieldmask':
         if (typeof v !== 'string') throw bad(field, 'must be a comma-separated list of field paths');
         return v.split(',').map((p) => p.trim()).filter(Boolean).map((p) => p.split('.').map(camelToSnake).join('.'));
+      case 'map': {
+        if (!isObject(v)) throw bad(field, 'must be an object');
+        const out: Obj = {};
+        for (const [k, item] of Object.entries(v)) {
+          decodeValue({ kind: 'scalar', scalar: t.key }, k, `${field}.${k}`, true);
+          out[k] = decodeValue(t.value, item, `${field}.${k}`, false);
+        }
+        return out;
+      }
     }
   }
 
@@ -157,7 +168,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       if (i === fieldPath.length - 1) {
         if (f.repeated) obj[f.ts] = values.map((v, j) => decodeValue(f.type, v, `${wireName}[${j}]`, true));
         else if (values.length > 1) throw bad(wireName, 'must be given once');
-        else if (f.type.kind === 'message') throw bad(wireName, 'cannot be set from the query string');
+        else if (f.type.kind === 'message' || f.type.kind === 'map') throw bad(wireName, 'cannot be set from the query string');
         else obj[f.ts] = decodeValue(f.type, values[0], wireName, true);
         return;
       }
@@ -201,6 +212,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         return (v as Date).toISOString();
       case 'fieldmask':
         return (v as string[]).join(',');
+      case 'map':
+        return Object.fromEntries(Object.entries(v as Obj).map(([k, item]) => [k, encodeValue(t.value, item, surface)]));
     }
   }
 
@@ -214,6 +227,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       return encodeValue(f.type, defaultOf(f), surface);
     }
     const out = encodeValue(f.type, v, surface);
+    if (surface === 'runtime' && f.type.kind === 'map' && Object.keys(out as Obj).length === 0) return undefined;
     return out === null && surface === 'runtime' ? undefined : out;
   }
 

@@ -8,8 +8,10 @@ import crypto from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../../src/errors.js';
+import { PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
 import { createCodec } from './codec.js';
 import { errorBody, successBody, surfaceOfPath, type HttpFailure } from './envelopes.js';
+import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import type { Invoker } from './invoker.js';
 import type { RouteSpec, RouteTable, Surface } from './schema.js';
 import { httpStatusOf, statusNameOf } from './status.js';
@@ -20,6 +22,8 @@ export interface GatewayOptions {
   logger: Logger;
   maxBodyBytes: number;
   openapi?: unknown;
+  /** Serves the signed upload and download URLs of files. */
+  files?: FileRoutesOptions;
 }
 
 const FORWARDED_HEADERS = ['authorization'] as const;
@@ -64,6 +68,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
+    // Signed file URLs carry their grant in a path parameter.
+    routerOptions: { maxParamLength: 2048 },
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
     logController: new LogController({ disableRequestLogging: true }),
@@ -106,6 +112,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
   });
   if (opts.openapi) app.get('/api/v1/openapi.json', async () => opts.openapi);
+  if (opts.files) registerFileRoutes(app, opts.files);
 
   for (const spec of opts.table.routes) {
     app.route({
@@ -169,7 +176,11 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
 
   async function handle(spec: RouteSpec, request: FastifyRequest, reply: FastifyReply) {
     const message = bind(spec, request);
-    const metadata: Record<string, string> = { 'x-request-id': String(request.id) };
+    const metadata: Record<string, string> = {
+      'x-request-id': String(request.id),
+      // Where this request came in: the base of the file URLs the core hands out.
+      [PUBLIC_BASE_URL_METADATA]: `${request.protocol}://${request.host}`,
+    };
     for (const h of FORWARDED_HEADERS) {
       const v = request.headers[h];
       if (typeof v === 'string') metadata[h] = v;

@@ -12,7 +12,9 @@ export type FieldType =
   /** google.protobuf.Timestamp: an RFC 3339 string on the wire, a Date in TypeScript. */
   | { kind: 'timestamp' }
   /** google.protobuf.FieldMask: "a,b.c" on the wire, string[] in TypeScript. */
-  | { kind: 'fieldmask' };
+  | { kind: 'fieldmask' }
+  /** map<K, V>: a JSON object (keys are strings on the wire), a plain object in TypeScript. */
+  | { kind: 'map'; key: ScalarType; value: FieldType };
 
 export interface FieldSchema {
   /** Name in the .proto file (snake_case). */

@@ -13,6 +13,9 @@ export interface InternalPrincipal {
 
 export type Principal = AccountPrincipal | BotPrincipal | InternalPrincipal;
 
+/** Metadata key in which the gateway tells the core the base URL a request came in on. */
+export const PUBLIC_BASE_URL_METADATA = 'x-public-base-url';
+
 /** Call metadata as plain lower-case keys (gRPC metadata or forwarded HTTP headers). */
 export type CallMetadata = Record<string, string | undefined>;
 

@@ -9,6 +9,8 @@ import type { ConsoleService } from '../domain/console-service.js';
 import type { RuntimeService } from '../domain/runtime-service.js';
 import type { UpdatesService } from '../domain/updates-service.js';
 import type { DeliveriesService } from '../domain/deliveries-service.js';
+import type { FilesService } from '../domain/files-service.js';
+import type { MessagesService } from '../domain/messages-service.js';
 import type { BotPrincipal, CallContext, Principal } from './context.js';
 import type { Handler } from './core.js';
 
@@ -18,11 +20,13 @@ interface Services {
   runtime: RuntimeService;
   updates: UpdatesService;
   deliveries: DeliveriesService;
+  messages: MessagesService;
+  files: FilesService;
 }
 
 type Ctx<P extends Principal> = CallContext<P>;
 
-export function createHandlers({ console, admin, runtime, updates, deliveries }: Services): Record<string, Handler> {
+export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files }: Services): Record<string, Handler> {
   const c = ConsoleServiceService;
   const a = AdminServiceService;
   const r = RuntimeServiceService;
@@ -66,6 +70,14 @@ export function createHandlers({ console, admin, runtime, updates, deliveries }:
       return { result: true };
     },
     [r.getWebhookInfo.path]: async (_req, ctx: Ctx<BotPrincipal>) => ({ result: await updates.getWebhookInfo(ctx.principal) }),
+    [r.sendMessage.path]: async (req, ctx: Ctx<BotPrincipal>) => ({ result: await messages.sendMessage(ctx.principal, req) }),
+    [r.sendPhoto.path]: async (req, ctx: Ctx<BotPrincipal>) => ({ result: await messages.sendPhoto(ctx.principal, req) }),
+    [r.sendDocument.path]: async (req, ctx: Ctx<BotPrincipal>) => ({ result: await messages.sendDocument(ctx.principal, req) }),
+    [r.createUploadCredentials.path]: async (req, ctx: Ctx<BotPrincipal>) =>
+      ({ result: await files.createUploadCredentials(ctx.principal, req, ctx.metadata) }),
+    [r.completeUpload.path]: (req, ctx: Ctx<BotPrincipal>) => files.completeUpload(ctx.principal, req),
+    [r.provePossession.path]: async (req, ctx: Ctx<BotPrincipal>) => ({ result: await files.provePossession(ctx.principal, req) }),
+    [r.getFile.path]: async (req, ctx: Ctx<BotPrincipal>) => ({ result: await files.getFile(ctx.principal, req, ctx.metadata) }),
     [i.ingestUpdates.path]: (req) => updates.ingest(req),
   };
 }

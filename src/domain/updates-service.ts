@@ -174,7 +174,7 @@ export function createUpdatesService(deps: UpdatesDeps) {
         botId: bot.id,
         kind: 'message',
         message: toWireMessage({
-          messageId: 0, date: Math.floor(now() / 1000), chat: { id: chatId, type: 'private' }, from, text: req.text, replyToMessageId: undefined,
+          messageId: 0, date: Math.floor(now() / 1000), chat: { id: chatId, type: 'private' }, from, text: req.text, replyToMessageId: undefined, photo: undefined, document: undefined,
         }),
       }]);
       if ('filtered' in outcome!) throw ApiError.failedPrecondition("the bot's allowed_updates do not include message");

@@ -2,7 +2,7 @@
  * Messages as they are stored and sent on the JSON wire (snake_case, as webhook
  * receivers get them) ⇄ the generated message types the core works with.
  */
-import type { Message, Update, User } from '../gen/botplatform/v1/update.js';
+import type { File, Message, Update, User } from '../gen/botplatform/v1/update.js';
 import type { StoredUpdate } from '../storage/updates-repo.js';
 
 export type WireMessage = Record<string, unknown>;
@@ -16,6 +16,31 @@ function wireUser(u: User): Record<string, unknown> {
   };
 }
 
+/** A file as it appears in a message (no download URL). */
+export function wireFile(f: File): Record<string, unknown> {
+  return {
+    file_id: f.fileId,
+    file_unique_id: f.fileUniqueId,
+    file_name: f.fileName,
+    file_size: f.fileSize,
+    mime_type: f.mimeType,
+    checksum: f.checksum,
+  };
+}
+
+/* eslint-disable-next-line @typescript-eslint/no-explicit-any */
+function fromWireFile(w: any): File | undefined {
+  if (!w) return undefined;
+  return {
+    fileId: w.file_id ?? '',
+    fileUniqueId: w.file_unique_id ?? '',
+    fileName: w.file_name ?? '',
+    fileSize: w.file_size ?? 0,
+    mimeType: w.mime_type ?? '',
+    checksum: w.checksum ?? '',
+  };
+}
+
 export function toWireMessage(m: Message): WireMessage {
   return {
     message_id: m.messageId,
@@ -24,6 +49,9 @@ export function toWireMessage(m: Message): WireMessage {
     ...(m.from ? { from: wireUser(m.from) } : {}),
     ...(m.text !== undefined ? { text: m.text } : {}),
     ...(m.replyToMessageId !== undefined ? { reply_to_message_id: m.replyToMessageId } : {}),
+    ...(m.photo ? { photo: wireFile(m.photo) } : {}),
+    ...(m.document ? { document: wireFile(m.document) } : {}),
+    ...(m.caption !== undefined ? { caption: m.caption } : {}),
   };
 }
 
@@ -36,6 +64,9 @@ export function fromWireMessage(w: any): Message {
     from: w.from ? { id: w.from.id, isBot: w.from.is_bot, username: w.from.username, firstName: w.from.first_name } : undefined,
     text: w.text,
     replyToMessageId: w.reply_to_message_id,
+    photo: fromWireFile(w.photo),
+    document: fromWireFile(w.document),
+    caption: w.caption,
   };
 }
 /* eslint-enable @typescript-eslint/no-explicit-any */

@@ -78,5 +78,33 @@ export const methodSettings: Record<string, MethodSettings> = {
   "/botplatform.v1.RuntimeService/GetWebhookInfo": {
     "credential": "bot_token",
     "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/SendMessage": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/SendPhoto": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/SendDocument": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/CreateUploadCredentials": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/CompleteUpload": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/ProvePossession": {
+    "credential": "bot_token",
+    "surface": "runtime"
+  },
+  "/botplatform.v1.RuntimeService/GetFile": {
+    "credential": "bot_token",
+    "surface": "runtime"
   }
 };

@@ -9,7 +9,7 @@ import { newDeliveryId } from './deliveries-repo.js';
 export interface NewUpdate {
   botId: string;
   kind: string;
-  /** The message as it is on the JSON wire, without update ids; message_id 0 means "use update_seq". */
+  /** The message as it is on the JSON wire, without update ids; message_id 0 means "assign the bot's next". */
   message: Record<string, unknown>;
 }
 
@@ -37,6 +37,7 @@ export const UPDATES_TOPIC = 'botplatform.updates';
 interface BotSeqRow {
   id: string;
   last_update_seq: number | string;
+  last_message_id: number | string;
   allowed_updates: string | null;
   review_status: string;
   delivery_mode: string;
@@ -75,7 +76,7 @@ export function createUpdatesRepo(db: Db) {
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
       return db.transaction(async (tx) => {
         const botIds = [...new Set(items.map((i) => i.botId))].sort();
-        let q = tx<BotSeqRow>('bots').whereIn('id', botIds).select('id', 'last_update_seq', 'allowed_updates', 'review_status', 'delivery_mode');
+        let q = tx<BotSeqRow>('bots').whereIn('id', botIds).select('id', 'last_update_seq', 'last_message_id', 'allowed_updates', 'review_status', 'delivery_mode');
         if (mysql) q = q.forUpdate();
         const bots = new Map((await q).map((b) => [b.id, b]));
 
@@ -92,22 +93,46 @@ export function createUpdatesRepo(db: Db) {
         if (accepted.length === 0) return outcomes;
 
         let nextId = await takeIds(tx, accepted.length);
-        const perBot = new Map<string, number>();
-        for (const i of accepted) perBot.set(items[i]!.botId, (perBot.get(items[i]!.botId) ?? 0) + 1);
+        // Each bot's row is locked: its update_seq and message id counters advance here.
+        // A message without an id gets the bot's next one, past every id given so far.
+        const perBot = new Map<string, { count: number; maxGiven: number; auto: number }>();
+        for (const i of accepted) {
+          const item = items[i]!;
+          const p = perBot.get(item.botId) ?? { count: 0, maxGiven: 0, auto: 0 };
+          const given = Number(item.message.message_id) || 0;
+          p.count += 1;
+          if (given > 0) p.maxGiven = Math.max(p.maxGiven, given);
+          else p.auto += 1;
+          perBot.set(item.botId, p);
+        }
         const nextSeq = new Map<string, number>();
-        for (const [botId, count] of perBot) {
-          await tx('bots').where({ id: botId }).increment('last_update_seq', count);
-          nextSeq.set(botId, Number(bots.get(botId)!.last_update_seq) + 1);
+        const nextMessageId = new Map<string, number>();
+        for (const [botId, p] of perBot) {
+          const bot = bots.get(botId)!;
+          const base = Math.max(Number(bot.last_message_id), p.maxGiven);
+          await tx('bots').where({ id: botId }).update({
+            last_update_seq: Number(bot.last_update_seq) + p.count,
+            last_message_id: base + p.auto,
+          });
+          nextSeq.set(botId, Number(bot.last_update_seq) + 1);
+          nextMessageId.set(botId, base + 1);
         }
 
         const rows = [];
         const outbox = [];
         const deliveries = [];
+        const chats = new Map<string, { bot_id: string; chat_id: number; type: string; created_at: number; updated_at: number }>();
+        const inbound = new Map<string, { bot_id: string; chat_id: number; message_id: number; outbound: boolean; created_at: number }>();
         for (const i of accepted) {
           const item = items[i]!;
           const seq = nextSeq.get(item.botId)!;
           nextSeq.set(item.botId, seq + 1);
-          const message = item.message.message_id ? item.message : { ...item.message, message_id: seq };
+          let message = item.message;
+          if (!message.message_id) {
+            const id = nextMessageId.get(item.botId)!;
+            nextMessageId.set(item.botId, id + 1);
+            message = { ...message, message_id: id };
+          }
           const stored: StoredUpdate = { updateId: nextId++, botId: item.botId, updateSeq: seq, kind: item.kind, message, createdAt: now };
           outcomes[i] = { ok: stored };
           rows.push({
@@ -117,12 +142,26 @@ export function createUpdatesRepo(db: Db) {
           outbox.push({ topic: UPDATES_TOPIC, msg_key: stored.botId, payload: JSON.stringify(stored), created_at: now });
           // A bot in webhook mode gets a delivery, due now, in the same transaction.
           if (bots.get(item.botId)!.delivery_mode === 'webhook') deliveries.push(deliveryRow(stored, now));
+          // The chat becomes one the bot may write to; the message one it may reply to.
+          const chat = message.chat as { id: number; type: string };
+          chats.set(`${item.botId}/${chat.id}`, { bot_id: item.botId, chat_id: chat.id, type: chat.type, created_at: now, updated_at: now });
+          const messageId = Number(message.message_id);
+          inbound.set(`${item.botId}/${chat.id}/${messageId}`, { bot_id: item.botId, chat_id: chat.id, message_id: messageId, outbound: false, created_at: now });
         }
         for (let k = 0; k < rows.length; k += 200) {
           await tx('updates').insert(rows.slice(k, k + 200));
           await tx('outbox').insert(outbox.slice(k, k + 200));
         }
         for (let k = 0; k < deliveries.length; k += 200) await tx('deliveries').insert(deliveries.slice(k, k + 200));
+        // In key order, so concurrent ingests lock chat rows in the same order.
+        const chatRows = [...chats.values()].sort((a, b) => a.bot_id.localeCompare(b.bot_id) || a.chat_id - b.chat_id);
+        for (let k = 0; k < chatRows.length; k += 200) {
+          await tx('chats').insert(chatRows.slice(k, k + 200)).onConflict(['bot_id', 'chat_id']).merge(['type', 'updated_at']);
+        }
+        const messageRows = [...inbound.values()];
+        for (let k = 0; k < messageRows.length; k += 200) {
+          await tx('messages').insert(messageRows.slice(k, k + 200)).onConflict(['bot_id', 'chat_id', 'message_id']).ignore();
+        }
         return outcomes;
       });
     },

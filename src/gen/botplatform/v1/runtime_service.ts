@@ -18,7 +18,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Update, WebhookInfo } from "./update.js";
+import { File, Message, Update, WebhookInfo } from "./update.js";
 
 /** GetUpdatesRequest is one poll. */
 export interface GetUpdatesRequest {
@@ -114,6 +114,200 @@ export interface BotUser {
 export interface GetMeResponse {
   /** The calling bot. */
   result: BotUser | undefined;
+}
+
+/** SendMessageRequest is a text message to send. */
+export interface SendMessageRequest {
+  /** The chat; it must have written to the bot before. */
+  chatId: number;
+  /** The text: 1 to 4096 characters. */
+  text: string;
+  /** A message of the same chat to reply to. */
+  replyToMessageId?: number | undefined;
+}
+
+/** SendMessageResponse carries the sent message. */
+export interface SendMessageResponse {
+  /** The sent message. */
+  result: Message | undefined;
+}
+
+/** SendPhotoRequest is a photo to send. */
+export interface SendPhotoRequest {
+  /** The chat; it must have written to the bot before. */
+  chatId: number;
+  /** A file_id of this bot whose MIME type is image/*. */
+  fileId: string;
+  /** Caption: 0 to 1024 characters. */
+  caption?:
+    | string
+    | undefined;
+  /** A message of the same chat to reply to. */
+  replyToMessageId?: number | undefined;
+}
+
+/** SendPhotoResponse carries the sent message. */
+export interface SendPhotoResponse {
+  /** The sent message. */
+  result: Message | undefined;
+}
+
+/** SendDocumentRequest is a document to send. */
+export interface SendDocumentRequest {
+  /** The chat; it must have written to the bot before. */
+  chatId: number;
+  /** A file_id of this bot. */
+  fileId: string;
+  /** Caption: 0 to 1024 characters. */
+  caption?:
+    | string
+    | undefined;
+  /** A message of the same chat to reply to. */
+  replyToMessageId?: number | undefined;
+}
+
+/** SendDocumentResponse carries the sent message. */
+export interface SendDocumentResponse {
+  /** The sent message. */
+  result: Message | undefined;
+}
+
+/** CreateUploadCredentialsRequest describes the file to register (camelCase on the wire). */
+export interface CreateUploadCredentialsRequest {
+  /** File name: 1 to 255 characters, no path separators or control characters. */
+  fileName: string;
+  /** Size in bytes: 1 to the configured maximum. */
+  fileSize: number;
+  /** Lowercase or uppercase 64-character hex SHA-256 of the whole file. */
+  checksum: string;
+  /** MIME type (type/subtype); application/octet-stream when empty. */
+  fileType: string;
+  /**
+   * Stable id of one logical upload, the same across its retries: the same id
+   * always yields the same file_id. Asks for content reuse.
+   */
+  reuseRequestId: string;
+  /** Legacy: true asks for content reuse, false refuses it. */
+  reuseExisting?: boolean | undefined;
+}
+
+/**
+ * UploadCredentials is what to do next: PUT the bytes (upload_required), use the
+ * file at once (a trusted hit), or answer the possession challenge.
+ */
+export interface UploadCredentials {
+  /** Whether the bytes must be PUT to upload_url. */
+  uploadRequired: boolean;
+  /** Signed, expiring URL to PUT the bytes to. */
+  uploadUrl?:
+    | string
+    | undefined;
+  /** HTTP method for upload_url: "PUT". */
+  method?:
+    | string
+    | undefined;
+  /** Headers to send with the PUT. */
+  headers: { [key: string]: string };
+  /** When upload_url stops working, in unix seconds. */
+  expiresAt?:
+    | number
+    | undefined;
+  /** The new file's id, on a trusted hit. */
+  fileId?:
+    | string
+    | undefined;
+  /** The new file, on a trusted hit. */
+  file:
+    | File
+    | undefined;
+  /** Whether the possession challenge must be answered before the file exists. */
+  possessionRequired?:
+    | boolean
+    | undefined;
+  /** The challenge, when possession_required. */
+  possessionChallenge: PossessionChallenge | undefined;
+}
+
+export interface UploadCredentials_HeadersEntry {
+  key: string;
+  value: string;
+}
+
+/**
+ * PossessionChallenge asks for proof that the caller holds the whole file:
+ * proof = lowercase hex SHA-256(nonce bytes, then the bytes of each range in order).
+ */
+export interface PossessionChallenge {
+  /** Identifies the challenge in ProvePossession. */
+  challengeId: string;
+  /** Random bytes, hex. */
+  nonce: string;
+  /** Byte ranges of the file to hash after the nonce. */
+  ranges: ByteRange[];
+  /** When the challenge expires, in unix seconds. */
+  expiresAt: number;
+}
+
+/** ByteRange is a part of a file. */
+export interface ByteRange {
+  /** Offset of the first byte. */
+  offset: number;
+  /** Number of bytes. */
+  length: number;
+}
+
+/** CreateUploadCredentialsResponse carries the next step. */
+export interface CreateUploadCredentialsResponse {
+  /** The next step. */
+  result: UploadCredentials | undefined;
+}
+
+/** CompleteUploadRequest names the upload to register. */
+export interface CompleteUploadRequest {
+  /** The checksum given to upload-credentials. */
+  checksum: string;
+  /** The reuseRequestId given to upload-credentials, if any. */
+  reuseRequestId: string;
+}
+
+/** RegisteredFile is a file ready to send. */
+export interface RegisteredFile {
+  /** The file's id. */
+  fileId: string;
+  /** The file. */
+  file: File | undefined;
+}
+
+/** CompleteUploadResponse carries the registered file. */
+export interface CompleteUploadResponse {
+  /** The registered file. */
+  result: RegisteredFile | undefined;
+}
+
+/** ProvePossessionRequest answers a challenge. */
+export interface ProvePossessionRequest {
+  /** The challenge answered. */
+  challengeId: string;
+  /** Lowercase hex SHA-256 of the nonce bytes followed by each range's bytes. */
+  proof: string;
+}
+
+/** ProvePossessionResponse is a trusted hit: the new file. */
+export interface ProvePossessionResponse {
+  /** upload_required false, with file_id and file. */
+  result: UploadCredentials | undefined;
+}
+
+/** GetFileRequest names a file. */
+export interface GetFileRequest {
+  /** A file_id of this bot. */
+  fileId: string;
+}
+
+/** GetFileResponse carries the file with its download_url. */
+export interface GetFileResponse {
+  /** The file. */
+  result: File | undefined;
 }
 
 function createBaseGetUpdatesRequest(): GetUpdatesRequest {
@@ -864,6 +1058,1442 @@ export const GetMeResponse: MessageFns<GetMeResponse> = {
   },
 };
 
+function createBaseSendMessageRequest(): SendMessageRequest {
+  return { chatId: 0, text: "", replyToMessageId: undefined };
+}
+
+export const SendMessageRequest: MessageFns<SendMessageRequest> = {
+  encode(message: SendMessageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    if (message.replyToMessageId !== undefined) {
+      writer.uint32(24).int64(message.replyToMessageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendMessageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendMessageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replyToMessageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendMessageRequest>, I>>(base?: I): SendMessageRequest {
+    return SendMessageRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendMessageRequest>, I>>(object: I): SendMessageRequest {
+    const message = createBaseSendMessageRequest();
+    message.chatId = object.chatId ?? 0;
+    message.text = object.text ?? "";
+    message.replyToMessageId = object.replyToMessageId ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSendMessageResponse(): SendMessageResponse {
+  return { result: undefined };
+}
+
+export const SendMessageResponse: MessageFns<SendMessageResponse> = {
+  encode(message: SendMessageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendMessageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendMessageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendMessageResponse>, I>>(base?: I): SendMessageResponse {
+    return SendMessageResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendMessageResponse>, I>>(object: I): SendMessageResponse {
+    const message = createBaseSendMessageResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSendPhotoRequest(): SendPhotoRequest {
+  return { chatId: 0, fileId: "", caption: undefined, replyToMessageId: undefined };
+}
+
+export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
+  encode(message: SendPhotoRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.fileId !== "") {
+      writer.uint32(18).string(message.fileId);
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(26).string(message.caption);
+    }
+    if (message.replyToMessageId !== undefined) {
+      writer.uint32(32).int64(message.replyToMessageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendPhotoRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendPhotoRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.fileId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.replyToMessageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendPhotoRequest>, I>>(base?: I): SendPhotoRequest {
+    return SendPhotoRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendPhotoRequest>, I>>(object: I): SendPhotoRequest {
+    const message = createBaseSendPhotoRequest();
+    message.chatId = object.chatId ?? 0;
+    message.fileId = object.fileId ?? "";
+    message.caption = object.caption ?? undefined;
+    message.replyToMessageId = object.replyToMessageId ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSendPhotoResponse(): SendPhotoResponse {
+  return { result: undefined };
+}
+
+export const SendPhotoResponse: MessageFns<SendPhotoResponse> = {
+  encode(message: SendPhotoResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendPhotoResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendPhotoResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendPhotoResponse>, I>>(base?: I): SendPhotoResponse {
+    return SendPhotoResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendPhotoResponse>, I>>(object: I): SendPhotoResponse {
+    const message = createBaseSendPhotoResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSendDocumentRequest(): SendDocumentRequest {
+  return { chatId: 0, fileId: "", caption: undefined, replyToMessageId: undefined };
+}
+
+export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
+  encode(message: SendDocumentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.fileId !== "") {
+      writer.uint32(18).string(message.fileId);
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(26).string(message.caption);
+    }
+    if (message.replyToMessageId !== undefined) {
+      writer.uint32(32).int64(message.replyToMessageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendDocumentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendDocumentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.fileId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.replyToMessageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendDocumentRequest>, I>>(base?: I): SendDocumentRequest {
+    return SendDocumentRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendDocumentRequest>, I>>(object: I): SendDocumentRequest {
+    const message = createBaseSendDocumentRequest();
+    message.chatId = object.chatId ?? 0;
+    message.fileId = object.fileId ?? "";
+    message.caption = object.caption ?? undefined;
+    message.replyToMessageId = object.replyToMessageId ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSendDocumentResponse(): SendDocumentResponse {
+  return { result: undefined };
+}
+
+export const SendDocumentResponse: MessageFns<SendDocumentResponse> = {
+  encode(message: SendDocumentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendDocumentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendDocumentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendDocumentResponse>, I>>(base?: I): SendDocumentResponse {
+    return SendDocumentResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendDocumentResponse>, I>>(object: I): SendDocumentResponse {
+    const message = createBaseSendDocumentResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCreateUploadCredentialsRequest(): CreateUploadCredentialsRequest {
+  return { fileName: "", fileSize: 0, checksum: "", fileType: "", reuseRequestId: "", reuseExisting: undefined };
+}
+
+export const CreateUploadCredentialsRequest: MessageFns<CreateUploadCredentialsRequest> = {
+  encode(message: CreateUploadCredentialsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fileName !== "") {
+      writer.uint32(10).string(message.fileName);
+    }
+    if (message.fileSize !== 0) {
+      writer.uint32(16).int64(message.fileSize);
+    }
+    if (message.checksum !== "") {
+      writer.uint32(26).string(message.checksum);
+    }
+    if (message.fileType !== "") {
+      writer.uint32(34).string(message.fileType);
+    }
+    if (message.reuseRequestId !== "") {
+      writer.uint32(42).string(message.reuseRequestId);
+    }
+    if (message.reuseExisting !== undefined) {
+      writer.uint32(48).bool(message.reuseExisting);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateUploadCredentialsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateUploadCredentialsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fileName = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fileSize = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.checksum = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.fileType = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reuseRequestId = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.reuseExisting = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateUploadCredentialsRequest>, I>>(base?: I): CreateUploadCredentialsRequest {
+    return CreateUploadCredentialsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateUploadCredentialsRequest>, I>>(
+    object: I,
+  ): CreateUploadCredentialsRequest {
+    const message = createBaseCreateUploadCredentialsRequest();
+    message.fileName = object.fileName ?? "";
+    message.fileSize = object.fileSize ?? 0;
+    message.checksum = object.checksum ?? "";
+    message.fileType = object.fileType ?? "";
+    message.reuseRequestId = object.reuseRequestId ?? "";
+    message.reuseExisting = object.reuseExisting ?? undefined;
+    return message;
+  },
+};
+
+function createBaseUploadCredentials(): UploadCredentials {
+  return {
+    uploadRequired: false,
+    uploadUrl: undefined,
+    method: undefined,
+    headers: {},
+    expiresAt: undefined,
+    fileId: undefined,
+    file: undefined,
+    possessionRequired: undefined,
+    possessionChallenge: undefined,
+  };
+}
+
+export const UploadCredentials: MessageFns<UploadCredentials> = {
+  encode(message: UploadCredentials, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.uploadRequired !== false) {
+      writer.uint32(8).bool(message.uploadRequired);
+    }
+    if (message.uploadUrl !== undefined) {
+      writer.uint32(18).string(message.uploadUrl);
+    }
+    if (message.method !== undefined) {
+      writer.uint32(26).string(message.method);
+    }
+    globalThis.Object.entries(message.headers).forEach(([key, value]: [string, string]) => {
+      UploadCredentials_HeadersEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
+    });
+    if (message.expiresAt !== undefined) {
+      writer.uint32(40).int64(message.expiresAt);
+    }
+    if (message.fileId !== undefined) {
+      writer.uint32(50).string(message.fileId);
+    }
+    if (message.file !== undefined) {
+      File.encode(message.file, writer.uint32(58).fork()).join();
+    }
+    if (message.possessionRequired !== undefined) {
+      writer.uint32(64).bool(message.possessionRequired);
+    }
+    if (message.possessionChallenge !== undefined) {
+      PossessionChallenge.encode(message.possessionChallenge, writer.uint32(74).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UploadCredentials {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUploadCredentials();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.uploadRequired = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.uploadUrl = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.method = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            const entry4 = UploadCredentials_HeadersEntry.decode(reader, reader.uint32());
+            if (entry4.value !== undefined) {
+              message.headers[entry4.key] = entry4.value;
+            }
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.expiresAt = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.fileId = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.file = File.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.possessionRequired = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.possessionChallenge = PossessionChallenge.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UploadCredentials>, I>>(base?: I): UploadCredentials {
+    return UploadCredentials.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UploadCredentials>, I>>(object: I): UploadCredentials {
+    const message = createBaseUploadCredentials();
+    message.uploadRequired = object.uploadRequired ?? false;
+    message.uploadUrl = object.uploadUrl ?? undefined;
+    message.method = object.method ?? undefined;
+    message.headers = (globalThis.Object.entries(object.headers ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.expiresAt = object.expiresAt ?? undefined;
+    message.fileId = object.fileId ?? undefined;
+    message.file = (object.file !== undefined && object.file !== null) ? File.fromPartial(object.file) : undefined;
+    message.possessionRequired = object.possessionRequired ?? undefined;
+    message.possessionChallenge = (object.possessionChallenge !== undefined && object.possessionChallenge !== null)
+      ? PossessionChallenge.fromPartial(object.possessionChallenge)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseUploadCredentials_HeadersEntry(): UploadCredentials_HeadersEntry {
+  return { key: "", value: "" };
+}
+
+export const UploadCredentials_HeadersEntry: MessageFns<UploadCredentials_HeadersEntry> = {
+  encode(message: UploadCredentials_HeadersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UploadCredentials_HeadersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUploadCredentials_HeadersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<UploadCredentials_HeadersEntry>, I>>(base?: I): UploadCredentials_HeadersEntry {
+    return UploadCredentials_HeadersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UploadCredentials_HeadersEntry>, I>>(
+    object: I,
+  ): UploadCredentials_HeadersEntry {
+    const message = createBaseUploadCredentials_HeadersEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBasePossessionChallenge(): PossessionChallenge {
+  return { challengeId: "", nonce: "", ranges: [], expiresAt: 0 };
+}
+
+export const PossessionChallenge: MessageFns<PossessionChallenge> = {
+  encode(message: PossessionChallenge, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.challengeId !== "") {
+      writer.uint32(10).string(message.challengeId);
+    }
+    if (message.nonce !== "") {
+      writer.uint32(18).string(message.nonce);
+    }
+    for (const v of message.ranges) {
+      ByteRange.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.expiresAt !== 0) {
+      writer.uint32(32).int64(message.expiresAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PossessionChallenge {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePossessionChallenge();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.challengeId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nonce = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ranges.push(ByteRange.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expiresAt = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PossessionChallenge>, I>>(base?: I): PossessionChallenge {
+    return PossessionChallenge.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PossessionChallenge>, I>>(object: I): PossessionChallenge {
+    const message = createBasePossessionChallenge();
+    message.challengeId = object.challengeId ?? "";
+    message.nonce = object.nonce ?? "";
+    message.ranges = object.ranges?.map((e) => ByteRange.fromPartial(e)) || [];
+    message.expiresAt = object.expiresAt ?? 0;
+    return message;
+  },
+};
+
+function createBaseByteRange(): ByteRange {
+  return { offset: 0, length: 0 };
+}
+
+export const ByteRange: MessageFns<ByteRange> = {
+  encode(message: ByteRange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.offset !== 0) {
+      writer.uint32(8).int64(message.offset);
+    }
+    if (message.length !== 0) {
+      writer.uint32(16).int64(message.length);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ByteRange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseByteRange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.length = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ByteRange>, I>>(base?: I): ByteRange {
+    return ByteRange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ByteRange>, I>>(object: I): ByteRange {
+    const message = createBaseByteRange();
+    message.offset = object.offset ?? 0;
+    message.length = object.length ?? 0;
+    return message;
+  },
+};
+
+function createBaseCreateUploadCredentialsResponse(): CreateUploadCredentialsResponse {
+  return { result: undefined };
+}
+
+export const CreateUploadCredentialsResponse: MessageFns<CreateUploadCredentialsResponse> = {
+  encode(message: CreateUploadCredentialsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      UploadCredentials.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateUploadCredentialsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateUploadCredentialsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = UploadCredentials.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateUploadCredentialsResponse>, I>>(base?: I): CreateUploadCredentialsResponse {
+    return CreateUploadCredentialsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateUploadCredentialsResponse>, I>>(
+    object: I,
+  ): CreateUploadCredentialsResponse {
+    const message = createBaseCreateUploadCredentialsResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? UploadCredentials.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCompleteUploadRequest(): CompleteUploadRequest {
+  return { checksum: "", reuseRequestId: "" };
+}
+
+export const CompleteUploadRequest: MessageFns<CompleteUploadRequest> = {
+  encode(message: CompleteUploadRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.checksum !== "") {
+      writer.uint32(10).string(message.checksum);
+    }
+    if (message.reuseRequestId !== "") {
+      writer.uint32(18).string(message.reuseRequestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompleteUploadRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompleteUploadRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.checksum = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reuseRequestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CompleteUploadRequest>, I>>(base?: I): CompleteUploadRequest {
+    return CompleteUploadRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompleteUploadRequest>, I>>(object: I): CompleteUploadRequest {
+    const message = createBaseCompleteUploadRequest();
+    message.checksum = object.checksum ?? "";
+    message.reuseRequestId = object.reuseRequestId ?? "";
+    return message;
+  },
+};
+
+function createBaseRegisteredFile(): RegisteredFile {
+  return { fileId: "", file: undefined };
+}
+
+export const RegisteredFile: MessageFns<RegisteredFile> = {
+  encode(message: RegisteredFile, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fileId !== "") {
+      writer.uint32(10).string(message.fileId);
+    }
+    if (message.file !== undefined) {
+      File.encode(message.file, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisteredFile {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisteredFile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fileId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.file = File.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RegisteredFile>, I>>(base?: I): RegisteredFile {
+    return RegisteredFile.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegisteredFile>, I>>(object: I): RegisteredFile {
+    const message = createBaseRegisteredFile();
+    message.fileId = object.fileId ?? "";
+    message.file = (object.file !== undefined && object.file !== null) ? File.fromPartial(object.file) : undefined;
+    return message;
+  },
+};
+
+function createBaseCompleteUploadResponse(): CompleteUploadResponse {
+  return { result: undefined };
+}
+
+export const CompleteUploadResponse: MessageFns<CompleteUploadResponse> = {
+  encode(message: CompleteUploadResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      RegisteredFile.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompleteUploadResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompleteUploadResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = RegisteredFile.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CompleteUploadResponse>, I>>(base?: I): CompleteUploadResponse {
+    return CompleteUploadResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompleteUploadResponse>, I>>(object: I): CompleteUploadResponse {
+    const message = createBaseCompleteUploadResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? RegisteredFile.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseProvePossessionRequest(): ProvePossessionRequest {
+  return { challengeId: "", proof: "" };
+}
+
+export const ProvePossessionRequest: MessageFns<ProvePossessionRequest> = {
+  encode(message: ProvePossessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.challengeId !== "") {
+      writer.uint32(10).string(message.challengeId);
+    }
+    if (message.proof !== "") {
+      writer.uint32(18).string(message.proof);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProvePossessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProvePossessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.challengeId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.proof = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ProvePossessionRequest>, I>>(base?: I): ProvePossessionRequest {
+    return ProvePossessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProvePossessionRequest>, I>>(object: I): ProvePossessionRequest {
+    const message = createBaseProvePossessionRequest();
+    message.challengeId = object.challengeId ?? "";
+    message.proof = object.proof ?? "";
+    return message;
+  },
+};
+
+function createBaseProvePossessionResponse(): ProvePossessionResponse {
+  return { result: undefined };
+}
+
+export const ProvePossessionResponse: MessageFns<ProvePossessionResponse> = {
+  encode(message: ProvePossessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      UploadCredentials.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProvePossessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProvePossessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = UploadCredentials.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ProvePossessionResponse>, I>>(base?: I): ProvePossessionResponse {
+    return ProvePossessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProvePossessionResponse>, I>>(object: I): ProvePossessionResponse {
+    const message = createBaseProvePossessionResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? UploadCredentials.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGetFileRequest(): GetFileRequest {
+  return { fileId: "" };
+}
+
+export const GetFileRequest: MessageFns<GetFileRequest> = {
+  encode(message: GetFileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fileId !== "") {
+      writer.uint32(10).string(message.fileId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetFileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetFileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fileId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetFileRequest>, I>>(base?: I): GetFileRequest {
+    return GetFileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetFileRequest>, I>>(object: I): GetFileRequest {
+    const message = createBaseGetFileRequest();
+    message.fileId = object.fileId ?? "";
+    return message;
+  },
+};
+
+function createBaseGetFileResponse(): GetFileResponse {
+  return { result: undefined };
+}
+
+export const GetFileResponse: MessageFns<GetFileResponse> = {
+  encode(message: GetFileResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      File.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetFileResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetFileResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = File.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetFileResponse>, I>>(base?: I): GetFileResponse {
+    return GetFileResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetFileResponse>, I>>(object: I): GetFileResponse {
+    const message = createBaseGetFileResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? File.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * RuntimeService is the bot API. Every method needs the bot's token; answers are
  * wrapped as {"ok": true, "result": ...} over HTTP.
@@ -927,6 +2557,88 @@ export const RuntimeServiceService = {
       Buffer.from(GetWebhookInfoResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetWebhookInfoResponse => GetWebhookInfoResponse.decode(value),
   },
+  /** SendMessage sends a text message to a chat that has written to the bot. */
+  sendMessage: {
+    path: "/botplatform.v1.RuntimeService/SendMessage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SendMessageRequest): Buffer => Buffer.from(SendMessageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SendMessageRequest => SendMessageRequest.decode(value),
+    responseSerialize: (value: SendMessageResponse): Buffer => Buffer.from(SendMessageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SendMessageResponse => SendMessageResponse.decode(value),
+  },
+  /** SendPhoto sends a registered image file to a chat. */
+  sendPhoto: {
+    path: "/botplatform.v1.RuntimeService/SendPhoto" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SendPhotoRequest): Buffer => Buffer.from(SendPhotoRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SendPhotoRequest => SendPhotoRequest.decode(value),
+    responseSerialize: (value: SendPhotoResponse): Buffer => Buffer.from(SendPhotoResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SendPhotoResponse => SendPhotoResponse.decode(value),
+  },
+  /** SendDocument sends a registered file of any type to a chat. */
+  sendDocument: {
+    path: "/botplatform.v1.RuntimeService/SendDocument" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SendDocumentRequest): Buffer => Buffer.from(SendDocumentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SendDocumentRequest => SendDocumentRequest.decode(value),
+    responseSerialize: (value: SendDocumentResponse): Buffer =>
+      Buffer.from(SendDocumentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SendDocumentResponse => SendDocumentResponse.decode(value),
+  },
+  /**
+   * CreateUploadCredentials starts registering a file: it answers where to PUT the
+   * bytes, or, when the same content is already stored, a new file at once (a
+   * trusted hit) or a possession challenge to answer first.
+   */
+  createUploadCredentials: {
+    path: "/botplatform.v1.RuntimeService/CreateUploadCredentials" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateUploadCredentialsRequest): Buffer =>
+      Buffer.from(CreateUploadCredentialsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateUploadCredentialsRequest => CreateUploadCredentialsRequest.decode(value),
+    responseSerialize: (value: CreateUploadCredentialsResponse): Buffer =>
+      Buffer.from(CreateUploadCredentialsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateUploadCredentialsResponse =>
+      CreateUploadCredentialsResponse.decode(value),
+  },
+  /** CompleteUpload registers the file whose bytes were PUT to the upload URL. */
+  completeUpload: {
+    path: "/botplatform.v1.RuntimeService/CompleteUpload" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CompleteUploadRequest): Buffer =>
+      Buffer.from(CompleteUploadRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CompleteUploadRequest => CompleteUploadRequest.decode(value),
+    responseSerialize: (value: CompleteUploadResponse): Buffer =>
+      Buffer.from(CompleteUploadResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CompleteUploadResponse => CompleteUploadResponse.decode(value),
+  },
+  /** ProvePossession answers a possession challenge; one try per challenge. */
+  provePossession: {
+    path: "/botplatform.v1.RuntimeService/ProvePossession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ProvePossessionRequest): Buffer =>
+      Buffer.from(ProvePossessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ProvePossessionRequest => ProvePossessionRequest.decode(value),
+    responseSerialize: (value: ProvePossessionResponse): Buffer =>
+      Buffer.from(ProvePossessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ProvePossessionResponse => ProvePossessionResponse.decode(value),
+  },
+  /** GetFile returns a file's metadata and a signed download URL. */
+  getFile: {
+    path: "/botplatform.v1.RuntimeService/GetFile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetFileRequest): Buffer => Buffer.from(GetFileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetFileRequest => GetFileRequest.decode(value),
+    responseSerialize: (value: GetFileResponse): Buffer => Buffer.from(GetFileResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetFileResponse => GetFileResponse.decode(value),
+  },
 } as const;
 
 export interface RuntimeServiceServer extends UntypedServiceImplementation {
@@ -944,6 +2656,24 @@ export interface RuntimeServiceServer extends UntypedServiceImplementation {
   deleteWebhook: handleUnaryCall<DeleteWebhookRequest, DeleteWebhookResponse>;
   /** GetWebhookInfo tells how the bot receives updates and what is pending. */
   getWebhookInfo: handleUnaryCall<GetWebhookInfoRequest, GetWebhookInfoResponse>;
+  /** SendMessage sends a text message to a chat that has written to the bot. */
+  sendMessage: handleUnaryCall<SendMessageRequest, SendMessageResponse>;
+  /** SendPhoto sends a registered image file to a chat. */
+  sendPhoto: handleUnaryCall<SendPhotoRequest, SendPhotoResponse>;
+  /** SendDocument sends a registered file of any type to a chat. */
+  sendDocument: handleUnaryCall<SendDocumentRequest, SendDocumentResponse>;
+  /**
+   * CreateUploadCredentials starts registering a file: it answers where to PUT the
+   * bytes, or, when the same content is already stored, a new file at once (a
+   * trusted hit) or a possession challenge to answer first.
+   */
+  createUploadCredentials: handleUnaryCall<CreateUploadCredentialsRequest, CreateUploadCredentialsResponse>;
+  /** CompleteUpload registers the file whose bytes were PUT to the upload URL. */
+  completeUpload: handleUnaryCall<CompleteUploadRequest, CompleteUploadResponse>;
+  /** ProvePossession answers a possession challenge; one try per challenge. */
+  provePossession: handleUnaryCall<ProvePossessionRequest, ProvePossessionResponse>;
+  /** GetFile returns a file's metadata and a signed download URL. */
+  getFile: handleUnaryCall<GetFileRequest, GetFileResponse>;
 }
 
 export interface RuntimeServiceClient extends Client {
@@ -1030,6 +2760,122 @@ export interface RuntimeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetWebhookInfoResponse) => void,
+  ): ClientUnaryCall;
+  /** SendMessage sends a text message to a chat that has written to the bot. */
+  sendMessage(
+    request: SendMessageRequest,
+    callback: (error: ServiceError | null, response: SendMessageResponse) => void,
+  ): ClientUnaryCall;
+  sendMessage(
+    request: SendMessageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SendMessageResponse) => void,
+  ): ClientUnaryCall;
+  sendMessage(
+    request: SendMessageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SendMessageResponse) => void,
+  ): ClientUnaryCall;
+  /** SendPhoto sends a registered image file to a chat. */
+  sendPhoto(
+    request: SendPhotoRequest,
+    callback: (error: ServiceError | null, response: SendPhotoResponse) => void,
+  ): ClientUnaryCall;
+  sendPhoto(
+    request: SendPhotoRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SendPhotoResponse) => void,
+  ): ClientUnaryCall;
+  sendPhoto(
+    request: SendPhotoRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SendPhotoResponse) => void,
+  ): ClientUnaryCall;
+  /** SendDocument sends a registered file of any type to a chat. */
+  sendDocument(
+    request: SendDocumentRequest,
+    callback: (error: ServiceError | null, response: SendDocumentResponse) => void,
+  ): ClientUnaryCall;
+  sendDocument(
+    request: SendDocumentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SendDocumentResponse) => void,
+  ): ClientUnaryCall;
+  sendDocument(
+    request: SendDocumentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SendDocumentResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateUploadCredentials starts registering a file: it answers where to PUT the
+   * bytes, or, when the same content is already stored, a new file at once (a
+   * trusted hit) or a possession challenge to answer first.
+   */
+  createUploadCredentials(
+    request: CreateUploadCredentialsRequest,
+    callback: (error: ServiceError | null, response: CreateUploadCredentialsResponse) => void,
+  ): ClientUnaryCall;
+  createUploadCredentials(
+    request: CreateUploadCredentialsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateUploadCredentialsResponse) => void,
+  ): ClientUnaryCall;
+  createUploadCredentials(
+    request: CreateUploadCredentialsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateUploadCredentialsResponse) => void,
+  ): ClientUnaryCall;
+  /** CompleteUpload registers the file whose bytes were PUT to the upload URL. */
+  completeUpload(
+    request: CompleteUploadRequest,
+    callback: (error: ServiceError | null, response: CompleteUploadResponse) => void,
+  ): ClientUnaryCall;
+  completeUpload(
+    request: CompleteUploadRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CompleteUploadResponse) => void,
+  ): ClientUnaryCall;
+  completeUpload(
+    request: CompleteUploadRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CompleteUploadResponse) => void,
+  ): ClientUnaryCall;
+  /** ProvePossession answers a possession challenge; one try per challenge. */
+  provePossession(
+    request: ProvePossessionRequest,
+    callback: (error: ServiceError | null, response: ProvePossessionResponse) => void,
+  ): ClientUnaryCall;
+  provePossession(
+    request: ProvePossessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ProvePossessionResponse) => void,
+  ): ClientUnaryCall;
+  provePossession(
+    request: ProvePossessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ProvePossessionResponse) => void,
+  ): ClientUnaryCall;
+  /** GetFile returns a file's metadata and a signed download URL. */
+  getFile(
+    request: GetFileRequest,
+    callback: (error: ServiceError | null, response: GetFileResponse) => void,
+  ): ClientUnaryCall;
+  getFile(
+    request: GetFileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetFileResponse) => void,
+  ): ClientUnaryCall;
+  getFile(
+    request: GetFileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetFileResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -48,7 +48,40 @@ export interface Message {
     | string
     | undefined;
   /** The message this one replies to. */
-  replyToMessageId?: number | undefined;
+  replyToMessageId?:
+    | number
+    | undefined;
+  /** A photo, for photo messages. */
+  photo:
+    | File
+    | undefined;
+  /** A document, for document messages. */
+  document:
+    | File
+    | undefined;
+  /** Caption of a photo or document: 0 to 1024 characters. */
+  caption?: string | undefined;
+}
+
+/**
+ * File is a registered file. Each send gets its own logical file_id; files with
+ * the same content share one stored blob and one file_unique_id.
+ */
+export interface File {
+  /** Identifier of this logical file; usable only by the bot that registered it. */
+  fileId: string;
+  /** Same for every file with the same content; cannot be used to send or download. */
+  fileUniqueId: string;
+  /** Name given at upload. */
+  fileName: string;
+  /** Size in bytes. */
+  fileSize: number;
+  /** MIME type given at upload (application/octet-stream when none was). */
+  mimeType: string;
+  /** Lowercase hex SHA-256 of the content. */
+  checksum: string;
+  /** Signed URL that streams the bytes (getFile only); valid for at least an hour. */
+  downloadUrl?: string | undefined;
 }
 
 /** Update is one event for a bot. Exactly one of message and edited_message is set. */
@@ -250,7 +283,17 @@ export const User: MessageFns<User> = {
 };
 
 function createBaseMessage(): Message {
-  return { messageId: 0, date: 0, chat: undefined, from: undefined, text: undefined, replyToMessageId: undefined };
+  return {
+    messageId: 0,
+    date: 0,
+    chat: undefined,
+    from: undefined,
+    text: undefined,
+    replyToMessageId: undefined,
+    photo: undefined,
+    document: undefined,
+    caption: undefined,
+  };
 }
 
 export const Message: MessageFns<Message> = {
@@ -272,6 +315,15 @@ export const Message: MessageFns<Message> = {
     }
     if (message.replyToMessageId !== undefined) {
       writer.uint32(48).int64(message.replyToMessageId);
+    }
+    if (message.photo !== undefined) {
+      File.encode(message.photo, writer.uint32(58).fork()).join();
+    }
+    if (message.document !== undefined) {
+      File.encode(message.document, writer.uint32(66).fork()).join();
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(74).string(message.caption);
     }
     return writer;
   },
@@ -337,6 +389,30 @@ export const Message: MessageFns<Message> = {
             message.replyToMessageId = longToNumber(reader.int64());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.photo = File.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.document = File.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -360,6 +436,146 @@ export const Message: MessageFns<Message> = {
     message.from = (object.from !== undefined && object.from !== null) ? User.fromPartial(object.from) : undefined;
     message.text = object.text ?? undefined;
     message.replyToMessageId = object.replyToMessageId ?? undefined;
+    message.photo = (object.photo !== undefined && object.photo !== null) ? File.fromPartial(object.photo) : undefined;
+    message.document = (object.document !== undefined && object.document !== null)
+      ? File.fromPartial(object.document)
+      : undefined;
+    message.caption = object.caption ?? undefined;
+    return message;
+  },
+};
+
+function createBaseFile(): File {
+  return {
+    fileId: "",
+    fileUniqueId: "",
+    fileName: "",
+    fileSize: 0,
+    mimeType: "",
+    checksum: "",
+    downloadUrl: undefined,
+  };
+}
+
+export const File: MessageFns<File> = {
+  encode(message: File, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fileId !== "") {
+      writer.uint32(10).string(message.fileId);
+    }
+    if (message.fileUniqueId !== "") {
+      writer.uint32(18).string(message.fileUniqueId);
+    }
+    if (message.fileName !== "") {
+      writer.uint32(26).string(message.fileName);
+    }
+    if (message.fileSize !== 0) {
+      writer.uint32(32).int64(message.fileSize);
+    }
+    if (message.mimeType !== "") {
+      writer.uint32(42).string(message.mimeType);
+    }
+    if (message.checksum !== "") {
+      writer.uint32(50).string(message.checksum);
+    }
+    if (message.downloadUrl !== undefined) {
+      writer.uint32(58).string(message.downloadUrl);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): File {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fileId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.fileUniqueId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.fileName = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.fileSize = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.mimeType = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.checksum = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.downloadUrl = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<File>, I>>(base?: I): File {
+    return File.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<File>, I>>(object: I): File {
+    const message = createBaseFile();
+    message.fileId = object.fileId ?? "";
+    message.fileUniqueId = object.fileUniqueId ?? "";
+    message.fileName = object.fileName ?? "";
+    message.fileSize = object.fileSize ?? 0;
+    message.mimeType = object.mimeType ?? "";
+    message.checksum = object.checksum ?? "";
+    message.downloadUrl = object.downloadUrl ?? undefined;
     return message;
   },
 };

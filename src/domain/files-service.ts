@@ -1,0 +1,233 @@
+/**
+ * Files: the upload flow (credentials → PUT to a signed URL → complete), content
+ * reuse (a trusted hit, or a possession challenge first when another account
+ * brought the content) and getFile with a signed download URL. Contract §6.
+ */
+import crypto from 'node:crypto';
+import { randomBase62 } from '../auth/bot-token.js';
+import { blobKey, stagingKey, type BlobStore } from '../blobs/blob-store.js';
+import type { UrlSigner } from '../blobs/signed-token.js';
+import { PUBLIC_BASE_URL_METADATA, type BotPrincipal, type CallMetadata } from '../core/context.js';
+import { ApiError, Code } from '../errors.js';
+import type { File } from '../gen/botplatform/v1/update.js';
+import type { UploadCredentials } from '../gen/botplatform/v1/runtime_service.js';
+import type { FileRecord, FileSpec, FilesRepo } from '../storage/files-repo.js';
+import * as check from './validation.js';
+
+export interface FilesDeps {
+  files: FilesRepo;
+  blobs: BlobStore;
+  signer: UrlSigner;
+  maxFileBytes: number;
+  /** How long upload and download URLs work. */
+  urlTtlMs: number;
+  /** Base of the URLs handed out; else the gateway's, as it tells in call metadata. */
+  publicBaseUrl?: string;
+  now?: () => number;
+}
+
+
+const CHECKSUM = /^[0-9a-fA-F]{64}$/;
+const REUSE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$/;
+// eslint-disable-next-line no-control-regex
+const BAD_NAME_CHARS = /[/\\\u0000-\u001f\u007f]/;
+const CHALLENGE_TTL_MS = 10 * 60_000;
+const CHALLENGE_RANGES = 3;
+const CHALLENGE_RANGE_BYTES = 4096;
+
+const newFileId = () => `file_${randomBase62(24)}`;
+
+/** Same for every file with this content; not usable to send or download. */
+export const fileUniqueId = (checksum: string) =>
+  `fu_${crypto.createHash('sha256').update(`file_unique_id:${checksum}`).digest('base64url').slice(0, 22)}`;
+
+export function toFile(f: FileRecord, downloadUrl?: string): File {
+  return {
+    fileId: f.id,
+    fileUniqueId: fileUniqueId(f.checksum),
+    fileName: f.fileName,
+    fileSize: f.size,
+    mimeType: f.mimeType,
+    checksum: f.checksum,
+    downloadUrl,
+  };
+}
+
+function checksumOf(v: check.Violations, value: string): string {
+  if (!value) v.add('checksum', 'REQUIRED', 'is required (64-character SHA-256 hex of the whole file)');
+  else if (!CHECKSUM.test(value)) v.add('checksum', 'INVALID_FORMAT', 'must be a 64-character SHA-256 hex string');
+  return value.toLowerCase();
+}
+
+function reuseIdOf(v: check.Violations, value: string): string | null {
+  if (!value) return null;
+  if (!REUSE_ID.test(value)) v.add('reuseRequestId', 'INVALID_FORMAT', 'must be 1 to 128 of A-Z a-z 0-9 . _ : -');
+  return value;
+}
+
+export function createFilesService(deps: FilesDeps) {
+  const now = deps.now ?? Date.now;
+  const baseUrl = (md: CallMetadata) => (deps.publicBaseUrl ?? md[PUBLIC_BASE_URL_METADATA] ?? '').replace(/\/+$/, '');
+  const hit = (f: FileRecord): UploadCredentials => ({
+    uploadRequired: false, headers: {}, fileId: f.id, file: toFile(f), possessionChallenge: undefined,
+  });
+
+  async function challenge(spec: FileSpec): Promise<UploadCredentials> {
+    const ranges = [];
+    for (let i = 0; i < CHALLENGE_RANGES; i++) {
+      const length = Math.min(spec.size, CHALLENGE_RANGE_BYTES);
+      ranges.push({ offset: crypto.randomInt(0, spec.size - length + 1), length });
+    }
+    const id = `pc_${randomBase62(24)}`;
+    const nonce = crypto.randomBytes(16).toString('hex');
+    const expiresAt = now() + CHALLENGE_TTL_MS;
+    await deps.files.createChallenge({ id, ...spec, nonce, ranges, expiresAt }, now());
+    return {
+      uploadRequired: false,
+      headers: {},
+      file: undefined,
+      possessionRequired: true,
+      possessionChallenge: { challengeId: id, nonce, ranges, expiresAt: Math.floor(expiresAt / 1000) },
+    };
+  }
+
+  async function readAll(key: string, start: number, length: number): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of deps.blobs.read(key, { start, end: start + length - 1 })) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+
+  return {
+    async createUploadCredentials(
+      principal: BotPrincipal,
+      req: { fileName: string; fileSize: number; checksum: string; fileType: string; reuseRequestId: string; reuseExisting?: boolean },
+      metadata: CallMetadata,
+    ): Promise<UploadCredentials> {
+      const v = new check.Violations();
+      if (!req.fileName) v.add('fileName', 'REQUIRED', 'is required');
+      else if (check.charLength(req.fileName) > 255) v.add('fileName', 'TOO_LONG', 'must be at most 255 characters');
+      else if (BAD_NAME_CHARS.test(req.fileName) || req.fileName === '.' || req.fileName === '..') {
+        v.add('fileName', 'INVALID_FORMAT', 'must be a plain file name, without path separators or control characters');
+      }
+      if (!(req.fileSize >= 1 && req.fileSize <= deps.maxFileBytes)) {
+        v.add('fileSize', 'OUT_OF_RANGE', `must be 1 to ${deps.maxFileBytes} bytes`);
+      }
+      const checksum = checksumOf(v, req.checksum);
+      const mimeType = req.fileType ? req.fileType.toLowerCase() : 'application/octet-stream';
+      if (!MIME.test(mimeType)) v.add('fileType', 'INVALID_FORMAT', 'must be a MIME type such as image/png');
+      const reuseRequestId = reuseIdOf(v, req.reuseRequestId);
+      v.throwIfAny();
+      const spec: FileSpec = {
+        botId: principal.botId, accountId: principal.ownerId, checksum, size: req.fileSize, fileName: req.fileName, mimeType, reuseRequestId,
+      };
+
+      // The same reuseRequestId always answers the same file.
+      if (reuseRequestId) {
+        const done = await deps.files.fileByReuseId(principal.botId, reuseRequestId);
+        if (done) {
+          if (done.checksum !== checksum || done.size !== spec.size) {
+            throw ApiError.failedPrecondition('reuseRequestId was already used for a different file; a new upload needs a new reuseRequestId');
+          }
+          return hit(done);
+        }
+      }
+      const wantsReuse = req.reuseExisting !== false && (reuseRequestId !== null || req.reuseExisting === true);
+      if (wantsReuse) {
+        const size = await deps.files.blobSize(checksum);
+        if (size !== undefined) {
+          if (size !== spec.size) throw ApiError.invalid('fileSize', 'SIZE_MISMATCH', 'does not match the size of the content with this checksum');
+          if (await deps.files.isBlobOwner(checksum, principal.ownerId)) return hit(await deps.files.addFile(newFileId(), spec, now()));
+          return challenge(spec);
+        }
+      }
+
+      let upload = await deps.files.openUpload(spec, now());
+      if (!upload) {
+        upload = { id: `up_${randomBase62(24)}`, ...spec, fileId: null, createdAt: now(), expiresAt: now() + deps.urlTtlMs };
+        await deps.files.createUpload(upload);
+      }
+      const exp = Math.floor(upload.expiresAt / 1000);
+      const token = deps.signer.sign({ kind: 'upload', id: upload.id, size: spec.size, sha256: checksum, exp });
+      return {
+        uploadRequired: true,
+        uploadUrl: `${baseUrl(metadata)}/api/v1/files/upload/${token}`,
+        method: 'PUT',
+        headers: { 'Content-Type': mimeType },
+        expiresAt: exp,
+        file: undefined,
+        possessionChallenge: undefined,
+      };
+    },
+
+    async completeUpload(principal: BotPrincipal, req: { checksum: string; reuseRequestId: string }) {
+      const v = new check.Violations();
+      const checksum = checksumOf(v, req.checksum);
+      const reuseRequestId = reuseIdOf(v, req.reuseRequestId);
+      v.throwIfAny();
+      if (reuseRequestId) {
+        const done = await deps.files.fileByReuseId(principal.botId, reuseRequestId);
+        if (done && done.checksum === checksum) return { result: { fileId: done.id, file: toFile(done) } };
+      }
+      const upload = await deps.files.uploadFor(principal.botId, checksum, reuseRequestId);
+      if (!upload) throw new ApiError(Code.NOT_FOUND, 'no upload with this checksum: call files/upload-credentials first');
+      if (upload.fileId) {
+        const done = await deps.files.fileOfBot(principal.botId, upload.fileId);
+        if (done) return { result: { fileId: done.id, file: toFile(done) } };
+      }
+      const staged = await deps.blobs.size(stagingKey(upload.id));
+      if (staged === undefined) {
+        throw ApiError.failedPrecondition(upload.expiresAt <= now()
+          ? 'the upload expired before its bytes arrived: ask files/upload-credentials again'
+          : 'the bytes have not been uploaded: PUT them to uploadUrl first');
+      }
+      const file = await deps.files.completeUpload(upload, newFileId(), now(),
+        () => deps.blobs.promote(stagingKey(upload.id), blobKey(checksum)));
+      return { result: { fileId: file.id, file: toFile(file) } };
+    },
+
+    async provePossession(principal: BotPrincipal, req: { challengeId: string; proof: string }): Promise<UploadCredentials> {
+      const v = new check.Violations();
+      if (!req.challengeId) v.add('challengeId', 'REQUIRED', 'is required');
+      if (!req.proof) v.add('proof', 'REQUIRED', 'is required');
+      else if (!CHECKSUM.test(req.proof)) v.add('proof', 'INVALID_FORMAT', 'must be a 64-character SHA-256 hex string');
+      v.throwIfAny();
+      const c = await deps.files.takeChallenge(principal.botId, req.challengeId, now());
+      if (c === 'NOT_FOUND') throw ApiError.notFound('possession challenge');
+      if (c === 'USED') throw ApiError.failedPrecondition('this challenge was already tried: ask files/upload-credentials for a new one');
+      if (c === 'EXPIRED') throw ApiError.failedPrecondition('this challenge expired: ask files/upload-credentials for a new one');
+      const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
+      for (const r of c.ranges) hash.update(await readAll(blobKey(c.checksum), r.offset, r.length));
+      const expected = hash.digest();
+      const given = Buffer.from(req.proof.toLowerCase(), 'hex');
+      if (!crypto.timingSafeEqual(expected, given)) {
+        throw ApiError.invalid('proof', 'PROOF_MISMATCH', 'does not prove possession of the file; the challenge is used up');
+      }
+      return hit(await deps.files.addFile(newFileId(), c, now()));
+    },
+
+    async getFile(principal: BotPrincipal, req: { fileId: string }, metadata: CallMetadata): Promise<File> {
+      if (!req.fileId) throw ApiError.invalid('file_id', 'REQUIRED', 'is required');
+      const f = await deps.files.fileOfBot(principal.botId, req.fileId);
+      if (!f) throw ApiError.notFound('file');
+      const exp = Math.floor((now() + deps.urlTtlMs) / 1000);
+      const token = deps.signer.sign({ kind: 'download', sha256: f.checksum, size: f.size, name: f.fileName, type: f.mimeType, exp });
+      return toFile(f, `${baseUrl(metadata)}/api/v1/files/download/${token}`);
+    },
+
+    /** A file of this bot, for the send methods (400 when it is not the bot's: contract §6). */
+    async fileForSend(botId: string, fileId: string): Promise<FileRecord> {
+      const f = fileId ? await deps.files.fileOfBot(botId, fileId) : undefined;
+      if (!f) throw ApiError.invalid('file_id', 'FILE_NOT_FOUND', 'is not a file of this bot');
+      return f;
+    },
+
+    /** Forgets expired uploads and challenges, and staged bytes nobody completed. */
+    async sweep(): Promise<void> {
+      await deps.files.purgeExpired(now());
+      await deps.blobs.sweepStaging(now() - 2 * deps.urlTtlMs);
+    },
+  };
+}
+
+export type FilesService = ReturnType<typeof createFilesService>;

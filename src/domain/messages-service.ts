@@ -1,0 +1,102 @@
+/**
+ * The send methods (contract §6): a bot writes to chats that have written to it,
+ * may reply to a message of the same chat, and sends files registered by itself.
+ * Each sent message is stored and queued for the platform's messaging services.
+ */
+import crypto from 'node:crypto';
+import type { BotPrincipal } from '../core/context.js';
+import { ApiError } from '../errors.js';
+import type { Message } from '../gen/botplatform/v1/update.js';
+import type { BotsRepo } from '../storage/bots-repo.js';
+import type { MessagesRepo } from '../storage/messages-repo.js';
+import type { FilesService } from './files-service.js';
+import { toFile } from './files-service.js';
+import * as check from './validation.js';
+import { fromWireMessage, toWireMessage } from './wire.js';
+
+export interface MessagesDeps {
+  bots: BotsRepo;
+  messages: MessagesRepo;
+  files: FilesService;
+  now?: () => number;
+}
+
+/**
+ * The bot's numeric id as a chat participant (Message.from.id): bot ids are opaque
+ * strings, user ids are integers. Derived from the bot id, in [2^52, 2^53).
+ */
+export function botUserId(botId: string): number {
+  const x = parseInt(crypto.createHash('sha256').update(botId).digest('hex').slice(0, 13), 16);
+  return 2 ** 52 + x;
+}
+
+interface SendInput {
+  chatId: number;
+  replyToMessageId?: number;
+}
+
+export function createMessagesService(deps: MessagesDeps) {
+  const now = deps.now ?? Date.now;
+
+  function checkTarget(v: check.Violations, input: SendInput) {
+    if (!input.chatId) v.add('chat_id', 'REQUIRED', 'is required');
+    if (input.replyToMessageId !== undefined && input.replyToMessageId <= 0) v.add('reply_to_message_id', 'OUT_OF_RANGE', 'must be 1 or more');
+  }
+
+  /** Checks the chat and the replied-to message, then stores and queues the message. */
+  async function send(principal: BotPrincipal, input: SendInput, body: Partial<Message>): Promise<Message> {
+    const chatType = await deps.messages.chatType(principal.botId, input.chatId);
+    if (!chatType) throw ApiError.invalid('chat_id', 'CHAT_NOT_FOUND', 'chat not found: the chat must have written to the bot first');
+    if (input.replyToMessageId !== undefined
+      && !(await deps.messages.messageExists(principal.botId, input.chatId, input.replyToMessageId))) {
+      throw ApiError.invalid('reply_to_message_id', 'MESSAGE_NOT_FOUND', 'message to reply to not found in this chat');
+    }
+    const bot = (await deps.bots.findById(principal.botId))!;
+    const at = now();
+    const wire = await deps.messages.send(principal.botId, input.chatId, at, (messageId) => toWireMessage({
+      messageId,
+      date: Math.floor(at / 1000),
+      chat: { id: input.chatId, type: chatType },
+      from: { id: botUserId(bot.id), isBot: true, username: bot.username, firstName: bot.name },
+      text: undefined,
+      replyToMessageId: input.replyToMessageId,
+      photo: undefined,
+      document: undefined,
+      caption: undefined,
+      ...body,
+    }));
+    return fromWireMessage(wire);
+  }
+
+  async function sendFile(
+    principal: BotPrincipal,
+    req: { chatId: number; fileId: string; caption?: string; replyToMessageId?: number },
+    kind: 'photo' | 'document',
+  ): Promise<Message> {
+    const v = new check.Violations();
+    if (!req.fileId) v.add('file_id', 'REQUIRED', 'is required');
+    check.optionalText(v, 'caption', req.caption, 1024);
+    checkTarget(v, req);
+    v.throwIfAny();
+    const file = await deps.files.fileForSend(principal.botId, req.fileId);
+    if (kind === 'photo' && !file.mimeType.startsWith('image/')) {
+      throw ApiError.invalid('file_id', 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); send it with sendDocument`);
+    }
+    return send(principal, req, { [kind]: toFile(file), caption: req.caption });
+  }
+
+  return {
+    async sendMessage(principal: BotPrincipal, req: { chatId: number; text: string; replyToMessageId?: number }): Promise<Message> {
+      const v = new check.Violations();
+      if (!req.text) v.add('text', 'REQUIRED', 'is required');
+      else if (check.charLength(req.text) > 4096) v.add('text', 'TOO_LONG', 'must be 1 to 4096 characters');
+      checkTarget(v, req);
+      v.throwIfAny();
+      return send(principal, req, { text: req.text });
+    },
+    sendPhoto: (principal: BotPrincipal, req: Parameters<typeof sendFile>[1]) => sendFile(principal, req, 'photo'),
+    sendDocument: (principal: BotPrincipal, req: Parameters<typeof sendFile>[1]) => sendFile(principal, req, 'document'),
+  };
+}
+
+export type MessagesService = ReturnType<typeof createMessagesService>;

@@ -1,0 +1,193 @@
+/**
+ * Files: blobs (one per content, by SHA-256), the accounts that have shown they
+ * hold each blob, logical files (one per registration), upload sessions and
+ * possession challenges. Every file read is scoped by the bot that owns it.
+ */
+import type { Db, Tx } from './db.js';
+import { isUniqueViolation } from './db.js';
+
+export interface FileRecord {
+  id: string;
+  botId: string;
+  checksum: string;
+  size: number;
+  fileName: string;
+  mimeType: string;
+  reuseRequestId: string | null;
+  createdAt: number;
+}
+
+export interface FileSpec {
+  botId: string;
+  accountId: string;
+  checksum: string;
+  size: number;
+  fileName: string;
+  mimeType: string;
+  reuseRequestId: string | null;
+}
+
+export interface UploadRecord extends FileSpec {
+  id: string;
+  fileId: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface ChallengeRecord extends FileSpec {
+  id: string;
+  nonce: string;
+  ranges: { offset: number; length: number }[];
+  used: boolean;
+  expiresAt: number;
+}
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const fileOf = (r: any): FileRecord => ({
+  id: r.id, botId: r.bot_id, checksum: r.checksum, size: Number(r.size), fileName: r.file_name, mimeType: r.mime_type,
+  reuseRequestId: r.reuse_request_id ?? null, createdAt: Number(r.created_at),
+});
+const specRow = (s: FileSpec) => ({
+  bot_id: s.botId, account_id: s.accountId, checksum: s.checksum, size: s.size, file_name: s.fileName,
+  mime_type: s.mimeType, reuse_request_id: s.reuseRequestId,
+});
+const specOf = (r: any): FileSpec => ({
+  botId: r.bot_id, accountId: r.account_id, checksum: r.checksum, size: Number(r.size), fileName: r.file_name,
+  mimeType: r.mime_type, reuseRequestId: r.reuse_request_id ?? null,
+});
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
+const isMysql = (db: Db) => db.client.config.client === 'mysql2';
+
+export function createFilesRepo(db: Db) {
+  const mysql = isMysql(db);
+
+  /**
+   * Inserts a logical file (and makes the account an owner of the blob). When the
+   * bot already has a file for this reuseRequestId, that one is the answer.
+   */
+  async function insertFile(tx: Tx, id: string, spec: FileSpec, now: number): Promise<FileRecord> {
+    await tx('blob_owners').insert({ checksum: spec.checksum, account_id: spec.accountId, created_at: now })
+      .onConflict(['checksum', 'account_id']).ignore();
+    const row = {
+      id, bot_id: spec.botId, checksum: spec.checksum, size: spec.size, file_name: spec.fileName,
+      mime_type: spec.mimeType, reuse_request_id: spec.reuseRequestId, created_at: now,
+    };
+    await tx('files').insert(row);
+    return fileOf(row);
+  }
+
+  /** Runs `write`; a unique violation on (bot, reuseRequestId) answers the existing file instead. */
+  async function idempotent(spec: FileSpec, write: () => Promise<FileRecord>): Promise<FileRecord> {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isUniqueViolation(err) || !spec.reuseRequestId) throw err;
+      const existing = await db('files').where({ bot_id: spec.botId, reuse_request_id: spec.reuseRequestId }).first();
+      if (!existing) throw err;
+      return fileOf(existing);
+    }
+  }
+
+  return {
+    async fileOfBot(botId: string, fileId: string): Promise<FileRecord | undefined> {
+      const r = await db('files').where({ id: fileId, bot_id: botId }).first();
+      return r ? fileOf(r) : undefined;
+    },
+
+    async fileByReuseId(botId: string, reuseRequestId: string): Promise<FileRecord | undefined> {
+      const r = await db('files').where({ bot_id: botId, reuse_request_id: reuseRequestId }).first();
+      return r ? fileOf(r) : undefined;
+    },
+
+    async blobSize(checksum: string): Promise<number | undefined> {
+      const r = await db('blobs').where({ checksum }).first('size');
+      return r ? Number(r.size) : undefined;
+    },
+
+    async isBlobOwner(checksum: string, accountId: string): Promise<boolean> {
+      return Boolean(await db('blob_owners').where({ checksum, account_id: accountId }).first('checksum'));
+    },
+
+    /** A new logical file on an existing blob (a trusted reuse hit or a passed challenge). */
+    async addFile(id: string, spec: FileSpec, now: number): Promise<FileRecord> {
+      return idempotent(spec, () => db.transaction((tx) => insertFile(tx, id, spec, now)));
+    },
+
+    async createUpload(u: Omit<UploadRecord, 'fileId'>): Promise<void> {
+      await db('uploads').insert({ id: u.id, ...specRow(u), created_at: u.createdAt, expires_at: u.expiresAt });
+    },
+
+    /** An open (not completed, not expired) upload of this bot for the same file, to hand out again. */
+    async openUpload(spec: FileSpec, now: number): Promise<UploadRecord | undefined> {
+      const r = await db('uploads')
+        .where({ bot_id: spec.botId, checksum: spec.checksum, size: spec.size, file_name: spec.fileName, mime_type: spec.mimeType })
+        .andWhere((q) => (spec.reuseRequestId ? q.where('reuse_request_id', spec.reuseRequestId) : q.whereNull('reuse_request_id')))
+        .whereNull('file_id')
+        .andWhere('expires_at', '>', now)
+        .orderBy('created_at', 'desc')
+        .first();
+      return r ? { ...specOf(r), id: r.id, fileId: null, createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) } : undefined;
+    },
+
+    /** The bot's newest upload with this checksum (and reuseRequestId, when given), completed or not. */
+    async uploadFor(botId: string, checksum: string, reuseRequestId: string | null): Promise<UploadRecord | undefined> {
+      let q = db('uploads').where({ bot_id: botId, checksum });
+      if (reuseRequestId) q = q.andWhere('reuse_request_id', reuseRequestId);
+      const r = await q.orderByRaw('file_id is null desc').orderBy('created_at', 'desc').first();
+      return r
+        ? { ...specOf(r), id: r.id, fileId: r.file_id ?? null, createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }
+        : undefined;
+    },
+
+    /**
+     * Registers an uploaded file: the blob (once per content), the file, and the
+     * upload marked completed, in one transaction. `promote` moves the verified
+     * bytes to their content address inside it.
+     */
+    async completeUpload(upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>): Promise<FileRecord> {
+      return idempotent(upload, () => db.transaction(async (tx) => {
+        let q = tx('uploads').where({ id: upload.id }).first('file_id');
+        if (mysql) q = q.forUpdate();
+        const current = await q;
+        if (current?.file_id) {
+          const done = await tx('files').where({ id: current.file_id }).first();
+          if (done) return fileOf(done);
+        }
+        await promote();
+        await tx('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').ignore();
+        const file = await insertFile(tx, fileId, upload, now);
+        await tx('uploads').where({ id: upload.id }).update({ file_id: fileId });
+        return file;
+      }));
+    },
+
+    async createChallenge(c: Omit<ChallengeRecord, 'used'>, now: number): Promise<void> {
+      await db('possession_challenges').insert({
+        id: c.id, ...specRow(c), nonce: c.nonce, ranges: JSON.stringify(c.ranges), used: false, created_at: now, expires_at: c.expiresAt,
+      });
+    },
+
+    /**
+     * Takes a challenge of this bot for its one try: marks it used and returns it,
+     * or says why it cannot be tried.
+     */
+    async takeChallenge(botId: string, id: string, now: number): Promise<ChallengeRecord | 'NOT_FOUND' | 'USED' | 'EXPIRED'> {
+      const r = await db('possession_challenges').where({ id, bot_id: botId }).first();
+      if (!r) return 'NOT_FOUND';
+      if (Number(r.expires_at) <= now) return 'EXPIRED';
+      const taken = await db('possession_challenges').where({ id, bot_id: botId, used: false }).update({ used: true });
+      if (taken === 0) return 'USED';
+      return { ...specOf(r), id: r.id, nonce: r.nonce, ranges: JSON.parse(r.ranges), used: true, expiresAt: Number(r.expires_at) };
+    },
+
+    /** Forgets expired uploads that never completed and expired challenges. */
+    async purgeExpired(now: number): Promise<number> {
+      const uploads = await db('uploads').whereNull('file_id').andWhere('expires_at', '<', now).delete();
+      const challenges = await db('possession_challenges').andWhere('expires_at', '<', now).delete();
+      return uploads + challenges;
+    },
+  };
+}
+
+export type FilesRepo = ReturnType<typeof createFilesRepo>;

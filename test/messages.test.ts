@@ -1,0 +1,156 @@
+/**
+ * The send methods over real HTTP (and gRPC for the status): chats known from
+ * updates, replies checked, captions, files only of the sending bot, the Message
+ * returned, and each sent message published on the outbound messages topic.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import crypto from 'node:crypto';
+import type { BusMessage } from '../src/bus/bus.js';
+import { MESSAGES_TOPIC } from '../src/storage/messages-repo.js';
+import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
+
+describe('messages', () => {
+  let h: Harness;
+  let ownerJwt: string;
+  let owner: ReturnType<typeof client>;
+  const published: BusMessage[] = [];
+
+  beforeAll(async () => {
+    h = await startHarness('in-process');
+    ownerJwt = await h.jwt('messages-owner');
+    owner = client(h.url, ownerJwt);
+    await h.apps[0]!.bus!.subscribeAll([MESSAGES_TOPIC], (m) => published.push(m));
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const rt = (token: string, method: string, body: object) => call(h.url, 'POST', `/api/v1/bots/${method}`, { token, body });
+  const testUpdate = (id: string, text: string, chatId: number) =>
+    owner.post(`/api/v1/bots/my/${id}/test-updates`, { text, chat_id: chatId, from: { id: chatId, is_bot: false, username: 'carol' } });
+
+  /** Registers a small file for the bot through the whole upload flow; returns its file_id. */
+  async function registerFile(token: string, bytes: Buffer, fileName: string, fileType: string): Promise<string> {
+    const checksum = crypto.createHash('sha256').update(bytes).digest('hex');
+    const cred = await rt(token, 'files/upload-credentials', { fileName, fileSize: bytes.length, fileType, checksum });
+    expect(cred.body.result.uploadRequired).toBe(true);
+    const put = await fetch(cred.body.result.uploadUrl, { method: 'PUT', headers: cred.body.result.headers, body: new Uint8Array(bytes) });
+    expect(put.status).toBe(200);
+    const done = await rt(token, 'files/complete', { checksum });
+    expect(done.status).toBe(200);
+    return done.body.result.file_id;
+  }
+
+  it('sendMessage needs a chat that wrote to the bot, then returns the stored Message and publishes it', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_send');
+    const unknown = await rt(token, 'sendMessage', { chat_id: 7001, text: 'hi' });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body).toMatchObject({ ok: false, error_code: 400 });
+    expect(unknown.body.description).toMatch(/chat not found/);
+
+    await testUpdate(id, 'hello bot', 7001);
+    const incoming = (await rt(token, 'getUpdates', {})).body.result[0].message;
+    const sent = await rt(token, 'sendMessage', { chat_id: 7001, text: 'hello human', reply_to_message_id: incoming.message_id });
+    expect(sent.status).toBe(200);
+    expect(sent.body.ok).toBe(true);
+    const m = sent.body.result;
+    expect(m).toMatchObject({
+      chat: { id: 7001, type: 'private' },
+      from: { is_bot: true, username: 'msg_send' },
+      text: 'hello human',
+      reply_to_message_id: incoming.message_id,
+    });
+    expect(m.message_id).toBeGreaterThan(incoming.message_id);
+    expect(Math.abs(m.date - Date.now() / 1000)).toBeLessThan(60);
+    // Message ids never repeat within the bot, across directions.
+    const second = (await rt(token, 'sendMessage', { chat_id: 7001, text: 'again' })).body.result;
+    expect(second.message_id).toBe(m.message_id + 1);
+    await testUpdate(id, 'and you', 7001);
+    const next = (await rt(token, 'getUpdates', { offset: 2 })).body.result[0].message;
+    expect(next.message_id).toBe(second.message_id + 1);
+
+    await expect.poll(() => published.filter((p) => p.key === id).length).toBe(2);
+    const bodies = published.filter((p) => p.key === id).map((p) => JSON.parse(p.value));
+    expect(bodies[0]).toEqual({ bot_id: id, message: m });
+  });
+
+  it('replies only to a message of the same chat', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_reply');
+    await testUpdate(id, 'one', 7101);
+    await testUpdate(id, 'two', 7102);
+    const [a] = (await rt(token, 'getUpdates', {})).body.result;
+    const wrongChat = await rt(token, 'sendMessage', { chat_id: 7102, text: 'x', reply_to_message_id: a.message.message_id });
+    expect(wrongChat.status).toBe(400);
+    expect(wrongChat.body.description).toMatch(/reply/);
+    const missing = await rt(token, 'sendMessage', { chat_id: 7101, text: 'x', reply_to_message_id: 999_999 });
+    expect(missing.status).toBe(400);
+    // A reply to the bot's own earlier message works.
+    const own = (await rt(token, 'sendMessage', { chat_id: 7101, text: 'mine' })).body.result;
+    expect((await rt(token, 'sendMessage', { chat_id: 7101, text: 're', reply_to_message_id: own.message_id })).status).toBe(200);
+  });
+
+  it.each([
+    [{ text: 'no chat' }, 'chat_id'],
+    [{ chat_id: 7201 }, 'text'],
+    [{ chat_id: 7201, text: '' }, 'text'],
+    [{ chat_id: 7201, text: 'x'.repeat(4097) }, 'text'], // 4097 characters
+    [{ chat_id: 'abc', text: 'x' }, 'chat_id'],
+    [{ chat_id: 7201, text: 'x', reply_to_message_id: -1 }, 'reply_to_message_id'],
+    [{ chat_id: 7201, text: 'x', parse_mode: 'HTML' }, 'parse_mode'],
+  ])('a sendMessage missing or breaking %1$s is a 400 (case %#)', async (body, field) => {
+    const { token } = await approvedBot(h, ownerJwt, `msg_bad_${crypto.randomBytes(3).toString('hex')}`);
+    const res = await rt(token, 'sendMessage', body);
+    expect(res.status).toBe(400);
+    expect(res.body.description).toContain(field);
+  });
+
+  it('a 4096-character text (counted in characters, not bytes) is accepted', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_long');
+    await testUpdate(id, 'hi', 7301);
+    const res = await rt(token, 'sendMessage', { chat_id: 7301, text: '🙂'.repeat(4096) });
+    expect(res.status).toBe(200);
+  });
+
+  it('sendPhoto and sendDocument send the bot\'s own files with captions; others\' files and non-images are refused', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_files');
+    const other = await approvedBot(h, await h.jwt('someone-else'), 'msg_files_other');
+    await testUpdate(id, 'send me things', 7401);
+    const png = await registerFile(token, crypto.randomBytes(2048), 'cat.png', 'image/png');
+    const pdf = await registerFile(token, crypto.randomBytes(3000), 'report.pdf', 'application/pdf');
+    const foreign = await registerFile(other.token, crypto.randomBytes(100), 'theirs.png', 'image/png');
+
+    const photo = await rt(token, 'sendPhoto', { chat_id: 7401, file_id: png, caption: 'a cat' });
+    expect(photo.status).toBe(200);
+    expect(photo.body.result).toMatchObject({
+      chat: { id: 7401 }, caption: 'a cat',
+      photo: { file_id: png, file_name: 'cat.png', file_size: 2048, mime_type: 'image/png', file_unique_id: expect.any(String) },
+    });
+    expect(photo.body.result.text).toBeUndefined();
+    const doc = await rt(token, 'sendDocument', { chat_id: 7401, file_id: pdf });
+    expect(doc.status).toBe(200);
+    expect(doc.body.result.document).toMatchObject({ file_id: pdf, mime_type: 'application/pdf' });
+    // A document may be any file, a photo must be an image.
+    expect((await rt(token, 'sendDocument', { chat_id: 7401, file_id: png })).status).toBe(200);
+    const notImage = await rt(token, 'sendPhoto', { chat_id: 7401, file_id: pdf });
+    expect(notImage.status).toBe(400);
+    expect(notImage.body.description).toMatch(/not an image/);
+
+    for (const method of ['sendPhoto', 'sendDocument']) {
+      const theirs = await rt(token, method, { chat_id: 7401, file_id: foreign });
+      expect(theirs.status).toBe(400);
+      expect(theirs.body.description).toMatch(/file_id/);
+      expect((await rt(token, method, { chat_id: 7401, file_id: 'file_doesnotexist' })).status).toBe(400);
+      expect((await rt(token, method, { chat_id: 7401 })).status).toBe(400);
+    }
+    const longCaption = await rt(token, 'sendPhoto', { chat_id: 7401, file_id: png, caption: 'c'.repeat(1025) });
+    expect(longCaption.status).toBe(400);
+    expect(longCaption.body.description).toContain('caption');
+    // Another bot's file is refused even in a chat the other bot knows.
+    expect((await rt(other.token, 'sendPhoto', { chat_id: 7401, file_id: png })).status).toBe(400);
+  });
+
+  it('needs the bot token', async () => {
+    const res = await call(h.url, 'POST', '/api/v1/bots/sendMessage', { token: ownerJwt, body: { chat_id: 1, text: 'x' } });
+    expect(res.status).toBe(401);
+  });
+});
