@@ -4,7 +4,7 @@
  * binding), from the same schemas as the gateway's route table, so the SDK cannot
  * drift from the protos.
  */
-import type { EnumSchema, FieldSchema, MessageSchema, RouteSpec } from '../runtime/schema.js';
+import type { EnumSchema, FieldSchema, FieldType, MessageSchema, RouteSpec } from '../runtime/schema.js';
 import type { ImageIndex } from './descriptors.js';
 
 interface Input {
@@ -41,7 +41,10 @@ export function buildSdk(input: Input): string {
   const walk = (ref: string, into: Set<string>) => {
     if (into.has(ref)) return;
     into.add(ref);
-    for (const f of messages[ref]!.fields) if (f.type.kind === 'message') walk(f.type.ref, into);
+    for (const f of messages[ref]!.fields) {
+      const element = f.type.kind === 'map' ? f.type.value : f.type;
+      if (element.kind === 'message') walk(element.ref, into);
+    }
   };
   const primary = routes.filter((r, i) => routes.findIndex((x) => x.rpc === r.rpc) === i);
   const resultField = (r: Omit<RouteSpec, 'grpc'>) =>
@@ -63,24 +66,27 @@ export function buildSdk(input: Input): string {
   const refName = (ref: string, asInput: boolean) =>
     names.get(ref)! + (asInput && inputs.has(ref) && outputs.has(ref) ? 'Input' : '');
 
-  const valueType = (f: FieldSchema, asInput: boolean): string => {
-    switch (f.type.kind) {
+  const valueType = (t: FieldType, asInput: boolean): string => {
+    switch (t.kind) {
       case 'enum':
-        return names.get(f.type.ref)!;
+        return names.get(t.ref)!;
       case 'message':
-        return refName(f.type.ref, asInput);
+        return refName(t.ref, asInput);
+      case 'map':
+        // JSON object keys are strings whatever the proto key type.
+        return `Record<string, ${valueType(t.value, asInput)}>`;
       case 'timestamp':
         return 'string';
       case 'fieldmask':
         return 'string';
       default: {
-        const s = f.type.scalar;
+        const s = t.scalar;
         return s === 'string' || s === 'bytes' ? 'string' : s === 'bool' ? 'boolean' : 'number';
       }
     }
   };
   const fieldType = (f: FieldSchema, asInput: boolean) => {
-    const v = valueType(f, asInput);
+    const v = valueType(f.type, asInput);
     return f.repeated ? (v.includes(' ') ? `(${v})[]` : `${v}[]`) : v;
   };
 
@@ -105,7 +111,8 @@ export function buildSdk(input: Input): string {
       const c = doc(comments[`${ref}.${f.proto}`], '  ');
       if (asInput) return `${c}  ${f.json}${required.has(`${ref}.${f.proto}`) ? '' : '?'}: ${t};\n`;
       if (f.repeated) return `${c}  ${f.json}: ${t};\n`;
-      if (f.optional) return `${c}  ${f.json}?: ${t};\n`;
+      // Unset optional fields, and empty maps on the runtime API, are left out.
+      if (f.optional || f.type.kind === 'map') return `${c}  ${f.json}?: ${t};\n`;
       // Unset messages and timestamps are null on the console and left out on the runtime API.
       if (f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask') {
         return `${c}  ${f.json}?: ${t} | null;\n`;

@@ -181,12 +181,28 @@ export interface BotUser {
   can_join_groups: boolean;
 }
 
+/** ByteRange is a part of a file. */
+export interface ByteRange {
+  /** Offset of the first byte. */
+  offset: number;
+  /** Number of bytes. */
+  length: number;
+}
+
 /** Chat is where a message was written. */
 export interface Chat {
   /** Chat identifier; for a private chat, the user's id. */
   id: number;
   /** "private", "group" or "channel". */
   type: string;
+}
+
+/** CompleteUploadRequest names the upload to register. */
+export interface CompleteUploadRequest {
+  /** The checksum given to upload-credentials. */
+  checksum: string;
+  /** The reuseRequestId given to upload-credentials, if any. */
+  reuseRequestId?: string;
 }
 
 /** CreateApplicationRequest is a new bot application. */
@@ -221,6 +237,22 @@ export interface CreateTestUpdateResponse {
   update_id: number;
   /** Per-bot sequence number. */
   update_seq: number;
+}
+
+/** CreateUploadCredentialsRequest describes the file to register (camelCase on the wire). */
+export interface CreateUploadCredentialsRequest {
+  /** File name: 1 to 255 characters, no path separators or control characters. */
+  fileName: string;
+  /** Size in bytes: 1 to the configured maximum. */
+  fileSize: number;
+  /** Lowercase or uppercase 64-character hex SHA-256 of the whole file. */
+  checksum: string;
+  /** MIME type (type/subtype); application/octet-stream when empty. */
+  fileType?: string;
+  /** Stable id of one logical upload, the same across its retries: the same id always yields the same file_id. Asks for content reuse. */
+  reuseRequestId?: string;
+  /** Legacy: true asks for content reuse, false refuses it. */
+  reuseExisting?: boolean;
 }
 
 /** DeleteBotWebhookRequest names the bot and may drop what is pending. */
@@ -261,6 +293,30 @@ export interface Delivery {
   created_at?: string | null;
   /** How long the last attempt took, in milliseconds. */
   last_duration_ms?: number;
+}
+
+/** File is a registered file. Each send gets its own logical file_id; files with the same content share one stored blob and one file_unique_id. */
+export interface File {
+  /** Identifier of this logical file; usable only by the bot that registered it. */
+  file_id: string;
+  /** Same for every file with the same content; cannot be used to send or download. */
+  file_unique_id: string;
+  /** Name given at upload. */
+  file_name: string;
+  /** Size in bytes. */
+  file_size: number;
+  /** MIME type given at upload (application/octet-stream when none was). */
+  mime_type: string;
+  /** Lowercase hex SHA-256 of the content. */
+  checksum: string;
+  /** Signed URL that streams the bytes (getFile only); valid for at least an hour. */
+  download_url?: string;
+}
+
+/** GetFileRequest names a file. */
+export interface GetFileRequest {
+  /** A file_id of this bot. */
+  file_id: string;
 }
 
 /** GetMeRequest has no fields. */
@@ -355,6 +411,12 @@ export interface Message {
   text?: string;
   /** The message this one replies to. */
   reply_to_message_id?: number;
+  /** A photo, for photo messages. */
+  photo?: File | null;
+  /** A document, for document messages. */
+  document?: File | null;
+  /** Caption of a photo or document: 0 to 1024 characters. */
+  caption?: string;
 }
 
 /** Pagination describes one page of a listing. */
@@ -367,6 +429,26 @@ export interface Pagination {
   total: number;
   /** Whether a later page has items. */
   has_more: boolean;
+}
+
+/** PossessionChallenge asks for proof that the caller holds the whole file: proof = lowercase hex SHA-256(nonce bytes, then the bytes of each range in order). */
+export interface PossessionChallenge {
+  /** Identifies the challenge in ProvePossession. */
+  challengeId: string;
+  /** Random bytes, hex. */
+  nonce: string;
+  /** Byte ranges of the file to hash after the nonce. */
+  ranges: ByteRange[];
+  /** When the challenge expires, in unix seconds. */
+  expiresAt: number;
+}
+
+/** ProvePossessionRequest answers a challenge. */
+export interface ProvePossessionRequest {
+  /** The challenge answered. */
+  challengeId: string;
+  /** Lowercase hex SHA-256 of the nonce bytes followed by each range's bytes. */
+  proof: string;
 }
 
 /** RegenerateTokenRequest names the bot whose token is replaced. */
@@ -385,6 +467,14 @@ export interface RegenerateTokenResponse {
   token_prefix: string;
 }
 
+/** RegisteredFile is a file ready to send. */
+export interface RegisteredFile {
+  /** The file's id. */
+  file_id: string;
+  /** The file. */
+  file?: File | null;
+}
+
 /** RejectBotRequest names the application to refuse and why. */
 export interface RejectBotRequest {
   /** The bot id. */
@@ -399,6 +489,40 @@ export interface RetryDeliveryRequest {
   id: string;
   /** A delivery id, or the update_id of the delivered update. */
   delivery_id: string;
+}
+
+/** SendDocumentRequest is a document to send. */
+export interface SendDocumentRequest {
+  /** The chat; it must have written to the bot before. */
+  chat_id: number;
+  /** A file_id of this bot. */
+  file_id: string;
+  /** Caption: 0 to 1024 characters. */
+  caption?: string;
+  /** A message of the same chat to reply to. */
+  reply_to_message_id?: number;
+}
+
+/** SendMessageRequest is a text message to send. */
+export interface SendMessageRequest {
+  /** The chat; it must have written to the bot before. */
+  chat_id: number;
+  /** The text: 1 to 4096 characters. */
+  text: string;
+  /** A message of the same chat to reply to. */
+  reply_to_message_id?: number;
+}
+
+/** SendPhotoRequest is a photo to send. */
+export interface SendPhotoRequest {
+  /** The chat; it must have written to the bot before. */
+  chat_id: number;
+  /** A file_id of this bot whose MIME type is image/*. */
+  file_id: string;
+  /** Caption: 0 to 1024 characters. */
+  caption?: string;
+  /** A message of the same chat to reply to. */
+  reply_to_message_id?: number;
 }
 
 /** SetBotWebhookRequest is the webhook configuration of one of the caller's bots. */
@@ -455,6 +579,28 @@ export interface UpdateMyBotRequest {
   bot: BotProfile;
   /** Fields of bot to change (proto names, e.g. "short_description"); over HTTP the keys present in the body. A field in the mask but null or absent is cleared. */
   update_mask?: string;
+}
+
+/** UploadCredentials is what to do next: PUT the bytes (upload_required), use the file at once (a trusted hit), or answer the possession challenge. */
+export interface UploadCredentials {
+  /** Whether the bytes must be PUT to upload_url. */
+  uploadRequired: boolean;
+  /** Signed, expiring URL to PUT the bytes to. */
+  uploadUrl?: string;
+  /** HTTP method for upload_url: "PUT". */
+  method?: string;
+  /** Headers to send with the PUT. */
+  headers?: Record<string, string>;
+  /** When upload_url stops working, in unix seconds. */
+  expiresAt?: number;
+  /** The new file's id, on a trusted hit. */
+  file_id?: string;
+  /** The new file, on a trusted hit. */
+  file?: File | null;
+  /** Whether the possession challenge must be answered before the file exists. */
+  possessionRequired?: boolean;
+  /** The challenge, when possession_required. */
+  possessionChallenge?: PossessionChallenge | null;
 }
 
 /** User is a participant: a person or a bot. */
@@ -592,6 +738,13 @@ export const runtimeMethods = {
   setWebhook: {"rpc":"botplatform.v1.RuntimeService/SetWebhook","httpMethod":"POST","path":"/api/v1/bots/setWebhook","pathParams":[],"body":"*","successCode":200},
   deleteWebhook: {"rpc":"botplatform.v1.RuntimeService/DeleteWebhook","httpMethod":"POST","path":"/api/v1/bots/deleteWebhook","pathParams":[],"body":"*","successCode":200},
   getWebhookInfo: {"rpc":"botplatform.v1.RuntimeService/GetWebhookInfo","httpMethod":"POST","path":"/api/v1/bots/getWebhookInfo","pathParams":[],"body":"*","successCode":200},
+  sendMessage: {"rpc":"botplatform.v1.RuntimeService/SendMessage","httpMethod":"POST","path":"/api/v1/bots/sendMessage","pathParams":[],"body":"*","successCode":200},
+  sendPhoto: {"rpc":"botplatform.v1.RuntimeService/SendPhoto","httpMethod":"POST","path":"/api/v1/bots/sendPhoto","pathParams":[],"body":"*","successCode":200},
+  sendDocument: {"rpc":"botplatform.v1.RuntimeService/SendDocument","httpMethod":"POST","path":"/api/v1/bots/sendDocument","pathParams":[],"body":"*","successCode":200},
+  createUploadCredentials: {"rpc":"botplatform.v1.RuntimeService/CreateUploadCredentials","httpMethod":"POST","path":"/api/v1/bots/files/upload-credentials","pathParams":[],"body":"*","successCode":200},
+  completeUpload: {"rpc":"botplatform.v1.RuntimeService/CompleteUpload","httpMethod":"POST","path":"/api/v1/bots/files/complete","pathParams":[],"body":"*","successCode":200},
+  provePossession: {"rpc":"botplatform.v1.RuntimeService/ProvePossession","httpMethod":"POST","path":"/api/v1/bots/files/possession","pathParams":[],"body":"*","successCode":200},
+  getFile: {"rpc":"botplatform.v1.RuntimeService/GetFile","httpMethod":"POST","path":"/api/v1/bots/getFile","pathParams":[],"body":"*","successCode":200},
 } as const satisfies Record<string, MethodBinding>;
 
 /** Request and result types of RuntimeService's methods. */
@@ -606,4 +759,18 @@ export interface RuntimeMethodTypes {
   deleteWebhook: { request: DeleteWebhookRequest; result: boolean; optionalRequest: true };
   /** GetWebhookInfo tells how the bot receives updates and what is pending. */
   getWebhookInfo: { request: GetWebhookInfoRequest; result: WebhookInfo; optionalRequest: true };
+  /** SendMessage sends a text message to a chat that has written to the bot. */
+  sendMessage: { request: SendMessageRequest; result: Message; optionalRequest: false };
+  /** SendPhoto sends a registered image file to a chat. */
+  sendPhoto: { request: SendPhotoRequest; result: Message; optionalRequest: false };
+  /** SendDocument sends a registered file of any type to a chat. */
+  sendDocument: { request: SendDocumentRequest; result: Message; optionalRequest: false };
+  /** CreateUploadCredentials starts registering a file: it answers where to PUT the bytes, or, when the same content is already stored, a new file at once (a trusted hit) or a possession challenge to answer first. */
+  createUploadCredentials: { request: CreateUploadCredentialsRequest; result: UploadCredentials; optionalRequest: false };
+  /** CompleteUpload registers the file whose bytes were PUT to the upload URL. */
+  completeUpload: { request: CompleteUploadRequest; result: RegisteredFile; optionalRequest: false };
+  /** ProvePossession answers a possession challenge; one try per challenge. */
+  provePossession: { request: ProvePossessionRequest; result: UploadCredentials; optionalRequest: false };
+  /** GetFile returns a file's metadata and a signed download URL. */
+  getFile: { request: GetFileRequest; result: File; optionalRequest: false };
 }
