@@ -5,6 +5,8 @@ export async function echo(bot: BotClient, update: Update, log: (line: string) =
   const message = update.message;
   if (!message?.chat || message.text === undefined) return;
   log(`update ${update.update_id} (seq ${update.update_seq}) from chat ${message.chat.id}: ${message.text}`);
+  const sent = await bot.sendMessage({ chat_id: message.chat.id, text: message.text, reply_to_message_id: message.message_id });
+  log(`replied with message ${sent.message_id} in chat ${message.chat.id}`);
 }
 
 /** Settings every example reads from the environment. */

@@ -31,3 +31,4 @@ export {
 } from './webhook-adapters.js';
 export { PollingConflictError, runPolling, WebhookActiveError, type PollingOptions } from './polling.js';
 export { MediaUploadCache } from './media-upload-cache.js';
+export { uploadFile, type UploadedFile, type UploadFileOptions } from './files.js';

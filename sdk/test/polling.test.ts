@@ -4,8 +4,6 @@
  * no way to produce it on demand (a 429 with retry_after, a 503, a dropped
  * connection), to answer one call with exactly that before forwarding again.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../../test/helpers/harness.js';
 import { startReceiver } from '../../test/helpers/receiver.js';
@@ -19,51 +17,7 @@ import {
   type Update,
 } from '../src/index.js';
 import { sdkAccount, until, type SdkAccount, type TestBot } from './helpers.js';
-
-type Scripted = { status: number; body: unknown; headers?: Record<string, string> } | 'drop';
-
-/** Forwards to the service; records getUpdates bodies; answers scripted getUpdates first. */
-async function startProxy(target: string) {
-  const calls: { at: number; body: Record<string, unknown> }[] = [];
-  const script: Scripted[] = [];
-  const server = http.createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const raw = Buffer.concat(chunks);
-    if (req.url!.endsWith('/getUpdates')) {
-      calls.push({ at: Date.now(), body: raw.length ? JSON.parse(raw.toString()) : {} });
-      const next = script.shift();
-      if (next === 'drop') return void req.socket.destroy();
-      if (next) {
-        res.writeHead(next.status, { 'content-type': 'application/json', ...next.headers });
-        return void res.end(JSON.stringify(next.body));
-      }
-    }
-    const ac = new AbortController();
-    res.on('close', () => ac.abort());
-    try {
-      const upstream = await fetch(target + req.url, {
-        method: req.method,
-        headers: Object.fromEntries(Object.entries(req.headers).filter(([k]) => ['authorization', 'content-type'].includes(k))) as Record<string, string>,
-        body: raw.length ? raw : undefined,
-        signal: ac.signal,
-      });
-      const text = await upstream.text();
-      res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' });
-      res.end(text);
-    } catch {
-      res.destroy();
-    }
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    calls,
-    script,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
-  };
-}
-type Proxy = Awaited<ReturnType<typeof startProxy>>;
+import { startProxy, type Proxy } from './proxy.js';
 
 describe('polling runner', () => {
   let h: Harness;
