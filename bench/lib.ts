@@ -7,8 +7,8 @@ import { startServiceProcess } from '../test/helpers/service-process.js';
 const children: ChildProcess[] = [];
 
 /** Starts the service with env (warnings to stderr) and waits for /healthz on env.PORT. */
-export async function startService(env: Record<string, string>): Promise<ChildProcess> {
-  const child = await startServiceProcess({ LOG_LEVEL: 'warn', ...env }, ['ignore', 'ignore', 'inherit']);
+export async function startService(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ChildProcess> {
+  const child = await startServiceProcess({ LOG_LEVEL: 'warn', ...env }, ['ignore', 'ignore', 'inherit'], opts);
   children.push(child);
   return child;
 }

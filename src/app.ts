@@ -12,7 +12,6 @@ import type { Logger } from 'pino';
 import { createAccountJwtVerifier, type JwtKeySource } from './auth/account-jwt.js';
 import { LOCAL_INTERNAL_TOKEN_FILE, LOCAL_JWT_SECRET_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
 import { CONTROL_TOPIC, type Bus } from './bus/bus.js';
-import { createKafkaBus } from './bus/kafka-bus.js';
 import { createMemoryBus } from './bus/memory-bus.js';
 import { createSecretBox } from './auth/secret-box.js';
 import type { Config } from './config.js';
@@ -92,8 +91,9 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
   closers.push(() => db.destroy());
   await migrateLatest(db);
   const secretBox = createSecretBox(secretKeyOf(config));
+  // kafkajs is loaded only when Kafka is configured: the embedded default stays smaller.
   const bus: Bus = config.kafkaBrokers.length > 0
-    ? await createKafkaBus({
+    ? await (await import('./bus/kafka-bus.js')).createKafkaBus({
       brokers: config.kafkaBrokers,
       clientId: config.kafkaClientId,
       topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],

@@ -94,7 +94,7 @@ describe('files', () => {
     const long = await put(uploadUrl, Buffer.concat([bytes, Buffer.from('x')]));
     expect(long.status).toBe(400);
     const altered = Buffer.from(bytes);
-    altered[123] ^= 0xff;
+    altered[123] = altered[123]! ^ 0xff;
     const wrong = await put(uploadUrl, altered);
     expect(wrong.status).toBe(400);
     expect(wrong.body.description).toMatch(/SHA-256/);

@@ -1,5 +1,5 @@
 /** The service as a real child process (what `npm start` runs), for crash tests and benchmarks. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -11,8 +11,12 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export async function startServiceProcess(
   env: Record<string, string>,
   stdio: 'ignore' | 'inherit' | ['ignore', 'ignore', 'inherit'] = 'ignore',
+  opts: { compiled?: boolean } = {},
 ): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio });
+  // compiled: dist/ as `npm start` runs it (built by buildService), without tsx's
+  // transpiler in the process; what memory measurements need.
+  const args = opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio });
   for (let i = 0; i < 600; i++) {
     try {
       if ((await fetch(`http://127.0.0.1:${env.PORT}/healthz`)).ok) return child;
@@ -24,4 +28,9 @@ export async function startServiceProcess(
   }
   child.kill('SIGKILL');
   throw new Error(`${env.ROLE ?? 'service'} on port ${env.PORT} never became healthy`);
+}
+
+/** Compiles the service to dist/ (npm run build). */
+export function buildService(): void {
+  execFileSync('bash', ['scripts/build.sh'], { cwd: ROOT, stdio: 'ignore' });
 }
