@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates every generated file from proto/: ts-proto TypeScript (src/gen), the
 # binary descriptor set for gRPC reflection, and the gateway's route table, method
-# settings and OpenAPI document. CI runs this and fails if anything changed.
+# settings and OpenAPI document, and the SDK's wire types and method bindings. CI runs this and fails if anything changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-rm -rf src/gen gateway/generated
+rm -rf src/gen gateway/generated sdk/src/generated
 buf generate
 buf build --exclude-source-info --as-file-descriptor-set -o src/gen/descriptors.binpb
 buf build -o "$tmp/image.json"

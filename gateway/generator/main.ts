@@ -3,6 +3,7 @@
  *   gateway/generated/routes.ts  – the Fastify route table and the JSON schemas of every routed message
  *   gateway/generated/openapi.json – an OpenAPI 3.1 document of the same routes
  *   src/gen/methods.ts           – each RPC's credential and surface, for the core's auth interceptor
+ *   sdk/src/generated/api.ts     – the SDK's wire types and method bindings
  * Usage: tsx gateway/generator/main.ts <image.json> <repo root>
  */
 import fs from 'node:fs';
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { indexImage, type FieldDescriptor, type Image, type ImageIndex } from './descriptors.js';
 import type { EnumSchema, FieldSchema, FieldType, HttpMethod, MessageSchema, RouteSpec, Surface } from '../runtime/schema.js';
 import { buildOpenApi } from './openapi.js';
+import { buildSdk } from './sdk.js';
 
 const SETTINGS_OPTION = '[botplatform.v1.service_settings]';
 const SUCCESS_OPTION = '[botplatform.v1.http_success_code]';
@@ -216,6 +218,9 @@ function main() {
 
   const openapi = buildOpenApi({ routes, messages, enums, comments });
   fs.writeFileSync(path.join(root, 'gateway/generated/openapi.json'), JSON.stringify(openapi, null, 2) + '\n');
+
+  fs.mkdirSync(path.join(root, 'sdk/src/generated'), { recursive: true });
+  fs.writeFileSync(path.join(root, 'sdk/src/generated/api.ts'), buildSdk({ routes, messages, enums, comments, index }));
 }
 
 main();
