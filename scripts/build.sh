@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Compiles the service to dist/ (what `npm start` runs, and the memory test and bench:files):
-# plain JavaScript needs no transpiler at run time, which keeps the process small.
+# Compiles the service to dist/ (what `npm start` runs, and the memory test and bench:files).
+# Plain JavaScript needs no transpiler at run time, which keeps the process small.
+# Builds may run at once (tests start the service while others build): each builds into
+# its own folder under a lock, then swaps it in with two renames, so a process never
+# starts from a half-written dist/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-rm -rf dist
-npx tsc -p tsconfig.build.json
+exec 9>.build.lock
+flock 9
+out="dist.new.$$"
+rm -rf "$out"
+npx tsc -p tsconfig.build.json --outDir "$out"
 # Files read at run time, next to the code that reads them.
-cp src/gen/descriptors.binpb dist/src/gen/
-cp gateway/generated/openapi.json dist/gateway/generated/
+cp src/gen/descriptors.binpb "$out/src/gen/"
+cp gateway/generated/openapi.json "$out/gateway/generated/"
+rm -rf dist.old
+if [[ -d dist ]]; then mv dist dist.old; fi
+mv "$out" dist
+rm -rf dist.old
