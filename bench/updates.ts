@@ -13,10 +13,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import knexFactory from 'knex';
 import { Agent, fetch } from 'undici';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } from './lib.js';
 
@@ -216,19 +216,14 @@ async function main() {
   const server = process.env.BENCH_DATABASE_URL;
   const brokers = process.env.BENCH_KAFKA_BROKERS;
   if (server && brokers) {
-    const dbName = `bp_bench_${crypto.randomBytes(4).toString('hex')}`;
-    const admin = knexFactory({ client: 'mysql2', connection: server });
-    await admin.raw(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4`);
-    const url = new URL(server);
-    url.pathname = `/${dbName}`;
-    const shared = { DATABASE_URL: url.toString(), KAFKA_BROKERS: brokers };
+    const db = await createMysqlDatabase(server, 'bp_bench');
+    const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
     try {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
       results.push(await run('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
     } finally {
       stopServices();
-      await admin.raw(`DROP DATABASE \`${dbName}\``);
-      await admin.destroy();
+      await db.drop();
     }
   } else {
     console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');

@@ -17,9 +17,9 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import knexFactory from 'knex';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { createTestPki } from '../test/helpers/tls.js';
 import { machine, percentile, startService, stopServices } from './lib.js';
@@ -176,23 +176,18 @@ async function main() {
   const server = process.env.BENCH_DATABASE_URL;
   const brokers = process.env.BENCH_KAFKA_BROKERS;
   if (server && brokers) {
-    const dbName = `bp_bench_${crypto.randomBytes(4).toString('hex')}`;
-    const admin = knexFactory({ client: 'mysql2', connection: server });
-    await admin.raw(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4`);
-    const url = new URL(server);
-    url.pathname = `/${dbName}`;
+    const db = await createMysqlDatabase(server, 'bp_bench');
     try {
       const d2 = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
-      const shared = { DATABASE_URL: url.toString(), KAFKA_BROKERS: brokers };
+      const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
       const core = await env(d2, { ...shared, ROLE: 'core' });
       const gateway = await env(d2, { ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.GRPC_PORT}` });
       const dispatcher = await env(d2, { ...shared, ROLE: 'dispatcher' });
       results.push(await run('MariaDB + Kafka: core, gateway and dispatcher processes', pki, [core, gateway, dispatcher],
         `http://127.0.0.1:${gateway.PORT}`, `127.0.0.1:${core.GRPC_PORT}`));
     } finally {
-      if (!process.env.BENCH_KEEP_DB) await admin.raw(`DROP DATABASE \`${dbName}\``);
-      else console.log(`kept database ${dbName}`);
-      await admin.destroy();
+      if (!process.env.BENCH_KEEP_DB) await db.drop();
+      else console.log(`kept database ${db.name}`);
     }
   } else {
     console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');

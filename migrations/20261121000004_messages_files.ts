@@ -12,6 +12,16 @@ export async function up(knex: Knex): Promise<void> {
   const utf8 = (t: Knex.CreateTableBuilder) => {
     if (mysql(knex)) t.charset('utf8mb4');
   };
+  /** What a registration asks for: uploads and possession challenges both keep it until a file exists. */
+  const fileSpec = (t: Knex.CreateTableBuilder) => {
+    t.string('bot_id', 32).notNullable();
+    t.string('account_id', 191).notNullable();
+    t.string('checksum', 64).notNullable();
+    t.bigInteger('size').notNullable();
+    t.string('file_name', 255).notNullable();
+    t.string('mime_type', 127).notNullable();
+    t.string('reuse_request_id', 128);
+  };
   await knex.schema.alterTable('bots', (t) => {
     t.bigInteger('last_message_id').notNullable().defaultTo(0);
   });
@@ -69,13 +79,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('uploads', (t) => {
     utf8(t);
     t.string('id', 40).primary();
-    t.string('bot_id', 32).notNullable();
-    t.string('account_id', 191).notNullable();
-    t.string('checksum', 64).notNullable();
-    t.bigInteger('size').notNullable();
-    t.string('file_name', 255).notNullable();
-    t.string('mime_type', 127).notNullable();
-    t.string('reuse_request_id', 128);
+    fileSpec(t);
     t.string('file_id', 40); // set once completed
     t.bigInteger('created_at').notNullable();
     t.bigInteger('expires_at').notNullable();
@@ -86,13 +90,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('possession_challenges', (t) => {
     utf8(t);
     t.string('id', 40).primary();
-    t.string('bot_id', 32).notNullable();
-    t.string('account_id', 191).notNullable();
-    t.string('checksum', 64).notNullable();
-    t.bigInteger('size').notNullable();
-    t.string('file_name', 255).notNullable();
-    t.string('mime_type', 127).notNullable();
-    t.string('reuse_request_id', 128);
+    fileSpec(t);
     t.string('nonce', 64).notNullable();
     t.text('ranges').notNullable(); // JSON [{offset, length}]
     t.boolean('used').notNullable().defaultTo(false);

@@ -89,7 +89,8 @@ function every(everyMs: number, task: () => Promise<unknown>, logger: Logger, wh
 const secretKeyOf = (config: Config) => config.secretKey ?? loadOrCreateSecret(config.dataDir, LOCAL_SECRET_KEY_FILE);
 
 /** The file bytes and the signer of their URLs: shared by the core (which signs) and the gateway (which serves). */
-function openBlobs(config: Config): { blobs: BlobStore; signer: UrlSigner } {
+type FileStore = { blobs: BlobStore; signer: UrlSigner };
+function openBlobs(config: Config): FileStore {
   return { blobs: createLocalDiskStore(config.blobDir), signer: createUrlSigner(Buffer.from(secretKeyOf(config), 'base64')) };
 }
 
@@ -137,7 +138,9 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
 
 type Backend = Awaited<ReturnType<typeof openBackend>>;
 
-async function startCore(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry) {
+async function startCore(
+  config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry, fileStore: FileStore,
+) {
   const { source, localSecret } = jwtKeySource(config);
   const jwt = await createAccountJwtVerifier(source, config.auth);
   const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
@@ -169,7 +172,7 @@ async function startCore(config: Config, logger: Logger, closers: (() => Promise
     openDeliveries: (botId) => b.deliveries.openCount(botId),
   });
   const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
-  const { blobs, signer } = openBlobs(config);
+  const { blobs, signer } = fileStore;
   const files = createFilesService({
     files: createFilesRepo(b.db),
     blobs,
@@ -259,6 +262,10 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     let ready: () => Promise<boolean> = async () => true;
 
     let endLongPolls = async () => {};
+    // File bytes and URL signer, opened once and only by the roles that use them: the core
+    // signs the URLs, the gateway serves them (role all: both, on the same store).
+    let opened: FileStore | undefined;
+    const fileStore = () => (opened ??= openBlobs(config));
     if (config.role !== 'gateway') {
       const backend = await openBackend(config, logger, closers, telemetry);
       app.db = backend.db;
@@ -266,7 +273,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       ready = () => pingDb(backend.db).then(() => true, () => false);
       if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend, telemetry);
       if (config.role === 'all' || config.role === 'core') {
-        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend, telemetry);
+        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend, telemetry, fileStore());
         endLongPolls = async () => waiters.close();
         app.core = core;
         app.localJwtSecret = localSecret;
@@ -285,7 +292,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     if (invoker) {
       const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
       const gateway = buildGateway({
-        table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry, files: openBlobs(config),
+        table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry, files: fileStore(),
       });
       cancelInFlight = () => gateway.cancelInFlight();
       http = gateway;

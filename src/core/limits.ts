@@ -32,8 +32,8 @@ export const methodNameOf = (path: string) => path.slice(path.lastIndexOf('/') +
  */
 function chatOf(method: string, request: unknown): string | undefined {
   if (!method.startsWith('Send') || typeof request !== 'object' || request === null) return undefined;
-  const r = request as { chatId?: unknown; chat_id?: unknown };
-  const chat = r.chatId ?? r.chat_id;
+  // Requests reach the core as generated message objects: chat_id is `chatId`.
+  const chat = (request as { chatId?: unknown }).chatId;
   return chat === undefined || chat === null || chat === '' || chat === 0 ? undefined : String(chat);
 }
 

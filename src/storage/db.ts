@@ -11,6 +11,9 @@ import type { Config } from '../config.js';
 export type Db = Knex;
 export type Tx = Knex.Transaction;
 
+/** Whether the handle is MySQL/MariaDB (row locks, SKIP LOCKED) rather than SQLite (one writer). */
+export const isMysql = (db: Db) => db.client.config.client === 'mysql2';
+
 interface SqliteConnection {
   pragma(s: string): unknown;
   prepare(sql: string): unknown;

@@ -3,8 +3,7 @@
  * hold each blob, logical files (one per registration), upload sessions and
  * possession challenges. Every file read is scoped by the bot that owns it.
  */
-import type { Db, Tx } from './db.js';
-import { isUniqueViolation } from './db.js';
+import { isMysql, isUniqueViolation, type Db, type Tx } from './db.js';
 
 export interface FileRecord {
   id: string;
@@ -56,8 +55,6 @@ const specOf = (r: any): FileSpec => ({
   mimeType: r.mime_type, reuseRequestId: r.reuse_request_id ?? null,
 });
 /* eslint-enable @typescript-eslint/no-explicit-any */
-
-const isMysql = (db: Db) => db.client.config.client === 'mysql2';
 
 export function createFilesRepo(db: Db) {
   const mysql = isMysql(db);

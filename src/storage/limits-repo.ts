@@ -4,7 +4,7 @@
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments.
  */
-import type { Db, Tx } from './db.js';
+import { isMysql, type Db, type Tx } from './db.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -39,8 +39,6 @@ export interface StatTotal {
   sumMs: number;
   maxMs: number;
 }
-
-const isMysql = (db: Db) => db.client.config.client === 'mysql2';
 
 /** InnoDB deadlock or lock wait timeout: the transaction may simply be run again. */
 const retryable = (err: unknown) => {

@@ -3,11 +3,9 @@
  * reply to, and sent messages, stored together with the outbox message that
  * announces them to the platform's messaging services.
  */
-import { transaction, type Db } from './db.js';
+import { isMysql, transaction, type Db } from './db.js';
 
 export const MESSAGES_TOPIC = 'botplatform.messages';
-
-const isMysql = (db: Db) => db.client.config.client === 'mysql2';
 
 export function createMessagesRepo(db: Db) {
   const mysql = isMysql(db);

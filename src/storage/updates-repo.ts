@@ -3,7 +3,7 @@
  * and the bus message announcing it commit in one transaction, so nothing is
  * published that was not committed and nothing committed goes unannounced.
  */
-import { transaction, type Db, type Tx } from './db.js';
+import { isMysql, transaction, type Db, type Tx } from './db.js';
 import { newDeliveryId } from './deliveries-repo.js';
 
 export interface NewUpdate {
@@ -42,8 +42,6 @@ interface BotSeqRow {
   review_status: string;
   delivery_mode: string;
 }
-
-const isMysql = (db: Db) => db.client.config.client === 'mysql2';
 
 /** The webhook body of an update: what a receiver gets. */
 export function webhookBody(u: Pick<StoredUpdate, 'updateId' | 'updateSeq' | 'kind' | 'message'>): string {

@@ -3,15 +3,14 @@
  * ephemeral ports, with a fresh SQLite file or — when TEST_DATABASE_URL is set —
  * a fresh MariaDB/MySQL database created for this file and dropped after it.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import knexFactory from 'knex';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
+import { createMysqlDatabase, type TestDatabase } from './database.js';
 
 export const TEST_JWT_SECRET = 'test-secret-test-secret-test-secret-0123456789';
 export const TEST_INTERNAL_TOKEN = 'internal-test-token-internal-test-token-0001';
@@ -20,29 +19,13 @@ export const TEST_INTERNAL_TOKEN = 'internal-test-token-internal-test-token-0001
 export const kafkaEnv = (): Record<string, string> =>
   process.env.TEST_KAFKA_BROKERS ? { KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS } : {};
 
-export interface TestDatabase {
-  url: string;
-  drop(): Promise<void>;
-}
+export type { TestDatabase };
 
 /** A fresh database: a new SQLite file, or a new schema on the TEST_DATABASE_URL server. */
 export async function createTestDatabase(dir: string): Promise<TestDatabase> {
   const server = process.env.TEST_DATABASE_URL;
   if (!server) return { url: `sqlite:${path.join(dir, 'test.sqlite')}`, drop: async () => {} };
-  const name = `bp_test_${crypto.randomBytes(6).toString('hex')}`;
-  const admin = knexFactory({ client: 'mysql2', connection: server, pool: { min: 0, max: 1 } });
-  await admin.raw(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
-  await admin.destroy();
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const k = knexFactory({ client: 'mysql2', connection: server, pool: { min: 0, max: 1 } });
-      await k.raw(`DROP DATABASE IF EXISTS \`${name}\``);
-      await k.destroy();
-    },
-  };
+  return createMysqlDatabase(server, 'bp_test');
 }
 
 export const usingMysql = () => Boolean(process.env.TEST_DATABASE_URL);
