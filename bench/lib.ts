@@ -12,7 +12,10 @@ const children: ChildProcess[] = [];
  * them; what the limits cost is measured by bench:gateway's overhead part.
  */
 export async function startService(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ChildProcess> {
-  const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], opts);
+  // BENCH_CPU_PROF=dir: each service process writes a V8 CPU profile there when it exits.
+  const prof = process.env.BENCH_CPU_PROF;
+  const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+  const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], { ...opts, nodeArgs });
   children.push(child);
   return child;
 }

@@ -117,6 +117,9 @@ async function steady(grpcAddress: string, ids: string[], arrivals: Map<string, 
   const healthy = ids.filter((_, i) => !hanging.has(i));
   const slow = ids.filter((_, i) => hanging.has(i));
   const samples: { id: number; t0: number }[] = [];
+  // A new gRPC channel connects on its first call (~0.4 s here): pay that before timing, or
+  // the first tick's updates measure the load generator's own connection set-up.
+  await ing.send([healthy[0]!]);
   const tickMs = 50;
   const perTick = Math.max(1, Math.round((RATE * tickMs) / 1000));
   const start = performance.now();

@@ -124,6 +124,7 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
     timeoutMs: config.webhookTimeoutMs,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
     caFile: config.webhookCaFile,
+    idleSocketsPerHost: config.dispatcherMaxInFlight,
   });
   closers.push(async () => client.close());
   const attempts = createAttempts({

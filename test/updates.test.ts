@@ -267,6 +267,14 @@ describe('updates', () => {
       expect((await poll(a.token)).body.result).toEqual([]);
     });
 
+    it('refuses the whole request when one bot is not approved yet, writing nothing', async () => {
+      const a = await approvedBot(h, ownerJwt, 'ingest_whole_p');
+      const pending = await client(h.url, ownerJwt).post('/api/v1/bots/applications', { name: 'P', username: 'ingest_pending' });
+      await expect(ingest([{ botId: a.id, message: message('x') }, { botId: pending.body.id, message: message('y') }]))
+        .rejects.toMatchObject({ code: grpc.status.FAILED_PRECONDITION, details: expect.stringContaining('updates[1].bot_id') });
+      expect((await poll(a.token)).body.result).toEqual([]);
+    });
+
     it('allowed_updates filters which kinds are queued from the moment it is set', async () => {
       const a = await approvedBot(h, ownerJwt, 'ingest_filter');
       await ingest([{ botId: a.id, editedMessage: message('before') }]);

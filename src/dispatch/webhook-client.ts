@@ -19,6 +19,12 @@ export interface WebhookClientOptions {
   /** Extra trusted CA, PEM (WEBHOOK_CA_FILE). */
   caFile?: string;
   lookup?: Lookup;
+  /**
+   * Idle keep-alive connections kept per receiver host (default 256, Node's own).
+   * Many bots behind one host (a bot framework's shared endpoint) need about as many
+   * as attempts run at once, or each burst pays a fresh TLS handshake per request.
+   */
+  idleSocketsPerHost?: number;
 }
 
 export interface WebhookRequest {
@@ -58,7 +64,9 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   const secureContext = opts.caFile
     ? tls.createSecureContext({ ca: [...tls.rootCertificates, fs.readFileSync(opts.caFile, 'utf8')] })
     : undefined;
-  const agent = new https.Agent({ keepAlive: true, maxSockets: Infinity, secureContext, timeout: opts.timeoutMs });
+  const agent = new https.Agent({
+    keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
+  });
 
   /** Resolves and checks every address; hands the socket the first one. */
   function guardedLookup(allowedIps: Cidr[]): LookupFunction {

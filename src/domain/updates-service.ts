@@ -137,12 +137,11 @@ export function createUpdatesService(deps: UpdatesDeps) {
       });
       v.throwIfAny();
       // Unknown or unapproved bots refuse the whole request before anything is written.
-      const bots = new Map<string, BotRecord | undefined>();
+      const review = await deps.bots.reviewStatusOf(req.updates.map((u) => u.botId));
       for (const [i, u] of req.updates.entries()) {
-        if (!bots.has(u.botId)) bots.set(u.botId, await deps.bots.findById(u.botId));
-        const bot = bots.get(u.botId);
-        if (!bot) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
-        else if (bot.reviewStatus !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
+        const status = review.get(u.botId);
+        if (!status) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
+        else if (status !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
       }
       const at = Math.floor(now() / 1000);
       const outcomes = await deps.writer.write(req.updates.map((u) => {

@@ -203,6 +203,12 @@ export function createBotsRepo(db: Db) {
       return row && fromRow(row);
     },
 
+    /** Review status of each of these bots that exists, in one query. */
+    async reviewStatusOf(ids: string[]): Promise<Map<string, ReviewStatusValue>> {
+      const rows = await q().whereIn('id', [...new Set(ids)]).select('id', 'review_status');
+      return new Map(rows.map((r) => [r.id as string, r.review_status as ReviewStatusValue]));
+    },
+
     /** The bot whose current token has this hash. */
     async findByTokenHash(hash: string): Promise<(BotRecord & { tokenHash: string }) | undefined> {
       const row = await q().where({ token_hash: hash }).first();

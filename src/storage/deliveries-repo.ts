@@ -97,10 +97,6 @@ function groupBy(rows: { bot_id: string; update_id: number }[]): Map<string, num
 export function createDeliveriesRepo(db: Db) {
   return {
     /**
-     * Leases due deliveries (open, due, not leased), oldest update first per bot:
-     * of `botId` only, or of any bot. `perBot` caps how many each bot gets.
-     */
-    /**
      * Leases due deliveries of several bots in one round: for each bot, up to its
      * free slots, oldest update first (a row_number window per bot).
      */
@@ -119,7 +115,8 @@ export function createDeliveriesRepo(db: Db) {
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       await db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token });
-      const leased = await db('deliveries').where({ leased_by: token }).orderBy([{ column: 'bot_id' }, { column: 'update_seq' }]);
+      // Read back by primary key: leased_by has no index, and a scan of it grows with the table.
+      const leased = await db('deliveries').whereIn('id', ids).andWhere({ leased_by: token }).orderBy([{ column: 'bot_id' }, { column: 'update_seq' }]);
       return leased.map((r) => ({ ...fromRow(r), leaseToken: token }));
     },
 

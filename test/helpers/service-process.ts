@@ -11,11 +11,12 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export async function startServiceProcess(
   env: Record<string, string>,
   stdio: 'ignore' | 'inherit' | ['ignore', 'ignore', 'inherit'] = 'ignore',
-  opts: { compiled?: boolean } = {},
+  opts: { compiled?: boolean; nodeArgs?: string[] } = {},
 ): Promise<ChildProcess> {
   // compiled: dist/ as `npm start` runs it (built by buildService), without tsx's
   // transpiler in the process; what memory measurements need.
-  const args = opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'];
+  // nodeArgs: flags NODE_OPTIONS refuses (--cpu-prof for a benchmark's profile).
+  const args = [...(opts.nodeArgs ?? []), ...(opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'])];
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio });
   for (let i = 0; i < 600; i++) {
     try {
