@@ -8,7 +8,10 @@
  *     endpoints hanging until the timeout.
  * Runs on the embedded default; with BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS
  * also with a core and a dispatcher process on MariaDB + Kafka.
- * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10).
+ * Each latency run starts after BENCH_SETTLE seconds without load, so that the
+ * burst's aftermath (the database purging what it deleted, on the same 2 cores)
+ * is not counted against the run without hanging bots.
+ * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10), BENCH_SETTLE (5).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -28,6 +31,7 @@ const BOTS = Number(process.env.BENCH_BOTS ?? 1000);
 const BURST = Number(process.env.BENCH_BURST ?? 10_000);
 const RATE = Number(process.env.BENCH_RATE ?? 200);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const SETTLE_MS = Number(process.env.BENCH_SETTLE ?? 5) * 1000;
 const TIMEOUT_MS = 15_000;
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const INTERNAL = 'bench-internal-token-bench-internal-token-00';
@@ -113,6 +117,7 @@ async function burst(grpcAddress: string, ids: string[], arrivals: Map<string, n
 
 /** Steady rate to healthy bots (and, when `hanging`, to the hanging ones too); first-attempt latency of the healthy. */
 async function steady(grpcAddress: string, ids: string[], arrivals: Map<string, number>, hanging: Set<number>) {
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
   const ing = ingester(grpcAddress);
   const healthy = ids.filter((_, i) => !hanging.has(i));
   const slow = ids.filter((_, i) => hanging.has(i));
