@@ -21,6 +21,8 @@ export interface Bus {
   /**
    * The group's members share the topics' messages (a Kafka consumer group): each
    * key's messages reach one member. The handler gets the keys of a batch.
+   * Resolves once subscribed, possibly before the group is joined: a member must
+   * not rely on the group's messages alone.
    */
   subscribeGroup(group: string, topics: string[], handler: (keys: string[]) => void): Promise<void>;
   close(): Promise<void>;

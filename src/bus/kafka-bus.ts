@@ -101,12 +101,17 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await consumer.connect();
       watchLag(consumer, group);
       for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
-      await consumer.run({
+      // Not awaited: run() returns once the group is joined, and a join waits (up to the
+      // session timeout) for a member that died, a dispatcher killed -9, to be dropped.
+      // The process serves meanwhile; members of a group must not depend on its messages
+      // for correctness (the dispatcher's sweep finds what is due). kafkajs retries the
+      // join and restarts a crashed consumer by itself.
+      consumer.run({
         // Offsets commit as batches are handled: the database, not the log, says what is due.
         eachBatch: async ({ batch }) => {
           handler([...new Set(batch.messages.map((m) => m.key?.toString() ?? ''))].filter(Boolean));
         },
-      });
+      }).catch((err) => log.error({ err, group }, 'consumer group stopped'));
       consumers.push(consumer);
     },
 
