@@ -99,9 +99,17 @@ export function isDeadlock(err: unknown): boolean {
  * Only for bodies whose effects are all inside the transaction.
  */
 export async function transaction<T>(db: Db, body: (tx: Tx) => Promise<T>, attempts = 4): Promise<T> {
+  return retryingDeadlocks(() => db.transaction(body), attempts);
+}
+
+/**
+ * Runs `fn` again (up to `attempts` times in all) when MySQL picked it as a deadlock
+ * victim: for a single statement, or a transaction, whose effects are all rolled back.
+ */
+export async function retryingDeadlocks<T>(fn: () => Promise<T>, attempts = 4): Promise<T> {
   for (let i = 1; ; i++) {
     try {
-      return await db.transaction(body);
+      return await fn();
     } catch (err) {
       if (!isDeadlock(err) || i >= attempts) throw err;
       await new Promise((r) => setTimeout(r, Math.random() * 10 * i));

@@ -5,7 +5,7 @@
  * runs out and the delivery is due again. Queries are scoped by bot id.
  */
 import crypto from 'node:crypto';
-import type { Db } from './db.js';
+import { retryingDeadlocks, transaction, type Db } from './db.js';
 
 export type DeliveryStatusValue = 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
 
@@ -113,8 +113,9 @@ export function createDeliveriesRepo(db: Db) {
       const ids = rows.filter((r) => Number(r.rn) <= (opts.free.get(r.bot_id) ?? 0)).map((r) => r.id);
       if (ids.length === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
-      await db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
-        .update({ lease_until: opts.now + opts.leaseMs, leased_by: token });
+      // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
+      await retryingDeadlocks(() => db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
+        .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
       // Read back by primary key: leased_by has no index, and a scan of it grows with the table.
       const leased = await db('deliveries').whereIn('id', ids).andWhere({ leased_by: token }).orderBy([{ column: 'bot_id' }, { column: 'update_seq' }]);
       return leased.map((r) => ({ ...fromRow(r), leaseToken: token }));
@@ -141,26 +142,30 @@ export function createDeliveriesRepo(db: Db) {
      * Per item: false when its lease was lost.
      */
     async recordMany(items: { id: string; leaseToken: string; outcome: AttemptOutcome }[], maxAttempts: number): Promise<boolean[]> {
-      return db.transaction(async (tx) => {
+      // Rows are written in primary-key order, the order a claim's UPDATE locks them in; a
+      // deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
+      const order = items.map((item, i) => ({ item, i })).sort((a, b) => (a.item.id < b.item.id ? -1 : a.item.id > b.item.id ? 1 : 0));
+      return transaction(db, async (tx) => {
         const rows = await tx('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id', 'attempts');
         const byId = new Map(rows.map((r) => [r.id, r]));
         const done: { bot_id: string; update_id: number }[] = [];
         const errors = new Map<string, { at: number; error: string | null }>();
-        const results: boolean[] = [];
-        for (const { id, leaseToken, outcome } of items) {
+        const results: boolean[] = new Array(items.length);
+        for (const { item: { id, leaseToken, outcome }, i } of order) {
           const row = byId.get(id);
           if (!row || row.leased_by !== leaseToken) {
-            results.push(false);
+            results[i] = false;
             continue;
           }
           const status = applyOutcome(row, outcome, maxAttempts);
           await tx('deliveries').where({ id }).update(status.values);
           if (status.leavesQueue) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
-          if (!outcome.ok) errors.set(row.bot_id, { at: outcome.at, error: outcome.error });
-          results.push(true);
+          if (!outcome.ok && !((errors.get(row.bot_id)?.at ?? -1) > outcome.at)) errors.set(row.bot_id, { at: outcome.at, error: outcome.error });
+          results[i] = true;
         }
-        for (const [botId, ids] of groupBy(done)) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();
-        for (const [botId, e] of errors) {
+        const byBot = <T>(m: Map<string, T>) => [...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+        for (const [botId, ids] of byBot(groupBy(done))) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();
+        for (const [botId, e] of byBot(errors)) {
           await tx('webhooks').where({ bot_id: botId }).update({ last_error_date: Math.floor(e.at / 1000), last_error_message: e.error });
         }
         return results;
