@@ -5,8 +5,10 @@
  * isolation between bots, allowed_ips, and mode switches.
  */
 import crypto from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
+import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
 
@@ -132,6 +134,23 @@ describe('webhook delivery', () => {
     for (let i = 1; i <= 8; i++) await inject(id, `n${i}`);
     await receiver.waitFor(8);
     expect(receiver.received.map((r) => JSON.parse(r.raw.toString()).update_seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('allowed_updates given with the webhook decides which kinds are delivered', async () => {
+    const { id, receiver } = await botWithReceiver('hook_kinds', { allowed_updates: ['edited_message'] });
+    const internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+    const m = (text: string) => ({ messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text });
+    const res = await new Promise<{ results: { filtered: boolean }[] }>((resolve, reject) =>
+      internal.ingestUpdates({ updates: [{ botId: id, message: m('not wanted') }, { botId: id, editedMessage: m('wanted') }] } as never, md,
+        (err, r) => (err ? reject(err) : resolve(r as never))));
+    internal.close();
+    expect(res.results.map((r) => r.filtered)).toEqual([true, false]);
+    await receiver.waitFor(1);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.received.map((r) => Object.keys(JSON.parse(r.raw.toString())).filter((k) => k.endsWith('message')))).toEqual([['edited_message']]);
+    expect((await deliveries(id)).items).toHaveLength(1);
   });
 
   it('a bot whose endpoint hangs does not delay another bot', async () => {
