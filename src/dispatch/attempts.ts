@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { createGroupCommit } from '../group-commit.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import type { AttemptOutcome, DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
-import type { WebhookRecord, WebhooksRepo } from '../storage/webhooks-repo.js';
+import type { WebhookTarget, WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { WebhookClient } from './webhook-client.js';
 
 export interface AttemptDeps {
@@ -35,25 +35,17 @@ export function createAttempts(deps: AttemptDeps) {
   const record = async (id: string, leaseToken: string, outcome: AttemptOutcome) =>
     (await outcomes.write([{ id, leaseToken, outcome }]))[0]!;
 
-  // The dispatcher reads a bot's webhook at most once a second; a manual retry always reads it.
-  const cache = new Map<string, { webhook: WebhookRecord | undefined; at: number }>();
-  async function webhookOf(botId: string, fresh: boolean) {
-    const hit = cache.get(botId);
-    if (!fresh && hit && now() - hit.at < 1000) return hit.webhook;
-    const webhook = await deps.webhooks.get(botId);
-    cache.set(botId, { webhook, at: now() });
-    if (cache.size > 10_000) cache.delete(cache.keys().next().value!);
-    return webhook;
-  }
-
   return {
     maxAttempts,
     /**
      * Attempts `delivery` under `leaseToken`. `keepSchedule`: a manual retry that
-     * fails leaves the delivery's own schedule as it was.
+     * fails leaves the delivery's own schedule as it was. `webhook`: the bot's, as read
+     * with the lease (null: none); read now when not given.
      */
-    async attempt(delivery: DeliveryRecord, leaseToken: string, keepSchedule = false): Promise<'succeeded' | 'failed' | 'no-webhook'> {
-      const webhook = await webhookOf(delivery.botId, keepSchedule);
+    async attempt(
+      delivery: DeliveryRecord, leaseToken: string, keepSchedule = false, webhook?: WebhookTarget | null,
+    ): Promise<'succeeded' | 'failed' | 'no-webhook'> {
+      if (webhook === undefined) webhook = (await deps.webhooks.get(delivery.botId)) ?? null;
       if (!webhook) {
         await deps.deliveries.release(delivery.id, leaseToken);
         return 'no-webhook';

@@ -6,6 +6,7 @@
  */
 import crypto from 'node:crypto';
 import { retryingDeadlocks, transaction, type Db } from './db.js';
+import type { WebhookTarget } from './webhooks-repo.js';
 
 export type DeliveryStatusValue = 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
 
@@ -25,8 +26,11 @@ export interface DeliveryRecord {
   createdAt: number;
 }
 
-/** A delivery this holder may attempt, until its lease runs out. */
-export type LeasedDelivery = DeliveryRecord & { leaseToken: string };
+/**
+ * A delivery this holder may attempt, until its lease runs out, with its bot's
+ * webhook as it was when the lease was taken (null: the bot has none any more).
+ */
+export type LeasedDelivery = DeliveryRecord & { leaseToken: string; webhook: WebhookTarget | null };
 
 export interface AttemptOutcome {
   ok: boolean;
@@ -116,9 +120,17 @@ export function createDeliveriesRepo(db: Db) {
       // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
       await retryingDeadlocks(() => db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
-      // Read back by primary key: leased_by has no index, and a scan of it grows with the table.
-      const leased = await db('deliveries').whereIn('id', ids).andWhere({ leased_by: token }).orderBy([{ column: 'bot_id' }, { column: 'update_seq' }]);
-      return leased.map((r) => ({ ...fromRow(r), leaseToken: token }));
+      // Read back by primary key (leased_by has no index: a scan of it grows with the table),
+      // with each bot's webhook in the same query.
+      const leased = await db('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
+        .whereIn('deliveries.id', ids).andWhere('deliveries.leased_by', token)
+        .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
+        .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips');
+      return leased.map((r) => ({
+        ...fromRow(r),
+        leaseToken: token,
+        webhook: r.webhook_url === null ? null : { url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips) },
+      }));
     },
 
     /** Bots that have deliveries due and not leased (a bounded scan of the due index). */

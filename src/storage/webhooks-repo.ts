@@ -5,11 +5,15 @@
 import { transaction, type Db } from './db.js';
 import { deliveryRow } from './updates-repo.js';
 
-export interface WebhookRecord {
-  botId: string;
+/** What a delivery attempt needs of a bot's webhook. */
+export interface WebhookTarget {
   url: string;
   secretSealed: string;
   allowedIps: string[];
+}
+
+export interface WebhookRecord extends WebhookTarget {
+  botId: string;
   maxConnections: number;
   lastErrorDate: number | null;
   lastErrorMessage: string | null;
