@@ -3,26 +3,18 @@
  * every update whose ingest was acknowledged is readable by getUpdates, once, in
  * update_seq order.
  */
-import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { call, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
-import { startServiceProcess } from './helpers/service-process.js';
+import { serviceProcesses } from './helpers/processes.js';
 
-const children: ChildProcess[] = [];
-afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
-
-async function start(env: Record<string, string>): Promise<ChildProcess> {
-  const child = await startServiceProcess(env);
-  children.push(child);
-  return child;
-}
+const { start } = serviceProcesses();
 
 describe('kill -9 during ingest', () => {
   it('loses no acknowledged update and duplicates none', async () => {

@@ -4,22 +4,21 @@
  * memory stays under 150 MB while the gigabyte goes through, and the bytes that come
  * back from download_url hash to the same SHA-256.
  */
-import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { call, client, createTestDatabase, kafkaEnv, TEST_JWT_SECRET } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
-import { buildService, startServiceProcess } from './helpers/service-process.js';
+import { serviceProcesses } from './helpers/processes.js';
+import { buildService } from './helpers/service-process.js';
 
 const GIB = 1024 ** 3;
 const BLOCK = crypto.randomBytes(1024 * 1024);
-const children: ChildProcess[] = [];
-afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
+const services = serviceProcesses();
 
 /** Resident set size (and its peak so far) of a process, in bytes. */
 function memoryOf(pid: number): { rss: number; peak: number } {
@@ -60,8 +59,7 @@ describe('a 1 GiB file', () => {
         DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, LOG_LEVEL: 'warn',
         PORT: String(await freePort()), GRPC_PORT: String(await freePort()), ...kafkaEnv(),
       };
-      const child = await startServiceProcess(env, 'ignore', { compiled: true });
-      children.push(child);
+      const child = await services.start(env, 'ignore', { compiled: true });
       const base = `http://127.0.0.1:${env.PORT}`;
       const jwt = await mintAccountJwt(TEST_JWT_SECRET, { sub: 'large-owner' });
       const created = await client(base, jwt).post('/api/v1/bots/applications', { name: 'Large', username: 'large_files' });
@@ -106,7 +104,7 @@ describe('a 1 GiB file', () => {
       expect(back.digest('hex')).toBe(checksum);
       expect(memoryOf(child.pid!).peak).toBeLessThan(150 * 2 ** 20);
     } finally {
-      children.forEach((c) => c.exitCode === null && c.kill('SIGKILL'));
+      services.killAll();
       await db.drop();
       fs.rmSync(dir, { recursive: true, force: true });
     }

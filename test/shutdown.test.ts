@@ -11,18 +11,14 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import type { ChildProcess } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { approvedBot, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
-import { startServiceProcess } from './helpers/service-process.js';
+import { serviceProcesses } from './helpers/processes.js';
 import { createTestPki } from './helpers/tls.js';
 
-const children: ChildProcess[] = [];
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-});
+const services = serviceProcesses();
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -60,8 +56,7 @@ describe('SIGTERM during load', () => {
     };
     const base = `http://127.0.0.1:${port}`;
     try {
-      let child = await startServiceProcess(env);
-      children.push(child);
+      let child = await services.start(env);
       const h = { url: base, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
       const ownerJwt = await h.jwt('sigterm-owner');
       const poller = await approvedBot(h, ownerJwt, 'sigterm_poller');
@@ -122,8 +117,7 @@ describe('SIGTERM during load', () => {
       expect(acknowledged.length).toBeGreaterThan(3);
 
       // Restart on the same database: every acknowledged update is delivered, once.
-      child = await startServiceProcess(env);
-      children.push(child);
+      child = await services.start(env);
       const end = Date.now() + 30_000;
       while (acknowledged.some((id) => !receiver.seen.has(id)) && Date.now() < end) await sleep(100);
       expect(acknowledged.filter((id) => !receiver.seen.has(id))).toEqual([]);
@@ -143,11 +137,9 @@ describe('SIGTERM during load', () => {
     const grpcPort = await freePort();
     const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', ...kafkaEnv() };
     try {
-      const core = await startServiceProcess({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
-      children.push(core);
+      const core = await services.start({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
       const port = await freePort();
-      const gateway = await startServiceProcess({ ...common, ROLE: 'gateway', PORT: String(port), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}`, SHUTDOWN_TIMEOUT: '2s' });
-      children.push(gateway);
+      const gateway = await services.start({ ...common, ROLE: 'gateway', PORT: String(port), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}`, SHUTDOWN_TIMEOUT: '2s' });
       const base = `http://127.0.0.1:${port}`;
       const h = { url: base, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
       const bot = await approvedBot(h, await h.jwt('gw-owner'), 'gw_long_poller');

@@ -3,27 +3,19 @@
  * killed (-9) before the retry is due, and the restarted service makes the retry at
  * its scheduled time, not before, to a real HTTPS receiver.
  */
-import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
 import { startReceiver } from './helpers/receiver.js';
-import { startServiceProcess } from './helpers/service-process.js';
+import { serviceProcesses } from './helpers/processes.js';
 import { createTestPki } from './helpers/tls.js';
 
-const children: ChildProcess[] = [];
-afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
-
-async function start(env: Record<string, string>): Promise<ChildProcess> {
-  const child = await startServiceProcess(env);
-  children.push(child);
-  return child;
-}
+const { start } = serviceProcesses();
 
 describe('a retry scheduled before a crash', () => {
   it('is made by the restarted service when it falls due', async () => {

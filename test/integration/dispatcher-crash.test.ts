@@ -4,13 +4,12 @@
  * the dispatcher is killed mid-stream and a new one started. Every update reaches the receiver at least once; duplicates
  * (attempts cut off after the receiver got them) are counted and reported.
  */
-import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { AdminServiceClient } from '../../src/gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceClient } from '../../src/gen/botplatform/v1/console_service.js';
@@ -19,16 +18,9 @@ import { createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } fr
 import { freePort } from '../helpers/ports.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { createTestPki } from '../helpers/tls.js';
-import { startServiceProcess } from '../helpers/service-process.js';
+import { serviceProcesses } from '../helpers/processes.js';
 
-const children: ChildProcess[] = [];
-afterAll(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
-
-async function start(env: Record<string, string>): Promise<ChildProcess> {
-  const child = await startServiceProcess(env);
-  children.push(child);
-  return child;
-}
+const { start } = serviceProcesses();
 
 function unary<T>(client: grpc.Client, method: unknown, req: unknown, credential: string): Promise<T> {
   const md = new grpc.Metadata();
