@@ -156,7 +156,9 @@ async function startCore(
   const writer: typeof groupWriter = {
     async write(items) {
       const outcomes = await groupWriter.write(items);
-      for (const o of outcomes) telemetry.ingested('ok' in o ? 'stored' : 'filtered' in o ? 'filtered' : 'rejected', 1);
+      const counts = { stored: 0, filtered: 0, rejected: 0 };
+      for (const o of outcomes) counts['ok' in o ? 'stored' : 'filtered' in o ? 'filtered' : 'rejected']++;
+      for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
       return outcomes;
     },
   };
@@ -171,6 +173,7 @@ async function startCore(
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
     egressIps: config.platformEgressIps,
     openDeliveries: (botId) => b.deliveries.openCount(botId),
+    usage: b.usage,
   });
   const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
   const { blobs, signer } = fileStore;
@@ -194,7 +197,7 @@ async function startCore(
       runtime: createRuntimeService({ bots: b.bots }),
       updates,
       deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-      messages: createMessagesService({ bots: b.bots, messages: createMessagesRepo(b.db), files }),
+      messages: createMessagesService({ messages: createMessagesRepo(b.db), files }),
       files,
       metrics: createMetricsService({
         bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,

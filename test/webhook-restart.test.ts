@@ -14,6 +14,7 @@ import { freePort } from './helpers/ports.js';
 import { startReceiver } from './helpers/receiver.js';
 import { serviceProcesses } from './helpers/processes.js';
 import { createTestPki } from './helpers/tls.js';
+import { until } from './helpers/until.js';
 
 const { start } = serviceProcesses();
 
@@ -43,11 +44,8 @@ describe('a retry scheduled before a crash', () => {
       const update = await owner.post(`/api/v1/bots/my/${created.body.id}/test-updates`, { text: 'outlive the crash' });
       expect(update.status).toBe(201);
       await receiver.waitFor(1);
-      let listed = await owner.get(`/api/v1/bots/my/${created.body.id}/deliveries`);
-      for (let i = 0; i < 100 && listed.body.items[0]?.attempts !== 1; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        listed = await owner.get(`/api/v1/bots/my/${created.body.id}/deliveries`);
-      }
+      const listing = () => owner.get(`/api/v1/bots/my/${created.body.id}/deliveries`);
+      const listed = await until(listing, (l) => l.body.items[0]?.attempts === 1, 5000);
       expect(listed.body.items[0]).toMatchObject({ update_id: update.body.update_id, status: 'retrying', attempts: 1, last_status_code: 500 });
       const due = Date.parse(listed.body.items[0].next_attempt_at);
       expect(due).toBeGreaterThan(Date.now() + 1000);
@@ -61,11 +59,7 @@ describe('a retry scheduled before a crash', () => {
       await receiver.waitFor(2, 40_000);
       expect(receiver.received[1]!.at).toBeGreaterThanOrEqual(due - 50);
       expect(receiver.received.map((r) => r.headers['x-service-update-id'])).toEqual([String(update.body.update_id), String(update.body.update_id)]);
-      let after = await owner.get(`/api/v1/bots/my/${created.body.id}/deliveries`);
-      for (let i = 0; i < 100 && after.body.items[0]?.status !== 'succeeded'; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        after = await owner.get(`/api/v1/bots/my/${created.body.id}/deliveries`);
-      }
+      const after = await until(listing, (l) => l.body.items[0]?.status === 'succeeded', 5000);
       expect(after.body.items[0]).toMatchObject({ status: 'succeeded', attempts: 2, last_status_code: 200 });
       expect(receiver.received).toHaveLength(2);
       server.kill('SIGTERM');

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
+import { until } from './helpers/until.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
 
 const SECRET = 'hook_secret-123';
@@ -47,14 +48,6 @@ describe('webhook delivery', () => {
   }
   const inject = (id: string, text: string) => owner.post(`/api/v1/bots/my/${id}/test-updates`, { text });
   const deliveries = async (id: string) => (await owner.get(`/api/v1/bots/my/${id}/deliveries?limit=100`)).body;
-  async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (ok(v) || Date.now() > end) return v;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 
   it('POSTs the update with a signature that verifies over timestamp + "." + raw body', async () => {
     const { id, token, receiver } = await botWithReceiver('hook_signed');

@@ -13,14 +13,8 @@ import {
 } from './generated/api.js';
 import { buildMethods, type ClientOf, type TransportOptions } from './http.js';
 
-export interface ClientOptions {
-  /** Where the service is, e.g. "http://127.0.0.1:8080". */
-  baseUrl: string;
-  /** fetch to use; the global one by default. */
-  fetch?: typeof fetch;
-  /** Extra headers on every request. */
-  headers?: Record<string, string>;
-}
+/** Where the service is, and how to reach it. */
+export type ClientOptions = Omit<TransportOptions, 'credential'>;
 
 /** The runtime API as a bot uses it: `await bot.getUpdates({ offset, timeout: 30 })`. */
 export type BotClient = ClientOf<RuntimeMethodTypes>;

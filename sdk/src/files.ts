@@ -47,7 +47,6 @@ export interface UploadedFile {
 }
 
 interface Source {
-  size: number;
   read(offset?: number, length?: number): Readable;
 }
 
@@ -55,12 +54,11 @@ function sourceOf(o: UploadFileOptions): Source {
   if (o.data && o.path) throw new TypeError('uploadFile: give path or data, not both');
   if (o.data) {
     const data = Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength);
-    return { size: data.length, read: (offset = 0, length = data.length - offset) => Readable.from([data.subarray(offset, offset + length)]) };
+    return { read: (offset = 0, length = data.length - offset) => Readable.from([data.subarray(offset, offset + length)]) };
   }
   if (!o.path) throw new TypeError('uploadFile: give path or data');
   const file = o.path;
   return {
-    size: fs.statSync(file).size,
     read: (offset = 0, length) =>
       length === 0 ? Readable.from([]) : fs.createReadStream(file, { start: offset, end: length === undefined ? undefined : offset + length - 1 }),
   };

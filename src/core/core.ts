@@ -43,7 +43,8 @@ export function createCore(deps: CoreDeps): Core {
     if (!methodSettings[path]) throw new Error(`handler for unknown RPC ${path}`);
   }
   const never = new AbortController().signal;
-  const names = new Map(Object.keys(methodSettings).map((p) => [p, methodNameOf(p)]));
+  // Per path, worked out once: the RPC name (GetMe) and the name bots call it by (getMe).
+  const names = new Map(Object.keys(methodSettings).map((p) => [p, { rpc: methodNameOf(p), bot: botMethodName(methodNameOf(p)) }]));
 
   return {
     paths: () => Object.keys(deps.handlers),
@@ -51,7 +52,8 @@ export function createCore(deps: CoreDeps): Core {
     async invoke(path, request, metadata, signal = never) {
       const started = performance.now();
       const requestId = requestIdOf(metadata['x-request-id']);
-      const method = names.get(path) ?? 'unknown';
+      const name = names.get(path);
+      const method = name?.rpc ?? 'unknown';
       let principal: Principal | undefined;
       let code = Code.OK;
       try {
@@ -60,11 +62,7 @@ export function createCore(deps: CoreDeps): Core {
         if (!handler || !settings) throw new ApiError(Code.UNIMPLEMENTED, `unknown method ${path}`);
         principal = await deps.authenticator.authenticate(settings.credential, metadata);
         if (principal.kind === 'bot' && deps.limiter) await deps.limiter.check(principal.botId, path, request);
-        const response = await handler(request, { principal, requestId, metadata, signal });
-        if (principal.kind === 'bot' && method === 'GetUpdates' && deps.usage) {
-          deps.usage.delivered(principal.botId, ((response as { result?: unknown[] }).result ?? []).length);
-        }
-        return response;
+        return await handler(request, { principal, requestId, metadata, signal });
       } catch (err) {
         const apiError = ApiError.from(err);
         code = apiError.code;
@@ -76,7 +74,7 @@ export function createCore(deps: CoreDeps): Core {
         const ms = performance.now() - started;
         const status = Code[code] ?? 'UNKNOWN';
         deps.telemetry?.rpc(method, status, ms / 1000);
-        if (principal?.kind === 'bot') deps.usage?.call(principal.botId, botMethodName(method), status);
+        if (principal?.kind === 'bot') deps.usage?.call(principal.botId, name?.bot ?? method, status);
         if (deps.logger.isLevelEnabled('info')) {
           deps.logger.info({
             requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10,

@@ -43,9 +43,10 @@ export function createAttempts(deps: AttemptDeps) {
      * with the lease (null: none); read now when not given.
      */
     async attempt(
-      delivery: DeliveryRecord, leaseToken: string, keepSchedule = false, webhook?: WebhookTarget | null,
+      delivery: DeliveryRecord, leaseToken: string, opts: { keepSchedule?: boolean; webhook?: WebhookTarget | null } = {},
     ): Promise<'succeeded' | 'failed' | 'no-webhook'> {
-      if (webhook === undefined) webhook = (await deps.webhooks.get(delivery.botId)) ?? null;
+      const keepSchedule = opts.keepSchedule ?? false;
+      const webhook = opts.webhook !== undefined ? opts.webhook : (await deps.webhooks.get(delivery.botId)) ?? null;
       if (!webhook) {
         await deps.deliveries.release(delivery.id, leaseToken);
         return 'no-webhook';

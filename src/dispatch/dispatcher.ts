@@ -76,7 +76,7 @@ export function createDispatcher(opts: DispatcherOptions) {
       kickWaiting();
     }, slowMs);
     park.unref();
-    const p = opts.attempts.attempt(d, d.leaseToken, false, d.webhook)
+    const p = opts.attempts.attempt(d, d.leaseToken, { webhook: d.webhook })
       .catch((err) => opts.logger.error({ err, delivery: d.id }, 'delivery attempt failed unexpectedly'))
       .then(() => {
         clearTimeout(park);

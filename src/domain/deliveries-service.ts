@@ -67,7 +67,7 @@ export function createDeliveriesService(deps: DeliveriesDeps) {
       if (delivery.status === 'succeeded') throw ApiError.failedPrecondition('delivery already succeeded');
       const token = await deps.deliveries.claimOne(botId, delivery.id, now(), leaseFor(deps.timeoutMs), holder);
       if (!token) throw new ApiError(Code.ABORTED, 'delivery is being attempted right now; try again shortly');
-      const result = await deps.attempts.attempt(delivery, token, true);
+      const result = await deps.attempts.attempt(delivery, token, { keepSchedule: true });
       if (result === 'no-webhook') throw ApiError.failedPrecondition('the bot has no webhook set');
       return { delivery: toDeliveryMessage((await deps.deliveries.findForBot(botId, delivery.id))!) };
     },

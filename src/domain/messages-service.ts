@@ -7,7 +7,6 @@ import crypto from 'node:crypto';
 import type { BotPrincipal } from '../core/context.js';
 import { ApiError } from '../errors.js';
 import type { Message } from '../gen/botplatform/v1/update.js';
-import type { BotsRepo } from '../storage/bots-repo.js';
 import type { MessagesRepo } from '../storage/messages-repo.js';
 import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
@@ -15,7 +14,6 @@ import * as check from './validation.js';
 import { fromWireMessage, toWireMessage } from './wire.js';
 
 export interface MessagesDeps {
-  bots: BotsRepo;
   messages: MessagesRepo;
   files: FilesService;
   now?: () => number;
@@ -51,13 +49,12 @@ export function createMessagesService(deps: MessagesDeps) {
       && !(await deps.messages.messageExists(principal.botId, input.chatId, input.replyToMessageId))) {
       throw ApiError.invalid('reply_to_message_id', 'MESSAGE_NOT_FOUND', 'message to reply to not found in this chat');
     }
-    const bot = (await deps.bots.findById(principal.botId))!;
     const at = now();
-    const wire = await deps.messages.send(principal.botId, input.chatId, at, (messageId) => toWireMessage({
+    const wire = await deps.messages.send(principal.botId, input.chatId, at, (messageId, bot) => toWireMessage({
       messageId,
       date: Math.floor(at / 1000),
       chat: { id: input.chatId, type: chatType },
-      from: { id: botUserId(bot.id), isBot: true, username: bot.username, firstName: bot.name },
+      from: { id: botUserId(principal.botId), isBot: true, username: bot.username, firstName: bot.name },
       text: undefined,
       replyToMessageId: input.replyToMessageId,
       photo: undefined,

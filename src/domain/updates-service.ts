@@ -11,6 +11,7 @@ import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplat
 import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
+import type { UsageRecorder } from './usage.js';
 import type { IngestOutcome, UpdatesRepo } from '../storage/updates-repo.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { UpdateWaiters } from './update-waiters.js';
@@ -31,6 +32,8 @@ export interface UpdatesDeps {
   lookup?: Lookup;
   /** Open (pending or retrying) deliveries of a bot. */
   openDeliveries: (botId: string) => Promise<number>;
+  /** Told how many updates each getUpdates hands out (the console's usage statistics). */
+  usage?: Pick<UsageRecorder, 'delivered'>;
   now?: () => number;
 }
 
@@ -214,7 +217,10 @@ export function createUpdatesService(deps: UpdatesDeps) {
         for (;;) {
           waiter.takeDirty();
           const rows = await deps.updates.read(bot.id, offset, limit);
-          if (rows.length > 0 || timeoutMs === 0 || now() >= until) return { result: rows.map(toUpdateMessage) };
+          if (rows.length > 0 || timeoutMs === 0 || now() >= until) {
+            deps.usage?.delivered(bot.id, rows.length);
+            return { result: rows.map(toUpdateMessage) };
+          }
           if (!(await waiter.wait(until, signal))) return { result: [] };
         }
       } finally {

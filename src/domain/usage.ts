@@ -16,17 +16,19 @@ export function createUsageRecorder(deps: { repo: LimitsRepo; flushMs: number; l
   let timer: NodeJS.Timeout | null = null;
   let flushing: Promise<void> = Promise.resolve();
 
+  /** Adds an increment to what is pending for its bot, minute and name. */
+  function merge(inc: StatIncrement) {
+    const key = `${inc.botId}\u0000${inc.minute}\u0000${inc.name}`;
+    const p = pending.get(key);
+    if (p) {
+      p.count += inc.count;
+      p.sumMs += inc.sumMs;
+      p.maxMs = Math.max(p.maxMs, inc.maxMs);
+    } else pending.set(key, inc);
+  }
+
   function add(botId: string, name: string, count = 1, ms = 0) {
-    const minute = Math.floor(now() / MINUTE_MS) * MINUTE_MS;
-    const key = `${botId}\u0000${minute}\u0000${name}`;
-    const s = pending.get(key);
-    if (s) {
-      s.count += count;
-      s.sumMs += ms;
-      s.maxMs = Math.max(s.maxMs, ms);
-    } else {
-      pending.set(key, { botId, minute, name, count, sumMs: ms, maxMs: ms });
-    }
+    merge({ botId, minute: Math.floor(now() / MINUTE_MS) * MINUTE_MS, name, count, sumMs: ms, maxMs: ms });
   }
 
   /** Writes what has accumulated; flushes run one after another. */
@@ -39,15 +41,7 @@ export function createUsageRecorder(deps: { repo: LimitsRepo; flushMs: number; l
         await deps.repo.addStats(batch);
       } catch (err) {
         deps.logger.warn({ err, increments: batch.length }, 'usage statistics not written; will retry');
-        for (const s of batch) {
-          const key = `${s.botId}\u0000${s.minute}\u0000${s.name}`;
-          const p = pending.get(key);
-          if (p) {
-            p.count += s.count;
-            p.sumMs += s.sumMs;
-            p.maxMs = Math.max(p.maxMs, s.maxMs);
-          } else pending.set(key, s);
-        }
+        for (const s of batch) merge(s);
       }
     });
     return flushing;

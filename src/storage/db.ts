@@ -98,20 +98,26 @@ export function isDeadlock(err: unknown): boolean {
  * neighbouring keys, and a victim is rolled back whole, so running it again is safe.
  * Only for bodies whose effects are all inside the transaction.
  */
-export async function transaction<T>(db: Db, body: (tx: Tx) => Promise<T>, attempts = 4): Promise<T> {
-  return retryingDeadlocks(() => db.transaction(body), attempts);
+export async function transaction<T>(db: Db, body: (tx: Tx) => Promise<T>, attempts = 4, retryable = isDeadlock): Promise<T> {
+  return retryingDeadlocks(() => db.transaction(body), attempts, retryable);
+}
+
+/** A deadlock, or an InnoDB lock wait timeout (a transaction that threw is rolled back whole). */
+export function isDeadlockOrLockWait(err: unknown): boolean {
+  return isDeadlock(err) || (err as { errno?: number })?.errno === 1205;
 }
 
 /**
  * Runs `fn` again (up to `attempts` times in all) when MySQL picked it as a deadlock
- * victim: for a single statement, or a transaction, whose effects are all rolled back.
+ * victim (or `retryable` says so otherwise): for a single statement, or a transaction,
+ * whose effects are all rolled back.
  */
-export async function retryingDeadlocks<T>(fn: () => Promise<T>, attempts = 4): Promise<T> {
+export async function retryingDeadlocks<T>(fn: () => Promise<T>, attempts = 4, retryable = isDeadlock): Promise<T> {
   for (let i = 1; ; i++) {
     try {
       return await fn();
     } catch (err) {
-      if (!isDeadlock(err) || i >= attempts) throw err;
+      if (!retryable(err) || i >= attempts) throw err;
       await new Promise((r) => setTimeout(r, Math.random() * 10 * i));
     }
   }

@@ -92,11 +92,18 @@ function applyOutcome(row: { attempts: number | string }, outcome: AttemptOutcom
   };
 }
 
-function groupBy(rows: { bot_id: string; update_id: number }[]): Map<string, number[]> {
+/** Update ids per bot, bots in id order (the order their rows are locked in). */
+function groupBy(rows: { bot_id: string; update_id: number }[]): [string, number[]][] {
   const m = new Map<string, number[]>();
-  for (const r of rows) m.set(r.bot_id, [...(m.get(r.bot_id) ?? []), r.update_id]);
-  return m;
+  for (const r of rows) {
+    const ids = m.get(r.bot_id);
+    if (ids) ids.push(r.update_id);
+    else m.set(r.bot_id, [r.update_id]);
+  }
+  return [...m].sort(([a], [b]) => compareIds(a, b));
 }
+
+const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 export function createDeliveriesRepo(db: Db) {
   return {
@@ -156,7 +163,7 @@ export function createDeliveriesRepo(db: Db) {
     async recordMany(items: { id: string; leaseToken: string; outcome: AttemptOutcome }[], maxAttempts: number): Promise<boolean[]> {
       // Rows are written in primary-key order, the order a claim's UPDATE locks them in; a
       // deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
-      const order = items.map((item, i) => ({ item, i })).sort((a, b) => (a.item.id < b.item.id ? -1 : a.item.id > b.item.id ? 1 : 0));
+      const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
       return transaction(db, async (tx) => {
         const rows = await tx('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id', 'attempts');
         const byId = new Map(rows.map((r) => [r.id, r]));
@@ -175,9 +182,8 @@ export function createDeliveriesRepo(db: Db) {
           if (!outcome.ok && !((errors.get(row.bot_id)?.at ?? -1) > outcome.at)) errors.set(row.bot_id, { at: outcome.at, error: outcome.error });
           results[i] = true;
         }
-        const byBot = <T>(m: Map<string, T>) => [...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-        for (const [botId, ids] of byBot(groupBy(done))) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();
-        for (const [botId, e] of byBot(errors)) {
+        for (const [botId, ids] of groupBy(done)) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();
+        for (const [botId, e] of [...errors].sort(([a], [b]) => compareIds(a, b))) {
           await tx('webhooks').where({ bot_id: botId }).update({ last_error_date: Math.floor(e.at / 1000), last_error_message: e.error });
         }
         return results;

@@ -4,7 +4,7 @@
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments.
  */
-import { isMysql, type Db, type Tx } from './db.js';
+import { isDeadlockOrLockWait, isMysql, transaction, type Db, type Tx } from './db.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -40,12 +40,6 @@ export interface StatTotal {
   maxMs: number;
 }
 
-/** InnoDB deadlock or lock wait timeout: the transaction may simply be run again. */
-const retryable = (err: unknown) => {
-  const errno = (err as { errno?: number })?.errno;
-  return errno === 1213 || errno === 1205;
-};
-
 interface CounterRow {
   counter_key: string;
   window_start: number | string;
@@ -56,8 +50,9 @@ interface CounterRow {
 export function createLimitsRepo(db: Db) {
   const mysql = isMysql(db);
 
-  async function admitOnce(calls: CounterRule[][]): Promise<AdmitResult[]> {
-    return db.transaction(async (tx: Tx) => {
+  /** One transaction, run again (5 tries in all) after a deadlock or a lock wait timeout. */
+  async function decide(calls: CounterRule[][]): Promise<AdmitResult[]> {
+    return transaction(db, async (tx: Tx) => {
       const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
       if (mysql) {
         // Lock every counter row (creating the missing ones) in key order, so two
@@ -96,7 +91,7 @@ export function createLimitsRepo(db: Db) {
           .merge();
       }
       return results;
-    });
+    }, 5, isDeadlockOrLockWait);
   }
 
   return {
@@ -104,15 +99,7 @@ export function createLimitsRepo(db: Db) {
      * Decides calls in order, each needing one admission from each of its rules;
      * a refused call takes nothing from any counter.
      */
-    async admit(calls: CounterRule[][]): Promise<AdmitResult[]> {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await admitOnce(calls);
-        } catch (err) {
-          if (attempt >= 5 || !retryable(err)) throw err;
-        }
-      }
-    },
+    admit: decide,
 
     async counter(key: string): Promise<CounterState | undefined> {
       const row = (await db('rate_counters').where({ counter_key: key }).first()) as CounterRow | undefined;

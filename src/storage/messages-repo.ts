@@ -23,16 +23,20 @@ export function createMessagesRepo(db: Db) {
     /**
      * Stores a sent message with the bot's next message id and queues it for the
      * messaging services (outbox → bus), in one transaction. `build` makes the
-     * wire message from its id.
+     * wire message from its id and the sending bot's username and name (read with
+     * the counter).
      */
-    async send(botId: string, chatId: number, now: number, build: (messageId: number) => Record<string, unknown>) {
+    async send(
+      botId: string, chatId: number, now: number,
+      build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>,
+    ) {
       return transaction(db, async (tx) => {
-        let q = tx('bots').where({ id: botId }).first('last_message_id');
+        let q = tx('bots').where({ id: botId }).first('last_message_id', 'username', 'name');
         if (mysql) q = q.forUpdate();
         const row = await q;
         const messageId = Number(row.last_message_id) + 1;
         await tx('bots').where({ id: botId }).update({ last_message_id: messageId });
-        const message = build(messageId);
+        const message = build(messageId, { username: row.username, name: row.name });
         await tx('messages').insert({
           bot_id: botId, chat_id: chatId, message_id: messageId, outbound: true, payload: JSON.stringify(message), created_at: now,
         });
