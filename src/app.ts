@@ -184,6 +184,7 @@ async function startCore(
     maxFileBytes: config.maxFileBytes,
     urlTtlMs: config.fileUrlTtlMs,
     publicBaseUrl: config.publicBaseUrl,
+    possession: config.possession,
   });
   const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
   const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)

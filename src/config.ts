@@ -128,6 +128,8 @@ const schema = z
     MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
     MAX_FILE_BYTES: int(2 * 1024 ** 3, 1, 1024 ** 4),
     FILE_URL_TTL: duration('1h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+    POSSESSION_MAX_TRIES: int(5, 1, 100),
+    POSSESSION_TRY_WINDOW: duration('1h').refine((ms) => ms >= 1000 && ms <= 7 * 86_400_000, 'must be from 1s to 7d'),
     BLOB_DIR: optionalText,
     PUBLIC_BASE_URL: optionalText.refine(
       (v) => v === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(v),
@@ -190,6 +192,8 @@ export interface Config {
   maxFileBytes: number;
   /** How long signed upload and download URLs work. */
   fileUrlTtlMs: number;
+  /** Possession challenges an account may be handed for one content per window, answered or not. */
+  possession: { maxTries: number; tryWindowMs: number };
   /** Where the local-disk blob store keeps file bytes. */
   blobDir: string;
   /** Base of upload and download URLs; else the base the request came to the gateway on. */
@@ -261,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: c.MAX_BODY_BYTES,
     maxFileBytes: c.MAX_FILE_BYTES,
     fileUrlTtlMs: c.FILE_URL_TTL,
+    possession: { maxTries: c.POSSESSION_MAX_TRIES, tryWindowMs: c.POSSESSION_TRY_WINDOW },
     blobDir: path.resolve(c.BLOB_DIR ?? path.join(dataDir, 'files')),
     publicBaseUrl: c.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     logLevel: c.LOG_LEVEL,

@@ -23,6 +23,8 @@ export interface FilesDeps {
   urlTtlMs: number;
   /** Base of the URLs handed out; else the gateway's, as it tells in call metadata. */
   publicBaseUrl?: string;
+  /** Possession challenges an account may be handed per content and window; default 5 per hour. */
+  possession?: { maxTries: number; tryWindowMs: number };
   now?: () => number;
 }
 
@@ -33,8 +35,40 @@ const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$
 // eslint-disable-next-line no-control-regex
 const BAD_NAME_CHARS = /[/\\\u0000-\u001f\u007f]/;
 const CHALLENGE_TTL_MS = 10 * 60_000;
-const CHALLENGE_RANGES = 3;
-const CHALLENGE_RANGE_BYTES = 4096;
+
+/**
+ * What a possession challenge reads of a file. Up to `wholeFileBytes` the whole
+ * file: one range, answerable only with every byte. Larger files are cut into
+ * blocks of `rangeBytes` (4 KiB, growing with the file so that it is about
+ * `targetBlocks` blocks, up to 64 KiB) and `ranges` distinct blocks are drawn
+ * uniformly. A taker missing a tenth of the bytes misses some byte of at least a
+ * tenth of the blocks however it chose them, so it passes with probability at most
+ * (0.9 + 1/(10·blocks))^ranges < 2.8e-7 per try (blocks ≥ 257); the test computes
+ * the exact bound from these parameters.
+ */
+export const POSSESSION_SAMPLE = {
+  wholeFileBytes: 1024 * 1024,
+  ranges: 144,
+  minRangeBytes: 4096,
+  maxRangeBytes: 64 * 1024,
+  targetBlocks: 65_536,
+} as const;
+
+/** The sample of a `size`-byte file: block length, number of blocks, blocks drawn. */
+export function possessionSample(size: number): { rangeBytes: number; blocks: number; ranges: number } {
+  const s = POSSESSION_SAMPLE;
+  if (size <= s.wholeFileBytes) return { rangeBytes: size, blocks: 1, ranges: 1 };
+  const scaled = Math.ceil(size / s.targetBlocks / s.minRangeBytes) * s.minRangeBytes;
+  const rangeBytes = Math.min(s.maxRangeBytes, Math.max(s.minRangeBytes, scaled));
+  return { rangeBytes, blocks: Math.ceil(size / rangeBytes), ranges: s.ranges };
+}
+
+function sampleRanges(size: number): { offset: number; length: number }[] {
+  const { rangeBytes, blocks, ranges } = possessionSample(size);
+  const picked = new Set<number>();
+  while (picked.size < ranges) picked.add(crypto.randomInt(0, blocks));
+  return [...picked].sort((a, b) => a - b).map((b) => ({ offset: b * rangeBytes, length: Math.min(rangeBytes, size - b * rangeBytes) }));
+}
 
 const newFileId = () => `file_${randomBase62(24)}`;
 
@@ -68,21 +102,27 @@ function reuseIdOf(v: check.Violations, value: string): string | null {
 
 export function createFilesService(deps: FilesDeps) {
   const now = deps.now ?? Date.now;
+  const tries = deps.possession ?? { maxTries: 5, tryWindowMs: 3_600_000 };
   const baseUrl = (md: CallMetadata) => (deps.publicBaseUrl ?? md[PUBLIC_BASE_URL_METADATA] ?? '').replace(/\/+$/, '');
   const hit = (f: FileRecord): UploadCredentials => ({
     uploadRequired: false, headers: {}, fileId: f.id, file: toFile(f), possessionChallenge: undefined,
   });
 
+  /** A new challenge, one of the account's limited tries at this content (RESOURCE_EXHAUSTED past them). */
   async function challenge(spec: FileSpec): Promise<UploadCredentials> {
-    const ranges = [];
-    for (let i = 0; i < CHALLENGE_RANGES; i++) {
-      const length = Math.min(spec.size, CHALLENGE_RANGE_BYTES);
-      ranges.push({ offset: crypto.randomInt(0, spec.size - length + 1), length });
-    }
+    const ranges = sampleRanges(spec.size);
     const id = `pc_${randomBase62(24)}`;
     const nonce = crypto.randomBytes(16).toString('hex');
-    const expiresAt = now() + CHALLENGE_TTL_MS;
-    await deps.files.createChallenge({ id, ...spec, nonce, ranges, expiresAt }, now());
+    const at = now();
+    const expiresAt = at + CHALLENGE_TTL_MS;
+    const issued = await deps.files.issueChallenge({ id, ...spec, nonce, ranges, expiresAt }, at,
+      { maxTries: tries.maxTries, windowMs: tries.tryWindowMs });
+    if (!issued.ok) {
+      const retryAfterSeconds = Math.max(1, Math.ceil((issued.retryAt - at) / 1000));
+      throw new ApiError(Code.RESOURCE_EXHAUSTED,
+        `too many possession challenges for this content: at most ${tries.maxTries} per ${tries.tryWindowMs / 1000}s, answered or not; `
+        + `retry after ${retryAfterSeconds}s, or upload the bytes (reuseExisting: false)`, { retryAfterSeconds });
+    }
     return {
       uploadRequired: false,
       headers: {},
@@ -90,12 +130,6 @@ export function createFilesService(deps: FilesDeps) {
       possessionRequired: true,
       possessionChallenge: { challengeId: id, nonce, ranges, expiresAt: Math.floor(expiresAt / 1000) },
     };
-  }
-
-  async function readAll(key: string, start: number, length: number): Promise<Buffer> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of deps.blobs.read(key, { start, end: start + length - 1 })) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks);
   }
 
   return {
@@ -194,10 +228,14 @@ export function createFilesService(deps: FilesDeps) {
       v.throwIfAny();
       const c = await deps.files.takeChallenge(principal.botId, req.challengeId, now());
       if (c === 'NOT_FOUND') throw ApiError.notFound('possession challenge');
-      if (c === 'USED') throw ApiError.failedPrecondition('this challenge was already tried: ask files/upload-credentials for a new one');
+      if (c === 'USED') {
+        throw ApiError.failedPrecondition('this challenge was already tried, or replaced by a newer one: ask files/upload-credentials for a new one');
+      }
       if (c === 'EXPIRED') throw ApiError.failedPrecondition('this challenge expired: ask files/upload-credentials for a new one');
       const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
-      for (const r of c.ranges) hash.update(await readAll(blobKey(c.checksum), r.offset, r.length));
+      for (const r of c.ranges) {
+        for await (const chunk of deps.blobs.read(blobKey(c.checksum), { start: r.offset, end: r.offset + r.length - 1 })) hash.update(chunk as Buffer);
+      }
       const expected = hash.digest();
       const given = Buffer.from(req.proof.toLowerCase(), 'hex');
       if (!crypto.timingSafeEqual(expected, given)) {
@@ -224,7 +262,7 @@ export function createFilesService(deps: FilesDeps) {
 
     /** Forgets expired uploads and challenges, and staged bytes nobody completed. */
     async sweep(): Promise<void> {
-      await deps.files.purgeExpired(now());
+      await deps.files.purgeExpired(now(), now() - tries.tryWindowMs);
       await deps.blobs.sweepStaging(now() - 2 * deps.urlTtlMs);
     },
   };

@@ -3,7 +3,7 @@
  * hold each blob, logical files (one per registration), upload sessions and
  * possession challenges. Every file read is scoped by the bot that owns it.
  */
-import { isMysql, isUniqueViolation, type Db, type Tx } from './db.js';
+import { isDeadlockOrLockWait, isMysql, isUniqueViolation, transaction, type Db, type Tx } from './db.js';
 
 export interface FileRecord {
   id: string;
@@ -39,6 +39,12 @@ export interface ChallengeRecord extends FileSpec {
   ranges: { offset: number; length: number }[];
   used: boolean;
   expiresAt: number;
+}
+
+/** How many possession challenges an account may be handed for one content within a window. */
+export interface TryLimit {
+  maxTries: number;
+  windowMs: number;
 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -159,15 +165,42 @@ export function createFilesRepo(db: Db) {
       }));
     },
 
-    async createChallenge(c: Omit<ChallengeRecord, 'used'>, now: number): Promise<void> {
-      await db('possession_challenges').insert({
-        id: c.id, ...specRow(c), nonce: c.nonce, ranges: JSON.stringify(c.ranges), used: false, created_at: now, expires_at: c.expiresAt,
-      });
+    /**
+     * Hands out a challenge as one try of the account at this content: refused
+     * (with the time a try frees up) when the account already had `maxTries` in the
+     * last `windowMs`, answered or not. Else the try is counted, the account's
+     * unanswered challenges for this content are spent (a new one replaces them),
+     * and the challenge is stored — one transaction, the tries row locked, so every
+     * instance counts the same.
+     */
+    async issueChallenge(c: Omit<ChallengeRecord, 'used'>, now: number, limit: TryLimit): Promise<{ ok: true } | { ok: false; retryAt: number }> {
+      return transaction(db, async (tx) => {
+        const key = { account_id: c.accountId, checksum: c.checksum };
+        if (mysql) {
+          // Creates the row when missing and locks it either way: concurrent asks queue here.
+          await tx('possession_tries').insert({ ...key, tried_at: '[]', last_tried_at: 0 })
+            .onConflict(['account_id', 'checksum']).merge(['account_id']);
+        }
+        let q = tx('possession_tries').where(key).first('tried_at');
+        if (mysql) q = q.forUpdate();
+        const row = await q;
+        const recent = (row ? (JSON.parse(row.tried_at) as number[]) : []).filter((t) => t > now - limit.windowMs);
+        if (recent.length >= limit.maxTries) return { ok: false, retryAt: recent[recent.length - limit.maxTries]! + limit.windowMs };
+        recent.push(now);
+        await tx('possession_tries')
+          .insert({ ...key, tried_at: JSON.stringify(recent.slice(-limit.maxTries)), last_tried_at: now })
+          .onConflict(['account_id', 'checksum']).merge(['tried_at', 'last_tried_at']);
+        await tx('possession_challenges').where({ ...key, used: false }).update({ used: true });
+        await tx('possession_challenges').insert({
+          id: c.id, ...specRow(c), nonce: c.nonce, ranges: JSON.stringify(c.ranges), used: false, created_at: now, expires_at: c.expiresAt,
+        });
+        return { ok: true as const };
+      }, 5, isDeadlockOrLockWait);
     },
 
     /**
      * Takes a challenge of this bot for its one try: marks it used and returns it,
-     * or says why it cannot be tried.
+     * or says why it cannot be tried (USED: tried already, or replaced by a newer one).
      */
     async takeChallenge(botId: string, id: string, now: number): Promise<ChallengeRecord | 'NOT_FOUND' | 'USED' | 'EXPIRED'> {
       const r = await db('possession_challenges').where({ id, bot_id: botId }).first();
@@ -178,11 +211,12 @@ export function createFilesRepo(db: Db) {
       return { ...specOf(r), id: r.id, nonce: r.nonce, ranges: JSON.parse(r.ranges), used: true, expiresAt: Number(r.expires_at) };
     },
 
-    /** Forgets expired uploads that never completed and expired challenges. */
-    async purgeExpired(now: number): Promise<number> {
+    /** Forgets expired uploads that never completed, expired challenges, and tries last made before `triesBefore`. */
+    async purgeExpired(now: number, triesBefore: number): Promise<number> {
       const uploads = await db('uploads').whereNull('file_id').andWhere('expires_at', '<', now).delete();
       const challenges = await db('possession_challenges').andWhere('expires_at', '<', now).delete();
-      return uploads + challenges;
+      const tries = await db('possession_tries').where('last_tried_at', '<', triesBefore).delete();
+      return uploads + challenges + tries;
     },
   };
 }
