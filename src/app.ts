@@ -96,7 +96,7 @@ function openBlobs(config: Config): FileStore {
 
 /** Storage, secrets, the bus and the repositories: what the core and the dispatcher share. */
 async function openBackend(config: Config, logger: Logger, closers: (() => Promise<void>)[], telemetry: Telemetry) {
-  const db = createDb(config.database);
+  const db = createDb(config.database, logger);
   closers.push(() => db.destroy());
   await migrateLatest(db);
   const secretBox = createSecretBox(secretKeyOf(config));
@@ -284,6 +284,11 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
         app.localJwtSecret = localSecret;
         const grpcServer: GrpcServer = await startGrpcServer(core, config.host, config.grpcPort);
         closers.push(() => grpcServer.close(config.shutdownTimeoutMs));
+        // The core's gRPC health follows its database: a gateway in front of several
+        // cores asks each, and reports healthy while any of them can serve.
+        closers.push(every(1000, async () => {
+          grpcServer.health.setStatus('', (await ready()) ? 'SERVING' : 'NOT_SERVING');
+        }, logger, 'health probe'));
         app.grpcPort = grpcServer.port;
         if (config.role === 'all') invoker = createDirectInvoker(core, ready);
       }

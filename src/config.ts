@@ -89,6 +89,7 @@ const schema = z
       'must start with mysql://, mariadb:// or sqlite:',
     ),
     DATABASE_POOL_MAX: int(10, 1, 200),
+    DATABASE_ACQUIRE_TIMEOUT_MS: int(5000, 100, 120_000),
     AUTH_JWT_SECRET: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
     AUTH_JWT_PUBLIC_KEY: optionalText,
     AUTH_JWKS_URL: optionalText.refine((v) => v === undefined || /^https?:\/\//.test(v), 'must be an http(s) URL'),
@@ -170,7 +171,7 @@ export interface Config {
   grpcPort: number;
   coreGrpcAddress: string;
   dataDir: string;
-  database: { kind: 'sqlite'; filename: string } | { kind: 'mysql'; url: string; poolMax: number };
+  database: { kind: 'sqlite'; filename: string } | { kind: 'mysql'; url: string; poolMax: number; acquireTimeoutMs?: number };
   auth: AuthConfig & { issuer?: string; audience?: string };
   /** base64 32-byte key for secrets at rest; created in DATA_DIR when unset. */
   secretKey?: string;
@@ -231,7 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   else if (c.DATABASE_URL.startsWith('sqlite:')) {
     const file = c.DATABASE_URL.slice('sqlite:'.length).replace(/^\/\//, '');
     database = { kind: 'sqlite', filename: file === ':memory:' ? file : path.resolve(file) };
-  } else database = { kind: 'mysql', url: c.DATABASE_URL.replace(/^mariadb:/, 'mysql:'), poolMax: c.DATABASE_POOL_MAX };
+  } else database = { kind: 'mysql', url: c.DATABASE_URL.replace(/^mariadb:/, 'mysql:'), poolMax: c.DATABASE_POOL_MAX, acquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS };
 
   const auth: AuthConfig = c.AUTH_JWT_SECRET
     ? { kind: 'secret', secret: c.AUTH_JWT_SECRET }

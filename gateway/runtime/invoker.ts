@@ -30,6 +30,11 @@ export function createGrpcInvoker(address: string): Invoker {
     'grpc.keepalive_time_ms': 30_000,
   });
 
+  const addresses = target.startsWith('ipv4:') ? address.split(',').map((a) => a.trim()).filter(Boolean) : [];
+  const healthClients = addresses.length > 1
+    ? addresses.map((a) => new grpc.Client(a, grpc.credentials.createInsecure()))
+    : [client];
+
   return {
     invoke(route, request, metadata, signal) {
       return new Promise((resolve, reject) => {
@@ -48,25 +53,34 @@ export function createGrpcInvoker(address: string): Invoker {
       });
     },
 
-    ready() {
-      // The standard health check of the whole server (service "").
-      return new Promise((resolve) => {
-        client.makeUnaryRequest(
-          '/grpc.health.v1.Health/Check',
-          (req: HealthCheckRequest) => Buffer.from(HealthCheckRequest.encode(req).finish()),
-          (buf: Buffer) => HealthCheckResponse.decode(buf),
-          { service: '' },
-          new grpc.Metadata(),
-          { deadline: Date.now() + 2000 },
-          (err, res) => resolve(!err && res?.status === ServingStatus.SERVING),
-        );
-      });
+    async ready() {
+      // Each core is asked on its own channel: one health call through the round-robin
+      // channel would land on whichever core is next, and a dead one would make the
+      // gateway look down while the others serve.
+      const answers = await Promise.all(healthClients.map((c) => healthy(c)));
+      return answers.some(Boolean);
     },
 
     async close() {
       client.close();
+      for (const c of healthClients) if (c !== client) c.close();
     },
   };
+}
+
+/** The standard health check of a whole server (service ""), answered within 2 s. */
+function healthy(client: grpc.Client): Promise<boolean> {
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(
+      '/grpc.health.v1.Health/Check',
+      (req: HealthCheckRequest) => Buffer.from(HealthCheckRequest.encode(req).finish()),
+      (buf: Buffer) => HealthCheckResponse.decode(buf),
+      { service: '' },
+      new grpc.Metadata(),
+      { deadline: Date.now() + 2000 },
+      (err, res) => resolve(!err && res?.status === ServingStatus.SERVING),
+    );
+  });
 }
 
 /** An invoker for a core in the same process. */

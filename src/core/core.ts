@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
 import { methodSettings } from '../gen/methods.js';
 import type { UsageRecorder } from '../domain/usage.js';
+import { isStorageUnavailable } from '../storage/errors.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import { requestIdOf } from '../telemetry/request-id.js';
 import type { Authenticator } from './authenticate.js';
@@ -34,6 +35,10 @@ export interface CoreDeps {
   usage?: UsageRecorder;
   telemetry?: Telemetry;
 }
+
+/** The database could not be reached or was too busy: retryable, with a hint, never INTERNAL. */
+const storageUnavailable = (cause: unknown) =>
+  new ApiError(Code.UNAVAILABLE, 'the service cannot reach its database; retry the call', { retryAfterSeconds: 1, cause });
 
 /** "GetUpdates" → "getUpdates": runtime methods as bots call them. */
 const botMethodName = (method: string) => method.charAt(0).toLowerCase() + method.slice(1);
@@ -64,10 +69,12 @@ export function createCore(deps: CoreDeps): Core {
         if (principal.kind === 'bot' && deps.limiter) await deps.limiter.check(principal.botId, path, request);
         return await handler(request, { principal, requestId, metadata, signal });
       } catch (err) {
-        const apiError = ApiError.from(err);
+        const apiError = isStorageUnavailable(err) ? storageUnavailable(err) : ApiError.from(err);
         code = apiError.code;
         if (apiError.code === Code.INTERNAL || apiError.code === Code.UNKNOWN) {
           deps.logger.error({ err: apiError.internalCause ?? err, rpc: method, requestId }, 'call failed');
+        } else if (apiError.internalCause && apiError.code === Code.UNAVAILABLE) {
+          deps.logger.warn({ err: apiError.internalCause, rpc: method, requestId }, 'call failed: database unavailable');
         }
         throw apiError;
       } finally {

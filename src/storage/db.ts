@@ -39,13 +39,34 @@ function cachePreparedStatements(conn: SqliteConnection, max = 256): void {
   };
 }
 
-export function createDb(database: Config['database']): Db {
+/** Where knex's own warnings go: by default it prints plain, multi-line text to the console. */
+export interface DbLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+/** knex's logger hooks, writing one structured line each (never a bare stack trace). */
+function knexLog(logger: DbLogger | undefined): Knex.Config['log'] | undefined {
+  if (!logger) return undefined;
+  const text = (m: unknown) => (m instanceof Error ? m.message : typeof m === 'string' ? m : JSON.stringify(m)).slice(0, 2000);
+  return {
+    warn: (m: unknown) => logger.warn({ component: 'database', detail: text(m) }, 'database warning'),
+    error: (m: unknown) => logger.error({ component: 'database', detail: text(m) }, 'database error'),
+    deprecate: (m: unknown) => logger.debug({ component: 'database', detail: text(m) }, 'database deprecation'),
+    debug: (m: unknown) => logger.debug({ component: 'database', detail: text(m) }, 'database debug'),
+  };
+}
+
+export function createDb(database: Config['database'], logger?: DbLogger): Db {
+  const log = knexLog(logger);
   if (database.kind === 'sqlite') {
     if (database.filename !== ':memory:') fs.mkdirSync(path.dirname(database.filename), { recursive: true });
     return knexFactory({
       client: 'better-sqlite3',
       connection: { filename: database.filename },
       useNullAsDefault: true,
+      log,
       // better-sqlite3 is synchronous: one connection serialises writers, as SQLite does anyway.
       pool: {
         min: 1,
@@ -71,6 +92,10 @@ export function createDb(database: Config['database']): Db {
       dateStrings: true,
     } as Knex.MySql2ConnectionConfig,
     pool: { min: 0, max: database.poolMax },
+    // With the database down, a call waits this long for a connection and then answers
+    // UNAVAILABLE (knex's default is a minute, which freezes callers instead).
+    acquireConnectionTimeout: database.acquireTimeoutMs ?? 5000,
+    log,
   });
 }
 
@@ -124,6 +149,14 @@ export async function retryingDeadlocks<T>(fn: () => Promise<T>, attempts = 4, r
 }
 
 /** Cheap readiness probe. */
-export async function pingDb(db: Db): Promise<void> {
-  await db.raw('select 1');
+export async function pingDb(db: Db, timeoutMs = 1500): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      db.raw('select 1'),
+      new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('database ping timed out')), timeoutMs); }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
