@@ -217,6 +217,23 @@ describe('gRPC API', () => {
     expect((await client(h.url, alice).get(`/api/v1/bots/my/${id}/metrics`)).body.updates).toMatchObject({ pending: 0 });
   });
 
+  it('states the same +-(2^53-1) bound on every int64 of the OpenAPI document', async () => {
+    const doc = await (await fetch(`${h.url}/api/v1/openapi.json`)).json();
+    const bounded: unknown[] = [];
+    const visit = (node: unknown): void => {
+      if (Array.isArray(node)) node.forEach(visit);
+      else if (node && typeof node === 'object') {
+        const o = node as Record<string, unknown>;
+        if (o.format === 'int64') bounded.push([o.minimum, o.maximum]);
+        Object.values(o).forEach(visit);
+      }
+    };
+    visit(doc);
+    expect(bounded.length).toBeGreaterThan(20);
+    expect(new Set(bounded.map((b) => JSON.stringify(b)))).toEqual(new Set([JSON.stringify([-(2 ** 53 - 1), 2 ** 53 - 1])]));
+    expect(doc.components.schemas['botplatform.v1.SendMessageRequest'].properties.chat_id.description).toContain('2^53-1');
+  });
+
   it('answers the standard health check', async () => {
     const require = createRequire(import.meta.url);
     const { protoPath } = require('grpc-health-check') as { protoPath: string };
