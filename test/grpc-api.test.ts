@@ -1,10 +1,12 @@
 /**
  * The same core over gRPC: generated ts-proto clients on loopback, status codes
- * and google.rpc.BadRequest details as any gRPC client sees them, plus the
- * standard health and reflection services.
+ * and google.rpc.BadRequest details as any gRPC client sees them, requests that
+ * do not decode (as raw bytes), plus the standard health and reflection services.
  */
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { Writable } from 'node:stream';
+import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +21,7 @@ import {
 } from '../src/gen/botplatform/v1/console_service.js';
 import { RuntimeServiceClient, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
-import { approvedBot, startHarness, type Harness } from './helpers/harness.js';
+import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 
 type Callback = (err: grpc.ServiceError | null, res: unknown) => void;
 
@@ -40,27 +42,65 @@ async function grpcError(p: Promise<unknown>) {
   throw new Error('expected the call to fail');
 }
 
+/** One sample of a Prometheus exposition (summed over the other labels); 0 when absent. */
+function sample(text: string, name: string, labels: Record<string, string>): number {
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([^{ ]+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) total += Number(m[3]);
+  }
+  return total;
+}
+
 describe('gRPC API', () => {
   let h: Harness;
   let consoleClient: ConsoleServiceClient;
   let adminClient: AdminServiceClient;
   let runtimeClient: RuntimeServiceClient;
+  /** Sends bytes as they are, whatever the method's request type: what a client of another language may put on the wire. */
+  let rawClient: grpc.Client;
   let alice: string;
+  const logs: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
-    h = await startHarness('in-process');
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        for (const l of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(l));
+        done();
+      },
+    });
+    h = await startHarness('in-process', { LOG_LEVEL: 'info' }, sink);
     const creds = grpc.credentials.createInsecure();
     consoleClient = new ConsoleServiceClient(h.grpcAddress, creds);
     adminClient = new AdminServiceClient(h.grpcAddress, creds);
     runtimeClient = new RuntimeServiceClient(h.grpcAddress, creds);
+    rawClient = new grpc.Client(h.grpcAddress, creds);
     alice = await h.jwt('alice');
   });
   afterAll(async () => {
     consoleClient?.close();
     adminClient?.close();
     runtimeClient?.close();
+    rawClient?.close();
     await h?.close();
   });
+
+  /** A unary call with `bytes` as the encoded request; resolves with the error it must fail with. */
+  const rawCall = (method: string, bytes: Uint8Array, credential?: string, requestId?: string) => {
+    const md = new grpc.Metadata();
+    if (credential) md.set('authorization', `Bearer ${credential}`);
+    if (requestId) md.set('x-request-id', requestId);
+    return grpcError(new Promise((resolve, reject) => {
+      rawClient.makeUnaryRequest(method, (b: Buffer) => b, (b: Buffer) => b, Buffer.from(bytes), md, (err, res) => (err ? reject(err) : resolve(res)));
+    }));
+  };
+  const violations = (err: grpc.ServiceError) => fromServiceError(err).details.map((d) => [d.field, d.reason]);
+  /** SendMessageRequest{chat_id, text} encoded by hand, so chat_id can be any int64. */
+  const sendMessageBytes = (chatId: bigint, text = 'hi') =>
+    new BinaryWriter().tag(1, WireType.Varint).int64(chatId).tag(2, WireType.LengthDelimited).string(text).finish();
+  const SEND_MESSAGE = '/botplatform.v1.RuntimeService/SendMessage';
 
   const create = (req: { name: string; username: string }, jwt?: string) =>
     rpc<CreateApplicationResponse>(consoleClient, consoleClient.createApplication, { ...req, scopes: [] }, jwt);
@@ -113,6 +153,85 @@ describe('gRPC API', () => {
       updateMask: ['about'],
     }, alice);
     expect(res.bot).toMatchObject({ about: 'from gRPC', name: 'Bot grpc_mask_bot' });
+  });
+
+  it('answers undecodable bytes INVALID_ARGUMENT naming the request body, logged and counted under the method, credential or not', async () => {
+    const { id, token } = await approvedBot(h, alice, 'grpc_garbage_bot');
+    const before = await (await fetch(`${h.url}/metrics`)).text();
+    const garbage = Buffer.from('not a protobuf message at all');
+    for (const credential of [token, undefined, `${token}x`]) {
+      const err = await rawCall(SEND_MESSAGE, garbage, credential, 'garbage-req-1');
+      expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(err.details).toMatch(/^body: /);
+      expect(violations(err)).toEqual([['body', 'MALFORMED_PROTOBUF']]);
+    }
+    const after = await (await fetch(`${h.url}/metrics`)).text();
+    const labels = { method: 'SendMessage', code: 'INVALID_ARGUMENT' };
+    expect(sample(after, 'botplatform_rpc_calls_total', labels) - sample(before, 'botplatform_rpc_calls_total', labels)).toBe(3);
+    const lines = logs.filter((l) => l.msg === 'rpc' && l.requestId === 'garbage-req-1');
+    expect(lines).toHaveLength(3);
+    for (const l of lines) expect(l).toMatchObject({ rpc: 'SendMessage', code: 'INVALID_ARGUMENT' });
+    // The caller is still known when its credential is good: the bot's own call.
+    expect(lines[0]).toMatchObject({ bot: id });
+  });
+
+  it('refuses an int64 beyond +-(2^53-1) as INVALID_ARGUMENT on that field, and takes 2^53-1 itself', async () => {
+    const { token } = await approvedBot(h, alice, 'grpc_int64_bot');
+    const max = 2n ** 53n - 1n;
+    for (const chatId of [max + 1n, -(max + 1n), 2n ** 63n - 1n, -(2n ** 63n)]) {
+      const err = await rawCall(SEND_MESSAGE, sendMessageBytes(chatId), token);
+      expect(err.code, String(chatId)).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(violations(err)).toEqual([['chat_id', 'OUT_OF_RANGE']]);
+      expect(err.details).toBe('chat_id: must be between -9007199254740991 and 9007199254740991');
+    }
+    // In range: decoded and handed to the method, which knows no such chat.
+    for (const chatId of [max, -max]) {
+      expect(violations(await rawCall(SEND_MESSAGE, sendMessageBytes(chatId), token))).toEqual([['chat_id', 'CHAT_NOT_FOUND']]);
+    }
+  });
+
+  it('names nested and repeated fields by their path, and the field whose bytes are broken', async () => {
+    const { id, token } = await approvedBot(h, alice, 'grpc_nested_bot');
+    // CreateTestUpdateRequest{id, text, from: User{id: 2^53}}.
+    const user = new BinaryWriter().tag(1, WireType.Varint).int64(2n ** 53n).finish();
+    const testUpdate = new BinaryWriter().tag(1, WireType.LengthDelimited).string(id).tag(2, WireType.LengthDelimited).string('x')
+      .tag(4, WireType.LengthDelimited).bytes(user).finish();
+    const nested = await rawCall('/botplatform.v1.ConsoleService/CreateTestUpdate', testUpdate, alice);
+    expect(violations(nested)).toEqual([['from.id', 'OUT_OF_RANGE']]);
+
+    // IngestUpdatesRequest{updates: [ok, {bot_id, message: {chat: {id: -2^63}}}]}.
+    const chat = new BinaryWriter().tag(1, WireType.Varint).int64(-(2n ** 63n)).finish();
+    const message = (chatBytes: Uint8Array) => new BinaryWriter().tag(1, WireType.Varint).int64(1).tag(3, WireType.LengthDelimited).bytes(chatBytes).finish();
+    const update = (m: Uint8Array) => new BinaryWriter().tag(1, WireType.LengthDelimited).string(id).tag(2, WireType.LengthDelimited).bytes(m).finish();
+    const okChat = new BinaryWriter().tag(1, WireType.Varint).int64(5).finish();
+    const ingest = new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(update(message(okChat)))
+      .tag(1, WireType.LengthDelimited).bytes(update(message(chat))).finish();
+    const repeated = await rawCall('/botplatform.v1.InternalService/IngestUpdates', ingest, TEST_INTERNAL_TOKEN);
+    expect(repeated.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(violations(repeated)).toEqual([['updates[1].message.chat.id', 'OUT_OF_RANGE']]);
+
+    // text: a length past the end of the request.
+    const truncated = Buffer.concat([new BinaryWriter().tag(1, WireType.Varint).int64(7).finish(), Buffer.from([0x12, 50, 0x61, 0x62])]);
+    expect(violations(await rawCall(SEND_MESSAGE, truncated, token))).toEqual([['text', 'MALFORMED_PROTOBUF']]);
+    // Nothing was ingested for the bot.
+    expect((await client(h.url, alice).get(`/api/v1/bots/my/${id}/metrics`)).body.updates).toMatchObject({ pending: 0 });
+  });
+
+  it('states the same +-(2^53-1) bound on every int64 of the OpenAPI document', async () => {
+    const doc = await (await fetch(`${h.url}/api/v1/openapi.json`)).json();
+    const bounded: unknown[] = [];
+    const visit = (node: unknown): void => {
+      if (Array.isArray(node)) node.forEach(visit);
+      else if (node && typeof node === 'object') {
+        const o = node as Record<string, unknown>;
+        if (o.format === 'int64') bounded.push([o.minimum, o.maximum]);
+        Object.values(o).forEach(visit);
+      }
+    };
+    visit(doc);
+    expect(bounded.length).toBeGreaterThan(20);
+    expect(new Set(bounded.map((b) => JSON.stringify(b)))).toEqual(new Set([JSON.stringify([-(2 ** 53 - 1), 2 ** 53 - 1])]));
+    expect(doc.components.schemas['botplatform.v1.SendMessageRequest'].properties.chat_id.description).toContain('2^53-1');
   });
 
   it('answers the standard health check', async () => {

@@ -11,6 +11,15 @@ interface Input {
 type Json = Record<string, unknown>;
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+
+/**
+ * 64-bit integers carry at most +-(2^53-1), what JSON numbers and JavaScript hold
+ * exactly; the gateway and the gRPC server refuse anything beyond (INVALID_ARGUMENT).
+ */
+const INT64_BOUNDS = {
+  int64: { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER },
+  uint64: { minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+} as const;
 const enumValues = (e: EnumSchema) =>
   Object.keys(e.values)
     .filter((n) => !n.endsWith('_UNSPECIFIED'))
@@ -41,7 +50,7 @@ function typeSchema(type: FieldType, input: Input): Json {
         : t === 'bool' ? { type: 'boolean' }
         : t === 'double' ? { type: 'number' }
         : t === 'bytes' ? { type: 'string', contentEncoding: 'base64' }
-        : { type: 'integer', format: t };
+        : { type: 'integer', format: t, ...(t === 'int64' || t === 'uint64' ? INT64_BOUNDS[t] : {}) };
     }
   }
   return s;

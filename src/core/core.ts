@@ -18,6 +18,15 @@ import { methodNameOf, type Limiter } from './limits.js';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Handler = (request: any, ctx: CallContext<any>) => Promise<unknown>;
 
+/**
+ * What a transport passes in place of a request it could not decode, so that the
+ * chain still answers the call (with `error`, INVALID_ARGUMENT naming the field)
+ * and logs and counts it under its method like any other.
+ */
+export class UndecodableRequest {
+  constructor(readonly error: ApiError) {}
+}
+
 export interface Core {
   /** Runs one call through the chain. Rejects only with ApiError. */
   invoke(path: string, request: unknown, metadata: CallMetadata, signal?: AbortSignal): Promise<unknown>;
@@ -65,6 +74,12 @@ export function createCore(deps: CoreDeps): Core {
         const handler = deps.handlers[path];
         const settings = methodSettings[path];
         if (!handler || !settings) throw new ApiError(Code.UNIMPLEMENTED, `unknown method ${path}`);
+        if (request instanceof UndecodableRequest) {
+          // Refused whatever the credential (nothing of it was read), but still
+          // attributed to the caller when the credential holds: log line, bot usage.
+          principal = await deps.authenticator.authenticate(settings.credential, metadata).catch(() => undefined);
+          throw request.error;
+        }
         principal = await deps.authenticator.authenticate(settings.credential, metadata);
         if (principal.kind === 'bot' && deps.limiter) await deps.limiter.check(principal.botId, path, request);
         return await handler(request, { principal, requestId, metadata, signal });

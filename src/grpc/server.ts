@@ -16,6 +16,7 @@ import { RuntimeServiceService } from '../gen/botplatform/v1/runtime_service.js'
 import type { CallMetadata } from '../core/context.js';
 import type { Core } from '../core/core.js';
 import { toGrpcStatus } from './status-details.js';
+import { undecodableRequest } from './undecodable.js';
 
 const SERVICES = {
   'botplatform.v1.ConsoleService': ConsoleServiceService,
@@ -58,7 +59,20 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 8 * 1024 * 1024 });
   for (const definition of Object.values(SERVICES)) {
     const impl: grpc.UntypedServiceImplementation = {};
+    const methods: Record<string, unknown> = {};
     for (const [key, method] of Object.entries(definition)) {
+      // A request that does not decode reaches the core as an UndecodableRequest,
+      // not as a throw into grpc-js (which would answer INTERNAL, unlogged, uncounted).
+      methods[key] = {
+        ...method,
+        requestDeserialize(bytes: Buffer) {
+          try {
+            return method.requestDeserialize(bytes);
+          } catch (err) {
+            return undecodableRequest(method.path, bytes, err);
+          }
+        },
+      };
       impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
         const abort = new AbortController();
         call.on('cancelled', () => abort.abort());
@@ -68,7 +82,7 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
         );
       };
     }
-    server.addService(definition as unknown as grpc.ServiceDefinition, impl);
+    server.addService(methods as grpc.ServiceDefinition, impl);
   }
 
   const health = new HealthImplementation({

@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { DestinationStream } from 'pino';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
@@ -44,9 +45,14 @@ export type GatewayMode = 'in-process' | 'separate-gateway';
 
 /**
  * Starts the service. 'in-process' is role=all; 'separate-gateway' is a core
- * (role=core) and a gateway (role=gateway) reaching it over gRPC.
+ * (role=core) and a gateway (role=gateway) reaching it over gRPC. `logs`, when
+ * given, receives the JSON log lines (set LOG_LEVEL in extraEnv to get any).
  */
-export async function startHarness(mode: GatewayMode = 'in-process', extraEnv: Record<string, string> = {}): Promise<Harness> {
+export async function startHarness(
+  mode: GatewayMode = 'in-process',
+  extraEnv: Record<string, string> = {},
+  logs?: DestinationStream,
+): Promise<Harness> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-test-'));
   const db = await createTestDatabase(dir);
   const env = {
@@ -61,7 +67,7 @@ export async function startHarness(mode: GatewayMode = 'in-process', extraEnv: R
     ...kafkaEnv(),
     ...extraEnv,
   };
-  const logger = createLogger(env.LOG_LEVEL);
+  const logger = createLogger(env.LOG_LEVEL, logs);
   const apps: App[] = [];
   try {
     if (mode === 'in-process') {

@@ -139,13 +139,13 @@ export interface BotMetrics {
   window_seconds: number;
   /** Start of the window. */
   since?: string | null;
-  /** Runtime calls the bot made in the window, refused ones included. */
+  /** Runtime calls the bot made in the window, refused ones included. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   calls_total: number;
-  /** Calls in the window that did not succeed. */
+  /** Calls in the window that did not succeed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   errors_total: number;
-  /** Calls in the window by runtime method, e.g. {"getUpdates": 12}. */
+  /** Calls in the window by runtime method, e.g. {"getUpdates": 12}. Values: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   calls_by_method?: Record<string, number>;
-  /** Failed calls in the window by status name, e.g. {"RESOURCE_EXHAUSTED": 3}. */
+  /** Failed calls in the window by status name, e.g. {"RESOURCE_EXHAUSTED": 3}. Values: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   errors_by_status?: Record<string, number>;
   /** The daily quota of runtime calls. */
   quota?: QuotaUsage | null;
@@ -209,15 +209,15 @@ export interface BotUser {
 
 /** ByteRange is a part of a file. */
 export interface ByteRange {
-  /** Offset of the first byte. */
+  /** Offset of the first byte. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   offset: number;
-  /** Number of bytes. */
+  /** Number of bytes. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   length: number;
 }
 
 /** Chat is where a message was written. */
 export interface Chat {
-  /** Chat identifier; for a private chat, the user's id. */
+  /** Chat identifier; for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   id: number;
   /** "private", "group" or "channel". */
   type: string;
@@ -251,7 +251,7 @@ export interface CreateTestUpdateRequest {
   id: string;
   /** The message text, 1 to 4096 characters. */
   text: string;
-  /** The chat it comes from (default: the owner's test chat). */
+  /** The chat it comes from (default: the owner's test chat). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   chat_id?: number;
   /** The sender (default: a test user). */
   from?: UserInput;
@@ -259,9 +259,9 @@ export interface CreateTestUpdateRequest {
 
 /** CreateTestUpdateResponse tells the ids the update got. */
 export interface CreateTestUpdateResponse {
-  /** Platform-unique update id. */
+  /** Platform-unique update id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_id: number;
-  /** Per-bot sequence number. */
+  /** Per-bot sequence number. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_seq: number;
 }
 
@@ -269,7 +269,7 @@ export interface CreateTestUpdateResponse {
 export interface CreateUploadCredentialsRequest {
   /** File name: 1 to 255 characters, no path separators or control characters. */
   fileName: string;
-  /** Size in bytes: 1 to the configured maximum. */
+  /** Size in bytes: 1 to the configured maximum. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   fileSize: number;
   /** Lowercase or uppercase 64-character hex SHA-256 of the whole file. */
   checksum: string;
@@ -299,9 +299,9 @@ export interface DeleteWebhookRequest {
 export interface Delivery {
   /** Delivery identifier (never all digits, so it cannot be taken for an update_id). */
   id: string;
-  /** The update delivered. */
+  /** The update delivered. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_id: number;
-  /** Its per-bot sequence number. */
+  /** Its per-bot sequence number. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_seq: number;
   /** Where the delivery stands. */
   status: DeliveryStatus;
@@ -317,7 +317,7 @@ export interface Delivery {
   next_attempt_at?: string | null;
   /** When the delivery was created. */
   created_at?: string | null;
-  /** How long the last attempt took, in milliseconds. */
+  /** How long the last attempt took, in milliseconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   last_duration_ms?: number;
 }
 
@@ -329,7 +329,7 @@ export interface File {
   file_unique_id: string;
   /** Name given at upload. */
   file_name: string;
-  /** Size in bytes. */
+  /** Size in bytes. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   file_size: number;
   /** MIME type given at upload (application/octet-stream when none was). */
   mime_type: string;
@@ -365,7 +365,7 @@ export interface GetMyBotRequest {
 
 /** GetUpdatesRequest is one poll. */
 export interface GetUpdatesRequest {
-  /** First update_seq wanted; every update below it is confirmed and forgotten. */
+  /** First update_seq wanted; every update below it is confirmed and forgotten. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   offset?: number;
   /** Most updates to return, 1 to 100 (default 100). */
   limit?: number;
@@ -433,9 +433,9 @@ export interface ListMyBotsResponse {
 
 /** Message is one message in a chat. */
 export interface Message {
-  /** Identifier, unique within the bot's messages. */
+  /** Identifier, unique within the bot's messages. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   message_id: number;
-  /** When it was sent, in unix seconds. */
+  /** When it was sent, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   date: number;
   /** The chat it belongs to. */
   chat?: Chat | null;
@@ -443,7 +443,7 @@ export interface Message {
   from?: User | null;
   /** Text, for text messages: 1 to 4096 characters. */
   text?: string;
-  /** The message this one replies to. */
+  /** The message this one replies to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
   /** A photo, for photo messages. */
   photo?: File | null;
@@ -459,7 +459,7 @@ export interface Pagination {
   page: number;
   /** The page size asked for. */
   limit: number;
-  /** How many items there are in all. */
+  /** How many items there are in all. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   total: number;
   /** Whether a later page has items. */
   has_more: boolean;
@@ -473,7 +473,7 @@ export interface PossessionChallenge {
   nonce: string;
   /** Byte ranges of the file to hash after the nonce. */
   ranges: ByteRange[];
-  /** When the challenge expires, in unix seconds. */
+  /** When the challenge expires, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   expiresAt: number;
 }
 
@@ -487,11 +487,11 @@ export interface ProvePossessionRequest {
 
 /** QuotaUsage is the daily quota of runtime calls (a UTC day). */
 export interface QuotaUsage {
-  /** Calls allowed per day; 0 when there is no quota. */
+  /** Calls allowed per day; 0 when there is no quota. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   limit: number;
-  /** Calls counted today. */
+  /** Calls counted today. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   used: number;
-  /** Calls left today (0 when there is no quota: see unlimited). */
+  /** Calls left today (0 when there is no quota: see unlimited). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   remaining: number;
   /** When the count starts again (the next UTC midnight). */
   resets_at?: string | null;
@@ -501,7 +501,7 @@ export interface QuotaUsage {
 
 /** RateLimit is a number of calls allowed per fixed window. */
 export interface RateLimit {
-  /** Calls allowed per window. */
+  /** Calls allowed per window. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   limit: number;
   /** Length of the window in seconds. */
   window_seconds: number;
@@ -549,35 +549,35 @@ export interface RetryDeliveryRequest {
 
 /** SendDocumentRequest is a document to send. */
 export interface SendDocumentRequest {
-  /** The chat; it must have written to the bot before. */
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   chat_id: number;
   /** A file_id of this bot. */
   file_id: string;
   /** Caption: 0 to 1024 characters. */
   caption?: string;
-  /** A message of the same chat to reply to. */
+  /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
 }
 
 /** SendMessageRequest is a text message to send. */
 export interface SendMessageRequest {
-  /** The chat; it must have written to the bot before. */
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   chat_id: number;
   /** The text: 1 to 4096 characters. */
   text: string;
-  /** A message of the same chat to reply to. */
+  /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
 }
 
 /** SendPhotoRequest is a photo to send. */
 export interface SendPhotoRequest {
-  /** The chat; it must have written to the bot before. */
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   chat_id: number;
   /** A file_id of this bot whose MIME type is image/*. */
   file_id: string;
   /** Caption: 0 to 1024 characters. */
   caption?: string;
-  /** A message of the same chat to reply to. */
+  /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
 }
 
@@ -617,9 +617,9 @@ export interface SetWebhookRequest {
 
 /** Update is one event for a bot. Exactly one of message and edited_message is set. */
 export interface Update {
-  /** Unique across the platform, never reused. */
+  /** Unique across the platform, never reused. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_id: number;
-  /** Per-bot sequence from 1, only increasing: the polling cursor. */
+  /** Per-bot sequence from 1, only increasing: the polling cursor. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_seq: number;
   /** A new message to the bot. */
   message?: Message | null;
@@ -629,11 +629,11 @@ export interface Update {
 
 /** UpdateCounts counts the bot's updates. */
 export interface UpdateCounts {
-  /** Updates waiting for the bot now: in the polling queue, or open webhook deliveries. */
+  /** Updates waiting for the bot now: in the polling queue, or open webhook deliveries. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   pending: number;
-  /** Updates handed over in the window: returned by getUpdates or delivered by webhook. */
+  /** Updates handed over in the window: returned by getUpdates or delivered by webhook. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   delivered: number;
-  /** Deliveries that became dead_letter in the window. */
+  /** Deliveries that became dead_letter in the window. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   dead: number;
 }
 
@@ -657,7 +657,7 @@ export interface UploadCredentials {
   method?: string;
   /** Headers to send with the PUT. */
   headers?: Record<string, string>;
-  /** When upload_url stops working, in unix seconds. */
+  /** When upload_url stops working, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   expiresAt?: number;
   /** The new file's id, on a trusted hit. */
   file_id?: string;
@@ -671,7 +671,7 @@ export interface UploadCredentials {
 
 /** User is a participant: a person or a bot. */
 export interface User {
-  /** User identifier. */
+  /** User identifier. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   id: number;
   /** Whether the user is a bot. */
   is_bot: boolean;
@@ -683,7 +683,7 @@ export interface User {
 
 /** User is a participant: a person or a bot. */
 export interface UserInput {
-  /** User identifier. */
+  /** User identifier. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   id?: number;
   /** Whether the user is a bot. */
   is_bot?: boolean;
@@ -699,13 +699,13 @@ export interface WebhookInfo {
   url: string;
   /** "webhook" or "polling". */
   delivery_mode: string;
-  /** Updates waiting to be received. */
+  /** Updates waiting to be received. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   pending_update_count: number;
   /** Most parallel deliveries (webhook mode). */
   max_connections: number;
   /** Update kinds queued for the bot; empty means all. */
   allowed_updates: string[];
-  /** Unix time of the last failed delivery. */
+  /** Unix time of the last failed delivery. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   last_error_date?: number;
   /** Why the last delivery failed. */
   last_error_message?: string;
@@ -717,17 +717,17 @@ export interface WebhookInfo {
 
 /** WebhookStats summarises webhook delivery attempts in the window. */
 export interface WebhookStats {
-  /** Attempts made. */
+  /** Attempts made. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   attempts: number;
-  /** Attempts answered with a 2xx. */
+  /** Attempts answered with a 2xx. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   succeeded: number;
-  /** Attempts that failed (status, timeout or connection error). */
+  /** Attempts that failed (status, timeout or connection error). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   failed: number;
   /** succeeded / attempts; absent when there were no attempts. */
   success_rate?: number;
   /** Mean attempt latency in milliseconds; absent when there were no attempts. */
   avg_latency_ms?: number;
-  /** Slowest attempt in milliseconds. */
+  /** Slowest attempt in milliseconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   max_latency_ms: number;
 }
 

@@ -215,7 +215,10 @@ export interface Pagination {
   page: number;
   /** The page size asked for. */
   limit: number;
-  /** How many items there are in all. */
+  /**
+   * How many items there are in all.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   total: number;
   /** Whether a later page has items. */
   hasMore: boolean;
@@ -225,9 +228,15 @@ export interface Pagination {
 export interface Delivery {
   /** Delivery identifier (never all digits, so it cannot be taken for an update_id). */
   id: string;
-  /** The update delivered. */
+  /**
+   * The update delivered.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateId: number;
-  /** Its per-bot sequence number. */
+  /**
+   * Its per-bot sequence number.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateSeq: number;
   /** Where the delivery stands. */
   status: DeliveryStatus;
@@ -253,7 +262,10 @@ export interface Delivery {
   createdAt:
     | Date
     | undefined;
-  /** How long the last attempt took, in milliseconds. */
+  /**
+   * How long the last attempt took, in milliseconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   lastDurationMs?: number | undefined;
 }
 

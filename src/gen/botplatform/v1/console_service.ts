@@ -216,7 +216,10 @@ export interface CreateTestUpdateRequest {
   id: string;
   /** The message text, 1 to 4096 characters. */
   text: string;
-  /** The chat it comes from (default: the owner's test chat). */
+  /**
+   * The chat it comes from (default: the owner's test chat).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   chatId?:
     | number
     | undefined;
@@ -226,9 +229,15 @@ export interface CreateTestUpdateRequest {
 
 /** CreateTestUpdateResponse tells the ids the update got. */
 export interface CreateTestUpdateResponse {
-  /** Platform-unique update id. */
+  /**
+   * Platform-unique update id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateId: number;
-  /** Per-bot sequence number. */
+  /**
+   * Per-bot sequence number.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateSeq: number;
 }
 
@@ -292,13 +301,25 @@ export interface BotMetrics {
   since:
     | Date
     | undefined;
-  /** Runtime calls the bot made in the window, refused ones included. */
+  /**
+   * Runtime calls the bot made in the window, refused ones included.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   callsTotal: number;
-  /** Calls in the window that did not succeed. */
+  /**
+   * Calls in the window that did not succeed.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   errorsTotal: number;
-  /** Calls in the window by runtime method, e.g. {"getUpdates": 12}. */
+  /**
+   * Calls in the window by runtime method, e.g. {"getUpdates": 12}.
+   * Values: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   callsByMethod: { [key: string]: number };
-  /** Failed calls in the window by status name, e.g. {"RESOURCE_EXHAUSTED": 3}. */
+  /**
+   * Failed calls in the window by status name, e.g. {"RESOURCE_EXHAUSTED": 3}.
+   * Values: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   errorsByStatus: { [key: string]: number };
   /** The daily quota of runtime calls. */
   quota:
@@ -332,11 +353,20 @@ export interface BotMetrics_ErrorsByStatusEntry {
 
 /** QuotaUsage is the daily quota of runtime calls (a UTC day). */
 export interface QuotaUsage {
-  /** Calls allowed per day; 0 when there is no quota. */
+  /**
+   * Calls allowed per day; 0 when there is no quota.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   limit: number;
-  /** Calls counted today. */
+  /**
+   * Calls counted today.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   used: number;
-  /** Calls left today (0 when there is no quota: see unlimited). */
+  /**
+   * Calls left today (0 when there is no quota: see unlimited).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   remaining: number;
   /** When the count starts again (the next UTC midnight). */
   resetsAt:
@@ -348,7 +378,10 @@ export interface QuotaUsage {
 
 /** RateLimit is a number of calls allowed per fixed window. */
 export interface RateLimit {
-  /** Calls allowed per window. */
+  /**
+   * Calls allowed per window.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   limit: number;
   /** Length of the window in seconds. */
   windowSeconds: number;
@@ -356,21 +389,39 @@ export interface RateLimit {
 
 /** UpdateCounts counts the bot's updates. */
 export interface UpdateCounts {
-  /** Updates waiting for the bot now: in the polling queue, or open webhook deliveries. */
+  /**
+   * Updates waiting for the bot now: in the polling queue, or open webhook deliveries.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   pending: number;
-  /** Updates handed over in the window: returned by getUpdates or delivered by webhook. */
+  /**
+   * Updates handed over in the window: returned by getUpdates or delivered by webhook.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   delivered: number;
-  /** Deliveries that became dead_letter in the window. */
+  /**
+   * Deliveries that became dead_letter in the window.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   dead: number;
 }
 
 /** WebhookStats summarises webhook delivery attempts in the window. */
 export interface WebhookStats {
-  /** Attempts made. */
+  /**
+   * Attempts made.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   attempts: number;
-  /** Attempts answered with a 2xx. */
+  /**
+   * Attempts answered with a 2xx.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   succeeded: number;
-  /** Attempts that failed (status, timeout or connection error). */
+  /**
+   * Attempts that failed (status, timeout or connection error).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   failed: number;
   /** succeeded / attempts; absent when there were no attempts. */
   successRate?:
@@ -380,7 +431,10 @@ export interface WebhookStats {
   avgLatencyMs?:
     | number
     | undefined;
-  /** Slowest attempt in milliseconds. */
+  /**
+   * Slowest attempt in milliseconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   maxLatencyMs: number;
 }
 

@@ -40,9 +40,15 @@ export interface IngestUpdatesRequest {
 
 /** IngestResult is what one update became. */
 export interface IngestResult {
-  /** Platform-unique id; 0 when the bot's allowed_updates filtered the update out. */
+  /**
+   * Platform-unique id; 0 when the bot's allowed_updates filtered the update out.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateId: number;
-  /** Per-bot sequence number; 0 when filtered out. */
+  /**
+   * Per-bot sequence number; 0 when filtered out.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateSeq: number;
   /** True when allowed_updates filtered it out. */
   filtered: boolean;

@@ -22,7 +22,10 @@ import { File, Message, Update, WebhookInfo } from "./update.js";
 
 /** GetUpdatesRequest is one poll. */
 export interface GetUpdatesRequest {
-  /** First update_seq wanted; every update below it is confirmed and forgotten. */
+  /**
+   * First update_seq wanted; every update below it is confirmed and forgotten.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   offset?:
     | number
     | undefined;
@@ -118,11 +121,17 @@ export interface GetMeResponse {
 
 /** SendMessageRequest is a text message to send. */
 export interface SendMessageRequest {
-  /** The chat; it must have written to the bot before. */
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   chatId: number;
   /** The text: 1 to 4096 characters. */
   text: string;
-  /** A message of the same chat to reply to. */
+  /**
+   * A message of the same chat to reply to.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   replyToMessageId?: number | undefined;
 }
 
@@ -134,7 +143,10 @@ export interface SendMessageResponse {
 
 /** SendPhotoRequest is a photo to send. */
 export interface SendPhotoRequest {
-  /** The chat; it must have written to the bot before. */
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   chatId: number;
   /** A file_id of this bot whose MIME type is image/*. */
   fileId: string;
@@ -142,7 +154,10 @@ export interface SendPhotoRequest {
   caption?:
     | string
     | undefined;
-  /** A message of the same chat to reply to. */
+  /**
+   * A message of the same chat to reply to.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   replyToMessageId?: number | undefined;
 }
 
@@ -154,7 +169,10 @@ export interface SendPhotoResponse {
 
 /** SendDocumentRequest is a document to send. */
 export interface SendDocumentRequest {
-  /** The chat; it must have written to the bot before. */
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   chatId: number;
   /** A file_id of this bot. */
   fileId: string;
@@ -162,7 +180,10 @@ export interface SendDocumentRequest {
   caption?:
     | string
     | undefined;
-  /** A message of the same chat to reply to. */
+  /**
+   * A message of the same chat to reply to.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   replyToMessageId?: number | undefined;
 }
 
@@ -176,7 +197,10 @@ export interface SendDocumentResponse {
 export interface CreateUploadCredentialsRequest {
   /** File name: 1 to 255 characters, no path separators or control characters. */
   fileName: string;
-  /** Size in bytes: 1 to the configured maximum. */
+  /**
+   * Size in bytes: 1 to the configured maximum.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   fileSize: number;
   /** Lowercase or uppercase 64-character hex SHA-256 of the whole file. */
   checksum: string;
@@ -208,7 +232,10 @@ export interface UploadCredentials {
     | undefined;
   /** Headers to send with the PUT. */
   headers: { [key: string]: string };
-  /** When upload_url stops working, in unix seconds. */
+  /**
+   * When upload_url stops working, in unix seconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   expiresAt?:
     | number
     | undefined;
@@ -244,15 +271,24 @@ export interface PossessionChallenge {
   nonce: string;
   /** Byte ranges of the file to hash after the nonce. */
   ranges: ByteRange[];
-  /** When the challenge expires, in unix seconds. */
+  /**
+   * When the challenge expires, in unix seconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   expiresAt: number;
 }
 
 /** ByteRange is a part of a file. */
 export interface ByteRange {
-  /** Offset of the first byte. */
+  /**
+   * Offset of the first byte.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   offset: number;
-  /** Number of bytes. */
+  /**
+   * Number of bytes.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   length: number;
 }
 

@@ -9,7 +9,10 @@ import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 
 /** Chat is where a message was written. */
 export interface Chat {
-  /** Chat identifier; for a private chat, the user's id. */
+  /**
+   * Chat identifier; for a private chat, the user's id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   id: number;
   /** "private", "group" or "channel". */
   type: string;
@@ -17,7 +20,10 @@ export interface Chat {
 
 /** User is a participant: a person or a bot. */
 export interface User {
-  /** User identifier. */
+  /**
+   * User identifier.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   id: number;
   /** Whether the user is a bot. */
   isBot: boolean;
@@ -31,9 +37,15 @@ export interface User {
 
 /** Message is one message in a chat. */
 export interface Message {
-  /** Identifier, unique within the bot's messages. */
+  /**
+   * Identifier, unique within the bot's messages.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   messageId: number;
-  /** When it was sent, in unix seconds. */
+  /**
+   * When it was sent, in unix seconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   date: number;
   /** The chat it belongs to. */
   chat:
@@ -47,7 +59,10 @@ export interface Message {
   text?:
     | string
     | undefined;
-  /** The message this one replies to. */
+  /**
+   * The message this one replies to.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   replyToMessageId?:
     | number
     | undefined;
@@ -74,7 +89,10 @@ export interface File {
   fileUniqueId: string;
   /** Name given at upload. */
   fileName: string;
-  /** Size in bytes. */
+  /**
+   * Size in bytes.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   fileSize: number;
   /** MIME type given at upload (application/octet-stream when none was). */
   mimeType: string;
@@ -86,9 +104,15 @@ export interface File {
 
 /** Update is one event for a bot. Exactly one of message and edited_message is set. */
 export interface Update {
-  /** Unique across the platform, never reused. */
+  /**
+   * Unique across the platform, never reused.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateId: number;
-  /** Per-bot sequence from 1, only increasing: the polling cursor. */
+  /**
+   * Per-bot sequence from 1, only increasing: the polling cursor.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   updateSeq: number;
   /** A new message to the bot. */
   message:
@@ -104,13 +128,19 @@ export interface WebhookInfo {
   url: string;
   /** "webhook" or "polling". */
   deliveryMode: string;
-  /** Updates waiting to be received. */
+  /**
+   * Updates waiting to be received.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   pendingUpdateCount: number;
   /** Most parallel deliveries (webhook mode). */
   maxConnections: number;
   /** Update kinds queued for the bot; empty means all. */
   allowedUpdates: string[];
-  /** Unix time of the last failed delivery. */
+  /**
+   * Unix time of the last failed delivery.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
   lastErrorDate?:
     | number
     | undefined;
