@@ -31,7 +31,11 @@ export interface UploadFileOptions {
    * new random id per uploadFile call.
    */
   reuseRequestId?: string;
-  /** Attempts of the whole flow on failures that may pass (default 3). */
+  /**
+   * Attempts of the whole flow on failures that may pass (default 3). A refusal whose
+   * retry_after is longer than a minute (a possession lock-out) is not waited out: it is
+   * thrown at once, with its retryAfter.
+   */
   attempts?: number;
   /** Aborts the upload. */
   signal?: AbortSignal;
@@ -107,6 +111,9 @@ function put(url: string, method: string, headers: Record<string, string>, body:
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The longest retry_after uploadFile waits out by itself (seconds). */
+const MAX_RETRY_WAIT_S = 60;
+
 /** Uploads (or reuses) a file for this bot and returns its file_id, ready for sendPhoto or sendDocument. */
 export async function uploadFile(bot: BotClient, options: UploadFileOptions): Promise<UploadedFile> {
   const source = sourceOf(options);
@@ -147,7 +154,7 @@ export async function uploadFile(bot: BotClient, options: UploadFileOptions): Pr
     } catch (err) {
       if (signal?.aborted) throw signal.reason ?? err;
       const e = err instanceof BotPlatformError ? err : undefined;
-      if (!e?.retryable || attempt >= attempts) throw err;
+      if (!e?.retryable || attempt >= attempts || (e.retryAfter ?? 0) > MAX_RETRY_WAIT_S) throw err;
       await sleep(e.retryAfter !== undefined ? e.retryAfter * 1000 : 250 * 2 ** (attempt - 1));
     }
   }

@@ -89,6 +89,28 @@ describe('uploadFile', () => {
     expect(await bobBot.bot.getFile({ file_id: original.file_id }).catch((e: unknown) => e)).toMatchObject({ httpStatus: 404 });
   });
 
+  it('a possession lock-out is thrown at once with its retryAfter, not waited out', async () => {
+    const aliceBot = await alice.approvedBot('sdk_files_locked_owner');
+    const bobBot = await bob.approvedBot('sdk_files_locked_taker');
+    const { file, bytes } = randomFile('locked.bin', 50_000);
+    await uploadFile(aliceBot.bot, { path: file });
+    // Bob's account asks for challenges it never answers until its tries are used up.
+    for (let i = 0; ; i++) {
+      const asked = await bobBot.bot.createUploadCredentials({ fileName: 'locked.bin', fileSize: bytes.length, checksum: sha(bytes), reuseRequestId: `ask-${i}` })
+        .then(() => undefined, (e: unknown) => e as BotPlatformError);
+      if (asked) {
+        expect(asked).toMatchObject({ httpStatus: 429 });
+        break;
+      }
+      expect(i).toBeLessThan(20);
+    }
+    const started = Date.now();
+    const locked = await uploadFile(bobBot.bot, { path: file }).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(locked).toBeInstanceOf(BotPlatformError);
+    expect((locked as BotPlatformError).retryAfter).toBeGreaterThan(60);
+  });
+
   it('uploads when the answer leaves out uploadRequired', async () => {
     const bot = await alice.approvedBot('sdk_files_absent');
     const proxy = await startProxy(h.url);
