@@ -10,12 +10,14 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
-import { checkTarget, parseCidrs, refusalOf, systemLookup, type Cidr, type Lookup } from '../net/ssrf.js';
+import { DEFAULT_WEBHOOK_PORTS, judgeAddresses, parseCidrs, portOf, systemLookup, type Cidr, type Lookup, type TargetPolicy } from '../net/ssrf.js';
 
 export interface WebhookClientOptions {
   timeoutMs: number;
-  /** Ranges exempt from the SSRF check (WEBHOOK_ALLOWED_CIDRS). */
+  /** Ranges exempt from the SSRF check and the port rule (WEBHOOK_ALLOWED_CIDRS). */
   allowedCidrs: Cidr[];
+  /** Ports a target outside allowedCidrs may use (WEBHOOK_ALLOWED_PORTS; Telegram's by default). */
+  allowedPorts?: number[];
   /** Extra trusted CA, PEM (WEBHOOK_CA_FILE). */
   caFile?: string;
   lookup?: Lookup;
@@ -59,6 +61,7 @@ class Refused extends Error {}
 
 export function createWebhookClient(opts: WebhookClientOptions) {
   const lookup = opts.lookup ?? systemLookup;
+  const policy: TargetPolicy = { allowedCidrs: opts.allowedCidrs, allowedPorts: opts.allowedPorts ?? DEFAULT_WEBHOOK_PORTS };
   // One secure context for every connection: handing `ca` to each socket would
   // parse the whole root store (~150 certificates) per TLS handshake.
   const secureContext = opts.caFile
@@ -69,19 +72,18 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   });
 
   /** Resolves and checks every address; hands the socket the first one. */
-  function guardedLookup(allowedIps: Cidr[]): LookupFunction {
+  function guardedLookup(port: number, allowedIps: Cidr[]): LookupFunction {
     return (hostname, options, callback) => {
-      checkTarget(new URL(`https://${hostname.includes(':') ? `[${hostname}]` : hostname}/`), opts.allowedCidrs, lookup).then(
-        ({ refusal, addresses }) => {
-          const outside = allowedIps.length > 0 ? addresses.find((a) => !inside(a, allowedIps)) : undefined;
+      lookup(hostname).then(
+        (addresses) => {
+          const refusal = judgeAddresses(hostname, port, addresses, policy, allowedIps);
           if (refusal) return callback(new Refused(`refused target: ${refusal}`), '', 4);
-          if (outside) return callback(new Refused(`refused target: ${outside} is outside allowed_ips`), '', 4);
           const address = addresses[0]!;
           const family = ipaddr.parse(address).kind() === 'ipv6' ? 6 : 4;
           if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address, family }]);
           else callback(null, address, family);
         },
-        (err) => callback(err as NodeJS.ErrnoException, '', 4),
+        () => callback(new Refused(`refused target: cannot resolve ${hostname}`), '', 4),
       );
     };
   }
@@ -96,21 +98,20 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       } catch {
         return done({ ok: false, statusCode: null, error: 'invalid webhook url' });
       }
+      if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL' });
       const allowedIps = parseCidrs(req.allowedIps);
+      const port = portOf(url);
       // An IP-literal host never reaches the lookup: check it here.
       const host = url.hostname.replace(/^\[|\]$/g, '');
-      if (ipaddr.isValid(host)) {
-        const refusal = refusalOf(host, opts.allowedCidrs);
+      if (ipaddr.isValid(host) || port === 0) {
+        const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
         if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}` });
-        if (allowedIps.length > 0 && !inside(host, allowedIps)) {
-          return done({ ok: false, statusCode: null, error: `refused target: ${host} is outside allowed_ips` });
-        }
       }
       return new Promise<WebhookResult>((resolve) => {
         const request = https.request(url, {
           method: 'POST',
           agent,
-          lookup: guardedLookup(allowedIps),
+          lookup: guardedLookup(port, allowedIps),
           headers: { ...signatureHeaders(req.secret, req.body, req.updateId), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
         }, (res) => {
           res.resume(); // the body is not used; drain it so the socket can be reused
@@ -133,12 +134,6 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       agent.destroy();
     },
   };
-}
-
-function inside(address: string, cidrs: Cidr[]): boolean {
-  let ip = ipaddr.parse(address);
-  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) ip = (ip as ipaddr.IPv6).toIPv4Address();
-  return cidrs.some(([range, bits]) => range.kind() === ip.kind() && ip.match(range as never, bits));
 }
 
 /** A short, safe description of a transport error (never a stack). */
