@@ -157,6 +157,19 @@ describe('SSRF at connect time', () => {
     strict.close();
   });
 
+  it('a socket another bot left in the pool does not carry a bot past its allowed_ips', async () => {
+    const c = createWebhookClient({ timeoutMs: 2000, allowedCidrs: parseCidrs(['127.0.0.0/8']), caFile: pki.caFile, lookup });
+    const url = `https://localhost:${port}/hook`;
+    const before = hits;
+    const y = () => c.send({ url, body: '{}', secret: 's', updateId: 2, allowedIps: ['127.0.0.2/32'] });
+    expect((await y()).error).toBe('refused target: localhost resolves to an address outside allowed_ips');
+    expect(await c.send({ url, body: '{}', secret: 's', updateId: 1, allowedIps: [] })).toMatchObject({ ok: true });
+    expect((await y()).error).toMatch(/outside allowed_ips/);
+    expect(await c.send({ url, body: '{}', secret: 's', updateId: 3, allowedIps: ['127.0.0.1'] })).toMatchObject({ ok: true });
+    c.close();
+    expect(hits - before).toBe(2);
+  });
+
   it('with the allow-list, the same client delivers to the checked address', async () => {
     const lenient = createWebhookClient({ timeoutMs: 2000, allowedCidrs: parseCidrs(['127.0.0.0/8']), caFile: pki.caFile, lookup });
     const before = hits;

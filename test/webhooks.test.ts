@@ -196,6 +196,39 @@ describe('webhook delivery', () => {
     expect(receiver.received).toHaveLength(0);
   });
 
+  it('allowed_ips holds for every request: a bot is never carried to a refused address on another bot\'s pooled socket', async () => {
+    // Y may only reach 127.0.0.2; its URL names localhost (127.0.0.1), so every attempt is refused.
+    const receiver = await startReceiver(pki);
+    receivers.push(receiver);
+    const port = new URL(receiver.url).port;
+    const y = await approvedBot(h, ownerJwt, 'hook_pool_y');
+    expect((await owner.post(`/api/v1/bots/my/${y.id}/webhook`, {
+      url: `https://localhost:${port}/y`, secret_token: SECRET, allowed_ips: ['127.0.0.2/32'],
+    })).status).toBe(200);
+    const first = await inject(y.id, 'y before x');
+    const refused = await until(() => deliveries(y.id), (d) => d.items[0]?.attempts >= 1);
+    expect(refused.items[0].last_error).toMatch(/outside allowed_ips/);
+
+    // X (no allowed_ips) delivers to the same host and port, leaving a keep-alive socket to 127.0.0.1.
+    const x = await approvedBot(h, ownerJwt, 'hook_pool_x');
+    expect((await owner.post(`/api/v1/bots/my/${x.id}/webhook`, { url: `https://localhost:${port}/x`, secret_token: SECRET })).status).toBe(200);
+    await inject(x.id, 'x warms the pool');
+    await receiver.waitFor(1);
+
+    // Y's next delivery and a manual retry are still refused, and reach nothing.
+    await inject(y.id, 'y after x');
+    const after = await until(() => deliveries(y.id), (d) => d.items.length === 2 && d.items[0]?.attempts >= 1);
+    expect(after.items[0].last_error).toMatch(/outside allowed_ips/);
+    await inject(x.id, 'x again');
+    await receiver.waitFor(2);
+    const retried = await owner.post(`/api/v1/bots/my/${y.id}/deliveries/${first.body.update_id}/retry`);
+    expect(retried.status).toBe(200);
+    expect(retried.body.status).not.toBe('succeeded');
+    expect(retried.body.last_error).toMatch(/outside allowed_ips/);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(receiver.received.map((r) => JSON.parse(r.raw.toString()).message.text)).toEqual(['x warms the pool', 'x again']);
+  });
+
   it('switching to webhook delivers what polling had not confirmed; deleting it hands the undelivered back to polling', async () => {
     const bot = await approvedBot(h, ownerJwt, 'hook_switch');
     await inject(bot.id, 'queued 1');

@@ -3,11 +3,16 @@
  * connect time (every resolved address must be allowed; the socket goes to the
  * checked one, so DNS cannot change the answer in between), 2xx is success,
  * redirects are not followed, a timeout bounds the whole exchange.
+ *
+ * Keep-alive sockets are pooled per allowed_ips policy, so a bot never rides a
+ * socket opened for a bot with another policy; and every request, on a new or a
+ * reused socket, checks the socket's actual remote address against the SSRF rule,
+ * the port rule and its own bot's allowed_ips before a byte of it is written.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
-import type { LookupFunction } from 'node:net';
+import type { LookupFunction, Socket } from 'node:net';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_WEBHOOK_PORTS, judgeAddresses, parseCidrs, portOf, systemLookup, type Cidr, type Lookup, type TargetPolicy } from '../net/ssrf.js';
@@ -59,6 +64,9 @@ export function signatureHeaders(secret: string, body: string, updateId: number,
 
 class Refused extends Error {}
 
+/** Most idle per-policy pools kept before idle ones are dropped (busy ones never are). */
+const MAX_IDLE_POOLS = 256;
+
 export function createWebhookClient(opts: WebhookClientOptions) {
   const lookup = opts.lookup ?? systemLookup;
   const policy: TargetPolicy = { allowedCidrs: opts.allowedCidrs, allowedPorts: opts.allowedPorts ?? DEFAULT_WEBHOOK_PORTS };
@@ -67,9 +75,26 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   const secureContext = opts.caFile
     ? tls.createSecureContext({ ca: [...tls.rootCertificates, fs.readFileSync(opts.caFile, 'utf8')] })
     : undefined;
-  const agent = new https.Agent({
-    keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
-  });
+  // A pool per allowed_ips set: Node's agent keys sockets by host and port only, and
+  // a reused socket skips the lookup, so one shared pool would carry a bot to an
+  // address checked against another bot's policy. Bots without allowed_ips (most)
+  // share one pool, so a shared endpoint still keeps its warm sockets.
+  const pools = new Map<string, https.Agent>();
+  function poolFor(allowedIps: string[]): https.Agent {
+    const key = [...new Set(allowedIps)].sort().join(',');
+    let agent = pools.get(key);
+    if (!agent) {
+      if (pools.size >= MAX_IDLE_POOLS) {
+        // Idle pools are dropped: their free sockets close on the agent's idle timeout.
+        for (const [k, a] of pools) if (Object.keys(a.sockets).length === 0 && Object.keys(a.requests).length === 0) pools.delete(k);
+      }
+      agent = new https.Agent({
+        keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
+      });
+      pools.set(key, agent);
+    }
+    return agent;
+  }
 
   /** Resolves and checks every address; hands the socket the first one. */
   function guardedLookup(port: number, allowedIps: Cidr[]): LookupFunction {
@@ -110,7 +135,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       return new Promise<WebhookResult>((resolve) => {
         const request = https.request(url, {
           method: 'POST',
-          agent,
+          agent: poolFor(req.allowedIps),
           lookup: guardedLookup(port, allowedIps),
           headers: { ...signatureHeaders(req.secret, req.body, req.updateId), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
         }, (res) => {
@@ -122,6 +147,19 @@ export function createWebhookClient(opts: WebhookClientOptions) {
             resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}` }));
           });
         });
+        // Whatever socket the request gets (new, or reused from the pool), its actual
+        // peer must pass this request's own checks. 'socket' comes before the request
+        // is flushed; a new socket is checked when its TCP connection is up, before
+        // the TLS handshake, so nothing of the request leaves on a refused socket.
+        request.on('socket', (socket: Socket) => {
+          const verify = () => {
+            const peer = socket.remoteAddress;
+            const refusal = peer === undefined ? `${host} has no peer address` : judgeAddresses(host, port, [peer], policy, allowedIps);
+            if (refusal) request.destroy(new Refused(`refused target: ${refusal}`));
+          };
+          if (socket.remoteAddress !== undefined) verify();
+          else socket.once('connect', verify);
+        });
         const timer = setTimeout(() => request.destroy(new Error(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
         request.on('error', (err) => {
           clearTimeout(timer);
@@ -131,7 +169,8 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       });
     },
     close() {
-      agent.destroy();
+      for (const agent of pools.values()) agent.destroy();
+      pools.clear();
     },
   };
 }
