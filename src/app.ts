@@ -123,6 +123,7 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
   const client = createWebhookClient({
     timeoutMs: config.webhookTimeoutMs,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+    allowedPorts: config.webhookAllowedPorts,
     caFile: config.webhookCaFile,
     idleSocketsPerHost: config.dispatcherMaxInFlight,
   });
@@ -171,6 +172,7 @@ async function startCore(
     writer,
     secretBox: b.secretBox,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+    allowedPorts: config.webhookAllowedPorts,
     egressIps: config.platformEgressIps,
     openDeliveries: (botId) => b.deliveries.openCount(botId),
     usage: b.usage,

@@ -111,6 +111,14 @@ const schema = z
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
       'must be a comma-separated list of IPs or CIDR ranges',
     ),
+    WEBHOOK_ALLOWED_PORTS: z.string().default('443,80,88,8443').transform((value, ctx) => {
+      const ports = value.split(',').map((p) => p.trim());
+      if (ports.some((p) => !/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535)) {
+        ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of ports 1-65535 (e.g. 443,80,88,8443): "${value}"` });
+        return z.NEVER;
+      }
+      return ports.map(Number);
+    }),
     WEBHOOK_RETRY_SCHEDULE: z.string().default('1m,5m,15m,1h').transform((value, ctx) => {
       const steps = value.split(',').map((v) => parseDuration(v.trim()));
       if (steps.length === 0 || steps.some((ms) => ms === undefined)) {
@@ -183,6 +191,7 @@ export interface Config {
   internalApiToken?: string;
   updateRetentionMs: number;
   webhookAllowedCidrs: string[];
+  webhookAllowedPorts: number[];
   platformEgressIps: string[];
   webhookRetryScheduleMs: number[];
   webhookTimeoutMs: number;
@@ -258,6 +267,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     internalApiToken: c.INTERNAL_API_TOKEN,
     updateRetentionMs: c.UPDATE_RETENTION,
     webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
+    webhookAllowedPorts: c.WEBHOOK_ALLOWED_PORTS,
     platformEgressIps: list(c.PLATFORM_EGRESS_IPS),
     webhookRetryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,

@@ -32,6 +32,14 @@ describe('config', () => {
     expect(() => loadConfig({ AUTH_JWT_SECRET: 'x'.repeat(32), AUTH_JWKS_URL: 'https://id.example/jwks' })).toThrow(/at most one/);
   });
 
+  it('reads WEBHOOK_ALLOWED_PORTS (Telegram\'s by default) and refuses port 0 or a non-port', () => {
+    expect(loadConfig({}).webhookAllowedPorts).toEqual([443, 80, 88, 8443]);
+    expect(loadConfig({ WEBHOOK_ALLOWED_PORTS: '443, 9443' }).webhookAllowedPorts).toEqual([443, 9443]);
+    for (const bad of ['0', '443,0', '65536', '443,http', '', '443,,80']) {
+      expect(() => loadConfig({ WEBHOOK_ALLOWED_PORTS: bad }), bad).toThrow(/WEBHOOK_ALLOWED_PORTS: must be a comma-separated list of ports 1-65535/);
+    }
+  });
+
   it('parses durations', () => {
     expect([parseDuration('250ms'), parseDuration('15s'), parseDuration('5m'), parseDuration('1h'), parseDuration('7d'), parseDuration('100')])
       .toEqual([250, 15_000, 300_000, 3_600_000, 604_800_000, 100]);

@@ -196,6 +196,39 @@ describe('webhook delivery', () => {
     expect(receiver.received).toHaveLength(0);
   });
 
+  it('allowed_ips holds for every request: a bot is never carried to a refused address on another bot\'s pooled socket', async () => {
+    // Y may only reach 127.0.0.2; its URL names localhost (127.0.0.1), so every attempt is refused.
+    const receiver = await startReceiver(pki);
+    receivers.push(receiver);
+    const port = new URL(receiver.url).port;
+    const y = await approvedBot(h, ownerJwt, 'hook_pool_y');
+    expect((await owner.post(`/api/v1/bots/my/${y.id}/webhook`, {
+      url: `https://localhost:${port}/y`, secret_token: SECRET, allowed_ips: ['127.0.0.2/32'],
+    })).status).toBe(200);
+    const first = await inject(y.id, 'y before x');
+    const refused = await until(() => deliveries(y.id), (d) => d.items[0]?.attempts >= 1);
+    expect(refused.items[0].last_error).toMatch(/outside allowed_ips/);
+
+    // X (no allowed_ips) delivers to the same host and port, leaving a keep-alive socket to 127.0.0.1.
+    const x = await approvedBot(h, ownerJwt, 'hook_pool_x');
+    expect((await owner.post(`/api/v1/bots/my/${x.id}/webhook`, { url: `https://localhost:${port}/x`, secret_token: SECRET })).status).toBe(200);
+    await inject(x.id, 'x warms the pool');
+    await receiver.waitFor(1);
+
+    // Y's next delivery and a manual retry are still refused, and reach nothing.
+    await inject(y.id, 'y after x');
+    const after = await until(() => deliveries(y.id), (d) => d.items.length === 2 && d.items[0]?.attempts >= 1);
+    expect(after.items[0].last_error).toMatch(/outside allowed_ips/);
+    await inject(x.id, 'x again');
+    await receiver.waitFor(2);
+    const retried = await owner.post(`/api/v1/bots/my/${y.id}/deliveries/${first.body.update_id}/retry`);
+    expect(retried.status).toBe(200);
+    expect(retried.body.status).not.toBe('succeeded');
+    expect(retried.body.last_error).toMatch(/outside allowed_ips/);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(receiver.received.map((r) => JSON.parse(r.raw.toString()).message.text)).toEqual(['x warms the pool', 'x again']);
+  });
+
   it('switching to webhook delivers what polling had not confirmed; deleting it hands the undelivered back to polling', async () => {
     const bot = await approvedBot(h, ownerJwt, 'hook_switch');
     await inject(bot.id, 'queued 1');
@@ -233,5 +266,52 @@ describe('webhook delivery', () => {
     const first = await owner.get(`/api/v1/bots/my/${id}/deliveries?limit=2`);
     expect(first.body.items.map((d: { update_seq: number }) => d.update_seq)).toEqual([3, 2]);
     for (const q of ['limit=0', 'limit=101', 'page=0']) expect((await owner.get(`/api/v1/bots/my/${id}/deliveries?${q}`)).status).toBe(400);
+  });
+});
+
+describe('webhook targets without an allow-list', () => {
+  let h: Harness;
+  let ownerJwt: string;
+  let bot: { id: string; token: string };
+  beforeAll(async () => {
+    h = await startHarness('in-process');
+    ownerJwt = await h.jwt('strict-hook-owner');
+    bot = await approvedBot(h, ownerJwt, 'strict_targets');
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const viaConsole = (url: string) => client(h.url, ownerJwt).post(`/api/v1/bots/my/${bot.id}/webhook`, { url, secret_token: SECRET });
+  const viaRuntime = (url: string) => call(h.url, 'POST', '/api/v1/bots/setWebhook', { token: bot.token, body: { url, secret_token: SECRET } });
+
+  it.each([
+    'https://[::127.0.0.1]/h', 'https://[::7f00:1]/h', 'https://[::a9fe:a9fe]/h', 'https://[::10.0.0.1]/h',
+    'https://[64:ff9b::a9fe:a9fe]/h', 'https://[2002:a00:1::]/h', 'https://93.184.216.34:22/h', 'https://93.184.216.34:6379/h',
+    'https://93.184.216.34:0/h', 'https://[2606:2800:220:1::1]:8080/h',
+  ])('%s is refused with 400 by the console and by setWebhook, and the bot stays on polling', async (url) => {
+    const res = await viaConsole(url);
+    expect(res.status).toBe(400);
+    expect(res.body.error.details).toEqual([{ field: 'url', reason: 'FORBIDDEN_TARGET' }]);
+    const runtime = await viaRuntime(url);
+    expect(runtime.status).toBe(400);
+    expect(runtime.body).toMatchObject({ ok: false, error_code: 400 });
+    expect((await client(h.url, ownerJwt).get(`/api/v1/bots/my/${bot.id}`)).body.delivery_mode).toBe('polling');
+  });
+
+  it('the refusal names a refused port, and never what a name resolved to', async () => {
+    expect((await viaConsole('https://93.184.216.34:22/h')).body.error.message).toMatch(/port 22 is not allowed \(use one of 443, 80, 88, 8443\)/);
+    const named = await viaConsole('https://localhost/h');
+    expect(named.status).toBe(400);
+    expect(named.body.error.message).toMatch(/localhost resolves to a non-public address/);
+    expect(JSON.stringify(named.body)).not.toContain('127.0.0.1');
+    expect(JSON.stringify((await viaRuntime('https://localhost/h')).body)).not.toContain('127.0.0.1');
+  });
+
+  it('a public address on an allowed port is accepted', async () => {
+    for (const url of ['https://93.184.216.34:8443/h', 'https://93.184.216.34:88/h', 'https://[2606:2800:220:1::1]/h']) {
+      expect((await viaConsole(url)).status, url).toBe(200);
+    }
+    await call(h.url, 'POST', '/api/v1/bots/deleteWebhook', { token: bot.token });
   });
 });

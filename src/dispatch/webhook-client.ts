@@ -3,19 +3,26 @@
  * connect time (every resolved address must be allowed; the socket goes to the
  * checked one, so DNS cannot change the answer in between), 2xx is success,
  * redirects are not followed, a timeout bounds the whole exchange.
+ *
+ * Keep-alive sockets are pooled per allowed_ips policy, so a bot never rides a
+ * socket opened for a bot with another policy; and every request, on a new or a
+ * reused socket, checks the socket's actual remote address against the SSRF rule,
+ * the port rule and its own bot's allowed_ips before a byte of it is written.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
-import type { LookupFunction } from 'node:net';
+import type { LookupFunction, Socket } from 'node:net';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
-import { checkTarget, parseCidrs, refusalOf, systemLookup, type Cidr, type Lookup } from '../net/ssrf.js';
+import { DEFAULT_WEBHOOK_PORTS, judgeAddresses, parseCidrs, portOf, systemLookup, type Cidr, type Lookup, type TargetPolicy } from '../net/ssrf.js';
 
 export interface WebhookClientOptions {
   timeoutMs: number;
-  /** Ranges exempt from the SSRF check (WEBHOOK_ALLOWED_CIDRS). */
+  /** Ranges exempt from the SSRF check and the port rule (WEBHOOK_ALLOWED_CIDRS). */
   allowedCidrs: Cidr[];
+  /** Ports a target outside allowedCidrs may use (WEBHOOK_ALLOWED_PORTS; Telegram's by default). */
+  allowedPorts?: number[];
   /** Extra trusted CA, PEM (WEBHOOK_CA_FILE). */
   caFile?: string;
   lookup?: Lookup;
@@ -57,31 +64,51 @@ export function signatureHeaders(secret: string, body: string, updateId: number,
 
 class Refused extends Error {}
 
+/** Most idle per-policy pools kept before idle ones are dropped (busy ones never are). */
+const MAX_IDLE_POOLS = 256;
+
 export function createWebhookClient(opts: WebhookClientOptions) {
   const lookup = opts.lookup ?? systemLookup;
+  const policy: TargetPolicy = { allowedCidrs: opts.allowedCidrs, allowedPorts: opts.allowedPorts ?? DEFAULT_WEBHOOK_PORTS };
   // One secure context for every connection: handing `ca` to each socket would
   // parse the whole root store (~150 certificates) per TLS handshake.
   const secureContext = opts.caFile
     ? tls.createSecureContext({ ca: [...tls.rootCertificates, fs.readFileSync(opts.caFile, 'utf8')] })
     : undefined;
-  const agent = new https.Agent({
-    keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
-  });
+  // A pool per allowed_ips set: Node's agent keys sockets by host and port only, and
+  // a reused socket skips the lookup, so one shared pool would carry a bot to an
+  // address checked against another bot's policy. Bots without allowed_ips (most)
+  // share one pool, so a shared endpoint still keeps its warm sockets.
+  const pools = new Map<string, https.Agent>();
+  function poolFor(allowedIps: string[]): https.Agent {
+    const key = [...new Set(allowedIps)].sort().join(',');
+    let agent = pools.get(key);
+    if (!agent) {
+      if (pools.size >= MAX_IDLE_POOLS) {
+        // Idle pools are dropped: their free sockets close on the agent's idle timeout.
+        for (const [k, a] of pools) if (Object.keys(a.sockets).length === 0 && Object.keys(a.requests).length === 0) pools.delete(k);
+      }
+      agent = new https.Agent({
+        keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
+      });
+      pools.set(key, agent);
+    }
+    return agent;
+  }
 
   /** Resolves and checks every address; hands the socket the first one. */
-  function guardedLookup(allowedIps: Cidr[]): LookupFunction {
+  function guardedLookup(port: number, allowedIps: Cidr[]): LookupFunction {
     return (hostname, options, callback) => {
-      checkTarget(new URL(`https://${hostname.includes(':') ? `[${hostname}]` : hostname}/`), opts.allowedCidrs, lookup).then(
-        ({ refusal, addresses }) => {
-          const outside = allowedIps.length > 0 ? addresses.find((a) => !inside(a, allowedIps)) : undefined;
+      lookup(hostname).then(
+        (addresses) => {
+          const refusal = judgeAddresses(hostname, port, addresses, policy, allowedIps);
           if (refusal) return callback(new Refused(`refused target: ${refusal}`), '', 4);
-          if (outside) return callback(new Refused(`refused target: ${outside} is outside allowed_ips`), '', 4);
           const address = addresses[0]!;
           const family = ipaddr.parse(address).kind() === 'ipv6' ? 6 : 4;
           if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address, family }]);
           else callback(null, address, family);
         },
-        (err) => callback(err as NodeJS.ErrnoException, '', 4),
+        () => callback(new Refused(`refused target: cannot resolve ${hostname}`), '', 4),
       );
     };
   }
@@ -96,21 +123,20 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       } catch {
         return done({ ok: false, statusCode: null, error: 'invalid webhook url' });
       }
+      if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL' });
       const allowedIps = parseCidrs(req.allowedIps);
+      const port = portOf(url);
       // An IP-literal host never reaches the lookup: check it here.
       const host = url.hostname.replace(/^\[|\]$/g, '');
-      if (ipaddr.isValid(host)) {
-        const refusal = refusalOf(host, opts.allowedCidrs);
+      if (ipaddr.isValid(host) || port === 0) {
+        const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
         if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}` });
-        if (allowedIps.length > 0 && !inside(host, allowedIps)) {
-          return done({ ok: false, statusCode: null, error: `refused target: ${host} is outside allowed_ips` });
-        }
       }
       return new Promise<WebhookResult>((resolve) => {
         const request = https.request(url, {
           method: 'POST',
-          agent,
-          lookup: guardedLookup(allowedIps),
+          agent: poolFor(req.allowedIps),
+          lookup: guardedLookup(port, allowedIps),
           headers: { ...signatureHeaders(req.secret, req.body, req.updateId), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
         }, (res) => {
           res.resume(); // the body is not used; drain it so the socket can be reused
@@ -121,6 +147,19 @@ export function createWebhookClient(opts: WebhookClientOptions) {
             resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}` }));
           });
         });
+        // Whatever socket the request gets (new, or reused from the pool), its actual
+        // peer must pass this request's own checks. 'socket' comes before the request
+        // is flushed; a new socket is checked when its TCP connection is up, before
+        // the TLS handshake, so nothing of the request leaves on a refused socket.
+        request.on('socket', (socket: Socket) => {
+          const verify = () => {
+            const peer = socket.remoteAddress;
+            const refusal = peer === undefined ? `${host} has no peer address` : judgeAddresses(host, port, [peer], policy, allowedIps);
+            if (refusal) request.destroy(new Refused(`refused target: ${refusal}`));
+          };
+          if (socket.remoteAddress !== undefined) verify();
+          else socket.once('connect', verify);
+        });
         const timer = setTimeout(() => request.destroy(new Error(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
         request.on('error', (err) => {
           clearTimeout(timer);
@@ -130,15 +169,10 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       });
     },
     close() {
-      agent.destroy();
+      for (const agent of pools.values()) agent.destroy();
+      pools.clear();
     },
   };
-}
-
-function inside(address: string, cidrs: Cidr[]): boolean {
-  let ip = ipaddr.parse(address);
-  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) ip = (ip as ipaddr.IPv6).toIPv4Address();
-  return cidrs.some(([range, bits]) => range.kind() === ip.kind() && ip.match(range as never, bits));
 }
 
 /** A short, safe description of a transport error (never a stack). */

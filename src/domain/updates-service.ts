@@ -9,7 +9,7 @@ import { ApiError, Code } from '../errors.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
 import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
-import { checkTarget, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
+import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
 import type { UsageRecorder } from './usage.js';
 import type { IngestOutcome, UpdatesRepo } from '../storage/updates-repo.js';
@@ -28,6 +28,8 @@ export interface UpdatesDeps {
   writer: UpdateWriter;
   secretBox: SecretBox;
   allowedCidrs: Cidr[];
+  /** WEBHOOK_ALLOWED_PORTS (Telegram's ports by default). */
+  allowedPorts?: number[];
   egressIps: string[];
   lookup?: Lookup;
   /** Open (pending or retrying) deliveries of a bot. */
@@ -97,7 +99,8 @@ export function createUpdatesService(deps: UpdatesDeps) {
     const max = input.maxConnections ?? 40;
     if (max < 1 || max > 100) v.add('max_connections', 'OUT_OF_RANGE', 'must be 1 to 100');
     v.throwIfAny();
-    const target = await checkTarget(new URL(input.url), deps.allowedCidrs, deps.lookup);
+    const policy = { allowedCidrs: deps.allowedCidrs, allowedPorts: deps.allowedPorts ?? DEFAULT_WEBHOOK_PORTS };
+    const target = await checkTarget(new URL(input.url), policy, deps.lookup);
     if (target.refusal) throw ApiError.invalid('url', 'FORBIDDEN_TARGET', `is not an allowed webhook target (${target.refusal})`);
 
     const kinds = input.allowedUpdates.length > 0 ? [...new Set(input.allowedUpdates)] : null;
