@@ -138,6 +138,38 @@ describe.each(modes)('console API (%s)', (mode) => {
       expectConsoleError(await call(h.url, 'GET', '/api/v1/bots/my', { token: noExp }), 401, 'UNAUTHENTICATED');
     });
 
+    it('a JWT whose sub is not a non-empty string is 401 on every console call, and leaves no row behind', async () => {
+      const signed = (claims: Record<string, unknown>) =>
+        new SignJWT({ exp: Math.floor(Date.now() / 1000) + 600, ...claims }).setProtectedHeader({ alg: 'HS256' })
+          .sign(new TextEncoder().encode(h.env.AUTH_JWT_SECRET));
+      const totalBots = async () => (await admin.get('/api/v1/admin/bots?limit=1')).body.pagination.total as number;
+      const before = await totalBots();
+      const subs: unknown[] = [['a'], true, 1, '', {}, null];
+      for (const [i, sub] of subs.entries()) {
+        for (const claims of [{ sub }, { sub, roles: ['admin'] }]) {
+          const jwt = await signed(claims);
+          const created = await call(h.url, 'POST', '/api/v1/bots/applications', { token: jwt, body: { name: 'Ghost', username: `ghost_sub_${i}` } });
+          expectConsoleError(created, 401, 'UNAUTHENTICATED');
+          expect(created.headers.get('www-authenticate')).toBe('Bearer');
+          expectConsoleError(await call(h.url, 'GET', '/api/v1/bots/my', { token: jwt }), 401, 'UNAUTHENTICATED');
+          expectConsoleError(await call(h.url, 'GET', '/api/v1/admin/bots', { token: jwt }), 401, 'UNAUTHENTICATED');
+        }
+      }
+      expect(await totalBots()).toBe(before);
+      // The username is still free: nothing was written under it.
+      expect((await alice.post('/api/v1/bots/applications', { name: 'Real', username: 'ghost_sub_0' })).status).toBe(201);
+      // A numeric sub is not the account whose id is that number spelled as a string.
+      const one = client(h.url, await h.jwt('1'));
+      expect((await one.post('/api/v1/bots/applications', { name: 'One', username: 'account_one_bot' })).status).toBe(201);
+      expectConsoleError(await call(h.url, 'GET', '/api/v1/bots/my', { token: await signed({ sub: 1 }) }), 401, 'UNAUTHENTICATED');
+    });
+
+    it('a roles claim that is not an array is refused, not read as admin', async () => {
+      const jwt = await new SignJWT({ roles: 'admin' }).setProtectedHeader({ alg: 'HS256' }).setSubject('root')
+        .setExpirationTime('1h').sign(new TextEncoder().encode(h.env.AUTH_JWT_SECRET));
+      expectConsoleError(await call(h.url, 'GET', '/api/v1/admin/bots', { token: jwt }), 401, 'UNAUTHENTICATED');
+    });
+
     it('admin endpoints need the admin role: 403 without it', async () => {
       expectConsoleError(await alice.get('/api/v1/admin/bots'), 403, 'PERMISSION_DENIED');
       expect((await admin.get('/api/v1/admin/bots')).status).toBe(200);
