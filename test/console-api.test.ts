@@ -196,6 +196,17 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect((await dave.get('/api/v1/bots/my')).body).toEqual({ items: [], pagination: { page: 1, limit: 20, total: 0, has_more: false } });
     });
 
+    it('account ids are compared exactly: a sub differing in case or accents is another account', async () => {
+      const erin = client(h.url, await h.jwt('erin'));
+      const created = await erin.post('/api/v1/bots/applications', { name: 'Erin', username: 'erin_case_bot' });
+      expect(created.status).toBe(201);
+      for (const sub of ['ERIN', 'Erin', 'érin']) {
+        const other = client(h.url, await h.jwt(sub));
+        expect((await other.get('/api/v1/bots/my')).body.pagination.total).toBe(0);
+        expectConsoleError(await other.get(`/api/v1/bots/my/${created.body.id}`), 404, 'NOT_FOUND');
+      }
+    });
+
     it.each(['limit=0', 'limit=101', 'page=0', 'page=-1', 'limit=abc', 'limit=1.5', 'sort=name'])('refuses ?%s with 400', async (q) => {
       expectConsoleError(await alice.get(`/api/v1/bots/my?${q}`), 400, 'INVALID_ARGUMENT');
     });
