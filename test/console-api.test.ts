@@ -3,6 +3,7 @@
  * gateway calling the core in-process (role=all), and with a separate gateway
  * process role reaching the core over gRPC. Both must behave identically.
  */
+import crypto from 'node:crypto';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, call, client, startHarness, type GatewayMode, type Harness } from './helpers/harness.js';
@@ -324,6 +325,67 @@ describe.each(modes)('console API (%s)', (mode) => {
     });
   });
 
+  describe('text inputs', () => {
+    // Raw JSON with escapes: "\u0000" is a NUL, a lone "\ud800" or "\udc00" an unpaired surrogate.
+    const BAD = [['a NUL', 'a\\u0000b'], ['a lone high surrogate', 'a\\ud800b'], ['a lone low surrogate', 'a\\udc00b']] as const;
+    const raw = (method: string, path: string, json: string, token = aliceJwt) =>
+      call(h.url, method, path, { token, rawBody: json });
+
+    it.each(BAD)('a bot name or description with %s is a 400 naming the field, and nothing is created', async (_what, bad) => {
+      const before = (await alice.get('/api/v1/bots/my?limit=1')).body.pagination.total;
+      const tag = crypto.randomBytes(3).toString('hex');
+      expectConsoleError(await raw('POST', '/api/v1/bots/applications', `{"name":"${bad}","username":"bad_name_${tag}"}`), 400, 'INVALID_ARGUMENT', 'name');
+      expectConsoleError(
+        await raw('POST', '/api/v1/bots/applications', `{"name":"ok","username":"bad_desc_${tag}","description":"${bad}"}`),
+        400, 'INVALID_ARGUMENT', 'description',
+      );
+      expect((await alice.get('/api/v1/bots/my?limit=1')).body.pagination.total).toBe(before);
+    });
+
+    it.each(BAD)('profile texts with %s are refused with the field named', async (_what, bad) => {
+      const { id } = await approvedBot(h, aliceJwt, `texts_${crypto.randomBytes(3).toString('hex')}`);
+      const cases: [string, string][] = [
+        [`{"name":"${bad}"}`, 'name'],
+        [`{"description":"${bad}"}`, 'description'],
+        [`{"short_description":"${bad}"}`, 'short_description'],
+        [`{"about":"${bad}"}`, 'about'],
+        [`{"links":[{"title":"${bad}","url":"https://example.com"}]}`, 'links[0].title'],
+        [`{"links":[{"title":"t","url":"https://example.com/${bad}"}]}`, 'links[0].url'],
+        [`{"contact":{"note":"${bad}"}}`, 'contact.note'],
+        [`{"contact":{"email":"${bad}@example.com"}}`, 'contact.email'],
+        [`{"command_menu":[{"command":"start","description":"${bad}"}]}`, 'command_menu[0].description'],
+      ];
+      for (const [json, field] of cases) {
+        expectConsoleError(await raw('PATCH', `/api/v1/bots/my/${id}`, json), 400, 'INVALID_ARGUMENT', field);
+      }
+      const detail = (await alice.get(`/api/v1/bots/my/${id}`)).body;
+      expect(detail).toMatchObject({ name: expect.stringMatching(/^Bot texts_/), links: [], command_menu: [] });
+      expect(detail.about).toBeUndefined();
+    });
+
+    it.each(BAD)('a reject reason and a test-update text with %s are refused with the field named', async (_what, bad) => {
+      const pending = await alice.post('/api/v1/bots/applications', { name: 'R', username: `reason_${crypto.randomBytes(3).toString('hex')}` });
+      const adminJwt = await h.jwt('root', { admin: true });
+      expectConsoleError(await raw('POST', `/api/v1/admin/bots/${pending.body.id}/reject`, `{"reason":"${bad}"}`, adminJwt), 400, 'INVALID_ARGUMENT', 'reason');
+      expect((await alice.get(`/api/v1/bots/my/${pending.body.id}`)).body.review_status).toBe('pending');
+
+      const { id } = await approvedBot(h, aliceJwt, `testupd_${crypto.randomBytes(3).toString('hex')}`);
+      expectConsoleError(await raw('POST', `/api/v1/bots/my/${id}/test-updates`, `{"text":"${bad}"}`), 400, 'INVALID_ARGUMENT', 'text');
+      expectConsoleError(
+        await raw('POST', `/api/v1/bots/my/${id}/test-updates`, `{"text":"hi","from":{"id":5,"is_bot":false,"first_name":"${bad}"}}`),
+        400, 'INVALID_ARGUMENT', 'from.first_name',
+      );
+    });
+
+    it('texts in any script, with emoji and line breaks, are kept as sent', async () => {
+      const name = 'Бот 🤖 ボット عربي';
+      const description = 'Line one\nLine two — “quoted” 👩‍👩‍👧';
+      const res = await alice.post('/api/v1/bots/applications', { name, username: 'unicode_ok_bot', description });
+      expect(res.status).toBe(201);
+      expect(res.body).toMatchObject({ name, description });
+    });
+  });
+
   describe('profile update', () => {
     it('updates every optional profile field and leaves the others alone', async () => {
       const { id } = await approvedBot(h, aliceJwt, 'profile_bot');
@@ -350,6 +412,8 @@ describe.each(modes)('console API (%s)', (mode) => {
       [{ name: '' }, 'name'],
       [{ name: 'x'.repeat(101) }, 'name'],
       [{ avatar: 'ftp://example.com/a' }, 'avatar'],
+      [{ avatar: 'https://cdn.exam\tple.com/a.png' }, 'avatar'], // the URL parser would silently drop the tab
+      [{ cover_url: 'https://cdn.example.com/c.png\n' }, 'cover_url'],
       [{ short_description: 'x'.repeat(121) }, 'short_description'],
       [{ about: 'x'.repeat(513) }, 'about'],
       [{ links: [{ title: 'x', url: 'http://insecure.example.com' }] }, 'links[0].url'],

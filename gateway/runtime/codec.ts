@@ -18,6 +18,8 @@ const INT_RANGE = {
 
 const bad = (field: string, description: string, reason = 'INVALID_TYPE') => ApiError.invalid(field, reason, description);
 
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** "links[0].url" style paths. */
@@ -77,6 +79,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         const s = t.scalar;
         if (s === 'string') {
           if (typeof v !== 'string') throw bad(field, 'must be a string');
+          // JSON may spell an unpaired surrogate ("\ud800"); protobuf would carry it on as U+FFFD.
+          if (UNPAIRED_SURROGATE.test(v)) throw bad(field, 'must not contain unpaired surrogates', 'INVALID_CHARACTERS');
           return v;
         }
         if (s === 'bool') {
