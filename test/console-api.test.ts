@@ -45,7 +45,7 @@ describe.each(modes)('console API (%s)', (mode) => {
         review_status: 'pending', status: 'inactive', has_token: false, scopes: ['send', 'receive'], delivery_mode: 'polling',
       });
       expect(typeof res.body.id).toBe('string');
-      expect(res.body.token_prefix).toBeUndefined();
+      expect(res.body.token_prefix).toBeNull();
       expect(res.body.one_time_token).toBeUndefined();
     });
 
@@ -195,6 +195,25 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect(first.body.pagination.has_more).toBe(true);
       const dave = client(h.url, await h.jwt('dave'));
       expect((await dave.get('/api/v1/bots/my')).body).toEqual({ items: [], pagination: { page: 1, limit: 20, total: 0, has_more: false } });
+    });
+
+    it('list items carry every summary field, token_prefix null while there is no token (developer and admin lists)', async () => {
+      const frank = client(h.url, await h.jwt('frank'));
+      const pending = (await frank.post('/api/v1/bots/applications', { name: 'Frank', username: 'frank_summary_bot' })).body;
+      expect(pending.token_prefix).toBeNull();
+      const { id: approvedId } = await approvedBot(h, await h.jwt('frank'), 'frank_summary_ok');
+      const SUMMARY = ['id', 'name', 'username', 'review_status', 'status', 'has_token', 'token_prefix'];
+      const mine = (await frank.get('/api/v1/bots/my')).body.items as Record<string, unknown>[];
+      const adminItems = (await admin.get('/api/v1/admin/bots?limit=100')).body.items as Record<string, unknown>[];
+      for (const items of [mine, adminItems]) {
+        const p = items.find((b) => b.id === pending.id)!;
+        const a = items.find((b) => b.id === approvedId)!;
+        for (const item of [p, a]) expect(Object.keys(item)).toEqual(expect.arrayContaining(SUMMARY));
+        expect(p).toMatchObject({ review_status: 'pending', status: 'inactive', has_token: false, token_prefix: null });
+        expect(a).toMatchObject({ review_status: 'approved', status: 'active', has_token: true, token_prefix: expect.stringMatching(/^sbot_.{7}$/) });
+        expect(p.one_time_token).toBeUndefined();
+      }
+      expect((await frank.get(`/api/v1/bots/my/${pending.id}`)).body.token_prefix).toBeNull();
     });
 
     it('account ids are compared exactly: a sub differing in case or accents is another account', async () => {

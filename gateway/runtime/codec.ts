@@ -198,7 +198,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   /**
    * Message object → JSON. Non-optional scalars are always written (has_token: false
    * is information); repeated fields always, even empty. Unset optional scalars
-   * are left out. Unset messages are null on the console and left out on the runtime
+   * are left out, or null on the console when marked null_when_unset. Unset messages are null on the console and left out on the runtime
    * API (Telegram's habit of omitting what is absent).
    */
   function encodeValue(t: FieldType, v: unknown, surface: Surface): unknown {
@@ -224,7 +224,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   function encodeField(f: FieldSchema, v: unknown, surface: Surface): unknown {
     if (f.repeated) return ((v as unknown[] | undefined) ?? []).map((item) => encodeValue(f.type, item, surface));
     if (v === undefined || v === null) {
-      if (f.optional) return undefined;
+      if (f.optional) return f.nullWhenUnset && surface === 'console' ? null : undefined;
       if (f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask') {
         return surface === 'console' ? null : undefined;
       }
