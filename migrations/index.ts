@@ -9,6 +9,7 @@ import * as deliveries from './20261121000003_deliveries.js';
 import * as messagesFiles from './20261121000004_messages_files.js';
 import * as limitsAndStats from './20261121000005_limits_and_stats.js';
 import * as possessionTries from './20261122000100_possession_tries.js';
+import * as accountIdsExact from './20261123000001_account_ids_exact.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -17,6 +18,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261121000004_messages_files': messagesFiles,
   '20261121000005_limits_and_stats': limitsAndStats,
   '20261122000100_possession_tries': possessionTries,
+  '20261123000001_account_ids_exact': accountIdsExact,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -63,6 +63,39 @@ describe('HS256 secret', () => {
   });
 });
 
+describe('claim types', () => {
+  const key = new TextEncoder().encode(SECRET);
+  const signed = (claims: Record<string, unknown>) => new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(key);
+  const exp = () => Math.floor(Date.now() / 1000) + 300;
+
+  it.each([
+    ['an array', ['a']], ['true', true], ['a number', 1], ['empty', ''], ['an object', {}], ['null', null],
+    ['blank', '   '], ['padded', ' alice'], ['with a NUL', 'a\u0000b'], ['with a newline', 'a\nb'], ['with a C1 control', 'a\u0085b'],
+    ['a lone surrogate', 'a\ud800'], ['longer than 191 characters', 'a'.repeat(192)],
+  ])('refuses a sub that is %s', async (_what, sub) => {
+    const v = await createAccountJwtVerifier({ kind: 'secret', secret: SECRET }, {});
+    const err = await refused(v.verify(await signed({ sub, exp: exp() })));
+    expect(err.message).toContain('sub');
+  });
+
+  it('accepts any other string sub up to 191 characters, as itself', async () => {
+    const v = await createAccountJwtVerifier({ kind: 'secret', secret: SECRET }, {});
+    for (const sub of ['1', 'a'.repeat(191), '🤖'.repeat(191), 'auth0|64f1 c2', 'Alice']) {
+      expect((await v.verify(await signed({ sub, exp: exp() }))).accountId).toBe(sub);
+    }
+  });
+
+  it('refuses exp, nbf or iat that are not numbers, and a roles claim that is not an array', async () => {
+    const v = await createAccountJwtVerifier({ kind: 'secret', secret: SECRET }, {});
+    await refused(v.verify(await signed({ sub: 'a', exp: String(exp()) })));
+    await refused(v.verify(await signed({ sub: 'a', exp: exp(), nbf: '0' })));
+    await refused(v.verify(await signed({ sub: 'a', exp: exp(), iat: '0' })));
+    await refused(v.verify(await signed({ sub: 'a', exp: exp(), roles: 'admin' })));
+    await refused(v.verify(await signed({ sub: 'a', exp: exp(), roles: { admin: true } })));
+    expect((await v.verify(await signed({ sub: 'a', exp: exp(), roles: ['admin', 7] }))).roles).toEqual(['admin']);
+  });
+});
+
 describe('PEM public keys', () => {
   it.each([
     ['RS256', { modulusLength: 2048 }],

@@ -3,6 +3,7 @@
  * gateway calling the core in-process (role=all), and with a separate gateway
  * process role reaching the core over gRPC. Both must behave identically.
  */
+import crypto from 'node:crypto';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, call, client, startHarness, type GatewayMode, type Harness } from './helpers/harness.js';
@@ -44,7 +45,7 @@ describe.each(modes)('console API (%s)', (mode) => {
         review_status: 'pending', status: 'inactive', has_token: false, scopes: ['send', 'receive'], delivery_mode: 'polling',
       });
       expect(typeof res.body.id).toBe('string');
-      expect(res.body.token_prefix).toBeUndefined();
+      expect(res.body.token_prefix).toBeNull();
       expect(res.body.one_time_token).toBeUndefined();
     });
 
@@ -138,6 +139,38 @@ describe.each(modes)('console API (%s)', (mode) => {
       expectConsoleError(await call(h.url, 'GET', '/api/v1/bots/my', { token: noExp }), 401, 'UNAUTHENTICATED');
     });
 
+    it('a JWT whose sub is not a non-empty string is 401 on every console call, and leaves no row behind', async () => {
+      const signed = (claims: Record<string, unknown>) =>
+        new SignJWT({ exp: Math.floor(Date.now() / 1000) + 600, ...claims }).setProtectedHeader({ alg: 'HS256' })
+          .sign(new TextEncoder().encode(h.env.AUTH_JWT_SECRET));
+      const totalBots = async () => (await admin.get('/api/v1/admin/bots?limit=1')).body.pagination.total as number;
+      const before = await totalBots();
+      const subs: unknown[] = [['a'], true, 1, '', {}, null];
+      for (const [i, sub] of subs.entries()) {
+        for (const claims of [{ sub }, { sub, roles: ['admin'] }]) {
+          const jwt = await signed(claims);
+          const created = await call(h.url, 'POST', '/api/v1/bots/applications', { token: jwt, body: { name: 'Ghost', username: `ghost_sub_${i}` } });
+          expectConsoleError(created, 401, 'UNAUTHENTICATED');
+          expect(created.headers.get('www-authenticate')).toBe('Bearer');
+          expectConsoleError(await call(h.url, 'GET', '/api/v1/bots/my', { token: jwt }), 401, 'UNAUTHENTICATED');
+          expectConsoleError(await call(h.url, 'GET', '/api/v1/admin/bots', { token: jwt }), 401, 'UNAUTHENTICATED');
+        }
+      }
+      expect(await totalBots()).toBe(before);
+      // The username is still free: nothing was written under it.
+      expect((await alice.post('/api/v1/bots/applications', { name: 'Real', username: 'ghost_sub_0' })).status).toBe(201);
+      // A numeric sub is not the account whose id is that number spelled as a string.
+      const one = client(h.url, await h.jwt('1'));
+      expect((await one.post('/api/v1/bots/applications', { name: 'One', username: 'account_one_bot' })).status).toBe(201);
+      expectConsoleError(await call(h.url, 'GET', '/api/v1/bots/my', { token: await signed({ sub: 1 }) }), 401, 'UNAUTHENTICATED');
+    });
+
+    it('a roles claim that is not an array is refused, not read as admin', async () => {
+      const jwt = await new SignJWT({ roles: 'admin' }).setProtectedHeader({ alg: 'HS256' }).setSubject('root')
+        .setExpirationTime('1h').sign(new TextEncoder().encode(h.env.AUTH_JWT_SECRET));
+      expectConsoleError(await call(h.url, 'GET', '/api/v1/admin/bots', { token: jwt }), 401, 'UNAUTHENTICATED');
+    });
+
     it('admin endpoints need the admin role: 403 without it', async () => {
       expectConsoleError(await alice.get('/api/v1/admin/bots'), 403, 'PERMISSION_DENIED');
       expect((await admin.get('/api/v1/admin/bots')).status).toBe(200);
@@ -162,6 +195,36 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect(first.body.pagination.has_more).toBe(true);
       const dave = client(h.url, await h.jwt('dave'));
       expect((await dave.get('/api/v1/bots/my')).body).toEqual({ items: [], pagination: { page: 1, limit: 20, total: 0, has_more: false } });
+    });
+
+    it('list items carry every summary field, token_prefix null while there is no token (developer and admin lists)', async () => {
+      const frank = client(h.url, await h.jwt('frank'));
+      const pending = (await frank.post('/api/v1/bots/applications', { name: 'Frank', username: 'frank_summary_bot' })).body;
+      expect(pending.token_prefix).toBeNull();
+      const { id: approvedId } = await approvedBot(h, await h.jwt('frank'), 'frank_summary_ok');
+      const SUMMARY = ['id', 'name', 'username', 'review_status', 'status', 'has_token', 'token_prefix'];
+      const mine = (await frank.get('/api/v1/bots/my')).body.items as Record<string, unknown>[];
+      const adminItems = (await admin.get('/api/v1/admin/bots?limit=100')).body.items as Record<string, unknown>[];
+      for (const items of [mine, adminItems]) {
+        const p = items.find((b) => b.id === pending.id)!;
+        const a = items.find((b) => b.id === approvedId)!;
+        for (const item of [p, a]) expect(Object.keys(item)).toEqual(expect.arrayContaining(SUMMARY));
+        expect(p).toMatchObject({ review_status: 'pending', status: 'inactive', has_token: false, token_prefix: null });
+        expect(a).toMatchObject({ review_status: 'approved', status: 'active', has_token: true, token_prefix: expect.stringMatching(/^sbot_.{7}$/) });
+        expect(p.one_time_token).toBeUndefined();
+      }
+      expect((await frank.get(`/api/v1/bots/my/${pending.id}`)).body.token_prefix).toBeNull();
+    });
+
+    it('account ids are compared exactly: a sub differing in case or accents is another account', async () => {
+      const erin = client(h.url, await h.jwt('erin'));
+      const created = await erin.post('/api/v1/bots/applications', { name: 'Erin', username: 'erin_case_bot' });
+      expect(created.status).toBe(201);
+      for (const sub of ['ERIN', 'Erin', 'érin']) {
+        const other = client(h.url, await h.jwt(sub));
+        expect((await other.get('/api/v1/bots/my')).body.pagination.total).toBe(0);
+        expectConsoleError(await other.get(`/api/v1/bots/my/${created.body.id}`), 404, 'NOT_FOUND');
+      }
     });
 
     it.each(['limit=0', 'limit=101', 'page=0', 'page=-1', 'limit=abc', 'limit=1.5', 'sort=name'])('refuses ?%s with 400', async (q) => {
@@ -281,6 +344,67 @@ describe.each(modes)('console API (%s)', (mode) => {
     });
   });
 
+  describe('text inputs', () => {
+    // Raw JSON with escapes: "\u0000" is a NUL, a lone "\ud800" or "\udc00" an unpaired surrogate.
+    const BAD = [['a NUL', 'a\\u0000b'], ['a lone high surrogate', 'a\\ud800b'], ['a lone low surrogate', 'a\\udc00b']] as const;
+    const raw = (method: string, path: string, json: string, token = aliceJwt) =>
+      call(h.url, method, path, { token, rawBody: json });
+
+    it.each(BAD)('a bot name or description with %s is a 400 naming the field, and nothing is created', async (_what, bad) => {
+      const before = (await alice.get('/api/v1/bots/my?limit=1')).body.pagination.total;
+      const tag = crypto.randomBytes(3).toString('hex');
+      expectConsoleError(await raw('POST', '/api/v1/bots/applications', `{"name":"${bad}","username":"bad_name_${tag}"}`), 400, 'INVALID_ARGUMENT', 'name');
+      expectConsoleError(
+        await raw('POST', '/api/v1/bots/applications', `{"name":"ok","username":"bad_desc_${tag}","description":"${bad}"}`),
+        400, 'INVALID_ARGUMENT', 'description',
+      );
+      expect((await alice.get('/api/v1/bots/my?limit=1')).body.pagination.total).toBe(before);
+    });
+
+    it.each(BAD)('profile texts with %s are refused with the field named', async (_what, bad) => {
+      const { id } = await approvedBot(h, aliceJwt, `texts_${crypto.randomBytes(3).toString('hex')}`);
+      const cases: [string, string][] = [
+        [`{"name":"${bad}"}`, 'name'],
+        [`{"description":"${bad}"}`, 'description'],
+        [`{"short_description":"${bad}"}`, 'short_description'],
+        [`{"about":"${bad}"}`, 'about'],
+        [`{"links":[{"title":"${bad}","url":"https://example.com"}]}`, 'links[0].title'],
+        [`{"links":[{"title":"t","url":"https://example.com/${bad}"}]}`, 'links[0].url'],
+        [`{"contact":{"note":"${bad}"}}`, 'contact.note'],
+        [`{"contact":{"email":"${bad}@example.com"}}`, 'contact.email'],
+        [`{"command_menu":[{"command":"start","description":"${bad}"}]}`, 'command_menu[0].description'],
+      ];
+      for (const [json, field] of cases) {
+        expectConsoleError(await raw('PATCH', `/api/v1/bots/my/${id}`, json), 400, 'INVALID_ARGUMENT', field);
+      }
+      const detail = (await alice.get(`/api/v1/bots/my/${id}`)).body;
+      expect(detail).toMatchObject({ name: expect.stringMatching(/^Bot texts_/), links: [], command_menu: [] });
+      expect(detail.about).toBeUndefined();
+    });
+
+    it.each(BAD)('a reject reason and a test-update text with %s are refused with the field named', async (_what, bad) => {
+      const pending = await alice.post('/api/v1/bots/applications', { name: 'R', username: `reason_${crypto.randomBytes(3).toString('hex')}` });
+      const adminJwt = await h.jwt('root', { admin: true });
+      expectConsoleError(await raw('POST', `/api/v1/admin/bots/${pending.body.id}/reject`, `{"reason":"${bad}"}`, adminJwt), 400, 'INVALID_ARGUMENT', 'reason');
+      expect((await alice.get(`/api/v1/bots/my/${pending.body.id}`)).body.review_status).toBe('pending');
+
+      const { id } = await approvedBot(h, aliceJwt, `testupd_${crypto.randomBytes(3).toString('hex')}`);
+      expectConsoleError(await raw('POST', `/api/v1/bots/my/${id}/test-updates`, `{"text":"${bad}"}`), 400, 'INVALID_ARGUMENT', 'text');
+      expectConsoleError(
+        await raw('POST', `/api/v1/bots/my/${id}/test-updates`, `{"text":"hi","from":{"id":5,"is_bot":false,"first_name":"${bad}"}}`),
+        400, 'INVALID_ARGUMENT', 'from.first_name',
+      );
+    });
+
+    it('texts in any script, with emoji and line breaks, are kept as sent', async () => {
+      const name = 'Бот 🤖 ボット عربي';
+      const description = 'Line one\nLine two — “quoted” 👩‍👩‍👧';
+      const res = await alice.post('/api/v1/bots/applications', { name, username: 'unicode_ok_bot', description });
+      expect(res.status).toBe(201);
+      expect(res.body).toMatchObject({ name, description });
+    });
+  });
+
   describe('profile update', () => {
     it('updates every optional profile field and leaves the others alone', async () => {
       const { id } = await approvedBot(h, aliceJwt, 'profile_bot');
@@ -307,6 +431,8 @@ describe.each(modes)('console API (%s)', (mode) => {
       [{ name: '' }, 'name'],
       [{ name: 'x'.repeat(101) }, 'name'],
       [{ avatar: 'ftp://example.com/a' }, 'avatar'],
+      [{ avatar: 'https://cdn.exam\tple.com/a.png' }, 'avatar'], // the URL parser would silently drop the tab
+      [{ cover_url: 'https://cdn.example.com/c.png\n' }, 'cover_url'],
       [{ short_description: 'x'.repeat(121) }, 'short_description'],
       [{ about: 'x'.repeat(513) }, 'about'],
       [{ links: [{ title: 'x', url: 'http://insecure.example.com' }] }, 'links[0].url'],

@@ -164,6 +164,16 @@ describe('files', () => {
     ['a control character in the name', { fileName: 'a\nb.txt', fileSize: 1, checksum: sum }, 'fileName'],
     ['a NUL in the name', { fileName: 'a\u0000.txt', fileSize: 1, checksum: sum }, 'fileName'],
     ['the name ..', { fileName: '..', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a right-to-left override in the name', { fileName: 'invoice\u202Egpj.exe', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a bidi embedding in the name', { fileName: 'a\u202Ab.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a bidi isolate in the name', { fileName: '\u2067exe.txt\u2069', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a left-to-right mark in the name', { fileName: 'a\u200E.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a right-to-left mark in the name', { fileName: 'a\u200F.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['an Arabic letter mark in the name', { fileName: 'a\u061C.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a DEL in the name', { fileName: 'a\u007F.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a C1 control in the name', { fileName: 'a\u0085.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a line separator in the name', { fileName: 'a\u2028.txt', fileSize: 1, checksum: sum }, 'fileName'],
+    ['a lone surrogate in the name', { fileName: 'a\uD800.txt', fileSize: 1, checksum: sum }, 'fileName'],
     ['a bad MIME type', { fileName: 'a', fileSize: 1, checksum: sum, fileType: 'not a type' }, 'fileType'],
     ['a bad reuseRequestId', { fileName: 'a', fileSize: 1, checksum: sum, reuseRequestId: 'has spaces' }, 'reuseRequestId'],
   ])('upload-credentials with %s is a 400 naming the field', async (_label, body, field) => {
@@ -171,6 +181,24 @@ describe('files', () => {
     const res = await rt(token, 'files/upload-credentials', body);
     expect(res.status).toBe(400);
     expect(res.body.description).toContain(field);
+  });
+
+  it('a lone surrogate sent as a JSON escape is refused, not stored as a replacement character', async () => {
+    const { token } = await approvedBot(h, ownerJwt, 'files_surrogate');
+    const res = await call(h.url, 'POST', '/api/v1/bots/files/upload-credentials', {
+      token, rawBody: `{"fileName":"report\\udc00.pdf","fileSize":1,"checksum":"${sum}"}`,
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.description).toContain('fileName');
+  });
+
+  it('names in any script, with emoji, are accepted as sent', async () => {
+    const { token } = await approvedBot(h, ownerJwt, 'files_unicode_names');
+    for (const fileName of ['تقرير.pdf', 'דוח שנתי.pdf', '👩‍👩‍👧 family.jpg', 'résumé (1).docx']) {
+      const bytes = crypto.randomBytes(64);
+      const { file } = await upload(token, bytes, { fileName });
+      expect(file.file_name).toBe(fileName);
+    }
   });
 
   it('complete needs a valid checksum and an upload; getFile and files of other bots are 404', async () => {

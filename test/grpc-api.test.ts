@@ -9,6 +9,7 @@ import { Writable } from 'node:stream';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Code } from '../src/errors.js';
 import { AdminServiceClient } from '../src/gen/botplatform/v1/admin_service.js';
@@ -121,6 +122,25 @@ describe('gRPC API', () => {
       ['name', 'TOO_LONG'],
       ['username', 'INVALID_FORMAT'],
     ]);
+  });
+
+  it('refuses NUL characters in texts with the field named, as over HTTP', async () => {
+    const err = await grpcError(create({ name: 'a\u0000b', username: 'grpc_nul_bot' }, alice));
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(fromServiceError(err).details.map((d) => [d.field, d.reason])).toEqual([['name', 'INVALID_CHARACTERS']]);
+    const { token } = await approvedBot(h, alice, 'grpc_nul_sender');
+    const text = await grpcError(rpc(runtimeClient, runtimeClient.sendMessage, { chatId: 1, text: 'hi\u0000' }, token));
+    expect(text.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(fromServiceError(text).details.map((d) => d.field)).toContain('text');
+  });
+
+  it('refuses a JWT whose sub is not a string as UNAUTHENTICATED, before any handler', async () => {
+    const claims: Record<string, unknown> = { sub: ['a'], exp: Math.floor(Date.now() / 1000) + 600 };
+    const jwt = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' })
+      .sign(new TextEncoder().encode(h.env.AUTH_JWT_SECRET));
+    expect((await grpcError(create({ name: 'n', username: 'grpc_array_sub' }, jwt))).code).toBe(grpc.status.UNAUTHENTICATED);
+    // Nothing was written: the username is still free.
+    expect((await create({ name: 'n', username: 'grpc_array_sub' }, await h.jwt('bob'))).bot!.username).toBe('grpc_array_sub');
   });
 
   it('names the contract\'s statuses: UNAUTHENTICATED, ALREADY_EXISTS, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION', async () => {

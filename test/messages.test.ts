@@ -104,6 +104,29 @@ describe('messages', () => {
     expect(res.body.description).toContain(field);
   });
 
+  it.each([['a NUL', 'a\\u0000b'], ['a lone high surrogate', 'a\\ud83db'], ['a lone low surrogate', '\\ude42']])(
+    'a text or caption with %s is a 400 naming the field, and nothing is sent',
+    async (_what, bad) => {
+      const { id, token } = await approvedBot(h, ownerJwt, `msg_chars_${crypto.randomBytes(3).toString('hex')}`);
+      await testUpdate(id, 'hi', 7251);
+      const png = await registerFile(token, crypto.randomBytes(512), 'pic.png', 'image/png');
+      const sent = published.length;
+      const raw = (method: string, json: string) => call(h.url, 'POST', `/api/v1/bots/${method}`, { token, rawBody: json });
+      const text = await raw('sendMessage', `{"chat_id":7251,"text":"${bad}"}`);
+      expect(text.status).toBe(400);
+      expect(text.body).toMatchObject({ ok: false, error_code: 400 });
+      expect(text.body.description).toContain('text');
+      for (const method of ['sendPhoto', 'sendDocument']) {
+        const caption = await raw(method, `{"chat_id":7251,"file_id":"${png}","caption":"${bad}"}`);
+        expect(caption.status).toBe(400);
+        expect(caption.body.description).toContain('caption');
+      }
+      expect(published.length).toBe(sent);
+      // The next message gets the next id: nothing was stored for the refused ones.
+      expect((await rt(token, 'sendMessage', { chat_id: 7251, text: 'ok 🙂' })).body.result.text).toBe('ok 🙂');
+    },
+  );
+
   it('a 4096-character text (counted in characters, not bytes) is accepted', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'msg_long');
     await testUpdate(id, 'hi', 7301);

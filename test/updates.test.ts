@@ -267,6 +267,20 @@ describe('updates', () => {
       expect((await poll(a.token)).body.result).toEqual([]);
     });
 
+    it('refuses a NUL in a text, caption or sender name, naming the update and field, writing nothing', async () => {
+      const a = await approvedBot(h, ownerJwt, 'ingest_nul');
+      const bad = [
+        { ...message('a\u0000b') },
+        { ...message('ok'), caption: 'c\u0000' },
+        { ...message('ok'), from: { ...message('ok').from, firstName: 'N\u0000' } },
+      ];
+      for (const [field, m] of [['text', bad[0]], ['caption', bad[1]], ['from.first_name', bad[2]]] as const) {
+        await expect(ingest([{ botId: a.id, message: message('fine') }, { botId: a.id, message: m }]))
+          .rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: expect.stringContaining(`updates[1].message.${field}`) });
+      }
+      expect((await poll(a.token)).body.result).toEqual([]);
+    });
+
     it('refuses the whole request when one bot is not approved yet, writing nothing', async () => {
       const a = await approvedBot(h, ownerJwt, 'ingest_whole_p');
       const pending = await client(h.url, ownerJwt).post('/api/v1/bots/applications', { name: 'P', username: 'ingest_pending' });

@@ -208,7 +208,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": true
+          "optional": true,
+          "nullWhenUnset": true
         },
         {
           "proto": "short_description",

@@ -16,6 +16,7 @@ import { buildSdk } from './sdk.js';
 const SETTINGS_OPTION = '[botplatform.v1.service_settings]';
 const SUCCESS_OPTION = '[botplatform.v1.http_success_code]';
 const HTTP_OPTION = '[google.api.http]';
+const NULL_WHEN_UNSET_OPTION = '[botplatform.v1.null_when_unset]';
 
 const SCALARS: Record<string, FieldType> = {
   TYPE_STRING: { kind: 'scalar', scalar: 'string' },
@@ -131,6 +132,7 @@ function main() {
           // A map is a repeated entry message in the descriptor, one JSON object on the wire.
           repeated: f.label === 'LABEL_REPEATED' && type.kind !== 'map',
           optional: Boolean(f.proto3Optional),
+          ...(f.options?.[NULL_WHEN_UNSET_OPTION] === true ? { nullWhenUnset: true } : {}),
         };
       }),
     };

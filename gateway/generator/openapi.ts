@@ -58,6 +58,7 @@ function typeSchema(type: FieldType, input: Input): Json {
 
 function fieldSchema(f: FieldSchema, input: Input): Json {
   const s = typeSchema(f.type, input);
+  if (f.nullWhenUnset && typeof s.type === 'string') return { ...s, type: [s.type, 'null'] };
   return f.repeated ? { type: 'array', items: s } : s;
 }
 

@@ -111,6 +111,8 @@ export function buildSdk(input: Input): string {
       const c = doc(comments[`${ref}.${f.proto}`], '  ');
       if (asInput) return `${c}  ${f.json}${required.has(`${ref}.${f.proto}`) ? '' : '?'}: ${t};\n`;
       if (f.repeated) return `${c}  ${f.json}: ${t};\n`;
+      // Fields marked null_when_unset are always there (console messages only).
+      if (f.nullWhenUnset) return `${c}  ${f.json}: ${t} | null;\n`;
       // Unset optional fields, and empty maps on the runtime API, are left out.
       if (f.optional || f.type.kind === 'map') return `${c}  ${f.json}?: ${t};\n`;
       // Unset messages and timestamps are null on the console and left out on the runtime API.

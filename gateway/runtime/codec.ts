@@ -18,6 +18,8 @@ const INT_RANGE = {
 
 const bad = (field: string, description: string, reason = 'INVALID_TYPE') => ApiError.invalid(field, reason, description);
 
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** "links[0].url" style paths. */
@@ -77,6 +79,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         const s = t.scalar;
         if (s === 'string') {
           if (typeof v !== 'string') throw bad(field, 'must be a string');
+          // JSON may spell an unpaired surrogate ("\ud800"); protobuf would carry it on as U+FFFD.
+          if (UNPAIRED_SURROGATE.test(v)) throw bad(field, 'must not contain unpaired surrogates', 'INVALID_CHARACTERS');
           return v;
         }
         if (s === 'bool') {
@@ -194,7 +198,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   /**
    * Message object → JSON. Non-optional scalars are always written (has_token: false
    * is information); repeated fields always, even empty. Unset optional scalars
-   * are left out. Unset messages are null on the console and left out on the runtime
+   * are left out, or null on the console when marked null_when_unset. Unset messages are null on the console and left out on the runtime
    * API (Telegram's habit of omitting what is absent).
    */
   function encodeValue(t: FieldType, v: unknown, surface: Surface): unknown {
@@ -220,7 +224,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   function encodeField(f: FieldSchema, v: unknown, surface: Surface): unknown {
     if (f.repeated) return ((v as unknown[] | undefined) ?? []).map((item) => encodeValue(f.type, item, surface));
     if (v === undefined || v === null) {
-      if (f.optional) return undefined;
+      if (f.optional) return f.nullWhenUnset && surface === 'console' ? null : undefined;
       if (f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask') {
         return surface === 'console' ? null : undefined;
       }

@@ -27,6 +27,8 @@ export interface FieldSchema {
   repeated: boolean;
   /** proto3 `optional`: presence is tracked, unset is undefined. */
   optional: boolean;
+  /** (botplatform.v1.null_when_unset): an unset optional field is null on the console, not left out. */
+  nullWhenUnset?: boolean;
 }
 
 export interface MessageSchema {

@@ -1,8 +1,10 @@
 /**
  * Account JWTs, verified with jose. One verifier per configuration: an HS256
  * secret, a PEM public key (RS256, ES256/384/512 or EdDSA, chosen from the key
- * itself) or a JWKS URL. `exp` and `sub` are required; `alg: none` and algorithm
- * confusion are refused because each verifier accepts only its key's algorithms.
+ * itself) or a JWKS URL. `exp` and `sub` are required, and every claim read is
+ * type-checked (a malformed one refuses the token, before any handler runs);
+ * `alg: none` and algorithm confusion are refused because each verifier accepts
+ * only its key's algorithms.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -55,6 +57,28 @@ function readPem(value: string): string {
   return value.includes('-----BEGIN') ? value.replace(/\\n/g, '\n') : fs.readFileSync(value, 'utf8');
 }
 
+/** Longest account id: the owner and account columns hold 191 characters. */
+export const MAX_ACCOUNT_ID_LENGTH = 191;
+
+// C0, DEL and C1 controls, and unpaired surrogates (which no database stores as sent).
+// eslint-disable-next-line no-control-regex
+const BAD_ACCOUNT_ID = /[\u0000-\u001f\u007f-\u009f\p{Cs}]/u;
+
+/**
+ * The account id a `sub` claim names: a string of 1 to 191 characters, without
+ * control characters or surrounding whitespace, so that two different claims are
+ * never one account (`1` and `"1"`, or "alice" and "alice " under MySQL's
+ * trailing-space padding). Anything else is not a credential.
+ */
+function accountIdOf(sub: unknown): string {
+  const refuse = (why: string) => ApiError.unauthenticated(`invalid account token: sub ${why}`);
+  if (typeof sub !== 'string' || sub === '') throw refuse('must be a non-empty string');
+  if ([...sub].length > MAX_ACCOUNT_ID_LENGTH) throw refuse(`must be at most ${MAX_ACCOUNT_ID_LENGTH} characters`);
+  if (BAD_ACCOUNT_ID.test(sub)) throw refuse('must not contain control characters or unpaired surrogates');
+  if (sub.trim() !== sub) throw refuse('must not begin or end with whitespace');
+  return sub;
+}
+
 export async function createAccountJwtVerifier(source: JwtKeySource, settings: JwtSettings): Promise<AccountJwtVerifier> {
   let key: Uint8Array | CryptoKey | JWTVerifyGetKey;
   let algorithms: string[];
@@ -101,9 +125,13 @@ export async function createAccountJwtVerifier(source: JwtKeySource, settings: J
         audience: settings.audience,
         requiredClaims: ['exp', 'sub'],
       });
-      const roles = Array.isArray(payload.roles) ? payload.roles.filter((r): r is string => typeof r === 'string') : [];
-      if (!payload.sub) throw ApiError.unauthenticated('invalid account token: empty sub');
-      return { kind: 'account', accountId: payload.sub, roles, expiresAt: payload.exp! * 1000 };
+      // jose has checked that exp, nbf and iat are numbers; sub and roles are ours to check.
+      const accountId = accountIdOf(payload.sub);
+      if (payload.roles !== undefined && !Array.isArray(payload.roles)) {
+        throw ApiError.unauthenticated('invalid account token: roles must be an array');
+      }
+      const roles = ((payload.roles ?? []) as unknown[]).filter((r): r is string => typeof r === 'string');
+      return { kind: 'account', accountId, roles, expiresAt: payload.exp! * 1000 };
     } catch (err) {
       if (err instanceof ApiError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw ApiError.unauthenticated('account token expired');

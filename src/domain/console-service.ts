@@ -162,10 +162,10 @@ export function createConsoleService(deps: ConsoleDeps) {
       const scopes = checkScopes(v, req.scopes);
       v.throwIfAny();
 
-      const id = `bot_${randomBase62(20)}`;
+      let created: BotRecord;
       try {
-        await deps.bots.insert({
-          id,
+        created = await deps.bots.insert({
+          id: `bot_${randomBase62(20)}`,
           ownerId: principal.accountId,
           name: req.name,
           username: req.username,
@@ -182,7 +182,7 @@ export function createConsoleService(deps: ConsoleDeps) {
         }
         throw err;
       }
-      return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, id))!) };
+      return { bot: toBotMessage(created) };
     },
 
     async listMyBots(principal: AccountPrincipal, req: ListMyBotsRequest): Promise<ListMyBotsResponse> {

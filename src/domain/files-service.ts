@@ -32,8 +32,6 @@ export interface FilesDeps {
 const CHECKSUM = /^[0-9a-fA-F]{64}$/;
 const REUSE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$/;
-// eslint-disable-next-line no-control-regex
-const BAD_NAME_CHARS = /[/\\\u0000-\u001f\u007f]/;
 const CHALLENGE_TTL_MS = 10 * 60_000;
 
 /**
@@ -139,11 +137,7 @@ export function createFilesService(deps: FilesDeps) {
       metadata: CallMetadata,
     ): Promise<UploadCredentials> {
       const v = new check.Violations();
-      if (!req.fileName) v.add('fileName', 'REQUIRED', 'is required');
-      else if (check.charLength(req.fileName) > 255) v.add('fileName', 'TOO_LONG', 'must be at most 255 characters');
-      else if (BAD_NAME_CHARS.test(req.fileName) || req.fileName === '.' || req.fileName === '..') {
-        v.add('fileName', 'INVALID_FORMAT', 'must be a plain file name, without path separators or control characters');
-      }
+      check.fileName(v, 'fileName', req.fileName, 255);
       if (!(req.fileSize >= 1 && req.fileSize <= deps.maxFileBytes)) {
         v.add('fileSize', 'OUT_OF_RANGE', `must be 1 to ${deps.maxFileBytes} bytes`);
       }

@@ -85,8 +85,7 @@ export function createMessagesService(deps: MessagesDeps) {
   return {
     async sendMessage(principal: BotPrincipal, req: { chatId: number; text: string; replyToMessageId?: number }): Promise<Message> {
       const v = new check.Violations();
-      if (!req.text) v.add('text', 'REQUIRED', 'is required');
-      else if (check.charLength(req.text) > 4096) v.add('text', 'TOO_LONG', 'must be 1 to 4096 characters');
+      check.messageText(v, 'text', req.text, 4096);
       checkTarget(v, req);
       v.throwIfAny();
       return send(principal, req, { text: req.text });

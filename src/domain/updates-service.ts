@@ -62,9 +62,13 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
   if (!m) return;
   if (!m.chat || !m.chat.id) v.add(`${field}.chat.id`, 'REQUIRED', 'is required');
   if (!m.from || !m.from.id) v.add(`${field}.from.id`, 'REQUIRED', 'is required');
-  if (m.text !== undefined && (m.text.length === 0 || check.charLength(m.text) > 4096)) {
+  if (m.text !== undefined && check.safeText(v, `${field}.text`, m.text) && (m.text.length === 0 || check.charLength(m.text) > 4096)) {
     v.add(`${field}.text`, 'INVALID_LENGTH', 'must be 1 to 4096 characters');
   }
+  check.optionalText(v, `${field}.caption`, m.caption, 1024);
+  check.safeText(v, `${field}.chat.type`, m.chat?.type);
+  check.safeText(v, `${field}.from.username`, m.from?.username);
+  check.safeText(v, `${field}.from.first_name`, m.from?.firstName);
 }
 
 export function createUpdatesService(deps: UpdatesDeps) {
@@ -168,10 +172,11 @@ export function createUpdatesService(deps: UpdatesDeps) {
     async createTestUpdate(principal: AccountPrincipal, req: { id: string; text: string; chatId?: number; from?: { id: number; isBot: boolean; username?: string; firstName?: string } }) {
       const bot = await approvedOwnBot(principal, req.id);
       const v = new check.Violations();
-      if (!req.text) v.add('text', 'REQUIRED', 'is required');
-      else if (check.charLength(req.text) > 4096) v.add('text', 'TOO_LONG', 'must be at most 4096 characters');
+      check.messageText(v, 'text', req.text, 4096);
       if (req.chatId !== undefined && req.chatId === 0) v.add('chat_id', 'INVALID_VALUE', 'must not be 0');
       if (req.from && !req.from.id) v.add('from.id', 'REQUIRED', 'is required');
+      check.optionalText(v, 'from.username', req.from?.username, 64, { singleLine: true });
+      check.optionalText(v, 'from.first_name', req.from?.firstName, 64, { singleLine: true });
       v.throwIfAny();
       const chatId = req.chatId ?? 100_000_001;
       const from = req.from ?? { id: chatId, isBot: false, username: 'test_user', firstName: 'Test' };

@@ -26,6 +26,25 @@ export const charLength = (s: string): number => [...s].length;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
+/**
+ * What no text of the interface may hold: U+0000 (which C strings, logs and some
+ * databases cut at) and unpaired surrogates (not Unicode: JSON can spell them as
+ * "\ud800", and every UTF-8 encoder on the way to storage or to gRPC replaces
+ * them, so the text kept would not be the text sent).
+ */
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u0000\p{Cs}]/u;
+
+/**
+ * Every free text of the interface passes here: true when it is safe, else one
+ * violation naming the field.
+ */
+export function safeText(v: Violations, field: string, value: string | undefined | null): boolean {
+  if (value === undefined || value === null || !UNSAFE.test(value)) return true;
+  v.add(field, 'INVALID_CHARACTERS', 'must not contain NUL characters or unpaired surrogates');
+  return false;
+}
+
 /** A required single-line text of 1..max characters. */
 export function requiredText(v: Violations, field: string, value: string | undefined, max: number): void {
   if (value === undefined || value.trim() === '') v.add(field, 'REQUIRED', 'is required');
@@ -40,9 +59,34 @@ export function optionalText(
   max: number,
   opts: { singleLine?: boolean } = {},
 ): void {
-  if (value === undefined || value === null) return;
+  if (value === undefined || value === null || !safeText(v, field, value)) return;
   if (charLength(value) > max) v.add(field, 'TOO_LONG', `must be at most ${max} characters`);
   else if (opts.singleLine && CONTROL.test(value)) v.add(field, 'INVALID_FORMAT', 'must not contain control characters');
+}
+
+/** A required message text of 1..max characters; line breaks are allowed. */
+export function messageText(v: Violations, field: string, value: string | undefined, max: number): void {
+  if (!value) v.add(field, 'REQUIRED', 'is required');
+  else if (safeText(v, field, value) && charLength(value) > max) v.add(field, 'TOO_LONG', `must be 1 to ${max} characters`);
+}
+
+/*
+ * Characters a file name may not hold, besides NUL and unpaired surrogates: path
+ * separators, C0 and C1 controls and DEL, line and paragraph separators, and the
+ * bidirectional controls (embeddings, overrides, isolates, LRM/RLM/ALM) that let
+ * "invoice\u202Egpj.exe" display as "invoiceexe.jpg".
+ */
+// eslint-disable-next-line no-control-regex
+const BAD_FILE_NAME_CHARS = /[/\\\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/;
+
+/** A plain file name of 1..max characters, displayed as it reads. */
+export function fileName(v: Violations, field: string, value: string, max: number): void {
+  if (!value) return v.add(field, 'REQUIRED', 'is required');
+  if (!safeText(v, field, value)) return;
+  if (charLength(value) > max) return v.add(field, 'TOO_LONG', `must be at most ${max} characters`);
+  if (BAD_FILE_NAME_CHARS.test(value) || value === '.' || value === '..') {
+    v.add(field, 'INVALID_FORMAT', 'must be a plain file name, without path separators, control characters or bidirectional controls');
+  }
 }
 
 const USERNAME = /^[a-z][a-z0-9_]*$/;
@@ -56,8 +100,10 @@ export function username(v: Violations, field: string, value: string | undefined
 
 /** An https URL with a host and no embedded credentials. */
 export function httpsUrl(v: Violations, field: string, value: string | undefined | null): void {
-  if (value === undefined || value === null) return;
+  if (value === undefined || value === null || !safeText(v, field, value)) return;
   if (value.length > 2048) return v.add(field, 'TOO_LONG', 'must be at most 2048 characters');
+  // The URL parser drops tabs and line breaks and trims controls: what is stored must be what is used.
+  if (CONTROL.test(value)) return v.add(field, 'INVALID_URL', 'must not contain control characters');
   let url: URL;
   try {
     url = new URL(value);
@@ -72,8 +118,8 @@ export function httpsUrl(v: Violations, field: string, value: string | undefined
 const EMAIL = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]{2,}$/;
 
 export function email(v: Violations, field: string, value: string | undefined): void {
-  if (value === undefined) return;
-  if (value.length > 254 || !EMAIL.test(value)) v.add(field, 'INVALID_FORMAT', 'must be an e-mail address');
+  if (value === undefined || !safeText(v, field, value)) return;
+  if (value.length > 254 || CONTROL.test(value) || !EMAIL.test(value)) v.add(field, 'INVALID_FORMAT', 'must be an e-mail address');
 }
 
 /** Page (default 1, at least 1) and limit (default 20, 1 to 100) of a listing. */

@@ -163,23 +163,30 @@ export function createBotsRepo(db: Db) {
   }
 
   return {
-    /** Inserts a pending application; a taken username surfaces as a unique violation. */
-    async insert(bot: NewBot, tx?: Tx): Promise<void> {
-      await q(tx).insert({
-        id: bot.id,
-        owner_id: bot.ownerId,
-        name: bot.name,
-        username: bot.username,
-        description: bot.description,
-        avatar: bot.avatar,
-        scopes: JSON.stringify(bot.scopes),
-        review_status: 'pending',
-        status: 'inactive',
-        delivery_mode: 'polling',
-        links: '[]',
-        command_menu: '[]',
-        created_at: bot.now,
-        updated_at: bot.now,
+    /**
+     * Inserts a pending application and reads it back, in one transaction: the
+     * bot exists as returned, or not at all. A taken username surfaces as a
+     * unique violation.
+     */
+    async insert(bot: NewBot): Promise<BotRecord> {
+      return db.transaction(async (tx) => {
+        await q(tx).insert({
+          id: bot.id,
+          owner_id: bot.ownerId,
+          name: bot.name,
+          username: bot.username,
+          description: bot.description,
+          avatar: bot.avatar,
+          scopes: JSON.stringify(bot.scopes),
+          review_status: 'pending',
+          status: 'inactive',
+          delivery_mode: 'polling',
+          links: '[]',
+          command_menu: '[]',
+          created_at: bot.now,
+          updated_at: bot.now,
+        });
+        return fromRow((await q(tx).where({ id: bot.id }).first())!);
       });
     },
 

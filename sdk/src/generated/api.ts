@@ -43,8 +43,8 @@ export interface Bot {
   status: BotStatus;
   /** Whether a token exists. */
   has_token: boolean;
-  /** The first 12 characters of the current token, for identification. */
-  token_prefix?: string;
+  /** The first 12 characters of the current token, for identification; null while the bot has no token. */
+  token_prefix: string | null;
   /** One-line description shown in lists, at most 120 characters. */
   short_description?: string;
   /** About text shown on the profile, at most 512 characters. */

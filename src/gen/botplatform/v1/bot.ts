@@ -153,7 +153,10 @@ export interface Bot {
   status: BotStatus;
   /** Whether a token exists. */
   hasToken: boolean;
-  /** The first 12 characters of the current token, for identification. */
+  /**
+   * The first 12 characters of the current token, for identification; null
+   * while the bot has no token.
+   */
   tokenPrefix?:
     | string
     | undefined;
