@@ -8,6 +8,7 @@ import * as updates from './20261121000002_updates.js';
 import * as deliveries from './20261121000003_deliveries.js';
 import * as messagesFiles from './20261121000004_messages_files.js';
 import * as limitsAndStats from './20261121000005_limits_and_stats.js';
+import * as outboxClaimsIngestKeys from './20261201000001_outbox_claims_ingest_keys.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -15,6 +16,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261121000003_deliveries': deliveries,
   '20261121000004_messages_files': messagesFiles,
   '20261121000005_limits_and_stats': limitsAndStats,
+  '20261201000001_outbox_claims_ingest_keys': outboxClaimsIngestKeys,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -146,19 +146,32 @@ async function startCore(
   const jwt = await createAccountJwtVerifier(source, config.auth);
   const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
 
-  const relay = createOutboxRelay(b.updates, b.bus, logger);
+  const waiters = createUpdateWaiters(b.bus, logger);
+  const relay = createOutboxRelay(b.updates, b.bus, logger, { onFailure: () => telemetry.relayFailure() });
   relay.start();
   closers.push(() => relay.stop());
-  const waiters = createUpdateWaiters(b.bus, logger);
   await waiters.start();
   telemetry.gauge('botplatform_long_polls_open', 'getUpdates calls waiting in this process', () => waiters.size());
+  telemetry.gauge('botplatform_outbox_backlog', 'Outbox messages committed but not yet published to the bus',
+    () => b.updates.outboxBacklog().catch(() => NaN));
+  // Why this core is degraded: the relay cannot publish, or the bus delivers nothing.
+  const degraded = () => [relay.problem(), b.bus.problem?.()].filter((r): r is string => Boolean(r));
+  // While the bus is degraded (and a while after), waiting polls re-read the database
+  // every second: updates committed by other instances may never be announced to them.
+  let recheckUntil = 0;
+  closers.push(every(1000, async () => {
+    if (degraded().length > 0) recheckUntil = Date.now() + 5000;
+    if (Date.now() < recheckUntil) waiters.recheckAll();
+  }, logger, 'long-poll recheck'));
   const groupWriter = createUpdateWriter(b.updates, () => relay.nudge());
   const writer: typeof groupWriter = {
     async write(items) {
       const outcomes = await groupWriter.write(items);
-      const counts = { stored: 0, filtered: 0, rejected: 0 };
-      for (const o of outcomes) counts['ok' in o ? 'stored' : 'filtered' in o ? 'filtered' : 'rejected']++;
+      const counts = { stored: 0, duplicate: 0, filtered: 0, rejected: 0 };
+      for (const o of outcomes) counts['ok' in o ? 'stored' : 'duplicate' in o ? 'duplicate' : 'filtered' in o ? 'filtered' : 'rejected']++;
       for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
+      // Polls waiting here are woken directly, not only through the bus.
+      waiters.committed(new Set(outcomes.flatMap((o) => ('ok' in o ? [o.ok.botId] : []))));
       return outcomes;
     },
   };
@@ -220,7 +233,7 @@ async function startCore(
     await b.limits.purgeCounters(Date.now() - 60_000);
     await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
   }, logger, 'limits and statistics sweep'));
-  return { core, localSecret, waiters };
+  return { core, localSecret, waiters, degraded };
 }
 
 async function startDispatcher(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry) {
@@ -264,6 +277,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     let http: FastifyInstance | undefined;
     let cancelInFlight: (() => void) | undefined;
     let ready: () => Promise<boolean> = async () => true;
+    let degraded: () => string[] = () => [];
 
     let endLongPolls = async () => {};
     // File bytes and URL signer, opened once and only by the roles that use them: the core
@@ -277,7 +291,9 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       ready = () => pingDb(backend.db).then(() => true, () => false);
       if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend, telemetry);
       if (config.role === 'all' || config.role === 'core') {
-        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend, telemetry, fileStore());
+        const started = await startCore(config, logger, closers, backend, telemetry, fileStore());
+        const { core, localSecret, waiters } = started;
+        degraded = started.degraded;
         endLongPolls = async () => waiters.close();
         app.core = core;
         app.localJwtSecret = localSecret;
@@ -303,7 +319,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     }
     if (http) {
       const server = http;
-      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight });
+      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight, degraded: () => degraded() });
       closers.push(() => lifecycle.close(config.shutdownTimeoutMs));
       // A deep accept queue: thousands of long-poll clients may reconnect at once.
       await server.listen({ host: config.host, port: config.port, backlog: 4096 });
