@@ -112,7 +112,7 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
     : createMemoryBus();
   closers.push(() => bus.close());
   const bots = createBotsRepo(db);
-  const updates = createUpdatesRepo(db);
+  const updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
   const webhooks = createWebhooksRepo(db);
   const deliveries = createDeliveriesRepo(db);
   const limits = createLimitsRepo(db);
@@ -225,8 +225,10 @@ async function startCore(
   // expired ones); unconfirmed updates after theirs.
   closers.push(every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
     () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
-  closers.push(every(Math.min(60_000, Math.max(1000, config.updateRetentionMs / 2)),
-    () => b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
+  closers.push(every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
+    await b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
+    await b.updates.purgeIngestKeys(Date.now());
+  }, logger, 'update retention sweep'));
   closers.push(every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'));
   // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
   closers.push(every(60_000, async () => {

@@ -32,7 +32,7 @@ describe('getUpdates under load', () => {
 
   it('concurrent polls with offsets and ingest for the same bots answer no 5xx and lose nothing', async () => {
     const ownerJwt = await h.jwt('load-owner');
-    const bots = [];
+    const bots: { id: string; token: string }[] = [];
     for (let i = 0; i < 6; i++) bots.push(await approvedBot(h, ownerJwt, `load_bot_${i}`));
     const statuses = new Map<number, number>();
     const received = new Map<string, number[]>(bots.map((b) => [b.id, []]));
