@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Private single-node Apache Kafka broker (KRaft, no ZooKeeper) for tests and CI. Its jars
 # come from Maven Central (scripts/kafka/pom.xml); Java and Maven are installed with apt if missing.
-# Usage: scripts/kafka.sh up|down|url
-#   up    fetch the jars once into $INFRA_DIR/kafka/libs, format $INFRA_DIR/kafka/data once,
-#         start the broker on 127.0.0.1:$KAFKA_PORT (controller on $KAFKA_CONTROLLER_PORT)
+# Usage: scripts/kafka.sh up [--reformat]|down|url
+#   up    fetch the jars once into $INFRA_DIR/kafka/libs, format $INFRA_DIR/kafka/data if it
+#         has never been formatted, start the broker on 127.0.0.1:$KAFKA_PORT (controller on
+#         $KAFKA_CONTROLLER_PORT) and wait up to $KAFKA_START_TIMEOUT seconds (default 180)
+#         for it to serve. Existing data (topics, committed offsets) is never deleted, even
+#         when the broker does not start on it, unless --reformat (or KAFKA_REFORMAT=1) is given.
 #   down  stop the broker started by `up` (data is kept, so the next `up` is quick)
 #   url   print the bootstrap address for TEST_KAFKA_BROKERS
 set -euo pipefail
@@ -19,6 +22,9 @@ PIDFILE="$DIR/kafka.pid"
 LOG="$DIR/server.log"   # log4j output
 OUT="$DIR/kafka.out"    # JVM stdout/stderr
 CLUSTER_ID="P8kF9uweSrmuhZHMCZYCZw"   # any valid base64url UUID; fixed so re-formats match
+START_TIMEOUT="${KAFKA_START_TIMEOUT:-180}"
+[[ "$START_TIMEOUT" =~ ^[0-9]+$ ]] || { echo "kafka: KAFKA_START_TIMEOUT must be a number of seconds" >&2; exit 2; }
+REFORMAT="${KAFKA_REFORMAT:-0}"
 read -r -a JAVA_OPTS <<<"${KAFKA_JAVA_OPTS:--Xms64m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20}"
 JAVA=(java "${JAVA_OPTS[@]}" -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
   -Dlog4j.configuration="file:$DIR/log4j.properties" -cp "$LIBS/*")
@@ -95,9 +101,21 @@ log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 EOF
 }
 
+# Formatted: by this script (.formatted) or by Kafka's storage tool (meta.properties).
+formatted() { [[ -f "$DATA/.formatted" || -f "$DATA/meta.properties" ]]; }
+
+# Formats an empty (or absent) data dir. Deletes existing data only when asked to (--reformat).
 format() {
+  if [[ -d "$DATA" && -n "$(ls -A "$DATA" 2>/dev/null)" ]]; then
+    if [[ "$REFORMAT" != 1 ]]; then
+      echo "kafka: $DATA holds data but is not marked as formatted; not touching it." >&2
+      echo "kafka: to delete it (topics and committed offsets) and format anew: $0 up --reformat" >&2
+      exit 1
+    fi
+    echo "kafka: --reformat: deleting $DATA (topics and committed offsets)"
+    rm -rf "$DATA"
+  fi
   echo "kafka: formatting $DATA"
-  rm -rf "$DATA"
   "${JAVA[@]}" kafka.tools.StorageTool format -t "$CLUSTER_ID" -c "$DIR/server.properties" \
     >"$DIR/format.log" 2>&1 || { cat "$DIR/format.log" >&2; exit 1; }
   touch "$DATA/.formatted"
@@ -111,8 +129,8 @@ stop_pid() { # SIGTERM, up to 30 s, then SIGKILL; returns once the process is go
   for _ in $(seq 20); do pid_alive "$1" || return 0; sleep 0.5; done
 }
 
-wait_ready() { # $1 = pid; fails if it dies or is not serving within 90 s
-  for _ in $(seq 180); do
+wait_ready() { # $1 = pid; fails if it dies or is not serving within $START_TIMEOUT s
+  for _ in $(seq $((START_TIMEOUT * 2))); do
     port_open && grep -qs "Kafka Server started" "$LOG" "$LOG".* && return 0
     pid_alive "$1" || return 1
     sleep 0.5
@@ -145,21 +163,18 @@ up() {
     stop_pid "$(cat "$PIDFILE")"
   fi
   rm -f "$PIDFILE"
-  local t0=$SECONDS fresh=0
-  [[ -f "$DATA/.formatted" ]] || { format; fresh=1; }
-  if ! start; then
-    if ((fresh)); then failed; fi
-    echo "kafka: did not start on the existing data (unclean stop?); wiping and retrying once" >&2
-    tail -n 20 "$LOG" "$OUT" >&2 || true
-    format
-    start || failed
-  fi
+  local t0=$SECONDS
+  if [[ "$REFORMAT" == 1 ]] || ! formatted; then format; fi
+  start || failed
   echo "kafka: up (Kafka $(version), pid $(cat "$PIDFILE"), started in $((SECONDS - t0)) s)"
 }
 
 failed() {
-  echo "kafka: broker did not come up (died, or not serving within 90 s); log tail follows" >&2
+  echo "kafka: broker did not come up (died, or not serving within $START_TIMEOUT s); log tail follows" >&2
   tail -n 80 "$LOG" "$OUT" >&2 || true
+  echo "kafka: the data in $DATA was kept. A slow recovery after an unclean stop may need longer:" >&2
+  echo "kafka:   KAFKA_START_TIMEOUT=600 $0 up" >&2
+  echo "kafka: to delete the data (topics and committed offsets) and start empty: $0 up --reformat" >&2
   exit 1
 }
 
@@ -177,8 +192,14 @@ down() {
 url() { echo "127.0.0.1:$PORT"; }
 
 case "${1:-}" in
-  up) up ;;
+  up)
+    case "${2:-}" in
+      --reformat) REFORMAT=1 ;;
+      "") ;;
+      *) echo "usage: $0 up [--reformat]" >&2; exit 2 ;;
+    esac
+    up ;;
   down) down ;;
   url) url ;;
-  *) echo "usage: $0 up|down|url" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--reformat]|down|url" >&2; exit 2 ;;
 esac

@@ -112,7 +112,7 @@ async function openBackend(config: Config, logger: Logger, closers: (() => Promi
     : createMemoryBus();
   closers.push(() => bus.close());
   const bots = createBotsRepo(db);
-  const updates = createUpdatesRepo(db);
+  const updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
   const webhooks = createWebhooksRepo(db);
   const deliveries = createDeliveriesRepo(db);
   const limits = createLimitsRepo(db);
@@ -147,19 +147,32 @@ async function startCore(
   const jwt = await createAccountJwtVerifier(source, config.auth);
   const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
 
-  const relay = createOutboxRelay(b.updates, b.bus, logger);
+  const waiters = createUpdateWaiters(b.bus, logger);
+  const relay = createOutboxRelay(b.updates, b.bus, logger, { onFailure: () => telemetry.relayFailure() });
   relay.start();
   closers.push(() => relay.stop());
-  const waiters = createUpdateWaiters(b.bus, logger);
   await waiters.start();
   telemetry.gauge('botplatform_long_polls_open', 'getUpdates calls waiting in this process', () => waiters.size());
+  telemetry.gauge('botplatform_outbox_backlog', 'Outbox messages committed but not yet published to the bus',
+    () => b.updates.outboxBacklog().catch(() => NaN));
+  // Why this core is degraded: the relay cannot publish, or the bus delivers nothing.
+  const degraded = () => [relay.problem(), b.bus.problem?.()].filter((r): r is string => Boolean(r));
+  // While the bus is degraded (and a while after), waiting polls re-read the database
+  // every second: updates committed by other instances may never be announced to them.
+  let recheckUntil = 0;
+  closers.push(every(1000, async () => {
+    if (degraded().length > 0) recheckUntil = Date.now() + 5000;
+    if (Date.now() < recheckUntil) waiters.recheckAll();
+  }, logger, 'long-poll recheck'));
   const groupWriter = createUpdateWriter(b.updates, () => relay.nudge());
   const writer: typeof groupWriter = {
     async write(items) {
       const outcomes = await groupWriter.write(items);
-      const counts = { stored: 0, filtered: 0, rejected: 0 };
-      for (const o of outcomes) counts['ok' in o ? 'stored' : 'filtered' in o ? 'filtered' : 'rejected']++;
+      const counts = { stored: 0, duplicate: 0, filtered: 0, rejected: 0 };
+      for (const o of outcomes) counts['ok' in o ? 'stored' : 'duplicate' in o ? 'duplicate' : 'filtered' in o ? 'filtered' : 'rejected']++;
       for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
+      // Polls waiting here are woken directly, not only through the bus.
+      waiters.committed(new Set(outcomes.flatMap((o) => ('ok' in o ? [o.ok.botId] : []))));
       return outcomes;
     },
   };
@@ -215,15 +228,17 @@ async function startCore(
   // expired ones); unconfirmed updates after theirs.
   closers.push(every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
     () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
-  closers.push(every(Math.min(60_000, Math.max(1000, config.updateRetentionMs / 2)),
-    () => b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs), logger, 'update retention sweep'));
+  closers.push(every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
+    await b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
+    await b.updates.purgeIngestKeys(Date.now());
+  }, logger, 'update retention sweep'));
   closers.push(every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'));
   // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
   closers.push(every(60_000, async () => {
     await b.limits.purgeCounters(Date.now() - 60_000);
     await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
   }, logger, 'limits and statistics sweep'));
-  return { core, localSecret, waiters };
+  return { core, localSecret, waiters, degraded };
 }
 
 async function startDispatcher(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry) {
@@ -267,6 +282,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     let http: FastifyInstance | undefined;
     let cancelInFlight: (() => void) | undefined;
     let ready: () => Promise<boolean> = async () => true;
+    let degraded: () => string[] = () => [];
 
     let endLongPolls = async () => {};
     // File bytes and URL signer, opened once and only by the roles that use them: the core
@@ -280,7 +296,9 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       ready = () => pingDb(backend.db).then(() => true, () => false);
       if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend, telemetry);
       if (config.role === 'all' || config.role === 'core') {
-        const { core, localSecret, waiters } = await startCore(config, logger, closers, backend, telemetry, fileStore());
+        const started = await startCore(config, logger, closers, backend, telemetry, fileStore());
+        const { core, localSecret, waiters } = started;
+        degraded = started.degraded;
         endLongPolls = async () => waiters.close();
         app.core = core;
         app.localJwtSecret = localSecret;
@@ -311,7 +329,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
     }
     if (http) {
       const server = http;
-      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight });
+      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight, degraded: () => degraded() });
       closers.push(() => lifecycle.close(config.shutdownTimeoutMs));
       // A deep accept queue: thousands of long-poll clients may reconnect at once.
       await server.listen({ host: config.host, port: config.port, backlog: 4096 });

@@ -107,6 +107,7 @@ const schema = z
     KAFKA_CLIENT_ID: z.string().regex(/^[A-Za-z0-9._-]+$/).default('botplatform'),
     INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
     UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+    INGEST_IDEMPOTENCY_WINDOW: duration('24h').refine((ms) => ms >= 1000 && ms <= 30 * 86_400_000, 'must be from 1s to 30d'),
     WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
       'must be a comma-separated list of IPs or CIDR ranges',
@@ -190,6 +191,8 @@ export interface Config {
   /** Credential of internal services; created in DATA_DIR when unset. */
   internalApiToken?: string;
   updateRetentionMs: number;
+  /** How long an ingest idempotency key is remembered. */
+  ingestIdempotencyWindowMs: number;
   webhookAllowedCidrs: string[];
   webhookAllowedPorts: number[];
   platformEgressIps: string[];
@@ -266,6 +269,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     kafkaClientId: c.KAFKA_CLIENT_ID,
     internalApiToken: c.INTERNAL_API_TOKEN,
     updateRetentionMs: c.UPDATE_RETENTION,
+    ingestIdempotencyWindowMs: c.INGEST_IDEMPOTENCY_WINDOW,
     webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
     webhookAllowedPorts: c.WEBHOOK_ALLOWED_PORTS,
     platformEgressIps: list(c.PLATFORM_EGRESS_IPS),

@@ -7,6 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InternalServiceClient, type IngestUpdatesResponse } from '../src/gen/botplatform/v1/internal_service.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+import { until } from './helpers/until.js';
 
 describe('updates', () => {
   let h: Harness;
@@ -300,6 +301,57 @@ describe('updates', () => {
       expect(got.map((u: { update_seq: number }) => u.update_seq)).toEqual([1, 2]);
       const info = await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token: a.token });
       expect(info.body.result).toMatchObject({ allowed_updates: ['message'], delivery_mode: 'polling', url: '', pending_update_count: 2 });
+    });
+
+    const pendingOf = async (token: string) =>
+      (await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token })).body.result.pending_update_count as number;
+
+    it('a batch retried after its call timed out answers the same ids and creates nothing new', async () => {
+      const a = await approvedBot(h, ownerJwt, 'ingest_retry_a');
+      const b = await approvedBot(h, ownerJwt, 'ingest_retry_b');
+      const batch = Array.from({ length: 400 }, (_, i) => ({
+        botId: i % 2 ? b.id : a.id, message: message(`m${i}`), idempotencyKey: `source-msg-${i}`,
+      }));
+      // The producer gives up first (a deadline far shorter than the commit takes)...
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+      const timedOut = await new Promise<grpc.ServiceError | null>((resolve) =>
+        internal.ingestUpdates({ updates: batch } as never, md, { deadline: Date.now() + 2 }, (err) => resolve(err)));
+      expect(timedOut?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+      // ...the batch may be committed all the same (as it was here, once the core got it)...
+      await until(() => pendingOf(a.token), (n) => n === 200, 5000);
+      // ...and the producer retries it, as gRPC clients should.
+      const retried = await ingest(batch);
+      expect(retried.results.map((r) => r.updateSeq)).toEqual(batch.map((_, i) => Math.floor(i / 2) + 1));
+      expect(await pendingOf(a.token)).toBe(200);
+      expect(await pendingOf(b.token)).toBe(200);
+      // Once more: the very same ids, each flagged a duplicate.
+      const again = await ingest(batch);
+      expect(again.results).toEqual(retried.results.map((r) => ({ ...r, duplicate: true })));
+      expect(await pendingOf(a.token)).toBe(200);
+    });
+
+    it('a key repeated within one batch gets one update; other bots and unkeyed updates are unaffected', async () => {
+      const a = await approvedBot(h, ownerJwt, 'ingest_key_a');
+      const b = await approvedBot(h, ownerJwt, 'ingest_key_b');
+      const res = await ingest([
+        { botId: a.id, message: message('one'), idempotencyKey: 'k1' },
+        { botId: a.id, message: message('one again'), idempotencyKey: 'k1' },
+        { botId: b.id, message: message('same key, other bot'), idempotencyKey: 'k1' },
+        { botId: a.id, message: message('no key') },
+        { botId: a.id, message: message('no key') },
+      ]);
+      expect(res.results.map((r) => [r.updateSeq, r.duplicate])).toEqual([[1, false], [1, true], [1, false], [2, false], [3, false]]);
+      expect(res.results[1]!.updateId).toBe(res.results[0]!.updateId);
+      const got = (await poll(a.token)).body.result;
+      expect(got.map((u: { message: { text: string } }) => u.message.text)).toEqual(['one', 'no key', 'no key']);
+      // Confirmed updates keep their key: a late retry still creates nothing.
+      await poll(a.token, { offset: 4 });
+      const late = await ingest([{ botId: a.id, message: message('one'), idempotencyKey: 'k1' }]);
+      expect(late.results[0]).toMatchObject({ updateId: res.results[0]!.updateId, updateSeq: 1, duplicate: true });
+      expect((await poll(a.token, { offset: 4 })).body.result).toEqual([]);
+      await expect(ingest([{ botId: a.id, message: message('x'), idempotencyKey: 'k'.repeat(129) }]))
+        .rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: expect.stringContaining('idempotency_key') });
     });
   });
 

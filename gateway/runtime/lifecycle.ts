@@ -24,7 +24,13 @@ const IDLE_CLOSE_MS = 1000;
 
 export function addLifecycle(
   app: FastifyInstance,
-  opts: { ready: () => Promise<boolean>; telemetry: Telemetry; cancelInFlight?: () => void },
+  opts: {
+    ready: () => Promise<boolean>;
+    telemetry: Telemetry;
+    cancelInFlight?: () => void;
+    /** Why the service is degraded (serving, but e.g. the bus is down), if it is. */
+    degraded?: () => string[];
+  },
 ): Lifecycle {
   let draining = false;
   // Per open connection: requests in flight, and when it last did anything.
@@ -47,7 +53,10 @@ export function addLifecycle(
 
   app.get('/healthz', async (_request, reply) => {
     const ok = !draining && (await opts.ready().catch(() => false));
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable' });
+    if (!ok) return reply.code(503).send({ status: 'unavailable' });
+    // Degraded still answers 200: the instance serves (from the database), it should stay in rotation.
+    const reasons = opts.degraded?.() ?? [];
+    return reply.code(200).send(reasons.length > 0 ? { status: 'degraded', reasons } : { status: 'ok' });
   });
   if (opts.telemetry.enabled) {
     app.get('/metrics', async (_request, reply) => {

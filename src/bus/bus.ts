@@ -25,6 +25,11 @@ export interface Bus {
    * not rely on the group's messages alone.
    */
   subscribeGroup(group: string, topics: string[], handler: (keys: string[]) => void): Promise<void>;
+  /**
+   * Why the bus is not delivering right now (e.g. the broker is unreachable), or
+   * undefined. Subscribers may miss messages meanwhile and should read the database.
+   */
+  problem?(): string | undefined;
   close(): Promise<void>;
 }
 

@@ -28,7 +28,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       if (level <= logLevel.ERROR) log.error(extra, message);
       else log.warn(extra, message);
     },
-    retry: { retries: 8, initialRetryTime: 100 },
+    // Reconnects (after a broker outage) are tried at least every 2 s, not backed off to 30 s.
+    retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 2000 },
   });
 
   const admin = kafka.admin();
@@ -49,9 +50,17 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   // Not idempotent with one request in flight: that would queue every control signal
   // behind every outbox batch. The outbox relay awaits each batch (its own order);
   // consumers rely on ids in the messages, not on their arrival order.
-  const producer: Producer = kafka.producer({ allowAutoTopicCreation: false });
+  // Fails fast with the broker down (a few short retries, not the client's eight):
+  // the relay backs off and tries again, and nothing waits on it meanwhile.
+  const producer: Producer = kafka.producer({
+    allowAutoTopicCreation: false,
+    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },
+  });
   await producer.connect();
   const consumers: Consumer[] = [];
+  /** When each fan-out consumer last completed a fetch (it fetches every few ms while the broker answers). */
+  const lastFetch = new Map<Consumer, number>();
+  const STALL_MS = 3000;
 
   /** Reports the consumer's lag per partition as each batch ends (kafkajs computes it from the high watermark). */
   const watchLag = (consumer: Consumer, group: string) => {
@@ -81,6 +90,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       });
       await consumer.connect();
       watchLag(consumer, 'fanout');
+      lastFetch.set(consumer, Date.now());
+      consumer.on(consumer.events.FETCH, () => lastFetch.set(consumer, Date.now()));
       for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
       let joined: () => void;
       const ready = new Promise<void>((r) => (joined = r));
@@ -113,6 +124,12 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         },
       }).catch((err) => log.error({ err, group }, 'consumer group stopped'));
       consumers.push(consumer);
+    },
+
+    problem() {
+      const now = Date.now();
+      const stalled = Math.max(0, ...[...lastFetch.values()].map((at) => now - at));
+      return stalled > STALL_MS ? `kafka: no fetch from the broker for ${Math.round(stalled / 1000)} s` : undefined;
     },
 
     async close() {

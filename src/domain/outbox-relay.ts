@@ -1,17 +1,43 @@
 /**
  * Publishes committed outbox messages to the bus and deletes them once the bus has
- * them: at least once, in commit order. Nudged right after each commit; also
- * polls, so messages left by a process that died after its commit go out too.
+ * them: at least once, oldest first. Nudged right after each commit; also polls, so
+ * messages left by a process that died after its commit go out too.
+ *
+ * The bus is not the system of record: a batch is claimed in a short transaction,
+ * published outside any transaction (with a time limit), then deleted. While the bus
+ * is down, ingest goes on committing (the outbox grows), the relay retries with a
+ * short backoff and reports itself degraded, and catches up when the bus returns.
  */
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 
-export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, pollMs = 250) {
+export interface OutboxRelayOptions {
+  pollMs?: number;
+  batch?: number;
+  /** A publish not acknowledged within this long counts as failed (the batch goes out again). */
+  publishTimeoutMs?: number;
+  /** Longest wait between attempts while publishing fails. */
+  maxBackoffMs?: number;
+  /** Told of each failed publish (a counter in /metrics). */
+  onFailure?: () => void;
+  /** Told when publishing works again after failing. */
+  onRecovered?: () => void;
+}
+
+export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, opts: OutboxRelayOptions = {}) {
+  const pollMs = opts.pollMs ?? 250;
+  const batch = opts.batch ?? 500;
+  const publishTimeoutMs = opts.publishTimeoutMs ?? 3000;
+  const maxBackoffMs = opts.maxBackoffMs ?? 1000;
+  // A claim outlives a publish attempt, so two relays do not publish one batch at once.
+  const leaseMs = publishTimeoutMs * 2 + 5000;
   let running = false;
   let wake: (() => void) | null = null;
   let nudged = false;
   let loop: Promise<void> | null = null;
+  /** Why the last publish failed, while it keeps failing. */
+  let failing: { reason: string; since: number } | null = null;
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -24,21 +50,55 @@ export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, p
       wake = done;
     });
 
+  function publishWithin(messages: { topic: string; key: string; value: string }[]): Promise<void> {
+    let timer: NodeJS.Timeout;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`bus did not acknowledge within ${publishTimeoutMs} ms`)), publishTimeoutMs);
+    });
+    return Promise.race([bus.publish(messages), timeout]).finally(() => clearTimeout(timer));
+  }
+
+  /** One round: claim, publish, delete. Returns how many messages went out. */
+  async function round(): Promise<number> {
+    const claimed = await repo.claimOutbox(batch, Date.now(), leaseMs);
+    if (claimed.length === 0) return 0;
+    const ids = claimed.map((m) => m.id);
+    try {
+      await publishWithin(claimed.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })));
+    } catch (err) {
+      // Back to the outbox at once: the next attempt (any relay's) takes them again.
+      await repo.releaseOutbox(ids).catch(() => {});
+      throw Object.assign(err as Error, { relayStage: 'publish' });
+    }
+    if (failing) {
+      logger.info({ downForMs: Date.now() - failing.since }, 'outbox relay: publishing again');
+      failing = null;
+      opts.onRecovered?.();
+    }
+    // Published: a failure to delete only means they go out again after the claim lapses.
+    await repo.deleteOutbox(ids);
+    return claimed.length;
+  }
+
   async function run() {
     let backoff = 0;
     while (running) {
       nudged = false;
       try {
-        const n = await repo.relayOutbox(500, (messages) =>
-          bus.publish(messages.map((m) => ({ topic: m.topic, key: m.key, value: m.payload }))),
-        );
+        const n = await round();
         backoff = 0;
-        if (n === 500 || nudged) continue;
+        if (n === batch || nudged) continue;
         await sleep(pollMs);
       } catch (err) {
-        backoff = Math.min(5000, backoff ? backoff * 2 : 200);
-        logger.warn({ err, retryInMs: backoff }, 'outbox relay: publish failed; will retry');
-        await sleep(backoff);
+        const e = err as Error & { relayStage?: string };
+        if (e.relayStage === 'publish') {
+          opts.onFailure?.();
+          if (!failing) failing = { reason: e.message, since: Date.now() };
+          else failing.reason = e.message;
+        }
+        backoff = Math.min(maxBackoffMs, backoff ? backoff * 2 : 100);
+        logger.warn({ err, retryInMs: backoff }, e.relayStage === 'publish' ? 'outbox relay: publish failed; will retry' : 'outbox relay: database step failed; will retry');
+        if (running) await sleep(backoff);
       }
     }
   }
@@ -52,6 +112,10 @@ export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, p
     nudge() {
       nudged = true;
       wake?.();
+    },
+    /** Why the relay cannot publish, while it cannot; undefined when it can. */
+    problem(): string | undefined {
+      return failing ? `outbox relay cannot publish since ${new Date(failing.since).toISOString()}: ${failing.reason}` : undefined;
     },
     async stop() {
       running = false;

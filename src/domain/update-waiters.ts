@@ -44,14 +44,19 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     if (s.type === 'mode' && s.mode === 'webhook') w.end(webhookActive());
   }
 
+  /** Something may have arrived for the bot: its waiter reads again (a duplicate costs one read). */
+  function poke(botId: string) {
+    const w = waiters.get(botId);
+    if (w) {
+      w.dirty = true;
+      w.wake?.();
+    }
+  }
+
   async function start() {
     await bus.subscribeAll([UPDATES_TOPIC, CONTROL_TOPIC], (m: BusMessage) => {
       if (m.topic === UPDATES_TOPIC) {
-        const w = waiters.get(m.key);
-        if (w) {
-          w.dirty = true;
-          w.wake?.();
-        }
+        poke(m.key);
         return;
       }
       const signal = JSON.parse(m.value) as ControlSignal;
@@ -136,9 +141,23 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       };
     },
 
-    /** Tells every instance the bot changed delivery mode (ends its long polls on webhook). */
+    /**
+     * Tells every instance the bot changed delivery mode (ends its long polls on webhook).
+     * Done here at once; other instances hear of it when the bus takes the signal (a bus
+     * outage does not fail the call that changed the mode).
+     */
     modeChanged(botId: string, mode: 'webhook' | 'polling') {
-      return signal({ type: 'mode', botId, mode });
+      return signal({ type: 'mode', botId, mode }).catch((err) => logger.warn({ err, botId }, 'mode signal not published'));
+    },
+
+    /** Updates of these bots were committed by this process: their waiters here read again, bus or no bus. */
+    committed(botIds: Iterable<string>) {
+      for (const botId of botIds) poke(botId);
+    },
+
+    /** Every waiter reads again (the bus may have missed updates committed by other instances). */
+    recheckAll() {
+      for (const botId of waiters.keys()) poke(botId);
     },
 
     /** How many long polls this process holds. */

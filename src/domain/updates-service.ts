@@ -144,6 +144,9 @@ export function createUpdatesService(deps: UpdatesDeps) {
         }
         checkMessage(v, `updates[${i}].message`, u.message);
         checkMessage(v, `updates[${i}].edited_message`, u.editedMessage);
+        if (u.idempotencyKey && check.charLength(u.idempotencyKey) > 128) {
+          v.add(`updates[${i}].idempotency_key`, 'INVALID_LENGTH', 'must be at most 128 characters');
+        }
       });
       v.throwIfAny();
       // Unknown or unapproved bots refuse the whole request before anything is written.
@@ -156,12 +159,16 @@ export function createUpdatesService(deps: UpdatesDeps) {
       const at = Math.floor(now() / 1000);
       const outcomes = await deps.writer.write(req.updates.map((u) => {
         const m = (u.message ?? u.editedMessage)!;
-        return { botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }) };
+        return {
+          botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }),
+          idempotencyKey: u.idempotencyKey || undefined,
+        };
       }));
       return {
         results: outcomes.map((o, i) => {
-          if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false };
-          if ('filtered' in o) return { updateId: 0, updateSeq: 0, filtered: true };
+          if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false, duplicate: false };
+          if ('duplicate' in o) return { updateId: o.duplicate.updateId, updateSeq: o.duplicate.updateSeq, filtered: false, duplicate: true };
+          if ('filtered' in o) return { updateId: 0, updateSeq: 0, filtered: true, duplicate: false };
           refuseOutcome(o, `updates[${i}].bot_id`);
           throw new Error('unreachable');
         }),

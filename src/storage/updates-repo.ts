@@ -3,7 +3,7 @@
  * and the bus message announcing it commit in one transaction, so nothing is
  * published that was not committed and nothing committed goes unannounced.
  */
-import { isMysql, transaction, type Db, type Tx } from './db.js';
+import { isDeadlockOrLockWait, isMysql, retryingDeadlocks, transaction, type Db, type Tx } from './db.js';
 import { newDeliveryId } from './deliveries-repo.js';
 
 export interface NewUpdate {
@@ -11,6 +11,12 @@ export interface NewUpdate {
   kind: string;
   /** The message as it is on the JSON wire, without update ids; message_id 0 means "assign the bot's next". */
   message: Record<string, unknown>;
+  /**
+   * The producer's identity of the update (e.g. the source's message id), unique per
+   * bot: an update whose key was ingested within the window is not stored again, it
+   * answers the ids it got then.
+   */
+  idempotencyKey?: string;
 }
 
 export interface StoredUpdate {
@@ -29,8 +35,12 @@ export interface OutboxMessage {
   payload: string;
 }
 
-/** Per item: its stored update, or why it was not stored. */
-export type IngestOutcome = { ok: StoredUpdate } | { filtered: true } | { error: 'NO_BOT' | 'NOT_APPROVED' };
+/** Per item: its stored update, the ids it already had (a known idempotency key), or why it was not stored. */
+export type IngestOutcome =
+  | { ok: StoredUpdate }
+  | { duplicate: { updateId: number; updateSeq: number } }
+  | { filtered: true }
+  | { error: 'NO_BOT' | 'NOT_APPROVED' };
 
 export const UPDATES_TOPIC = 'botplatform.updates';
 
@@ -56,8 +66,14 @@ export function deliveryRow(u: Pick<StoredUpdate, 'updateId' | 'updateSeq' | 'ki
   };
 }
 
-export function createUpdatesRepo(db: Db) {
+export interface UpdatesRepoOptions {
+  /** How long an ingest idempotency key is remembered (ms). */
+  idempotencyWindowMs?: number;
+}
+
+export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
   const mysql = isMysql(db);
+  const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
 
   /** Takes n ids from the platform-wide counter. */
   async function takeIds(tx: Tx, n: number): Promise<number> {
@@ -88,6 +104,47 @@ export function createUpdatesRepo(db: Db) {
             outcomes[i] = { filtered: true };
           } else accepted.push(i);
         });
+        // Updates whose idempotency key is known (within the window) answer the ids they got
+        // then; a key repeated in this batch answers the ids of its first update. The bots'
+        // rows are locked: no concurrent ingest of theirs can add the same key meanwhile.
+        const keyed = accepted.filter((i) => items[i]!.idempotencyKey);
+        const repeats: [number, number][] = []; // [item, the item it repeats]
+        const staleKeys: { botId: string; key: string }[] = [];
+        if (keyed.length > 0) {
+          const known = new Map<string, { updateId: number; updateSeq: number; fresh: boolean }>();
+          const byBot = new Map<string, string[]>();
+          for (const i of keyed) byBot.set(items[i]!.botId, [...(byBot.get(items[i]!.botId) ?? []), items[i]!.idempotencyKey!]);
+          for (const [botId, keys] of byBot) {
+            for (let k = 0; k < keys.length; k += 200) {
+              const found = await tx('ingest_keys').where({ bot_id: botId }).whereIn('idempotency_key', keys.slice(k, k + 200))
+                .select('idempotency_key', 'update_id', 'update_seq', 'created_at');
+              for (const r of found) {
+                known.set(`${botId}\n${r.idempotency_key}`, {
+                  updateId: Number(r.update_id), updateSeq: Number(r.update_seq), fresh: Number(r.created_at) >= now - idempotencyWindowMs,
+                });
+              }
+            }
+          }
+          const first = new Map<string, number>();
+          const fresh: number[] = [];
+          for (const i of accepted) {
+            const item = items[i]!;
+            if (!item.idempotencyKey) {
+              fresh.push(i);
+              continue;
+            }
+            const id = `${item.botId}\n${item.idempotencyKey}`;
+            const hit = known.get(id);
+            if (hit?.fresh) outcomes[i] = { duplicate: { updateId: hit.updateId, updateSeq: hit.updateSeq } };
+            else if (first.has(id)) repeats.push([i, first.get(id)!]);
+            else {
+              first.set(id, i);
+              fresh.push(i);
+              if (hit) staleKeys.push({ botId: item.botId, key: item.idempotencyKey });
+            }
+          }
+          accepted.splice(0, accepted.length, ...fresh);
+        }
         if (accepted.length === 0) return outcomes;
 
         let nextId = await takeIds(tx, accepted.length);
@@ -151,6 +208,17 @@ export function createUpdatesRepo(db: Db) {
           await tx('outbox').insert(outbox.slice(k, k + 200));
         }
         for (let k = 0; k < deliveries.length; k += 200) await tx('deliveries').insert(deliveries.slice(k, k + 200));
+        for (const [i, of] of repeats) {
+          const { updateId, updateSeq } = (outcomes[of] as { ok: StoredUpdate }).ok;
+          outcomes[i] = { duplicate: { updateId, updateSeq } };
+        }
+        // Keys past the window are forgotten (the retention sweep may not have run yet).
+        for (const { botId, key } of staleKeys) await tx('ingest_keys').where({ bot_id: botId, idempotency_key: key }).delete();
+        const keyRows = accepted.filter((i) => items[i]!.idempotencyKey).map((i) => {
+          const { ok } = outcomes[i] as { ok: StoredUpdate };
+          return { bot_id: ok.botId, idempotency_key: items[i]!.idempotencyKey!, update_id: ok.updateId, update_seq: ok.updateSeq, created_at: now };
+        });
+        for (let k = 0; k < keyRows.length; k += 200) await tx('ingest_keys').insert(keyRows.slice(k, k + 200));
         // In key order, so concurrent ingests lock chat rows in the same order.
         const chatRows = [...chats.values()].sort((a, b) => a.bot_id.localeCompare(b.bot_id) || a.chat_id - b.chat_id);
         for (let k = 0; k < chatRows.length; k += 200) {
@@ -181,9 +249,21 @@ export function createUpdatesRepo(db: Db) {
       }));
     },
 
-    /** Confirms (forgets) every update of the bot below update_seq `below`. */
+    /**
+     * Confirms (forgets) every update of the bot below update_seq `below`. Deleted by
+     * primary key (found by a plain read), so the delete takes no gap locks on the
+     * bot's sequence that a concurrent ingest would wait on; a deadlock victim is
+     * run again.
+     */
     async confirmBelow(botId: string, below: number): Promise<number> {
-      return db('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below).delete();
+      let total = 0;
+      for (;;) {
+        const ids = (await db('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below)
+          .orderBy('update_seq', 'asc').limit(1000).pluck('update_id')) as number[];
+        if (ids.length === 0) return total;
+        total += await retryingDeadlocks(() => db('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
+        if (ids.length < 1000) return total;
+      }
     },
 
     async pendingCount(botId: string): Promise<number> {
@@ -203,25 +283,46 @@ export function createUpdatesRepo(db: Db) {
       for (;;) {
         const ids = (await db('updates').where('created_at', '<', before).limit(1000).pluck('update_id')) as number[];
         if (ids.length === 0) return total;
-        total += await db('updates').whereIn('update_id', ids).delete();
+        total += await retryingDeadlocks(() => db('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
       }
     },
 
+    /** Forgets ingest idempotency keys past their window (swept often: each run has a few minutes' worth). */
+    async purgeIngestKeys(now: number): Promise<number> {
+      return retryingDeadlocks(() => db('ingest_keys').where('created_at', '<', now - idempotencyWindowMs).delete(), 5, isDeadlockOrLockWait);
+    },
+
     /**
-     * Runs `publish` on the oldest outbox messages and deletes them once it
-     * resolves. On MySQL the rows stay locked (SKIP LOCKED) meanwhile, so several
-     * relays share the outbox; SQLite has one writer and one process.
+     * Claims the oldest unclaimed outbox messages until `now + leaseMs`, in a short
+     * transaction of its own: publishing happens outside any transaction, and no
+     * ingest waits on it. Several relays (one per core) claim disjoint batches; a claim
+     * whose relay died lapses, and the batch goes out again (at least once).
      */
-    async relayOutbox(limit: number, publish: (messages: OutboxMessage[]) => Promise<void>): Promise<number> {
-      return db.transaction(async (tx) => {
-        let q = tx('outbox').orderBy('id', 'asc').limit(limit).select('id', 'topic', 'msg_key', 'payload');
+    async claimOutbox(limit: number, now: number, leaseMs: number): Promise<OutboxMessage[]> {
+      return retryingDeadlocks(() => db.transaction(async (tx) => {
+        let q = tx('outbox').where('claimed_until', '<', now).orderBy('id', 'asc').limit(limit).select('id', 'topic', 'msg_key', 'payload');
         if (mysql) q = q.forUpdate().skipLocked();
         const rows = await q;
-        if (rows.length === 0) return 0;
-        await publish(rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload })));
-        await tx('outbox').whereIn('id', rows.map((r) => r.id)).delete();
-        return rows.length;
-      });
+        if (rows.length > 0) await tx('outbox').whereIn('id', rows.map((r) => r.id)).update({ claimed_until: now + leaseMs });
+        return rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload }));
+        // Read committed: the claim locks the rows it takes, not the gap new outbox rows go into.
+      }, mysql ? { isolationLevel: 'read committed' } : undefined), 5, isDeadlockOrLockWait);
+    },
+
+    /** Deletes published outbox messages. */
+    async deleteOutbox(ids: number[]): Promise<void> {
+      await retryingDeadlocks(() => db('outbox').whereIn('id', ids).delete(), 5, isDeadlockOrLockWait);
+    },
+
+    /** Gives claimed messages back (their publish failed), for the next attempt by any relay. */
+    async releaseOutbox(ids: number[]): Promise<void> {
+      await retryingDeadlocks(() => db('outbox').whereIn('id', ids).update({ claimed_until: 0 }), 5, isDeadlockOrLockWait);
+    },
+
+    /** Outbox messages not yet published (claimed or not). */
+    async outboxBacklog(): Promise<number> {
+      const [{ n }] = (await db('outbox').count({ n: '*' })) as [{ n: number | string }];
+      return Number(n);
     },
   };
 }

@@ -22,8 +22,10 @@ export interface Telemetry {
   limited(limit: string): void;
   /** Consumer lag of one partition, from the last batch the consumer handled. */
   kafkaLag(group: string, topic: string, partition: number, lag: number): void;
+  /** A publish of the outbox relay that failed (bus down or slow). */
+  relayFailure(): void;
   /** A gauge read when scraped. */
-  gauge(name: string, help: string, read: () => number): void;
+  gauge(name: string, help: string, read: () => number | Promise<number>): void;
   /** The exposition text and its content type. */
   render(): Promise<{ contentType: string; body: string }>;
 }
@@ -32,7 +34,7 @@ export function createTelemetry(enabled: boolean): Telemetry {
   if (!enabled) {
     const noop = () => {};
     return {
-      enabled: false, rpc: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, kafkaLag: noop, gauge: noop,
+      enabled: false, rpc: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, kafkaLag: noop, relayFailure: noop, gauge: noop,
       render: async () => ({ contentType: 'text/plain', body: '' }),
     };
   }
@@ -46,6 +48,7 @@ export function createTelemetry(enabled: boolean): Telemetry {
   const attempts = new client.Counter({ name: 'botplatform_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome (succeeded, failed, dead_letter)', labelNames: ['outcome'], registers: [registry] });
   const attemptSeconds = new client.Histogram({ name: 'botplatform_webhook_attempt_duration_seconds', help: 'Latency of webhook delivery attempts', labelNames: ['outcome'], buckets: LATENCY_BUCKETS, registers: [registry] });
   const limited = new client.Counter({ name: 'botplatform_rate_limited_total', help: 'Runtime calls refused by a rate limit or quota, by limit', labelNames: ['limit'], registers: [registry] });
+  const relayFailures = new client.Counter({ name: 'botplatform_outbox_relay_failures_total', help: 'Outbox batches the relay could not publish to the bus (retried)', registers: [registry] });
   const lag = new client.Gauge({ name: 'botplatform_kafka_consumer_lag', help: 'Messages behind the partition end, as of the last batch handled', labelNames: ['group', 'topic', 'partition'], registers: [registry] });
 
   return {
@@ -66,8 +69,9 @@ export function createTelemetry(enabled: boolean): Telemetry {
     },
     limited: (limit) => limited.inc({ limit }),
     kafkaLag: (group, topic, partition, value) => lag.set({ group, topic, partition: String(partition) }, value),
+    relayFailure: () => relayFailures.inc(),
     gauge(name, help, read) {
-      new client.Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+      new client.Gauge({ name, help, registers: [registry], async collect() { this.set(await read()); } });
     },
     async render() {
       return { contentType: registry.contentType, body: await registry.metrics() };

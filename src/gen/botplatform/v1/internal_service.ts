@@ -29,7 +29,17 @@ export interface IncomingUpdate {
     | Message
     | undefined;
   /** An edited message. */
-  editedMessage: Message | undefined;
+  editedMessage:
+    | Message
+    | undefined;
+  /**
+   * Optional: the producer's identity of the update (e.g. the source's message id), 1 to
+   * 128 characters, unique per bot. An update whose key this bot already had within the
+   * idempotency window (INGEST_IDEMPOTENCY_WINDOW, 24 h by default) is not stored again:
+   * it answers the update_id and update_seq it got then, so a retried batch (after
+   * DEADLINE_EXCEEDED or UNAVAILABLE) creates nothing new.
+   */
+  idempotencyKey?: string | undefined;
 }
 
 /** IngestUpdatesRequest carries 1 to 500 updates, for one or several bots. */
@@ -52,6 +62,8 @@ export interface IngestResult {
   updateSeq: number;
   /** True when allowed_updates filtered it out. */
   filtered: boolean;
+  /** True when its idempotency_key was already ingested: the ids are those it got then. */
+  duplicate: boolean;
 }
 
 /** IngestUpdatesResponse has one result per update, in request order. */
@@ -61,7 +73,7 @@ export interface IngestUpdatesResponse {
 }
 
 function createBaseIncomingUpdate(): IncomingUpdate {
-  return { botId: "", message: undefined, editedMessage: undefined };
+  return { botId: "", message: undefined, editedMessage: undefined, idempotencyKey: undefined };
 }
 
 export const IncomingUpdate: MessageFns<IncomingUpdate> = {
@@ -74,6 +86,9 @@ export const IncomingUpdate: MessageFns<IncomingUpdate> = {
     }
     if (message.editedMessage !== undefined) {
       Message.encode(message.editedMessage, writer.uint32(26).fork()).join();
+    }
+    if (message.idempotencyKey !== undefined) {
+      writer.uint32(34).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -115,6 +130,14 @@ export const IncomingUpdate: MessageFns<IncomingUpdate> = {
             message.editedMessage = Message.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -139,6 +162,7 @@ export const IncomingUpdate: MessageFns<IncomingUpdate> = {
     message.editedMessage = (object.editedMessage !== undefined && object.editedMessage !== null)
       ? Message.fromPartial(object.editedMessage)
       : undefined;
+    message.idempotencyKey = object.idempotencyKey ?? undefined;
     return message;
   },
 };
@@ -199,7 +223,7 @@ export const IngestUpdatesRequest: MessageFns<IngestUpdatesRequest> = {
 };
 
 function createBaseIngestResult(): IngestResult {
-  return { updateId: 0, updateSeq: 0, filtered: false };
+  return { updateId: 0, updateSeq: 0, filtered: false, duplicate: false };
 }
 
 export const IngestResult: MessageFns<IngestResult> = {
@@ -212,6 +236,9 @@ export const IngestResult: MessageFns<IngestResult> = {
     }
     if (message.filtered !== false) {
       writer.uint32(24).bool(message.filtered);
+    }
+    if (message.duplicate !== false) {
+      writer.uint32(32).bool(message.duplicate);
     }
     return writer;
   },
@@ -253,6 +280,14 @@ export const IngestResult: MessageFns<IngestResult> = {
             message.filtered = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.duplicate = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -273,6 +308,7 @@ export const IngestResult: MessageFns<IngestResult> = {
     message.updateId = object.updateId ?? 0;
     message.updateSeq = object.updateSeq ?? 0;
     message.filtered = object.filtered ?? false;
+    message.duplicate = object.duplicate ?? false;
     return message;
   },
 };
