@@ -32,7 +32,7 @@ import { createUpdatesRepo, UPDATES_TOPIC } from './storage/updates-repo.js';
 import { createWebhooksRepo } from './storage/webhooks-repo.js';
 import { createDeliveriesRepo } from './storage/deliveries-repo.js';
 import { createAttempts } from './dispatch/attempts.js';
-import { createDispatcher } from './dispatch/dispatcher.js';
+import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
 import { createDeliveriesService } from './domain/deliveries-service.js';
 import { createFilesService } from './domain/files-service.js';
@@ -62,6 +62,8 @@ export interface App {
   db?: Db;
   /** The update bus (roles with a backend). */
   bus?: Bus;
+  /** The webhook dispatcher (roles all and dispatcher). */
+  dispatcher?: Dispatcher;
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
   telemetry: Telemetry;
@@ -275,7 +277,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       app.db = backend.db;
       app.bus = backend.bus;
       ready = () => pingDb(backend.db).then(() => true, () => false);
-      if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend, telemetry);
+      if (config.role === 'all' || config.role === 'dispatcher') app.dispatcher = await startDispatcher(config, logger, closers, backend, telemetry);
       if (config.role === 'all' || config.role === 'core') {
         const { core, localSecret, waiters } = await startCore(config, logger, closers, backend, telemetry, fileStore());
         endLongPolls = async () => waiters.close();

@@ -299,3 +299,29 @@ describe('a manual retry is outside the retry schedule', () => {
     expect(await deadLetters()).toBe(1);
   });
 });
+
+describe('the dispatcher keeps nothing for idle bots', () => {
+  it('once the work drains, no per-bot state is left', async () => {
+    const pki = createTestPki();
+    const receiver = await startReceiver(pki);
+    const h = await startHarness('in-process', { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile });
+    try {
+      const jwt = await h.jwt('idle-owner');
+      const owner = client(h.url, jwt);
+      const bots = await Promise.all(Array.from({ length: 5 }, (_, i) => approvedBot(h, jwt, `idle_bot_${i}`)));
+      for (const b of bots) {
+        await owner.post(`/api/v1/bots/my/${b.id}/webhook`, { url: receiver.url, secret_token: SECRET, max_connections: 2 });
+        for (let i = 0; i < 3; i++) await owner.post(`/api/v1/bots/my/${b.id}/test-updates`, { text: `u${i}` });
+      }
+      await receiver.waitFor(15);
+      const dispatcher = h.apps[0]!.dispatcher!;
+      expect(dispatcher.trackedBots()).toBeGreaterThan(0);
+      // Dropped once idle and the cached max_connections (5 s) is stale.
+      expect(await until(async () => dispatcher.trackedBots(), (n) => n === 0, 10_000)).toBe(0);
+      expect(dispatcher.inFlight()).toBe(0);
+    } finally {
+      await h.close();
+      await receiver.close();
+    }
+  }, 20_000);
+});
