@@ -67,7 +67,7 @@ export interface App {
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
   telemetry: Telemetry;
-  /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. */
+  /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. Once: later calls wait for the same. */
   close(): Promise<void>;
 }
 
@@ -256,9 +256,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startApp(config: Config, logger: Logger): Promise<App> {
   const closers: (() => Promise<void>)[] = [];
-  const close = async () => {
-    for (const c of closers.reverse()) await c().catch((err) => logger.warn({ err }, 'shutdown step failed'));
-  };
+  // Runs once, last step first; a later call waits for the same shutdown.
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= (async () => {
+    for (const c of [...closers].reverse()) await c().catch((err) => logger.warn({ err }, 'shutdown step failed'));
+  })());
   const telemetry = createTelemetry(config.metricsEnabled);
   try {
     const app: App = { config, close, telemetry };
