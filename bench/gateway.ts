@@ -14,6 +14,7 @@
  * Settings (env): BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_DATABASE_URL
  * (default: a fresh SQLite file), BENCH_ROUNDS (3), BENCH_ONLY (paths | overhead).
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -115,7 +116,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-'));
   const database = process.env.BENCH_DATABASE_URL ?? `sqlite:${path.join(dataDir, 'bench.sqlite')}`;
-  const common = { DATA_DIR: dataDir, DATABASE_URL: database };
+  // A separate gateway needs its core's SECRET_KEY.
+  const common = { DATA_DIR: dataDir, DATABASE_URL: database, SECRET_KEY: crypto.randomBytes(32).toString('base64') };
   const jwt = await mintAccountJwt(SECRET, { sub: 'bench-account' });
 
   const all = { PORT: String(await freePort()), GRPC_PORT: String(await freePort()) };

@@ -32,7 +32,7 @@ import { createUpdatesRepo, UPDATES_TOPIC } from './storage/updates-repo.js';
 import { createWebhooksRepo } from './storage/webhooks-repo.js';
 import { createDeliveriesRepo } from './storage/deliveries-repo.js';
 import { createAttempts } from './dispatch/attempts.js';
-import { createDispatcher } from './dispatch/dispatcher.js';
+import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
 import { createDeliveriesService } from './domain/deliveries-service.js';
 import { createFilesService } from './domain/files-service.js';
@@ -62,10 +62,12 @@ export interface App {
   db?: Db;
   /** The update bus (roles with a backend). */
   bus?: Bus;
+  /** The webhook dispatcher (roles all and dispatcher). */
+  dispatcher?: Dispatcher;
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
   telemetry: Telemetry;
-  /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. */
+  /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. Once: later calls wait for the same. */
   close(): Promise<void>;
 }
 
@@ -272,9 +274,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startApp(config: Config, logger: Logger): Promise<App> {
   const closers: (() => Promise<void>)[] = [];
-  const close = async () => {
-    for (const c of closers.reverse()) await c().catch((err) => logger.warn({ err }, 'shutdown step failed'));
-  };
+  // Runs once, last step first; a later call waits for the same shutdown.
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= (async () => {
+    for (const c of [...closers].reverse()) await c().catch((err) => logger.warn({ err }, 'shutdown step failed'));
+  })());
   const telemetry = createTelemetry(config.metricsEnabled);
   try {
     const app: App = { config, close, telemetry };
@@ -294,7 +298,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
       app.db = backend.db;
       app.bus = backend.bus;
       ready = () => pingDb(backend.db).then(() => true, () => false);
-      if (config.role === 'all' || config.role === 'dispatcher') await startDispatcher(config, logger, closers, backend, telemetry);
+      if (config.role === 'all' || config.role === 'dispatcher') app.dispatcher = await startDispatcher(config, logger, closers, backend, telemetry);
       if (config.role === 'all' || config.role === 'core') {
         const started = await startCore(config, logger, closers, backend, telemetry, fileStore());
         const { core, localSecret, waiters } = started;

@@ -159,6 +159,11 @@ const schema = z
     message: 'a separate dispatcher process shares the database with the core: set DATABASE_URL=mysql://... (on the embedded default, ROLE=all runs the dispatcher in the same process)',
     path: ['ROLE'],
   })
+  // A key made up by the gateway itself would not verify the file URLs its cores sign.
+  .refine((c) => c.ROLE !== 'gateway' || c.SECRET_KEY !== undefined, {
+    message: 'ROLE=gateway needs the SECRET_KEY its cores use (file URLs are signed with it): set the same base64 32-byte key on both',
+    path: ['SECRET_KEY'],
+  })
   .refine(
     (c) => [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length <= 1,
     { message: 'set at most one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY, AUTH_JWKS_URL', path: ['AUTH_JWT_SECRET'] },
@@ -182,7 +187,7 @@ export interface Config {
   dataDir: string;
   database: { kind: 'sqlite'; filename: string } | { kind: 'mysql'; url: string; poolMax: number; acquireTimeoutMs?: number };
   auth: AuthConfig & { issuer?: string; audience?: string };
-  /** base64 32-byte key for secrets at rest; created in DATA_DIR when unset. */
+  /** base64 32-byte key for secrets at rest and signed file URLs; created in DATA_DIR when unset (required by ROLE=gateway). */
   secretKey?: string;
   oneTimeTokenRetentionMs: number;
   /** Kafka brokers; none selects the in-process bus. */

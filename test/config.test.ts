@@ -28,6 +28,20 @@ describe('config', () => {
     for (const name of ['ROLE', 'PORT', 'DATABASE_URL', 'AUTH_JWT_SECRET', 'ONE_TIME_TOKEN_RETENTION']) expect(text).toContain(name);
   });
 
+  it('refuses a separate gateway without SECRET_KEY: the file URLs the cores sign would not verify', () => {
+    let err: ConfigError | undefined;
+    try {
+      loadConfig({ ROLE: 'gateway' });
+    } catch (e) {
+      err = e as ConfigError;
+    }
+    expect(err!.problems).toEqual([
+      'SECRET_KEY: ROLE=gateway needs the SECRET_KEY its cores use (file URLs are signed with it): set the same base64 32-byte key on both',
+    ]);
+    expect(loadConfig({ ROLE: 'gateway', SECRET_KEY: Buffer.alloc(32, 1).toString('base64') }).role).toBe('gateway');
+    expect(loadConfig({ ROLE: 'core' }).secretKey).toBeUndefined();
+  });
+
   it('refuses two JWT key sources at once', () => {
     expect(() => loadConfig({ AUTH_JWT_SECRET: 'x'.repeat(32), AUTH_JWKS_URL: 'https://id.example/jwks' })).toThrow(/at most one/);
   });

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { call, client, createTestDatabase } from './helpers/harness.js';
+import { call, client, createTestDatabase, TEST_SECRET_KEY } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -83,6 +83,19 @@ describe('npm start on a fresh machine', () => {
     expect(res.stderr).toMatch(/ROLE/);
   });
 
+  it('refuses ROLE=gateway without SECRET_KEY with one line naming it and a non-zero exit', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-nokey-'));
+    const res = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: ROOT, env: { ...process.env, ROLE: 'gateway', DATA_DIR: dir, PORT: '0' }, encoding: 'utf8', timeout: 20_000,
+    });
+    expect(res.signal).toBeNull(); // it exited on its own, it was not left running
+    expect(res.status).not.toBe(0);
+    const problems = res.stderr.split('\n').filter((l) => l.includes('SECRET_KEY'));
+    expect(problems).toEqual(['  - SECRET_KEY: ROLE=gateway needs the SECRET_KEY its cores use (file URLs are signed with it): set the same base64 32-byte key on both']);
+    // Nothing was created in its place.
+    expect(fs.readdirSync(dir)).toEqual([]);
+  });
+
   it('npm run migrate applies the schema, is idempotent, and exits non-zero when the database is unreachable, a migration fails or a setting is bad', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-migrate-'));
     const db = await createTestDatabase(dir);
@@ -121,7 +134,7 @@ describe('roles as separate processes', () => {
     const db = await createTestDatabase(dir);
     try {
       const grpcPort = await freePort();
-      const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: 'roles-test-secret-roles-test-secret-0000', LOG_LEVEL: 'info' };
+      const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: 'roles-test-secret-roles-test-secret-0000', SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'info' };
       const core = await start({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) }, /botplatform started/);
       const gatewayPort = await freePort();
       const gateway = await start({ ...common, ROLE: 'gateway', PORT: String(gatewayPort), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}` }, /botplatform started/);

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
-import { approvedBot, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness } from './helpers/harness.js';
+import { approvedBot, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
 import { serviceProcesses } from './helpers/processes.js';
 import { createTestPki } from './helpers/tls.js';
@@ -135,7 +135,10 @@ describe('SIGTERM during load', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-sigterm-gw-'));
     const db = await createTestDatabase(dir);
     const grpcPort = await freePort();
-    const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', ...kafkaEnv() };
+    const common = {
+      DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY,
+      LOG_LEVEL: 'warn', ...kafkaEnv(),
+    };
     try {
       const core = await services.start({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) });
       const port = await freePort();

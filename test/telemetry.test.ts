@@ -13,7 +13,7 @@ import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { startApp, type App } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
-import { approvedBot, call, client, createTestDatabase, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness, type TestDatabase } from './helpers/harness.js';
+import { approvedBot, call, client, createTestDatabase, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness, type TestDatabase } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki } from './helpers/tls.js';
 
@@ -168,7 +168,7 @@ describe('logs: JSON, request id from the gateway into the core over gRPC, crede
     const logger = createLogger('info', sink);
     const env = {
       DATA_DIR: dir, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', AUTH_JWT_SECRET: TEST_JWT_SECRET,
-      INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, ...kafkaEnv(),
+      INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY, ...kafkaEnv(),
     };
     core = await startApp(loadConfig({ ...env, ROLE: 'core' }), logger.child({ role: 'core' }));
     gateway = await startApp(loadConfig({ ...env, ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.grpcPort}` }), logger.child({ role: 'gateway' }));

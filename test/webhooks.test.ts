@@ -89,7 +89,7 @@ describe('webhook delivery', () => {
     receiver.always({ status: 204 });
     const retried = await owner.post(`/api/v1/bots/my/${id}/deliveries/${dead.items[0].id}/retry`);
     expect(retried.status).toBe(200);
-    expect(retried.body).toMatchObject({ id: dead.items[0].id, status: 'succeeded', attempts: 6, last_status_code: 204 });
+    expect(retried.body).toMatchObject({ id: dead.items[0].id, status: 'succeeded', attempts: 5, last_status_code: 204 });
     const again = await owner.post(`/api/v1/bots/my/${id}/deliveries/${created.body.update_id}/retry`);
     expect(again.status).toBe(409);
     expect((await owner.post(`/api/v1/bots/my/${id}/deliveries/dlv_nope/retry`)).status).toBe(404);
@@ -314,4 +314,94 @@ describe('webhook targets without an allow-list', () => {
     }
     await call(h.url, 'POST', '/api/v1/bots/deleteWebhook', { token: bot.token });
   });
+});
+
+describe('a manual retry is outside the retry schedule', () => {
+  let h: Harness;
+  let pki: TestPki;
+  let receiver: Receiver;
+  let ownerJwt: string;
+
+  beforeAll(async () => {
+    pki = createTestPki();
+    receiver = await startReceiver(pki);
+    // One retry, two seconds after the first failure: room for manual retries in between.
+    h = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_RETRY_SCHEDULE: '2s', WEBHOOK_TIMEOUT_MS: '800',
+      STATS_FLUSH_INTERVAL: '100ms',
+    });
+    ownerJwt = await h.jwt('manual-owner');
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await h?.close();
+  });
+
+  const deadLetters = async () => {
+    const text = await (await fetch(`${h.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith('botplatform_webhook_attempts_total{outcome="dead_letter"}'));
+    return line ? Number(line.split(' ').pop()) : 0;
+  };
+
+  it('a failed manual retry leaves attempts, next_attempt_at and status as they were; the schedule then dead-letters it, counted once', async () => {
+    const owner = client(h.url, ownerJwt);
+    const bot = await approvedBot(h, ownerJwt, 'manual_outside');
+    expect((await owner.post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: SECRET })).status).toBe(200);
+    receiver.always({ status: 500 });
+    await owner.post(`/api/v1/bots/my/${bot.id}/test-updates`, { text: 'keeps failing' });
+    const list = async () => (await owner.get(`/api/v1/bots/my/${bot.id}/deliveries`)).body.items[0];
+    const before = await until(list, (d) => d?.attempts === 1);
+    expect(before).toMatchObject({ status: 'retrying', attempts: 1, last_status_code: 500 });
+
+    // On its last automatic step, a manual retry that fails neither uses up that step nor dead-letters it.
+    const retried = await owner.post(`/api/v1/bots/my/${bot.id}/deliveries/${before.id}/retry`);
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ status: 'retrying', attempts: 1, next_attempt_at: before.next_attempt_at, last_status_code: 500 });
+    expect(receiver.received).toHaveLength(2);
+    expect(await list()).toMatchObject({ status: 'retrying', attempts: 1, next_attempt_at: before.next_attempt_at });
+
+    // The automatic retry still comes, on time, and is the one that dead-letters it.
+    const dead = await until(list, (d) => d.status === 'dead_letter');
+    expect(dead).toMatchObject({ status: 'dead_letter', attempts: 2, next_attempt_at: null });
+    expect(receiver.received).toHaveLength(3);
+    expect(receiver.received[2]!.at).toBeGreaterThanOrEqual(Date.parse(before.next_attempt_at) - 20);
+    expect(await deadLetters()).toBe(1);
+    const stats = await until(async () => (await owner.get(`/api/v1/bots/my/${bot.id}/metrics`)).body, (m) => m.updates?.dead === 1);
+    expect(stats.updates.dead).toBe(1);
+
+    // A manual retry of the dead letter that fails leaves it dead, and is not counted as a second one.
+    const again = await owner.post(`/api/v1/bots/my/${bot.id}/deliveries/${before.id}/retry`);
+    expect(again.body).toMatchObject({ status: 'dead_letter', attempts: 2, last_status_code: 500 });
+    // One that succeeds ends it as succeeded; the count of automatic attempts stays.
+    receiver.always({ status: 200 });
+    const revived = await owner.post(`/api/v1/bots/my/${bot.id}/deliveries/${before.id}/retry`);
+    expect(revived.body).toMatchObject({ status: 'succeeded', attempts: 2, last_status_code: 200 });
+    expect(await deadLetters()).toBe(1);
+  });
+});
+
+describe('the dispatcher keeps nothing for idle bots', () => {
+  it('once the work drains, no per-bot state is left', async () => {
+    const pki = createTestPki();
+    const receiver = await startReceiver(pki);
+    const h = await startHarness('in-process', { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile });
+    try {
+      const jwt = await h.jwt('idle-owner');
+      const owner = client(h.url, jwt);
+      const bots = await Promise.all(Array.from({ length: 5 }, (_, i) => approvedBot(h, jwt, `idle_bot_${i}`)));
+      for (const b of bots) {
+        await owner.post(`/api/v1/bots/my/${b.id}/webhook`, { url: receiver.url, secret_token: SECRET, max_connections: 2 });
+        for (let i = 0; i < 3; i++) await owner.post(`/api/v1/bots/my/${b.id}/test-updates`, { text: `u${i}` });
+      }
+      await receiver.waitFor(15);
+      const dispatcher = h.apps[0]!.dispatcher!;
+      expect(dispatcher.trackedBots()).toBeGreaterThan(0);
+      // Dropped once idle and the cached max_connections (5 s) is stale.
+      expect(await until(async () => dispatcher.trackedBots(), (n) => n === 0, 10_000)).toBe(0);
+      expect(dispatcher.inFlight()).toBe(0);
+    } finally {
+      await h.close();
+      await receiver.close();
+    }
+  }, 20_000);
 });

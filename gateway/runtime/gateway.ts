@@ -35,8 +35,11 @@ function failureOf(err: ApiError): HttpFailure {
   return {
     http,
     status: statusNameOf(err.code),
-    // 5xx never carry internals: the core already replaced them with a bland message.
-    message: http >= 500 && err.code !== Code.UNAVAILABLE ? 'internal error' : err.message,
+    // 5xx never carry internals: the core already replaced them with a bland message. A
+    // deadline is not an internal error: it says so, in words of the gateway's own.
+    message: err.code === Code.DEADLINE_EXCEEDED
+      ? 'the call did not finish in time; retry it'
+      : http >= 500 && err.code !== Code.UNAVAILABLE ? 'internal error' : err.message,
     details: err.details.map(({ field, reason }) => ({ field, reason })),
     retryAfterSeconds: err.retryAfterSeconds,
   };

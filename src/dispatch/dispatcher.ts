@@ -7,6 +7,10 @@
  * than its max_connections attempts in flight, and first attempts start in
  * update_seq order.
  *
+ * Per bot, the dispatcher keeps one small state object (attempts in flight, the
+ * max_connections read last): kept while the bot has attempts in flight or its
+ * limit is fresh, dropped after, so the process holds nothing for idle bots.
+ *
  * Isolation: the process-wide budget (maxInFlight) counts only attempts that are
  * progressing. An attempt still waiting for its answer after slowMs is parked: it
  * goes on (until the timeout) outside the budget, in a second pool four times its
@@ -33,17 +37,30 @@ export interface DispatcherOptions {
   sweepMs: number;
   /** After how long an unanswered attempt leaves the budget (default: a quarter of the timeout, at most 1 s). */
   slowMs?: number;
+  /** How long a bot's max_connections is used before it is read again (default 5 s). */
+  limitTtlMs?: number;
 }
 
 export const DISPATCHER_GROUP = 'botplatform-dispatchers';
 /** Parked (slow) attempts allowed per budget slot. */
 const PARKED_PER_SLOT = 4;
+/** Idle bots whose limit may stay cached; past this, idle ones are dropped at once. */
+const MAX_IDLE_BOTS = 10_000;
+
+/** The dispatcher's state of one bot. */
+interface BotState {
+  /** Its attempts in flight in this process. */
+  inFlight: number;
+  /** Its max_connections, as read at `readAt`. */
+  max: number;
+  readAt: number;
+}
 
 export function createDispatcher(opts: DispatcherOptions) {
   const holder = `dispatcher-${crypto.randomUUID()}`;
   const leaseMs = leaseFor(opts.timeoutMs);
-  const inFlight = new Map<string, number>(); // per bot
-  const limits = new Map<string, { max: number; at: number }>(); // max_connections, cached briefly
+  const bots = new Map<string, BotState>();
+  const limitTtlMs = opts.limitTtlMs ?? 5000;
   const running = new Set<Promise<void>>();
   const slowMs = opts.slowMs ?? Math.min(1000, Math.floor(opts.timeoutMs / 4));
   let total = 0; // attempts counted against the budget
@@ -53,18 +70,33 @@ export function createDispatcher(opts: DispatcherOptions) {
   const kicked = new Set<string>();
   let kicking: Promise<void> | null = null;
 
-  /** max_connections of each bot (read in one query for those not cached in the last 5 s). */
+  const fresh = (s: BotState, now: number) => now - s.readAt < limitTtlMs;
+  /** Drops the state of bots with nothing in flight whose limit is stale (`all`: any idle bot). */
+  function forgetIdle(all = false) {
+    const now = Date.now();
+    for (const [botId, s] of bots) if (s.inFlight === 0 && (all || !fresh(s, now))) bots.delete(botId);
+  }
+
+  /** max_connections of each bot (read in one query for those not read in the last limitTtlMs). */
   async function maxConnections(botIds: string[]): Promise<Map<string, number>> {
-    const stale = botIds.filter((b) => !(limits.get(b) && Date.now() - limits.get(b)!.at < 5000));
+    const stale = botIds.filter((b) => !(bots.has(b) && fresh(bots.get(b)!, Date.now())));
     if (stale.length > 0) {
       const found = await opts.webhooks.maxConnectionsOf(stale);
-      for (const b of stale) limits.set(b, { max: found.get(b) ?? 0, at: Date.now() });
+      const readAt = Date.now();
+      if (bots.size + stale.length > MAX_IDLE_BOTS) forgetIdle(true);
+      for (const b of stale) {
+        const s = bots.get(b);
+        if (s) Object.assign(s, { max: found.get(b) ?? 0, readAt });
+        else bots.set(b, { inFlight: 0, max: found.get(b) ?? 0, readAt });
+      }
     }
-    return new Map(botIds.map((b) => [b, limits.get(b)!.max]));
+    return new Map(botIds.map((b) => [b, bots.get(b)?.max ?? 0]));
   }
 
   function launch(d: LeasedDelivery) {
-    inFlight.set(d.botId, (inFlight.get(d.botId) ?? 0) + 1);
+    let bot = bots.get(d.botId);
+    if (!bot) bots.set(d.botId, (bot = { inFlight: 0, max: 0, readAt: 0 }));
+    bot.inFlight++;
     total++;
     let isParked = false;
     // Still unanswered after slowMs: park it (when the parking pool has room), freeing a budget slot.
@@ -80,7 +112,8 @@ export function createDispatcher(opts: DispatcherOptions) {
       .catch((err) => opts.logger.error({ err, delivery: d.id }, 'delivery attempt failed unexpectedly'))
       .then(() => {
         clearTimeout(park);
-        inFlight.set(d.botId, inFlight.get(d.botId)! - 1);
+        bot.inFlight--;
+        if (bot.inFlight === 0 && !fresh(bot, Date.now()) && bots.get(d.botId) === bot) bots.delete(d.botId);
         if (isParked) parked--;
         else total--;
         running.delete(p);
@@ -105,7 +138,7 @@ export function createDispatcher(opts: DispatcherOptions) {
     let budget = opts.maxInFlight - total;
     const free = new Map<string, number>();
     for (const b of botIds) {
-      const own = max.get(b)! - (inFlight.get(b) ?? 0);
+      const own = max.get(b)! - (bots.get(b)?.inFlight ?? 0);
       const n = Math.min(own, budget);
       if (n > 0) {
         free.set(b, n);
@@ -137,6 +170,7 @@ export function createDispatcher(opts: DispatcherOptions) {
 
   async function sweepLoop() {
     if (stopped) return;
+    forgetIdle();
     try {
       await sweepDue();
     } catch (err) {
@@ -160,6 +194,8 @@ export function createDispatcher(opts: DispatcherOptions) {
     },
     /** Attempts in flight now (parked slow ones included). */
     inFlight: () => total + parked,
+    /** Bots this dispatcher keeps state for (those with attempts in flight or a fresh limit). */
+    trackedBots: () => bots.size,
     /**
      * Stops taking work and waits for attempts in flight (bounded by the request
      * timeout), those of a claim round still running included, and their outcomes.

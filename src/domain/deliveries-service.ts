@@ -65,9 +65,14 @@ export function createDeliveriesService(deps: DeliveriesDeps) {
       const delivery = req.deliveryId ? await deps.deliveries.findForBot(botId, req.deliveryId) : undefined;
       if (!delivery) throw ApiError.notFound('delivery');
       if (delivery.status === 'succeeded') throw ApiError.failedPrecondition('delivery already succeeded');
-      const token = await deps.deliveries.claimOne(botId, delivery.id, now(), leaseFor(deps.timeoutMs), holder);
-      if (!token) throw new ApiError(Code.ABORTED, 'delivery is being attempted right now; try again shortly');
-      const result = await deps.attempts.attempt(delivery, token, { keepSchedule: true });
+      const leased = await deps.deliveries.claimOne(botId, delivery.id, now(), leaseFor(deps.timeoutMs), holder);
+      if (!leased) throw new ApiError(Code.ABORTED, 'delivery is being attempted right now; try again shortly');
+      // Decided on the delivery as read under the lease: an automatic attempt may have ended just before.
+      if (leased.status === 'succeeded') {
+        await deps.deliveries.release(leased.id, leased.leaseToken);
+        throw ApiError.failedPrecondition('delivery already succeeded');
+      }
+      const result = await deps.attempts.attempt(leased, leased.leaseToken, { trigger: 'manual' });
       if (result === 'no-webhook') throw ApiError.failedPrecondition('the bot has no webhook set');
       return { delivery: toDeliveryMessage((await deps.deliveries.findForBot(botId, delivery.id))!) };
     },

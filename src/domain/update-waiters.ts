@@ -28,6 +28,8 @@ export const superseded = () =>
 export const webhookActive = () =>
   new ApiError(Code.FAILED_PRECONDITION, "can't use getUpdates while a webhook is active; use deleteWebhook first");
 
+const clientGone = () => new ApiError(Code.CANCELLED, 'client went away');
+
 export function createUpdateWaiters(bus: Bus, logger: Logger) {
   const origin = crypto.randomUUID();
   const waiters = new Map<string, Waiter>();
@@ -119,6 +121,8 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
          * shutdown; rejects with 409 when ended by a newer poll or a webhook.
          */
         wait(until: number, signal: AbortSignal): Promise<boolean> {
+          // The client may have left before the wait began: its abort event has already fired.
+          if (signal.aborted && !ended) waiter.end(clientGone());
           if (ended) return Promise.reject(ended);
           if (waiter.dirty) return Promise.resolve(true);
           return new Promise<boolean>((resolve, reject) => {
@@ -129,7 +133,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
               if (ended) reject(ended);
               else resolve(waiter.dirty);
             };
-            const onAbort = () => waiter.end(new ApiError(Code.CANCELLED, 'client went away'));
+            const onAbort = () => waiter.end(clientGone());
             const timer = setTimeout(finish, Math.max(0, until - Date.now()));
             waiter.wake = finish;
             signal.addEventListener('abort', onAbort, { once: true });

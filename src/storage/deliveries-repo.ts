@@ -32,14 +32,21 @@ export interface DeliveryRecord {
  */
 export type LeasedDelivery = DeliveryRecord & { leaseToken: string; webhook: WebhookTarget | null };
 
-export interface AttemptOutcome {
-  ok: boolean;
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number;
-  at: number;
-  /** When the next attempt is due, or null when none follows (succeeded, or dead_letter). */
-  nextAttemptAt: number | null;
+/**
+ * A delivery's values after an attempt, as decided by the delivery state machine
+ * (dispatch/delivery-state.ts): this repository writes them, it decides nothing.
+ */
+export interface DeliveryWrite {
+  status: DeliveryStatusValue;
+  attempts: number;
+  nextAttemptAt: number;
+  lastStatusCode: number | null;
+  /** Set when the attempt failed; it also becomes the webhook's last error. */
+  lastError: string | null;
+  lastAttemptAt: number;
+  lastDurationMs: number;
+  /** The attempt closed the delivery: its update leaves the bot's queue. */
+  closed: boolean;
 }
 
 /** "dlv_" + 20 random base64url-safe letters and digits: never all digits. */
@@ -69,28 +76,6 @@ function fromRow(r: any): DeliveryRecord {
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const OPEN = ['pending', 'retrying'];
-
-/** The row values after an attempt, and whether the update leaves the bot's queue. */
-function applyOutcome(row: { attempts: number | string }, outcome: AttemptOutcome, maxAttempts: number) {
-  const attempts = Number(row.attempts) + 1;
-  const status: DeliveryStatusValue = outcome.ok
-    ? 'succeeded'
-    : outcome.nextAttemptAt !== null && attempts < maxAttempts ? 'retrying' : 'dead_letter';
-  return {
-    leavesQueue: status !== 'retrying',
-    values: {
-      status,
-      attempts,
-      last_status_code: outcome.statusCode,
-      last_error: outcome.error,
-      last_attempt_at: outcome.at,
-      last_duration_ms: outcome.durationMs,
-      next_attempt_at: status === 'retrying' ? outcome.nextAttemptAt! : outcome.at,
-      lease_until: 0,
-      leased_by: null,
-    },
-  };
-}
 
 /** Update ids per bot, bots in id order (the order their rows are locked in). */
 function groupBy(rows: { bot_id: string; update_id: number }[]): [string, number[]][] {
@@ -147,39 +132,55 @@ export function createDeliveriesRepo(db: Db) {
       return [...new Set(ids)];
     },
 
-    /** Leases one delivery of the bot for a manual retry; false when another holds it. */
-    async claimOne(botId: string, id: string, now: number, leaseMs: number, holder: string): Promise<string | null> {
+    /**
+     * Leases one delivery of the bot for a manual retry: the delivery as it stands
+     * under the lease, or null when another holds it.
+     */
+    async claimOne(botId: string, id: string, now: number, leaseMs: number, holder: string): Promise<(DeliveryRecord & { leaseToken: string }) | null> {
       const token = `${holder}:${crypto.randomBytes(6).toString('hex')}`;
       const n = await db('deliveries').where({ bot_id: botId, id }).andWhere('lease_until', '<', now)
         .update({ lease_until: now + leaseMs, leased_by: token });
-      return n === 1 ? token : null;
+      if (n !== 1) return null;
+      const row = await db('deliveries').where({ bot_id: botId, id, leased_by: token }).first();
+      return row ? { ...fromRow(row), leaseToken: token } : null;
     },
 
     /**
      * Records attempts made under their leases, all in one transaction: each new
-     * state, and on success or dead letter the update leaves the bot's queue.
+     * state as given, and the update of each closed delivery leaves the bot's queue.
      * Per item: false when its lease was lost.
      */
-    async recordMany(items: { id: string; leaseToken: string; outcome: AttemptOutcome }[], maxAttempts: number): Promise<boolean[]> {
+    async recordMany(items: { id: string; leaseToken: string; next: DeliveryWrite }[]): Promise<boolean[]> {
       // Rows are written in primary-key order, the order a claim's UPDATE locks them in; a
       // deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
       return transaction(db, async (tx) => {
-        const rows = await tx('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id', 'attempts');
+        const rows = await tx('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id');
         const byId = new Map(rows.map((r) => [r.id, r]));
         const done: { bot_id: string; update_id: number }[] = [];
         const errors = new Map<string, { at: number; error: string | null }>();
         const results: boolean[] = new Array(items.length);
-        for (const { item: { id, leaseToken, outcome }, i } of order) {
+        for (const { item: { id, leaseToken, next }, i } of order) {
           const row = byId.get(id);
           if (!row || row.leased_by !== leaseToken) {
             results[i] = false;
             continue;
           }
-          const status = applyOutcome(row, outcome, maxAttempts);
-          await tx('deliveries').where({ id }).update(status.values);
-          if (status.leavesQueue) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
-          if (!outcome.ok && !((errors.get(row.bot_id)?.at ?? -1) > outcome.at)) errors.set(row.bot_id, { at: outcome.at, error: outcome.error });
+          await tx('deliveries').where({ id }).update({
+            status: next.status,
+            attempts: next.attempts,
+            next_attempt_at: next.nextAttemptAt,
+            last_status_code: next.lastStatusCode,
+            last_error: next.lastError,
+            last_attempt_at: next.lastAttemptAt,
+            last_duration_ms: next.lastDurationMs,
+            lease_until: 0,
+            leased_by: null,
+          });
+          if (next.closed) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
+          if (next.lastError !== null && !((errors.get(row.bot_id)?.at ?? -1) > next.lastAttemptAt)) {
+            errors.set(row.bot_id, { at: next.lastAttemptAt, error: next.lastError });
+          }
           results[i] = true;
         }
         for (const [botId, ids] of groupBy(done)) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();

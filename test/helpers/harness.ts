@@ -15,6 +15,8 @@ import { createMysqlDatabase, type TestDatabase } from './database.js';
 
 export const TEST_JWT_SECRET = 'test-secret-test-secret-test-secret-0123456789';
 export const TEST_INTERNAL_TOKEN = 'internal-test-token-internal-test-token-0001';
+/** The key every process of a test shares (a separate gateway must be given its cores' key). */
+export const TEST_SECRET_KEY = Buffer.alloc(32, 42).toString('base64');
 
 /** Kafka for the integration pass (TEST_KAFKA_BROKERS); the in-process bus otherwise. */
 export const kafkaEnv = (): Record<string, string> =>
@@ -63,6 +65,7 @@ export async function startHarness(
     GRPC_PORT: '0',
     AUTH_JWT_SECRET: TEST_JWT_SECRET,
     INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN,
+    SECRET_KEY: TEST_SECRET_KEY,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ...kafkaEnv(),
     ...extraEnv,

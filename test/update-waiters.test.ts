@@ -1,0 +1,83 @@
+/**
+ * A long poll whose client is already gone when the wait would begin is released
+ * at once: at the domain level (an already-aborted signal), and over real HTTP
+ * (clients that close their connection at different moments of the call's start;
+ * on MariaDB the close lands during the queries before the wait, while SQLite's
+ * synchronous driver runs them without yielding, so there the wait begins first).
+ */
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMemoryBus } from '../src/bus/memory-bus.js';
+import { createUpdateWaiters } from '../src/domain/update-waiters.js';
+import { Code } from '../src/errors.js';
+import { createLogger } from '../src/logger.js';
+import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';
+import { until } from './helpers/until.js';
+
+describe('a long poll whose client left before the wait', () => {
+  it('an already-aborted signal ends the wait at once and the waiter is no longer counted', async () => {
+    const waiters = createUpdateWaiters(createMemoryBus(), createLogger('silent'));
+    await waiters.start();
+    const waiter = waiters.claim('bot-gone', false);
+    expect(waiters.size()).toBe(1);
+    const gone = new AbortController();
+    gone.abort();
+    const started = Date.now();
+    const outcome = await Promise.race([
+      waiter.wait(Date.now() + 5000, gone.signal).then(() => 'resolved', (err) => err),
+      new Promise((r) => setTimeout(() => r('still waiting after 1 s'), 1000)),
+    ]);
+    expect(outcome).toMatchObject({ code: Code.CANCELLED });
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(waiters.size()).toBe(0);
+    waiter.release();
+    waiters.close();
+  });
+
+  describe('over HTTP', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await startHarness('in-process');
+    });
+    afterAll(async () => {
+      await h?.close();
+    });
+
+    const metric = async (name: string, labels = '') => {
+      const text = await (await fetch(`${h.url}/metrics`)).text();
+      return text.split('\n').filter((l) => l.startsWith(`${name}${labels}`)).reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+    };
+
+    /**
+     * Sends getUpdates (timeout 30 s; offset and allowed_updates add queries before
+     * the wait) on a raw connection and closes it `ms` after sending.
+     */
+    const pollAndLeave = (token: string, ms: number) => new Promise<void>((resolve) => {
+      const { hostname, port } = new URL(h.url);
+      const body = JSON.stringify({ timeout: 30, offset: 2, allowed_updates: ['message'] });
+      const socket = net.connect(Number(port), hostname, () => {
+        socket.write([
+          'POST /api/v1/bots/getUpdates HTTP/1.1', `host: ${hostname}:${port}`, `authorization: Bearer ${token}`,
+          'content-type: application/json', `content-length: ${Buffer.byteLength(body)}`, '', body,
+        ].join('\r\n'));
+        setTimeout(() => socket.destroy(), ms);
+      });
+      socket.on('error', () => {});
+      socket.on('close', () => resolve());
+      socket.resume();
+    });
+
+    it('a client that disconnects right as its long poll starts does not hold it open', async () => {
+      const jwt = await h.jwt('leaver');
+      const bots = await Promise.all(Array.from({ length: 40 }, (_, i) => approvedBot(h, jwt, `leaver_${i}`)));
+      const owner = client(h.url, jwt);
+      for (const b of bots) await owner.post(`/api/v1/bots/my/${b.id}/test-updates`, { text: 'first' });
+      // Each bot's client leaves at a different moment of the call's start (0 to 9 ms after sending).
+      await Promise.all(bots.map((b, i) => pollAndLeave(b.token, i % 10)));
+      // Every call ends within moments, far before its 30 s, and none is left counted as open.
+      const ended = await until(() => metric('botplatform_rpc_calls_total', '{method="GetUpdates"'), (n) => n === bots.length, 5000);
+      expect(ended).toBe(bots.length);
+      expect(await metric('botplatform_long_polls_open')).toBe(0);
+    });
+  });
+});
