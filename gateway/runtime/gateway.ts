@@ -36,6 +36,9 @@ export type Gateway = FastifyInstance & { cancelInFlight(): void };
 
 const SHUTDOWN = Symbol('shutdown');
 
+/** The answer to a request that arrives while the gateway is closing. */
+const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call');
+
 export function buildGateway(opts: GatewayOptions): Gateway {
   const codec = createCodec(opts.table);
   const inFlight = new Set<AbortController>();
@@ -49,7 +52,9 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     requestIdHeader: false,
     genReqId: (req) => requestIdOf(req.headers['x-request-id']),
     logController: new LogController({ disableRequestLogging: true }),
-    return503OnClosing: true,
+    // While closing, requests still arriving (on open keep-alive connections) are
+    // refused by the onRequest hook below, in the contract's envelope.
+    return503OnClosing: false,
     // Connections are closed by the lifecycle's graceful close (lifecycle.ts).
     forceCloseConnections: false,
     // The router's own failures (a path that does not percent-decode, an over-long
@@ -66,14 +71,20 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     const config = request.routeOptions?.config as { surface?: Surface } | undefined;
     const surface = config?.surface ?? surfaceOfPath(request.url);
     const { status, headers, body } = renderError(error, surface);
-    if (status >= 500) request.log.error({ err }, 'request failed');
+    if (status >= 500 && error !== CLOSING) request.log.error({ err }, 'request failed');
     return reply.code(status).headers(headers).send(body);
   }
+
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
 
   // One access log line and one sample per request, labelled by route template (not
   // by raw URL: ids would make the label set unbounded).
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) throw CLOSING;
   });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unrouted';
