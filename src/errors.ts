@@ -39,6 +39,12 @@ export interface ApiErrorOptions {
   details?: FieldViolation[];
   /** Seconds after which the call may succeed (RESOURCE_EXHAUSTED). */
   retryAfterSeconds?: number;
+  /**
+   * The HTTP status the gateway answers instead of the status table's, for the few
+   * HTTP-only failures whose gRPC code maps to a less precise status (a body too
+   * large is INVALID_ARGUMENT but 413). Ignored over gRPC.
+   */
+  httpStatus?: number;
   cause?: unknown;
 }
 
@@ -46,6 +52,8 @@ export class ApiError extends Error {
   readonly code: Code;
   readonly details: FieldViolation[];
   readonly retryAfterSeconds?: number;
+  /** HTTP status override for the gateway (see ApiErrorOptions.httpStatus). */
+  readonly httpStatus?: number;
   /** Logged, never sent. */
   readonly internalCause?: unknown;
 
@@ -55,6 +63,7 @@ export class ApiError extends Error {
     this.code = code;
     this.details = options.details ?? [];
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.httpStatus = options.httpStatus;
     this.internalCause = options.cause;
   }
 

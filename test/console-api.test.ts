@@ -319,6 +319,34 @@ describe.each(modes)('console API (%s)', (mode) => {
       expectConsoleError(await alice.get('/api/v1/bots/my/x/y/z'), 404, 'NOT_FOUND');
     });
 
+    it('an unknown path is 404 in its envelope without echoing the path (it may carry a token)', async () => {
+      const { token } = await approvedBot(h, aliceJwt, 'unknown_path_bot');
+      const consolePath = await alice.get(`/api/v1/bots/my/x/${token}/z?secret=${token}`);
+      expectConsoleError(consolePath, 404, 'NOT_FOUND');
+      // Under /api/v1/files/ (signed URLs, whose path is a grant) the runtime envelope, as its routes.
+      const filesPath = await call(h.url, 'GET', `/api/v1/files/download/${token}/extra`);
+      expect(filesPath.status).toBe(404);
+      expect(filesPath.body).toMatchObject({ ok: false, error_code: 404 });
+      // A Telegram habit: the token in the path instead of the header.
+      const runtimePath = await call(h.url, 'POST', `/api/v1/bots/bot${token}/getMe`, { body: {} });
+      expect(runtimePath.status).toBe(404);
+      expect(runtimePath.body).toMatchObject({ ok: false, error_code: 404 });
+      for (const res of [consolePath, filesPath, runtimePath]) expect(JSON.stringify(res.body)).not.toContain(token.slice(5));
+    });
+
+    it('an undecodable or over-long path parameter is a 400/414 in the contract\'s envelope, not Fastify\'s, and is not echoed', async () => {
+      const bad = await alice.get('/api/v1/bots/my/%E0%A4%A-sbot_secretish');
+      expectConsoleError(bad, 400, 'INVALID_ARGUMENT');
+      expect(JSON.stringify(bad.body)).not.toContain('secretish');
+      const long = await alice.get(`/api/v1/bots/my/${'s'.repeat(3000)}`);
+      expectConsoleError(long, 414, 'INVALID_ARGUMENT');
+      expect(JSON.stringify(long.body)).not.toContain('s'.repeat(100));
+      const runtime = await call(h.url, 'GET', `/api/v1/files/download/${'g'.repeat(3000)}`);
+      expect(runtime.status).toBe(414);
+      expect(runtime.body).toMatchObject({ ok: false, error_code: 414 });
+      expect(JSON.stringify(runtime.body)).not.toContain('g'.repeat(100));
+    });
+
     it('PATCH and regenerate-token need an approved bot (409); approve and reject need a pending one (409)', async () => {
       const created = await alice.post('/api/v1/bots/applications', { name: 'Pending', username: 'pending_bot' });
       const id = created.body.id;

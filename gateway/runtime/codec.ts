@@ -20,6 +20,8 @@ const bad = (field: string, description: string, reason = 'INVALID_TYPE') => Api
 
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 
+const RFC3339 = /^\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)$/;
+
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** "links[0].url" style paths. */
@@ -120,7 +122,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         if (!isObject(v)) throw bad(field, 'must be an object');
         return decodeMessage(t.ref, v, field);
       case 'timestamp': {
-        const d = typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? new Date(v) : undefined;
+        // An offset is required: without one, Date would read the time in the server's zone.
+        const d = typeof v === 'string' && RFC3339.test(v) ? new Date(v) : undefined;
         if (!d || Number.isNaN(d.getTime())) throw bad(field, 'must be an RFC 3339 timestamp');
         return d;
       }
@@ -132,7 +135,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         const out: Obj = {};
         for (const [k, item] of Object.entries(v)) {
           decodeValue({ kind: 'scalar', scalar: t.key }, k, `${field}.${k}`, true);
-          out[k] = decodeValue(t.value, item, `${field}.${k}`, false);
+          // Defined, not assigned: a "__proto__" key is a key like any other.
+          Object.defineProperty(out, k, { value: decodeValue(t.value, item, `${field}.${k}`, false), enumerable: true, writable: true, configurable: true });
         }
         return out;
       }

@@ -1,0 +1,83 @@
+/**
+ * The request message of a route from the three parts of an HTTP request (the
+ * google.api.http binding): path parameters, query parameters and the JSON body,
+ * plus the update mask a PATCH implies. Pure: no Fastify, no I/O; every bad input
+ * is an ApiError naming the field.
+ */
+import { ApiError } from '../../src/errors.js';
+import type { Codec } from './codec.js';
+import type { RouteSpec } from './schema.js';
+
+/** The parts of an HTTP request the binding reads (as Fastify parses them). */
+export interface HttpRequestParts {
+  /** Parsed JSON body; undefined when there was none. */
+  body: unknown;
+  query: Record<string, string | string[]>;
+  /** Fastify path parameters (by RouteSpec.pathParams[].param). */
+  params: Record<string, string>;
+}
+
+type Obj = Record<string, unknown>;
+type BindingSpec = Pick<RouteSpec, 'requestType' | 'body' | 'pathParams'>;
+
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Builds the request message from path, body and query. */
+export function bindRequest(codec: Codec, spec: BindingSpec, { body, query, params }: HttpRequestParts): Obj {
+  const message = codec.emptyMessage(spec.requestType);
+  if (body !== undefined && spec.body === null) throw ApiError.invalid('body', 'UNEXPECTED_BODY', 'this method takes no body');
+  if (body !== undefined && !isObject(body) && spec.body === '*') {
+    throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
+  }
+  // Query parameters bind every field not taken by the path (or by a named body
+  // field); a "*" body, read after them, wins where both give a field.
+  const pathFields = new Set<string>(spec.pathParams.map((p) => p.field[0]!));
+  for (const [name, raw] of Object.entries(query)) {
+    const path = codec.fieldPathOf(spec.requestType, name);
+    if (!path || pathFields.has(path[0]!) || path[0] === spec.body) {
+      throw ApiError.invalid(name, 'UNKNOWN_FIELD', 'is not a known parameter');
+    }
+    codec.setFromText(spec.requestType, message, path, Array.isArray(raw) ? raw : [raw], name);
+  }
+  if (spec.body === '*') {
+    if (body !== undefined) codec.decodeMessage(spec.requestType, body as Obj, '', message);
+  } else if (spec.body) {
+    const field = codec.lookup(spec.requestType).get(spec.body)!;
+    if (body !== undefined) message[field.ts] = decodeBodyField(codec, spec, field.proto, body);
+  }
+  for (const p of spec.pathParams) codec.setFromText(spec.requestType, message, p.field, [params[p.param]!], p.field.join('.'));
+
+  const mask = impliedUpdateMask(codec, spec, body, query);
+  if (mask) message[mask.ts] = mask.paths;
+  return message;
+}
+
+function decodeBodyField(codec: Codec, spec: BindingSpec, proto: string, value: unknown) {
+  const f = codec.lookup(spec.requestType).get(proto)!;
+  if (f.type.kind === 'message' && !f.repeated) {
+    if (!isObject(value)) throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
+    return codec.decodeMessage(f.type.ref, value);
+  }
+  throw ApiError.invalid('body', 'INVALID_TYPE', 'unsupported body binding');
+}
+
+/**
+ * AIP-134: a PATCH-style binding (a named message body field) of a request with an
+ * `update_mask` FieldMask, and no mask in the query, updates the keys present in the
+ * body: the mask is their proto names (top level only). undefined when no mask is implied.
+ */
+export function impliedUpdateMask(
+  codec: Codec,
+  spec: BindingSpec,
+  body: unknown,
+  query: Record<string, unknown>,
+): { ts: string; paths: string[] } | undefined {
+  const mask = codec.lookup(spec.requestType).get('update_mask');
+  if (!spec.body || spec.body === '*' || mask?.type.kind !== 'fieldmask' || 'update_mask' in query || 'updateMask' in query) return undefined;
+  const target = codec.lookup(spec.requestType).get(spec.body)!;
+  const keys = isObject(body) ? Object.keys(body) : [];
+  const paths = target.type.kind === 'message'
+    ? keys.map((k) => codec.lookup((target.type as { ref: string }).ref).get(k)?.proto ?? k)
+    : [];
+  return { ts: mask.ts, paths };
+}
