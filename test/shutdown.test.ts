@@ -139,6 +139,9 @@ describe('SIGTERM during load', () => {
     const env = {
       DATA_DIR: dir, DATABASE_URL: db.url, PORT: String(port), GRPC_PORT: String(await freePort()), AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', RATE_LIMIT_BOT: 'off', SHUTDOWN_TIMEOUT: '10s', ...kafkaEnv(),
+      // Consumer groups of its own: joining the groups other tests' processes just left can
+      // hold a Kafka consumer's shutdown for seconds, which is not what this test measures.
+      KAFKA_CLIENT_ID: `sigterm-polls-${process.pid}-${Date.now()}`,
     };
     const base = `http://127.0.0.1:${port}`;
     let lock: { release(): Promise<void> } | undefined;
