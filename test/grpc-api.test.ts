@@ -21,8 +21,10 @@ import {
   type UpdateMyBotResponse,
 } from '../src/gen/botplatform/v1/console_service.js';
 import { RuntimeServiceClient, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
+import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
-import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, usingMysql, type Harness } from './helpers/harness.js';
+import { until } from './helpers/until.js';
 
 type Callback = (err: grpc.ServiceError | null, res: unknown) => void;
 
@@ -60,6 +62,7 @@ describe('gRPC API', () => {
   let consoleClient: ConsoleServiceClient;
   let adminClient: AdminServiceClient;
   let runtimeClient: RuntimeServiceClient;
+  let internalClient: InternalServiceClient;
   /** Sends bytes as they are, whatever the method's request type: what a client of another language may put on the wire. */
   let rawClient: grpc.Client;
   let alice: string;
@@ -77,6 +80,7 @@ describe('gRPC API', () => {
     consoleClient = new ConsoleServiceClient(h.grpcAddress, creds);
     adminClient = new AdminServiceClient(h.grpcAddress, creds);
     runtimeClient = new RuntimeServiceClient(h.grpcAddress, creds);
+    internalClient = new InternalServiceClient(h.grpcAddress, creds);
     rawClient = new grpc.Client(h.grpcAddress, creds);
     alice = await h.jwt('alice');
   });
@@ -84,6 +88,7 @@ describe('gRPC API', () => {
     consoleClient?.close();
     adminClient?.close();
     runtimeClient?.close();
+    internalClient?.close();
     rawClient?.close();
     await h?.close();
   });
@@ -252,6 +257,94 @@ describe('gRPC API', () => {
     expect(bounded.length).toBeGreaterThan(20);
     expect(new Set(bounded.map((b) => JSON.stringify(b)))).toEqual(new Set([JSON.stringify([-(2 ** 53 - 1), 2 ** 53 - 1])]));
     expect(doc.components.schemas['botplatform.v1.SendMessageRequest'].properties.chat_id.description).toContain('2^53-1');
+  });
+
+  describe('a call whose caller left before it finished', () => {
+    const metrics = async () => (await fetch(`${h.url}/metrics`)).text();
+    /** How many calls of `method` were counted with each of `codes` since `before`. */
+    const counted = async (before: string, method: string, codes: string[]) => {
+      const now = await metrics();
+      return Object.fromEntries(codes.map((code) => [code,
+        sample(now, 'botplatform_rpc_calls_total', { method, code }) - sample(before, 'botplatform_rpc_calls_total', { method, code })]));
+    };
+    const callOptions = (credential: string, requestId: string) => {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${credential}`);
+      md.set('x-request-id', requestId);
+      return md;
+    };
+    /** Holds the bot's row (MariaDB) or the only connection (SQLite): its ingest cannot commit until released. */
+    const holdWrites = async (botId: string) => {
+      const trx = await h.apps[0]!.db!.transaction();
+      if (usingMysql()) await trx('bots').where({ id: botId }).forUpdate().select('id');
+      return () => trx.rollback();
+    };
+    const message = { messageId: 0, date: 0, chat: { id: 77, type: 'private' }, from: { id: 77, isBot: false }, text: 'late' };
+
+    it('a long poll past its deadline is released at the deadline and counted DEADLINE_EXCEEDED, not at its timeout', async () => {
+      const { token } = await approvedBot(h, alice, 'grpc_deadline_poller');
+      const before = await metrics();
+      const started = Date.now();
+      const err = await new Promise<grpc.ServiceError | null>((resolve) => runtimeClient.getUpdates(
+        { timeout: 2, allowedUpdates: [] }, callOptions(token, 'deadline-poll-1'), { deadline: Date.now() + 300 }, (e) => resolve(e)));
+      expect(err?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+      const codes = ['DEADLINE_EXCEEDED', 'CANCELLED', 'OK'];
+      // Counted and released at the deadline, well before the poll's 2 s timeout.
+      const seen = await until(() => counted(before, 'GetUpdates', codes), (c) => c.DEADLINE_EXCEEDED! > 0, 1000);
+      expect(Date.now() - started).toBeLessThan(1500);
+      expect(seen).toEqual({ DEADLINE_EXCEEDED: 1, CANCELLED: 0, OK: 0 });
+      expect(sample(await metrics(), 'botplatform_long_polls_open', {})).toBe(0);
+      expect(logs.filter((l) => l.msg === 'rpc' && l.requestId === 'deadline-poll-1')).toEqual([
+        expect.objectContaining({ rpc: 'GetUpdates', code: 'DEADLINE_EXCEEDED' }),
+      ]);
+    });
+
+    it('an ingest that commits after its deadline passed is counted and logged DEADLINE_EXCEEDED, not OK', async () => {
+      const { id } = await approvedBot(h, alice, 'grpc_deadline_ingest');
+      const before = await metrics();
+      const release = await holdWrites(id);
+      let err: grpc.ServiceError | null;
+      try {
+        err = await new Promise<grpc.ServiceError | null>((resolve) => internalClient.ingestUpdates(
+          { updates: [{ botId: id, message }] } as never, callOptions(TEST_INTERNAL_TOKEN, 'deadline-ingest-1'), { deadline: Date.now() + 300 },
+          (e) => resolve(e)));
+        // Still hung well after the deadline (as on the server's clock, a little behind the client's).
+        await new Promise((r) => setTimeout(r, 200));
+      } finally {
+        await release();
+      }
+      expect(err?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+      // The write goes through once the database is free; the call is counted as its caller saw it.
+      const seen = await until(() => counted(before, 'IngestUpdates', ['DEADLINE_EXCEEDED', 'OK']), (c) => c.DEADLINE_EXCEEDED! + c.OK! > 0, 5000);
+      expect(seen).toEqual({ DEADLINE_EXCEEDED: 1, OK: 0 });
+      expect(logs.filter((l) => l.msg === 'rpc' && l.requestId === 'deadline-ingest-1')).toEqual([
+        expect.objectContaining({ rpc: 'IngestUpdates', code: 'DEADLINE_EXCEEDED' }),
+      ]);
+    });
+
+    it('an ingest its client cancelled is counted and logged CANCELLED, not OK', async () => {
+      const { id } = await approvedBot(h, alice, 'grpc_cancelled_ingest');
+      const before = await metrics();
+      const release = await holdWrites(id);
+      let err: grpc.ServiceError | null;
+      try {
+        err = await new Promise<grpc.ServiceError | null>((resolve) => {
+          const call = internalClient.ingestUpdates(
+            { updates: [{ botId: id, message }] } as never, callOptions(TEST_INTERNAL_TOKEN, 'cancelled-ingest-1'), { deadline: Date.now() + 10_000 },
+            (e) => resolve(e));
+          setTimeout(() => call.cancel(), 200);
+        });
+        await new Promise((r) => setTimeout(r, 100)); // the cancel reaches the server while the write still waits
+      } finally {
+        await release();
+      }
+      expect(err?.code).toBe(grpc.status.CANCELLED);
+      const seen = await until(() => counted(before, 'IngestUpdates', ['CANCELLED', 'DEADLINE_EXCEEDED', 'OK']), (c) => c.CANCELLED! + c.OK! > 0, 5000);
+      expect(seen).toEqual({ CANCELLED: 1, DEADLINE_EXCEEDED: 0, OK: 0 });
+      expect(logs.filter((l) => l.msg === 'rpc' && l.requestId === 'cancelled-ingest-1')).toEqual([
+        expect.objectContaining({ rpc: 'IngestUpdates', code: 'CANCELLED' }),
+      ]);
+    });
   });
 
   it('answers the standard health check', async () => {

@@ -11,9 +11,10 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import knexFactory from 'knex';
 import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
-import { approvedBot, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness } from './helpers/harness.js';
+import { approvedBot, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, usingMysql, type Harness } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
 import { serviceProcesses } from './helpers/processes.js';
 import { createTestPki } from './helpers/tls.js';
@@ -130,6 +131,60 @@ describe('SIGTERM during load', () => {
       await db.drop();
     }
   }, 90_000);
+
+  it('long polls that arrived just before SIGTERM, still reading before their wait, end promptly and the process exits well within SHUTDOWN_TIMEOUT', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-sigterm-polls-'));
+    const db = await createTestDatabase(dir);
+    const port = await freePort();
+    const env = {
+      DATA_DIR: dir, DATABASE_URL: db.url, PORT: String(port), GRPC_PORT: String(await freePort()), AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, LOG_LEVEL: 'warn', RATE_LIMIT_BOT: 'off', SHUTDOWN_TIMEOUT: '10s', ...kafkaEnv(),
+      // Consumer groups of its own: joining the groups other tests' processes just left can
+      // hold a Kafka consumer's shutdown for seconds, which is not what this test measures.
+      KAFKA_CLIENT_ID: `sigterm-polls-${process.pid}-${Date.now()}`,
+    };
+    const base = `http://127.0.0.1:${port}`;
+    let lock: { release(): Promise<void> } | undefined;
+    try {
+      const child = await services.start(env);
+      const h = { url: base, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
+      const ownerJwt = await h.jwt('sigterm-polls-owner');
+      const bots = await Promise.all([0, 1, 2].map((i) => approvedBot(h, ownerJwt, `sigterm_late_poller_${i}`)));
+      for (const b of bots) await client(base, ownerJwt).post(`/api/v1/bots/my/${b.id}/test-updates`, { text: 'first' });
+      // On MariaDB the bots' rows are held: each poll claims its waiter, then stops on the
+      // lock in its first write (allowed_updates), so SIGTERM lands between its claim and
+      // its wait every time. (SQLite's synchronous driver gives no such foothold: there the
+      // polls are usually already waiting when SIGTERM comes.)
+      if (usingMysql()) {
+        const k = knexFactory({ client: 'mysql2', connection: db.url, pool: { min: 0, max: 1 } });
+        const trx = await k.transaction();
+        await trx('bots').whereIn('id', bots.map((b) => b.id)).forUpdate().select('id');
+        lock = { release: async () => { await trx.rollback(); await k.destroy(); } };
+      }
+      const polls = bots.map((b) => fetch(`${base}/api/v1/bots/getUpdates`, {
+        method: 'POST', headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ timeout: 30, offset: 2, allowed_updates: ['message'] }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }), (err) => ({ status: 0, body: String(err.cause?.code ?? err) })));
+      await sleep(300);
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      const t0 = Date.now();
+      child.kill('SIGTERM');
+      await sleep(300);
+      await lock?.release();
+      lock = undefined;
+      const answered = await Promise.all(polls);
+      const answeredMs = Date.now() - t0;
+      expect(await exited).toBe(0);
+      const exitMs = Date.now() - t0;
+      // Each poll answers what it has (nothing) at shutdown, not at its 30 s nor at SHUTDOWN_TIMEOUT.
+      expect(answered).toEqual(bots.map(() => ({ status: 200, body: { ok: true, result: [] } })));
+      expect(answeredMs).toBeLessThan(3000);
+      expect(exitMs).toBeLessThan(5000);
+    } finally {
+      await lock?.release();
+      await db.drop();
+    }
+  }, 60_000);
 
   it('a gateway process stopping answers a long poll still waiting on the core with 503 at SHUTDOWN_TIMEOUT, not a reset', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-sigterm-gw-'));

@@ -34,6 +34,47 @@ describe('a long poll whose client left before the wait', () => {
     waiters.close();
   });
 
+  /** How `p` ends within `ms`: 'resolved:<value>', the error, or 'still waiting'. */
+  const within = (p: Promise<unknown>, ms: number) => Promise.race([
+    p.then((v) => `resolved:${String(v)}`, (err) => err),
+    new Promise((r) => setTimeout(() => r('still waiting'), ms)),
+  ]);
+
+  it('a long poll between its claim and its wait when shutdown begins answers at once, not at its timeout', async () => {
+    const waiters = createUpdateWaiters(createMemoryBus(), createLogger('silent'));
+    await waiters.start();
+    // Claimed (the call is reading the database before it waits) when close() runs.
+    const reading = waiters.claim('bot-reading', false);
+    waiters.close();
+    const started = Date.now();
+    expect(await within(reading.wait(Date.now() + 5000, new AbortController().signal), 1000)).toBe('resolved:false');
+    expect(Date.now() - started).toBeLessThan(500);
+    // Woken by an update just before shutdown (it reads again, then waits): also at once.
+    const waiters2 = createUpdateWaiters(createMemoryBus(), createLogger('silent'));
+    await waiters2.start();
+    const woken = waiters2.claim('bot-woken', false);
+    const first = woken.wait(Date.now() + 5000, new AbortController().signal);
+    waiters2.committed(['bot-woken']);
+    expect(await first).toBe(true);
+    waiters2.close();
+    expect(await within(woken.wait(Date.now() + 5000, new AbortController().signal), 1000)).toBe('resolved:false');
+    expect(waiters.size() + waiters2.size()).toBe(0);
+  });
+
+  it('a wait begun in the same tick as close() answers at once, whichever comes first', async () => {
+    const waiters = createUpdateWaiters(createMemoryBus(), createLogger('silent'));
+    await waiters.start();
+    const a = waiters.claim('bot-a', false);
+    const b = waiters.claim('bot-b', false);
+    const before = a.wait(Date.now() + 5000, new AbortController().signal);
+    waiters.close();
+    const after = b.wait(Date.now() + 5000, new AbortController().signal);
+    expect(await within(before, 1000)).toBe('resolved:false');
+    expect(await within(after, 1000)).toBe('resolved:false');
+    // And a poll arriving after close() began is refused, not held.
+    expect(() => waiters.claim('bot-c', false)).toThrow(expect.objectContaining({ code: Code.UNAVAILABLE }));
+  });
+
   describe('over HTTP', () => {
     let h: Harness;
     beforeAll(async () => {

@@ -93,6 +93,8 @@ export function createCore(deps: CoreDeps): Core {
         }
         throw apiError;
       } finally {
+        // The caller left first (its transport aborted with the status it answered): that is the outcome.
+        if (signal.aborted && signal.reason instanceof ApiError) code = signal.reason.code;
         const ms = performance.now() - started;
         const status = Code[code] ?? 'UNKNOWN';
         deps.telemetry?.rpc(method, status, ms / 1000);

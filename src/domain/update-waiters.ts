@@ -124,6 +124,9 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
           // The client may have left before the wait began: its abort event has already fired.
           if (signal.aborted && !ended) waiter.end(clientGone());
           if (ended) return Promise.reject(ended);
+          // Shutdown began while the call was reading (between its claim and this wait, or
+          // between two waits): it answers now with what it has, as waiting polls did.
+          if (closed) return Promise.resolve(false);
           if (waiter.dirty) return Promise.resolve(true);
           return new Promise<boolean>((resolve, reject) => {
             const finish = () => {
@@ -167,7 +170,10 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     /** How many long polls this process holds. */
     size: () => waiters.size,
 
-    /** Shutdown: every long poll answers now, with what it has (nothing). */
+    /**
+     * Shutdown: every long poll answers now, with what it has (nothing); one that is
+     * not waiting yet answers as soon as it would wait, and a new one is refused.
+     */
     close() {
       closed = true;
       for (const w of [...waiters.values()]) {

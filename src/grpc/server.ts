@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { ReflectionService } from '@grpc/reflection';
 import { HealthImplementation } from 'grpc-health-check';
-import { ApiError } from '../errors.js';
+import { ApiError, Code } from '../errors.js';
 import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
 import { InternalServiceService } from '../gen/botplatform/v1/internal_service.js';
@@ -34,6 +34,22 @@ function metadataOf(md: grpc.Metadata): CallMetadata {
   }
   return out;
 }
+
+/** The call's deadline in epoch ms; Infinity when the client set none. */
+function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>): number {
+  const d = call.getDeadline();
+  return d instanceof Date ? d.getTime() : d;
+}
+
+/**
+ * A cancel this close to the deadline is the deadline: a client's own deadline timer
+ * fires about when the server's does, and its cancel may arrive a little before.
+ */
+const DEADLINE_SLACK_MS = 100;
+/** setTimeout's longest delay; a farther deadline is left to grpc-js's 'cancelled'. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const deadlineExceeded = () => new ApiError(Code.DEADLINE_EXCEEDED, 'the deadline passed before the call finished');
+const clientCancelled = () => new ApiError(Code.CANCELLED, 'the client cancelled the call');
 
 /** The encoded FileDescriptorProtos of a FileDescriptorSet (field 1), byte for byte. */
 function rawFileDescriptors(set: Buffer): Buffer[] {
@@ -75,8 +91,22 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
       };
       impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
         const abort = new AbortController();
-        call.on('cancelled', () => abort.abort());
-        core.invoke(method.path, call.request, metadataOf(call.metadata), abort.signal).then(
+        const deadline = deadlineOf(call);
+        let done = false;
+        // The caller is gone (grpc-js has answered it DEADLINE_EXCEEDED itself, or it
+        // cancelled): the handler's signal says so, with the status the caller saw, which
+        // the core records in place of the handler's own outcome.
+        const callerLeft = () => {
+          if (done || abort.signal.aborted) return;
+          abort.abort(Date.now() >= deadline - DEADLINE_SLACK_MS ? deadlineExceeded() : clientCancelled());
+        };
+        const wait = deadline - Date.now();
+        const timer = wait <= MAX_TIMER_MS ? setTimeout(callerLeft, Math.max(0, wait)) : undefined;
+        call.on('cancelled', callerLeft);
+        core.invoke(method.path, call.request, metadataOf(call.metadata), abort.signal).finally(() => {
+          done = true;
+          clearTimeout(timer);
+        }).then(
           (response) => callback(null, response),
           (err) => callback(toGrpcStatus(ApiError.from(err))),
         );
