@@ -215,7 +215,12 @@ function main() {
     '/** Credential and surface of every RPC, from (botplatform.v1.service_settings). */\n' +
     "export type Credential = 'account_jwt' | 'admin_jwt' | 'bot_token' | 'internal';\n" +
     "export interface MethodSettings { credential: Credential; surface: 'console' | 'runtime' | 'internal' }\n" +
-    `export const methodSettings: Record<string, MethodSettings> = ${JSON.stringify(methods, null, 2)};\n`;
+    `const settings = ${JSON.stringify(methods, null, 2)} as const satisfies Record<string, MethodSettings>;\n` +
+    '/** The path of every RPC ("/botplatform.v1.RuntimeService/GetMe"). */\n' +
+    'export type RpcPath = keyof typeof settings;\n' +
+    "/** One RPC's settings as literal types: its credential decides the principal its handler is given. */\n" +
+    'export type SettingsOf<P extends RpcPath> = (typeof settings)[P];\n' +
+    'export const methodSettings: Readonly<Record<string, MethodSettings>> = settings;\n';
   fs.writeFileSync(path.join(root, 'src/gen/methods.ts'), methodsTs);
 
   const openapi = buildOpenApi({ routes, messages, enums, comments });

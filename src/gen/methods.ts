@@ -2,7 +2,7 @@
 /** Credential and surface of every RPC, from (botplatform.v1.service_settings). */
 export type Credential = 'account_jwt' | 'admin_jwt' | 'bot_token' | 'internal';
 export interface MethodSettings { credential: Credential; surface: 'console' | 'runtime' | 'internal' }
-export const methodSettings: Record<string, MethodSettings> = {
+const settings = {
   "/botplatform.v1.AdminService/ListBots": {
     "credential": "admin_jwt",
     "surface": "console"
@@ -111,4 +111,9 @@ export const methodSettings: Record<string, MethodSettings> = {
     "credential": "bot_token",
     "surface": "runtime"
   }
-};
+} as const satisfies Record<string, MethodSettings>;
+/** The path of every RPC ("/botplatform.v1.RuntimeService/GetMe"). */
+export type RpcPath = keyof typeof settings;
+/** One RPC's settings as literal types: its credential decides the principal its handler is given. */
+export type SettingsOf<P extends RpcPath> = (typeof settings)[P];
+export const methodSettings: Readonly<Record<string, MethodSettings>> = settings;
