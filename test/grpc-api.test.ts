@@ -11,6 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCore } from '../src/core/core.js';
 import { Code } from '../src/errors.js';
 import { AdminServiceClient } from '../src/gen/botplatform/v1/admin_service.js';
 import { ReviewStatus } from '../src/gen/botplatform/v1/bot.js';
@@ -22,7 +23,9 @@ import {
 } from '../src/gen/botplatform/v1/console_service.js';
 import { RuntimeServiceClient, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { methodSettings } from '../src/gen/methods.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
+import { createLogger } from '../src/logger.js';
 import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, usingMysql, type Harness } from './helpers/harness.js';
 import { until } from './helpers/until.js';
 
@@ -178,6 +181,28 @@ describe('gRPC API', () => {
       updateMask: ['about'],
     }, alice);
     expect(res.bot).toMatchObject({ about: 'from gRPC', name: 'Bot grpc_mask_bot' });
+  });
+
+  it('binds every RPC the protos declare: each one reaches the chain (no UNIMPLEMENTED), and the core covers them all', async () => {
+    const paths = Object.keys(methodSettings);
+    expect([...h.apps[0]!.core!.paths()].sort()).toEqual([...paths].sort());
+    for (const path of paths) {
+      const err = await rawCall(path, new Uint8Array(), undefined);
+      expect([path, err.code]).toEqual([path, grpc.status.UNAUTHENTICATED]);
+    }
+  });
+
+  it('a core missing the handler of a declared RPC refuses to start, naming it', () => {
+    const handler = async () => ({});
+    const handlers = Object.fromEntries(Object.keys(methodSettings).map((p) => [p, handler]));
+    delete handlers['/botplatform.v1.RuntimeService/GetFile'];
+    delete handlers['/botplatform.v1.ConsoleService/RetryDelivery'];
+    const start = () => createCore({
+      authenticator: { authenticate: () => Promise.reject(new Error('not called')) },
+      handlers,
+      logger: createLogger('silent'),
+    });
+    expect(start).toThrow('no handler for RPC botplatform.v1.ConsoleService/RetryDelivery, botplatform.v1.RuntimeService/GetFile');
   });
 
   it('answers undecodable bytes INVALID_ARGUMENT naming the request body, logged and counted under the method, credential or not', async () => {

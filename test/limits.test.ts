@@ -2,8 +2,8 @@
  * Rate limits and quotas, enforced in the core's chain: over HTTP (429 with
  * retry_after and Retry-After) and over gRPC (RESOURCE_EXHAUSTED with RetryInfo);
  * a bot that waits the time it was told succeeds; the quota holds across a
- * restart; the per-chat send limit (any Send* method with a chat_id) counts per
- * (bot, chat) and a refused call takes nothing from the other counters.
+ * restart; the per-chat send limit (methods the proto declares chat_limited)
+ * counts per (bot, chat) and a refused call takes nothing from the other counters.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -14,6 +14,7 @@ import { startApp, type App } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLimiter } from '../src/core/limits.js';
 import { ApiError, Code } from '../src/errors.js';
+import { methodSettings } from '../src/gen/methods.js';
 import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { createLogger } from '../src/logger.js';
@@ -161,6 +162,23 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
     expect(quota?.count).toBe(4);
     const chat = await repo.counter('chat:bot-a:1');
     expect(chat?.count).toBe(2);
+  });
+
+  it('applies to the methods the proto declares chat_limited, not to any method named Send*', async () => {
+    const runtime = '/botplatform.v1.RuntimeService';
+    expect(Object.keys(methodSettings).filter((p) => methodSettings[p]!.chatLimited))
+      .toEqual([`${runtime}/SendMessage`, `${runtime}/SendPhoto`, `${runtime}/SendDocument`]);
+    const limiter = createLimiter({
+      repo: createLimitsRepo(db), telemetry: createTelemetry(false), logger: createLogger('silent'),
+      settings: { botRate: null, chatRate: { count: 1, windowMs: 60_000 }, dailyQuota: 0 },
+    });
+    const call = (method: string) => limiter.check('bot-declared', `${runtime}/${method}`, { chatId: 7, text: 'hi' })
+      .then(() => 'ok', (e: ApiError) => Code[e.code]);
+    expect(await call('SendMessage')).toBe('ok');
+    expect(await call('SendDocument')).toBe('RESOURCE_EXHAUSTED');
+    // A Send* name the proto does not declare chat_limited (no such RPC: the chain
+    // would answer UNIMPLEMENTED) is not counted against the chat.
+    expect(await call('SendChatAction')).toBe('ok');
   });
 
   it('decides concurrent calls exactly: of 50 at once, as many as the limit are admitted', async () => {

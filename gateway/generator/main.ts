@@ -2,7 +2,7 @@
  * The gateway generator. Reads the buf JSON image of proto/ and writes:
  *   gateway/generated/routes.ts  – the Fastify route table and the JSON schemas of every routed message
  *   gateway/generated/openapi.json – an OpenAPI 3.1 document of the same routes
- *   src/gen/methods.ts           – each RPC's credential and surface, for the core's auth interceptor
+ *   src/gen/methods.ts           – each RPC's credential, surface and per-chat limit, for the core's auth and limits interceptors
  *   sdk/src/generated/api.ts     – the SDK's wire types and method bindings
  * Usage: tsx gateway/generator/main.ts <image.json> <repo root>
  */
@@ -17,6 +17,8 @@ const SETTINGS_OPTION = '[botplatform.v1.service_settings]';
 const SUCCESS_OPTION = '[botplatform.v1.http_success_code]';
 const HTTP_OPTION = '[google.api.http]';
 const NULL_WHEN_UNSET_OPTION = '[botplatform.v1.null_when_unset]';
+const CHAT_LIMITED_OPTION = '[botplatform.v1.chat_limited]';
+const INTEGER_TYPES = ['TYPE_INT64', 'TYPE_SINT64', 'TYPE_SFIXED64', 'TYPE_INT32', 'TYPE_SINT32', 'TYPE_SFIXED32'];
 
 const SCALARS: Record<string, FieldType> = {
   TYPE_STRING: { kind: 'scalar', scalar: 'string' },
@@ -97,7 +99,7 @@ function main() {
   const index = indexImage(image);
 
   const routes: (Omit<RouteSpec, 'grpc'> & { grpcRef: string; importFrom: string; serviceConst: string })[] = [];
-  const methods: Record<string, { credential: string; surface: string }> = {};
+  const methods: Record<string, { credential: string; surface: string; chatLimited: boolean }> = {};
   const messages: Record<string, MessageSchema> = {};
   const enums: Record<string, EnumSchema> = {};
   const comments: Record<string, string> = {};
@@ -148,7 +150,15 @@ function main() {
     const importFrom = svc.file.replace(/\.proto$/, '.js');
     svc.desc.method.forEach((m, j) => {
       const rpc = `${svc.fullName}/${m.name}`;
-      methods[`/${rpc}`] = { credential, surface };
+      const chatLimited = m.options?.[CHAT_LIMITED_OPTION] === true;
+      if (chatLimited) {
+        if (credential !== 'bot_token') throw new Error(`${rpc}: chat_limited applies to methods called with a bot token only`);
+        const chatId = index.messages.get(strip(m.inputType))?.desc.field?.find((f) => f.name === 'chat_id');
+        if (!chatId || !INTEGER_TYPES.includes(chatId.type) || chatId.label === 'LABEL_REPEATED') {
+          throw new Error(`${rpc}: chat_limited needs an integer chat_id field in ${strip(m.inputType)}`);
+        }
+      }
+      methods[`/${rpc}`] = { credential, surface, chatLimited };
       const rule = m.options?.[HTTP_OPTION] as HttpRule | undefined;
       if (!rule) return;
       if (surface === 'internal') throw new Error(`${rpc}: internal services have no HTTP binding`);
@@ -212,10 +222,16 @@ function main() {
 
   const methodsTs =
     header.replace('gateway/generator', 'gateway/generator (methods)') +
-    '/** Credential and surface of every RPC, from (botplatform.v1.service_settings). */\n' +
+    '/**\n * Credential and surface of every RPC, from (botplatform.v1.service_settings), and whether it\n' +
+    ' * counts against the per-chat send limit, from (botplatform.v1.chat_limited).\n */\n' +
     "export type Credential = 'account_jwt' | 'admin_jwt' | 'bot_token' | 'internal';\n" +
-    "export interface MethodSettings { credential: Credential; surface: 'console' | 'runtime' | 'internal' }\n" +
-    `export const methodSettings: Record<string, MethodSettings> = ${JSON.stringify(methods, null, 2)};\n`;
+    "export interface MethodSettings { credential: Credential; surface: 'console' | 'runtime' | 'internal'; chatLimited: boolean }\n" +
+    `const settings = ${JSON.stringify(methods, null, 2)} as const satisfies Record<string, MethodSettings>;\n` +
+    '/** The path of every RPC ("/botplatform.v1.RuntimeService/GetMe"). */\n' +
+    'export type RpcPath = keyof typeof settings;\n' +
+    "/** One RPC's settings as literal types: its credential decides the principal its handler is given. */\n" +
+    'export type SettingsOf<P extends RpcPath> = (typeof settings)[P];\n' +
+    'export const methodSettings: Readonly<Record<string, MethodSettings>> = settings;\n';
   fs.writeFileSync(path.join(root, 'src/gen/methods.ts'), methodsTs);
 
   const openapi = buildOpenApi({ routes, messages, enums, comments });

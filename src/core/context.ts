@@ -1,28 +1,12 @@
-/** What every service method receives besides its request. */
-import type { AccountPrincipal } from '../auth/account-jwt.js';
-
-export interface BotPrincipal {
-  kind: 'bot';
-  botId: string;
-  ownerId: string;
-}
-
-export interface InternalPrincipal {
-  kind: 'internal';
-}
-
-export type Principal = AccountPrincipal | BotPrincipal | InternalPrincipal;
-
-/** Metadata key in which the gateway tells the core the base URL a request came in on. */
-export const PUBLIC_BASE_URL_METADATA = 'x-public-base-url';
-
-/** Call metadata as plain lower-case keys (gRPC metadata or forwarded HTTP headers). */
-export type CallMetadata = Record<string, string | undefined>;
-
-export interface CallContext<P extends Principal = Principal> {
-  principal: P;
-  requestId: string;
-  metadata: CallMetadata;
-  /** Aborted when the caller goes away (client cancel, HTTP connection closed, shutdown). */
-  signal: AbortSignal;
-}
+/**
+ * What every service method receives besides its request. Declared with the
+ * domain's RPC types (src/domain/rpc.ts), which the transports build it for.
+ */
+export {
+  PUBLIC_BASE_URL_METADATA,
+  type BotPrincipal,
+  type CallContext,
+  type CallMetadata,
+  type InternalPrincipal,
+  type Principal,
+} from '../domain/rpc.js';

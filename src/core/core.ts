@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
 import { methodSettings } from '../gen/methods.js';
+import type { ServiceImpl } from '../domain/rpc.js';
 import type { UsageRecorder } from '../domain/usage.js';
 import { isStorageUnavailable } from '../storage/errors.js';
 import type { Telemetry } from '../telemetry/metrics.js';
@@ -15,8 +16,23 @@ import type { Authenticator } from './authenticate.js';
 import type { CallContext, CallMetadata, Principal } from './context.js';
 import { methodNameOf, type Limiter } from './limits.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type Handler = (request: any, ctx: CallContext<any>) => Promise<unknown>;
+/** One RPC's implementation as the chain calls it: typed where it is bound (bindService), by path here. */
+export type Handler = (request: unknown, ctx: CallContext) => Promise<unknown>;
+
+/**
+ * The handlers of a generated service definition, by RPC path. `impl` is checked
+ * against the definition at compile time (every method, its request and response
+ * types, the principal its credential proves); the chain then calls a handler only
+ * with a request decoded by that definition and that principal.
+ */
+export function bindService<S extends Record<string, { path: string }>>(definition: S, impl: ServiceImpl<S>): Record<string, Handler> {
+  const table: Record<string, Handler> = {};
+  for (const key of Object.keys(definition) as (keyof S & string)[]) {
+    const method = impl[key] as unknown as Handler | undefined;
+    if (typeof method === 'function') table[definition[key]!.path] = method.bind(impl);
+  }
+  return table;
+}
 
 /**
  * What a transport passes in place of a request it could not decode, so that the
@@ -36,6 +52,7 @@ export interface Core {
 
 export interface CoreDeps {
   authenticator: Authenticator;
+  /** A handler for every RPC of methodSettings, by path (createCore throws naming any missing). */
   handlers: Record<string, Handler>;
   logger: Logger;
   /** Rate limits and quota of runtime calls; none: unlimited. */
@@ -56,12 +73,15 @@ export function createCore(deps: CoreDeps): Core {
   for (const path of Object.keys(deps.handlers)) {
     if (!methodSettings[path]) throw new Error(`handler for unknown RPC ${path}`);
   }
+  const missing = Object.keys(methodSettings).filter((path) => typeof deps.handlers[path] !== 'function');
+  if (missing.length > 0) throw new Error(`no handler for RPC ${missing.map((p) => p.slice(1)).join(', ')}`);
+  const handlers = new Map(Object.entries(deps.handlers));
   const never = new AbortController().signal;
   // Per path, worked out once: the RPC name (GetMe) and the name bots call it by (getMe).
   const names = new Map(Object.keys(methodSettings).map((p) => [p, { rpc: methodNameOf(p), bot: botMethodName(methodNameOf(p)) }]));
 
   return {
-    paths: () => Object.keys(deps.handlers),
+    paths: () => [...handlers.keys()],
 
     async invoke(path, request, metadata, signal = never) {
       const started = performance.now();
@@ -71,7 +91,7 @@ export function createCore(deps: CoreDeps): Core {
       let principal: Principal | undefined;
       let code = Code.OK;
       try {
-        const handler = deps.handlers[path];
+        const handler = handlers.get(path);
         const settings = methodSettings[path];
         if (!handler || !settings) throw new ApiError(Code.UNIMPLEMENTED, `unknown method ${path}`);
         if (request instanceof UndecodableRequest) {

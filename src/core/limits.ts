@@ -11,6 +11,7 @@
 import type { Logger } from 'pino';
 import type { RateSetting } from '../config.js';
 import { ApiError, Code } from '../errors.js';
+import { methodSettings } from '../gen/methods.js';
 import { createGroupCommit } from '../group-commit.js';
 import type { AdmitResult, CounterRule, LimitsRepo } from '../storage/limits-repo.js';
 import type { Telemetry } from '../telemetry/metrics.js';
@@ -27,11 +28,11 @@ export interface LimitSettings {
 export const methodNameOf = (path: string) => path.slice(path.lastIndexOf('/') + 1);
 
 /**
- * The chat a call sends to, for the per-chat limit: any runtime method whose name
- * starts with "Send" and whose request carries a chat_id.
+ * The chat a call sends to, for the per-chat limit: the chat_id of a method the
+ * proto declares (botplatform.v1.chat_limited).
  */
-function chatOf(method: string, request: unknown): string | undefined {
-  if (!method.startsWith('Send') || typeof request !== 'object' || request === null) return undefined;
+function chatOf(path: string, request: unknown): string | undefined {
+  if (!methodSettings[path]?.chatLimited || typeof request !== 'object' || request === null) return undefined;
   // Requests reach the core as generated message objects: chat_id is `chatId`.
   const chat = (request as { chatId?: unknown }).chatId;
   return chat === undefined || chat === null || chat === '' || chat === 0 ? undefined : String(chat);
@@ -45,10 +46,10 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
 
   const commit = createGroupCommit<CounterRule[], AdmitResult>((calls) => deps.repo.admit(calls), 500, undefined, true);
 
-  function rulesOf(botId: string, method: string, request: unknown, at: number): CounterRule[] {
+  function rulesOf(botId: string, path: string, request: unknown, at: number): CounterRule[] {
     const rules: CounterRule[] = [];
     if (botRate) rules.push({ key: rateKey(botId), limit: botRate.count, ...windowOf(at, botRate.windowMs) });
-    const chat = chatRate ? chatOf(method, request) : undefined;
+    const chat = chatRate ? chatOf(path, request) : undefined;
     if (chat !== undefined && chatRate) rules.push({ key: chatKey(botId, chat), limit: chatRate.count, ...windowOf(at, chatRate.windowMs) });
     if (dailyQuota > 0) rules.push({ key: quotaKey(botId), limit: dailyQuota, ...windowOf(at, DAY_MS) });
     return rules;
@@ -72,7 +73,7 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
     /** Admits one runtime call of `botId` or throws RESOURCE_EXHAUSTED with a retry delay. */
     async check(botId: string, path: string, request: unknown): Promise<void> {
       const at = now();
-      const rules = rulesOf(botId, methodNameOf(path), request, at);
+      const rules = rulesOf(botId, path, request, at);
       if (rules.length === 0) return;
       for (const r of rules) {
         const until = full.get(r.key);

@@ -1,18 +1,11 @@
 /** The review desk: admins list, approve and reject applications of every account. */
 import { ApiError, Code } from '../errors.js';
 import { ReviewStatus } from '../gen/botplatform/v1/bot.js';
-import type {
-  ApproveBotRequest,
-  ApproveBotResponse,
-  ListBotsRequest,
-  ListBotsResponse,
-  RejectBotRequest,
-  RejectBotResponse,
-} from '../gen/botplatform/v1/admin_service.js';
 import type { BotsRepo, ReviewStatusValue } from '../storage/bots-repo.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { REVIEW_STATUS, toBotMessage } from './bot-view.js';
 import { issueToken } from './console-service.js';
+import type { AdminRpc } from './rpc.js';
 import * as check from './validation.js';
 
 export interface AdminDeps {
@@ -25,7 +18,7 @@ export interface AdminDeps {
 const notPending = (status: string) =>
   new ApiError(Code.FAILED_PRECONDITION, `bot is not pending review (review_status: ${status})`);
 
-export function createAdminService(deps: AdminDeps) {
+export function createAdminService(deps: AdminDeps): AdminRpc {
   const now = deps.now ?? Date.now;
 
   async function pendingBot(id: string) {
@@ -36,7 +29,7 @@ export function createAdminService(deps: AdminDeps) {
   }
 
   return {
-    async listBots(req: ListBotsRequest): Promise<ListBotsResponse> {
+    async listBots(req) {
       const { page, limit } = check.pageAndLimit(req.page, req.limit);
       let status: ReviewStatusValue | undefined;
       if (req.reviewStatus !== ReviewStatus.REVIEW_STATUS_UNSPECIFIED) {
@@ -50,7 +43,7 @@ export function createAdminService(deps: AdminDeps) {
       };
     },
 
-    async approveBot(req: ApproveBotRequest): Promise<ApproveBotResponse> {
+    async approveBot(req) {
       const bot = await pendingBot(req.id);
       const at = now();
       const { issued } = issueToken(deps, at, true);
@@ -60,7 +53,7 @@ export function createAdminService(deps: AdminDeps) {
       return { bot: toBotMessage((await deps.bots.findById(bot.id))!) };
     },
 
-    async rejectBot(req: RejectBotRequest): Promise<RejectBotResponse> {
+    async rejectBot(req) {
       const v = new check.Violations();
       check.requiredText(v, 'reason', req.reason, 1000);
       v.throwIfAny();

@@ -8,22 +8,11 @@ import type { SecretBox } from '../auth/secret-box.js';
 import { ApiError, Code } from '../errors.js';
 import type { Bot, BotCommand, BotContact, BotLink, WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
-import type {
-  BotProfile,
-  CreateApplicationRequest,
-  CreateApplicationResponse,
-  GetMyBotRequest,
-  GetMyBotResponse,
-  ListMyBotsRequest,
-  ListMyBotsResponse,
-  RegenerateTokenRequest,
-  RegenerateTokenResponse,
-  UpdateMyBotRequest,
-  UpdateMyBotResponse,
-} from '../gen/botplatform/v1/console_service.js';
+import type { BotProfile } from '../gen/botplatform/v1/console_service.js';
 import { isUniqueViolation } from '../storage/db.js';
 import type { BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
 import { friendRequestModeName, toBotMessage } from './bot-view.js';
+import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
 
 export const SCOPES = ['send', 'receive'] as const;
@@ -143,7 +132,9 @@ const PROFILE_FIELDS: Record<string, (p: BotProfile, v: check.Violations) => Bot
 /** Accepts a mask path in proto spelling ("short_description") or camelCase ("shortDescription"). */
 const normalisePath = (path: string) => path.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
-export function createConsoleService(deps: ConsoleDeps) {
+export function createConsoleService(
+  deps: ConsoleDeps,
+): Pick<ConsoleRpc, 'createApplication' | 'listMyBots' | 'getMyBot' | 'updateMyBot' | 'regenerateToken'> {
   const now = deps.now ?? Date.now;
 
   async function ownBot(principal: AccountPrincipal, id: string): Promise<BotRecord> {
@@ -153,7 +144,7 @@ export function createConsoleService(deps: ConsoleDeps) {
   }
 
   return {
-    async createApplication(principal: AccountPrincipal, req: CreateApplicationRequest): Promise<CreateApplicationResponse> {
+    async createApplication(req, { principal }) {
       const v = new check.Violations();
       check.requiredText(v, 'name', req.name, 100);
       check.username(v, 'username', req.username);
@@ -185,7 +176,7 @@ export function createConsoleService(deps: ConsoleDeps) {
       return { bot: toBotMessage(created) };
     },
 
-    async listMyBots(principal: AccountPrincipal, req: ListMyBotsRequest): Promise<ListMyBotsResponse> {
+    async listMyBots(req, { principal }) {
       const { page, limit } = check.pageAndLimit(req.page, req.limit);
       const { items, total } = await deps.bots.listForOwner(principal.accountId, page, limit);
       return {
@@ -194,7 +185,7 @@ export function createConsoleService(deps: ConsoleDeps) {
       };
     },
 
-    async getMyBot(principal: AccountPrincipal, req: GetMyBotRequest): Promise<GetMyBotResponse> {
+    async getMyBot(req, { principal }) {
       const bot = await ownBot(principal, req.id);
       let oneTimeToken: string | undefined;
       const sealed = bot.oneTimeTokenSealed;
@@ -207,13 +198,7 @@ export function createConsoleService(deps: ConsoleDeps) {
       return { bot: { ...toBotMessage(bot, { oneTimeToken }), webhook: await deps.webhookOf(bot.id) } };
     },
 
-    /** The detail read without its side effect (the one-time token stays unread). */
-    async botDetail(principal: AccountPrincipal, id: string): Promise<Bot> {
-      const bot = await ownBot(principal, id);
-      return { ...toBotMessage(bot), webhook: await deps.webhookOf(bot.id) };
-    },
-
-    async updateMyBot(principal: AccountPrincipal, req: UpdateMyBotRequest): Promise<UpdateMyBotResponse> {
+    async updateMyBot(req, { principal }) {
       const bot = await ownBot(principal, req.id);
       const profile: BotProfile = req.bot ?? ({ links: [], commandMenu: [] } as unknown as BotProfile);
       const v = new check.Violations();
@@ -234,7 +219,7 @@ export function createConsoleService(deps: ConsoleDeps) {
       return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, bot.id))!) };
     },
 
-    async regenerateToken(principal: AccountPrincipal, req: RegenerateTokenRequest): Promise<RegenerateTokenResponse> {
+    async regenerateToken(req, { principal }) {
       const bot = await ownBot(principal, req.id);
       if (bot.reviewStatus !== 'approved') {
         throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);

@@ -4,9 +4,9 @@ import type { AccountPrincipal } from '../auth/account-jwt.js';
 import { leaseFor, type Attempts } from '../dispatch/attempts.js';
 import { ApiError, Code } from '../errors.js';
 import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
-import type { ListDeliveriesResponse, RetryDeliveryResponse } from '../gen/botplatform/v1/console_service.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
+import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
 
 const STATUS = {
@@ -41,7 +41,7 @@ export interface DeliveriesDeps {
   now?: () => number;
 }
 
-export function createDeliveriesService(deps: DeliveriesDeps) {
+export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 'listDeliveries' | 'retryDelivery'> {
   const now = deps.now ?? Date.now;
   const holder = `console-${crypto.randomUUID()}`;
 
@@ -52,7 +52,7 @@ export function createDeliveriesService(deps: DeliveriesDeps) {
   }
 
   return {
-    async listDeliveries(principal: AccountPrincipal, req: { id: string; page?: number; limit?: number }): Promise<ListDeliveriesResponse> {
+    async listDeliveries(req, { principal }) {
       const { page, limit } = check.pageAndLimit(req.page, req.limit);
       const botId = await ownBotId(principal, req.id);
       const { items, total } = await deps.deliveries.listForBot(botId, page, limit);
@@ -60,7 +60,7 @@ export function createDeliveriesService(deps: DeliveriesDeps) {
     },
 
     /** One attempt now; answers with the delivery as it stands after it. */
-    async retryDelivery(principal: AccountPrincipal, req: { id: string; deliveryId: string }): Promise<RetryDeliveryResponse> {
+    async retryDelivery(req, { principal }) {
       const botId = await ownBotId(principal, req.id);
       const delivery = req.deliveryId ? await deps.deliveries.findForBot(botId, req.deliveryId) : undefined;
       if (!delivery) throw ApiError.notFound('delivery');

@@ -7,11 +7,11 @@ import crypto from 'node:crypto';
 import { randomBase62 } from '../auth/bot-token.js';
 import { blobKey, stagingKey, type BlobStore } from '../blobs/blob-store.js';
 import type { UrlSigner } from '../blobs/signed-token.js';
-import { PUBLIC_BASE_URL_METADATA, type BotPrincipal, type CallMetadata } from '../core/context.js';
 import { ApiError, Code } from '../errors.js';
 import type { File } from '../gen/botplatform/v1/update.js';
 import type { UploadCredentials } from '../gen/botplatform/v1/runtime_service.js';
 import type { FileRecord, FileSpec, FilesRepo } from '../storage/files-repo.js';
+import { PUBLIC_BASE_URL_METADATA, type CallMetadata, type RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 
 export interface FilesDeps {
@@ -98,7 +98,12 @@ function reuseIdOf(v: check.Violations, value: string): string | null {
   return value;
 }
 
-export function createFilesService(deps: FilesDeps) {
+type FilesRpc = Pick<RuntimeRpc, 'createUploadCredentials' | 'completeUpload' | 'provePossession' | 'getFile'>;
+
+export function createFilesService(deps: FilesDeps): FilesRpc & {
+  fileForSend(botId: string, fileId: string): Promise<FileRecord>;
+  sweep(): Promise<void>;
+} {
   const now = deps.now ?? Date.now;
   const tries = deps.possession ?? { maxTries: 5, tryWindowMs: 3_600_000 };
   const baseUrl = (md: CallMetadata) => (deps.publicBaseUrl ?? md[PUBLIC_BASE_URL_METADATA] ?? '').replace(/\/+$/, '');
@@ -131,11 +136,7 @@ export function createFilesService(deps: FilesDeps) {
   }
 
   return {
-    async createUploadCredentials(
-      principal: BotPrincipal,
-      req: { fileName: string; fileSize: number; checksum: string; fileType: string; reuseRequestId: string; reuseExisting?: boolean },
-      metadata: CallMetadata,
-    ): Promise<UploadCredentials> {
+    async createUploadCredentials(req, { principal, metadata }) {
       const v = new check.Violations();
       check.fileName(v, 'fileName', req.fileName, 255);
       if (!(req.fileSize >= 1 && req.fileSize <= deps.maxFileBytes)) {
@@ -157,7 +158,7 @@ export function createFilesService(deps: FilesDeps) {
           if (done.checksum !== checksum || done.size !== spec.size) {
             throw ApiError.failedPrecondition('reuseRequestId was already used for a different file; a new upload needs a new reuseRequestId');
           }
-          return hit(done);
+          return { result: hit(done) };
         }
       }
       const wantsReuse = req.reuseExisting !== false && (reuseRequestId !== null || req.reuseExisting === true);
@@ -165,8 +166,8 @@ export function createFilesService(deps: FilesDeps) {
         const size = await deps.files.blobSize(checksum);
         if (size !== undefined) {
           if (size !== spec.size) throw ApiError.invalid('fileSize', 'SIZE_MISMATCH', 'does not match the size of the content with this checksum');
-          if (await deps.files.isBlobOwner(checksum, principal.ownerId)) return hit(await deps.files.addFile(newFileId(), spec, now()));
-          return challenge(spec);
+          if (await deps.files.isBlobOwner(checksum, principal.ownerId)) return { result: hit(await deps.files.addFile(newFileId(), spec, now())) };
+          return { result: await challenge(spec) };
         }
       }
 
@@ -177,7 +178,7 @@ export function createFilesService(deps: FilesDeps) {
       }
       const exp = Math.floor(upload.expiresAt / 1000);
       const token = deps.signer.sign({ kind: 'upload', id: upload.id, size: spec.size, sha256: checksum, exp });
-      return {
+      const credentials: UploadCredentials = {
         uploadRequired: true,
         uploadUrl: `${baseUrl(metadata)}/api/v1/files/upload/${token}`,
         method: 'PUT',
@@ -186,9 +187,10 @@ export function createFilesService(deps: FilesDeps) {
         file: undefined,
         possessionChallenge: undefined,
       };
+      return { result: credentials };
     },
 
-    async completeUpload(principal: BotPrincipal, req: { checksum: string; reuseRequestId: string }) {
+    async completeUpload(req, { principal }) {
       const v = new check.Violations();
       const checksum = checksumOf(v, req.checksum);
       const reuseRequestId = reuseIdOf(v, req.reuseRequestId);
@@ -214,7 +216,7 @@ export function createFilesService(deps: FilesDeps) {
       return { result: { fileId: file.id, file: toFile(file) } };
     },
 
-    async provePossession(principal: BotPrincipal, req: { challengeId: string; proof: string }): Promise<UploadCredentials> {
+    async provePossession(req, { principal }) {
       const v = new check.Violations();
       if (!req.challengeId) v.add('challengeId', 'REQUIRED', 'is required');
       if (!req.proof) v.add('proof', 'REQUIRED', 'is required');
@@ -235,16 +237,16 @@ export function createFilesService(deps: FilesDeps) {
       if (!crypto.timingSafeEqual(expected, given)) {
         throw ApiError.invalid('proof', 'PROOF_MISMATCH', 'does not prove possession of the file; the challenge is used up');
       }
-      return hit(await deps.files.addFile(newFileId(), c, now()));
+      return { result: hit(await deps.files.addFile(newFileId(), c, now())) };
     },
 
-    async getFile(principal: BotPrincipal, req: { fileId: string }, metadata: CallMetadata): Promise<File> {
+    async getFile(req, { principal, metadata }) {
       if (!req.fileId) throw ApiError.invalid('file_id', 'REQUIRED', 'is required');
       const f = await deps.files.fileOfBot(principal.botId, req.fileId);
       if (!f) throw ApiError.notFound('file');
       const exp = Math.floor((now() + deps.urlTtlMs) / 1000);
       const token = deps.signer.sign({ kind: 'download', sha256: f.checksum, size: f.size, name: f.fileName, type: f.mimeType, exp });
-      return toFile(f, `${baseUrl(metadata)}/api/v1/files/download/${token}`);
+      return { result: toFile(f, `${baseUrl(metadata)}/api/v1/files/download/${token}`) };
     },
 
     /** A file of this bot, for the send methods (400 when it is not the bot's: contract §6). */

@@ -4,12 +4,13 @@
  * Each sent message is stored and queued for the platform's messaging services.
  */
 import crypto from 'node:crypto';
-import type { BotPrincipal } from '../core/context.js';
 import { ApiError } from '../errors.js';
+import type { SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message } from '../gen/botplatform/v1/update.js';
 import type { MessagesRepo } from '../storage/messages-repo.js';
 import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
+import type { BotPrincipal, RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 import { fromWireMessage, toWireMessage } from './wire.js';
 
@@ -33,7 +34,7 @@ interface SendInput {
   replyToMessageId?: number;
 }
 
-export function createMessagesService(deps: MessagesDeps) {
+export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sendMessage' | 'sendPhoto' | 'sendDocument'> {
   const now = deps.now ?? Date.now;
 
   function checkTarget(v: check.Violations, input: SendInput) {
@@ -67,7 +68,7 @@ export function createMessagesService(deps: MessagesDeps) {
 
   async function sendFile(
     principal: BotPrincipal,
-    req: { chatId: number; fileId: string; caption?: string; replyToMessageId?: number },
+    req: SendPhotoRequest | SendDocumentRequest,
     kind: 'photo' | 'document',
   ): Promise<Message> {
     const v = new check.Violations();
@@ -83,15 +84,15 @@ export function createMessagesService(deps: MessagesDeps) {
   }
 
   return {
-    async sendMessage(principal: BotPrincipal, req: { chatId: number; text: string; replyToMessageId?: number }): Promise<Message> {
+    async sendMessage(req, { principal }) {
       const v = new check.Violations();
       check.messageText(v, 'text', req.text, 4096);
       checkTarget(v, req);
       v.throwIfAny();
-      return send(principal, req, { text: req.text });
+      return { result: await send(principal, req, { text: req.text }) };
     },
-    sendPhoto: (principal: BotPrincipal, req: Parameters<typeof sendFile>[1]) => sendFile(principal, req, 'photo'),
-    sendDocument: (principal: BotPrincipal, req: Parameters<typeof sendFile>[1]) => sendFile(principal, req, 'document'),
+    sendPhoto: async (req, { principal }) => ({ result: await sendFile(principal, req, 'photo') }),
+    sendDocument: async (req, { principal }) => ({ result: await sendFile(principal, req, 'document') }),
   };
 }
 

@@ -4,15 +4,15 @@
  * window of whole minutes. Counts come from the usage statistics every process
  * writes (this process's own are flushed first) and from the quota counter.
  */
-import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { RateSetting } from '../config.js';
 import { ApiError } from '../errors.js';
-import type { BotMetrics, GetBotMetricsRequest, GetBotMetricsResponse, RateLimit } from '../gen/botplatform/v1/console_service.js';
+import type { BotMetrics, RateLimit } from '../gen/botplatform/v1/console_service.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo } from '../storage/deliveries-repo.js';
 import type { LimitsRepo } from '../storage/limits-repo.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 import { DAY_MS, quotaKey, windowOf } from './limit-keys.js';
+import type { ConsoleRpc } from './rpc.js';
 import { MINUTE_MS, type UsageRecorder } from './usage.js';
 
 export interface MetricsDeps {
@@ -29,11 +29,11 @@ export interface MetricsDeps {
 const rateOf = (r: RateSetting | null): RateLimit | undefined =>
   r ? { limit: r.count, windowSeconds: Math.round(r.windowMs / 1000) } : undefined;
 
-export function createMetricsService(deps: MetricsDeps) {
+export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBotMetrics'> {
   const now = deps.now ?? Date.now;
 
   return {
-    async getBotMetrics(principal: AccountPrincipal, req: GetBotMetricsRequest): Promise<GetBotMetricsResponse> {
+    async getBotMetrics(req, { principal }) {
       const windowSeconds = req.windowSeconds ?? 3600;
       if (!Number.isInteger(windowSeconds) || windowSeconds < 60 || windowSeconds > 86_400) {
         throw ApiError.invalid('window_seconds', 'OUT_OF_RANGE', 'must be from 60 to 86400');

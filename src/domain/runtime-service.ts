@@ -1,16 +1,15 @@
 /** The bot API, as seen by an authenticated bot. */
 import { ApiError } from '../errors.js';
-import type { GetMeResponse } from '../gen/botplatform/v1/runtime_service.js';
-import type { BotPrincipal } from '../core/context.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
+import type { RuntimeRpc } from './rpc.js';
 
 export interface RuntimeDeps {
   bots: BotsRepo;
 }
 
-export function createRuntimeService(deps: RuntimeDeps) {
+export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe'> {
   return {
-    async getMe(principal: BotPrincipal): Promise<GetMeResponse> {
+    async getMe(_req, { principal }) {
       const bot = await deps.bots.findById(principal.botId);
       if (!bot) throw ApiError.unauthenticated('invalid or revoked bot token');
       return {

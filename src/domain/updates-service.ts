@@ -4,13 +4,13 @@
  */
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { SecretBox } from '../auth/secret-box.js';
-import type { BotPrincipal } from '../core/context.js';
 import { ApiError, Code } from '../errors.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
-import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
 import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
+import { toBotMessage } from './bot-view.js';
+import type { ConsoleRpc, InternalRpc, RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
 import type { IngestOutcome, UpdatesRepo } from '../storage/updates-repo.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
@@ -71,7 +71,13 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
   check.safeText(v, `${field}.from.first_name`, m.from?.firstName);
 }
 
-export function createUpdatesService(deps: UpdatesDeps) {
+type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
+  & Pick<ConsoleRpc, 'setBotWebhook' | 'deleteBotWebhook' | 'createTestUpdate'>
+  & InternalRpc;
+
+export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
+  webhookSummary(botId: string): Promise<WebhookSummary | undefined>;
+} {
   const now = deps.now ?? Date.now;
 
   async function approvedOwnBot(principal: AccountPrincipal, id: string): Promise<BotRecord> {
@@ -89,7 +95,7 @@ export function createUpdatesService(deps: UpdatesDeps) {
     }
   }
 
-  async function setWebhook(botId: string, input: WebhookInput): Promise<void> {
+  async function applyWebhook(botId: string, input: WebhookInput): Promise<void> {
     const v = new check.Violations();
     if (!input.url) v.add('url', 'REQUIRED', 'is required');
     else check.httpsUrl(v, 'url', input.url);
@@ -118,22 +124,31 @@ export function createUpdatesService(deps: UpdatesDeps) {
     await deps.waiters.modeChanged(botId, 'webhook');
   }
 
-  async function deleteWebhook(botId: string, dropPending: boolean): Promise<void> {
+  async function removeWebhook(botId: string, dropPending: boolean): Promise<void> {
     await deps.webhooks.remove(botId, dropPending, now());
     await deps.waiters.modeChanged(botId, 'polling');
   }
 
+  /** The redacted webhook of a bot, for detail reads. */
+  async function webhookSummary(botId: string): Promise<WebhookSummary | undefined> {
+    const w = await deps.webhooks.get(botId);
+    if (!w) return undefined;
+    const kinds = await deps.webhooks.allowedUpdates(botId);
+    return { url: w.url, hasSecretToken: true, allowedUpdates: kinds ?? [], allowedIps: w.allowedIps, maxConnections: w.maxConnections };
+  }
+
+  /** The console's detail of an own bot as it stands now (the one-time token stays unread). */
+  async function ownBotDetail(principal: AccountPrincipal, id: string) {
+    const bot = await deps.bots.findForOwner(principal.accountId, id);
+    if (!bot) throw ApiError.notFound('bot');
+    return { ...toBotMessage(bot), webhook: await webhookSummary(bot.id) };
+  }
+
   return {
-    /** The redacted webhook of a bot, for detail reads. */
-    async webhookSummary(botId: string): Promise<WebhookSummary | undefined> {
-      const w = await deps.webhooks.get(botId);
-      if (!w) return undefined;
-      const kinds = await deps.webhooks.allowedUpdates(botId);
-      return { url: w.url, hasSecretToken: true, allowedUpdates: kinds ?? [], allowedIps: w.allowedIps, maxConnections: w.maxConnections };
-    },
+    webhookSummary,
 
     /** Internal ingest: validated whole, committed whole (or refused whole) before it answers. */
-    async ingest(req: IngestUpdatesRequest): Promise<IngestUpdatesResponse> {
+    async ingestUpdates(req) {
       const v = new check.Violations();
       if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
       if (req.updates.length > MAX_INGEST) v.add('updates', 'TOO_MANY', `must have at most ${MAX_INGEST} updates`);
@@ -176,7 +191,7 @@ export function createUpdatesService(deps: UpdatesDeps) {
     },
 
     /** The console's test message from a test user to an approved bot. */
-    async createTestUpdate(principal: AccountPrincipal, req: { id: string; text: string; chatId?: number; from?: { id: number; isBot: boolean; username?: string; firstName?: string } }) {
+    async createTestUpdate(req, { principal }) {
       const bot = await approvedOwnBot(principal, req.id);
       const v = new check.Violations();
       check.messageText(v, 'text', req.text, 4096);
@@ -200,11 +215,7 @@ export function createUpdatesService(deps: UpdatesDeps) {
       return { updateId, updateSeq };
     },
 
-    async getUpdates(
-      principal: BotPrincipal,
-      req: { offset?: number; limit?: number; timeout?: number; allowedUpdates: string[] },
-      signal: AbortSignal,
-    ) {
+    async getUpdates(req, { principal, signal }) {
       const v = new check.Violations();
       if (req.offset !== undefined && req.offset < 0) v.add('offset', 'OUT_OF_RANGE', 'must be 0 or more');
       if (req.limit !== undefined && (req.limit < 1 || req.limit > 100)) v.add('limit', 'OUT_OF_RANGE', 'must be 1 to 100');
@@ -243,23 +254,29 @@ export function createUpdatesService(deps: UpdatesDeps) {
       }
     },
 
-    /** Console and runtime setWebhook. */
-    setWebhook,
-    deleteWebhook,
-
-    async setOwnBotWebhook(principal: AccountPrincipal, id: string, input: WebhookInput) {
-      const bot = await approvedOwnBot(principal, id);
-      await setWebhook(bot.id, input);
-      return bot.id;
+    async setWebhook(req, { principal }) {
+      await applyWebhook(principal.botId, req);
+      return { result: true };
     },
 
-    async deleteOwnBotWebhook(principal: AccountPrincipal, id: string, dropPending: boolean) {
-      const bot = await approvedOwnBot(principal, id);
-      await deleteWebhook(bot.id, dropPending);
-      return bot.id;
+    async deleteWebhook(req, { principal }) {
+      await removeWebhook(principal.botId, req.dropPendingUpdates);
+      return { result: true };
     },
 
-    async getWebhookInfo(principal: BotPrincipal): Promise<WebhookInfo> {
+    async setBotWebhook(req, { principal }) {
+      const bot = await approvedOwnBot(principal, req.id);
+      await applyWebhook(bot.id, req);
+      return { bot: await ownBotDetail(principal, bot.id) };
+    },
+
+    async deleteBotWebhook(req, { principal }) {
+      const bot = await approvedOwnBot(principal, req.id);
+      await removeWebhook(bot.id, req.dropPendingUpdates);
+      return { bot: await ownBotDetail(principal, bot.id) };
+    },
+
+    async getWebhookInfo(_req, { principal }) {
       const [bot, webhook, kinds] = await Promise.all([
         deps.bots.findById(principal.botId),
         deps.webhooks.get(principal.botId),
@@ -269,7 +286,7 @@ export function createUpdatesService(deps: UpdatesDeps) {
       const pending = bot!.deliveryMode === 'webhook'
         ? await deps.openDeliveries(principal.botId)
         : await deps.updates.pendingCount(principal.botId);
-      return {
+      const info: WebhookInfo = {
         url: webhook?.url ?? '',
         deliveryMode: bot!.deliveryMode,
         pendingUpdateCount: pending,
@@ -280,6 +297,7 @@ export function createUpdatesService(deps: UpdatesDeps) {
         platformEgressIps: deps.egressIps,
         allowedIps: webhook?.allowedIps ?? [],
       };
+      return { result: info };
     },
   };
 }
