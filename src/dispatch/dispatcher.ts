@@ -77,6 +77,7 @@ export function createDispatcher(opts: DispatcherOptions) {
   const held = new Map<string, { token: string; until: number }>();
   let heartbeatTimer: NodeJS.Timeout | null = null;
   let heartbeatFailures = 0;
+  let beating: Promise<void> | null = null;
   const bots = new Map<string, BotState>();
   const limitTtlMs = opts.limitTtlMs ?? 5000;
   const running = new Set<Promise<void>>();
@@ -231,7 +232,8 @@ export function createDispatcher(opts: DispatcherOptions) {
   }
 
   async function heartbeatLoop() {
-    await heartbeat();
+    await (beating = heartbeat());
+    beating = null;
     if (heartbeatTimer) heartbeatTimer = setTimeout(() => void heartbeatLoop(), HEARTBEAT_MS);
   }
 
@@ -265,6 +267,7 @@ export function createDispatcher(opts: DispatcherOptions) {
       // Leases were renewed until the last outcome was written.
       if (heartbeatTimer) clearTimeout(heartbeatTimer);
       heartbeatTimer = null;
+      await beating;
     },
   };
 }
