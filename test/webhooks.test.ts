@@ -148,15 +148,19 @@ describe('webhook delivery', () => {
 
   it('a bot whose endpoint hangs does not delay another bot', async () => {
     const slow = await botWithReceiver('hook_slow', { max_connections: 2 });
+    // Two answered attempts open the slow bot's window (it starts at 1) to its max_connections.
+    for (let i = 0; i < 2; i++) await inject(slow.id, `warm ${i}`);
+    await slow.receiver.waitFor(2);
+    await until(() => deliveries(slow.id), (d) => d.items.filter((x: { status: string }) => x.status === 'succeeded').length === 2);
     slow.receiver.always({ hang: true });
     const fast = await botWithReceiver('hook_fast');
     for (let i = 0; i < 4; i++) await inject(slow.id, `slow ${i}`);
-    await slow.receiver.waitFor(2);
+    await slow.receiver.waitFor(4);
     const t0 = Date.now();
     await inject(fast.id, 'fast');
     await fast.receiver.waitFor(1);
     expect(Date.now() - t0).toBeLessThan(700); // well under the 800 ms the slow attempts hang for
-    expect(slow.receiver.received.length).toBe(2); // max_connections holds the rest back
+    expect(slow.receiver.received.length).toBe(4); // max_connections holds the rest back
   });
 
   it('hanging endpoints cannot use up the dispatcher\'s in-flight budget: other bots still get theirs', async () => {
@@ -173,16 +177,21 @@ describe('webhook delivery', () => {
         return { ...bot, receiver };
       };
       const slow = await hooked('budget_slow', { max_connections: 4 });
+      // Three answered attempts open the slow bot's window (it starts at 1) to its max_connections.
+      for (let i = 0; i < 3; i++) await client(small.url, jwt).post(`/api/v1/bots/my/${slow.id}/test-updates`, { text: `warm ${i}` });
+      await slow.receiver.waitFor(3);
+      await until(async () => (await client(small.url, jwt).get(`/api/v1/bots/my/${slow.id}/deliveries`)).body.items,
+        (items) => items.filter((x: { status: string }) => x.status === 'succeeded').length === 3);
       slow.receiver.always({ hang: true });
       const fast = await hooked('budget_fast');
       for (let i = 0; i < 4; i++) await client(small.url, jwt).post(`/api/v1/bots/my/${slow.id}/test-updates`, { text: `slow ${i}` });
-      await slow.receiver.waitFor(2); // the whole budget of 2 is now hanging
+      await slow.receiver.waitFor(3 + 2); // the whole budget of 2 is now hanging
       const t0 = Date.now();
       await client(small.url, jwt).post(`/api/v1/bots/my/${fast.id}/test-updates`, { text: 'fast' });
       await fast.receiver.waitFor(1);
       // Parked after 750 ms (a quarter of the timeout), far before the 3 s the hanging attempts last.
       expect(Date.now() - t0).toBeLessThan(2000);
-      await slow.receiver.waitFor(4); // and the slow bot still gets its max_connections
+      await slow.receiver.waitFor(3 + 4); // and the slow bot still gets its max_connections
     } finally {
       await small.close();
     }

@@ -24,6 +24,17 @@ export interface AttemptDeps {
   onOutcome?: (botId: string, ok: boolean, durationMs: number, dead: boolean) => void;
 }
 
+/**
+ * Whether a failed attempt says the receiver is overloaded or unreachable (no answer in
+ * time, a connection-level failure, or 429/502/503/504): the dispatcher narrows the bot's
+ * concurrency window on these.
+ */
+export function isCongestion(r: AttemptResult): boolean {
+  if (r.ok) return false;
+  const f = r.failure;
+  return f.kind === 'timeout' || f.kind === 'network' || (f.kind === 'http' && [429, 502, 503, 504].includes(f.statusCode));
+}
+
 /** The client's answer as a typed result: an HTTP status, or why no answer came. */
 export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
   if (r.ok) return { ok: true, statusCode: r.statusCode ?? 200, durationMs: r.durationMs, at };
@@ -52,14 +63,22 @@ export function createAttempts(deps: AttemptDeps) {
      * Attempts `delivery` (as read under `leaseToken`). `trigger`: auto walks the
      * retry schedule, manual (the console's retry) leaves it as it is. `webhook`: the
      * bot's, as read with the lease (null: none); read now when not given.
+     * `leaseHeld`: asked just before the request leaves; false (the lease may have run
+     * out, e.g. after a stall) skips the request and leaves the delivery to whoever
+     * holds it next. `onResult`: told what the request came to.
      */
     async attempt(
-      delivery: DeliveryRecord, leaseToken: string, opts: { trigger?: AttemptTrigger; webhook?: WebhookTarget | null } = {},
-    ): Promise<'succeeded' | 'failed' | 'no-webhook'> {
+      delivery: DeliveryRecord, leaseToken: string,
+      opts: { trigger?: AttemptTrigger; webhook?: WebhookTarget | null; leaseHeld?: () => boolean; onResult?: (r: AttemptResult) => void } = {},
+    ): Promise<'succeeded' | 'failed' | 'no-webhook' | 'lease-lost'> {
       const webhook = opts.webhook !== undefined ? opts.webhook : (await deps.webhooks.get(delivery.botId)) ?? null;
       if (!webhook) {
         await deps.deliveries.release(delivery.id, leaseToken);
         return 'no-webhook';
+      }
+      if (opts.leaseHeld && !opts.leaseHeld()) {
+        deps.logger.warn({ delivery: delivery.id }, 'delivery lease ran out before its attempt; left to the next holder');
+        return 'lease-lost';
       }
       const sent = await deps.client.send({
         url: webhook.url,
@@ -69,6 +88,7 @@ export function createAttempts(deps: AttemptDeps) {
         allowedIps: webhook.allowedIps,
       });
       const result = attemptResultOf(sent, now());
+      opts.onResult?.(result);
       const next = nextDeliveryState(delivery, result, opts.trigger ?? 'auto', deps.scheduleMs);
       const recorded = await record(delivery.id, leaseToken, next);
       if (!recorded) deps.logger.warn({ delivery: delivery.id }, 'delivery lease lost before its outcome was recorded');
@@ -81,7 +101,15 @@ export function createAttempts(deps: AttemptDeps) {
 export type Attempts = ReturnType<typeof createAttempts>;
 
 /**
- * How long an attempt's lease lasts: past the request timeout with room to record
- * the outcome. A holder that dies leaves its deliveries due again after this.
+ * How long a manual retry's lease lasts (it is not renewed): past the request timeout
+ * with room to record the outcome.
  */
 export const leaseFor = (timeoutMs: number) => 2 * timeoutMs + 5000;
+
+/**
+ * The dispatcher's leases are short and renewed by a heartbeat (every HEARTBEAT_MS) while
+ * their attempts run, outcome write included: a dispatcher that dies leaves its
+ * deliveries due again within LEASE_MS, however long the request timeout.
+ */
+export const LEASE_MS = 3000;
+export const HEARTBEAT_MS = 1000;

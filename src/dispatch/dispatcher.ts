@@ -3,13 +3,23 @@
  * updates topic (a consumer group shared by every dispatcher: one bot's updates
  * go to one dispatcher at a time), and sweeping the database for what is due
  * (retries, deliveries whose dispatcher died mid-attempt) so nothing depends on
- * the bus for correctness. Each attempt runs under a lease. A bot never has more
+ * the bus for correctness. Each attempt runs under a short lease (LEASE_MS) that a
+ * heartbeat renews every HEARTBEAT_MS, in one statement for all of this process's
+ * attempts, until the outcome is written: a dispatcher killed mid-attempt leaves its
+ * deliveries due again within LEASE_MS. The outcome write checks the lease token, so a
+ * holder that lost its lease cannot overwrite the next one's. A bot never has more
  * than its max_connections attempts in flight, and first attempts start in
  * update_seq order.
  *
+ * Ramp-up: per bot, attempts run within a concurrency window that starts at 1 (a
+ * dispatcher's start, or a bot seen afresh), grows by one per success (so doubles per
+ * round trip, as TCP's slow start) up to max_connections, and halves on each attempt
+ * that says the receiver is overloaded (timeout, connection failure, 429/502/503/504).
+ * A backlog thus reaches a receiver gradually instead of all at once.
+ *
  * Per bot, the dispatcher keeps one small state object (attempts in flight, the
- * max_connections read last): kept while the bot has attempts in flight or its
- * limit is fresh, dropped after, so the process holds nothing for idle bots.
+ * max_connections read last, the window): kept while the bot has attempts in flight
+ * or its limit is fresh, dropped after, so the process holds nothing for idle bots.
  *
  * Isolation: the process-wide budget (maxInFlight) counts only attempts that are
  * progressing. An attempt still waiting for its answer after slowMs is parked: it
@@ -22,7 +32,7 @@ import type { Bus } from '../bus/bus.js';
 import type { DeliveriesRepo, LeasedDelivery } from '../storage/deliveries-repo.js';
 import { UPDATES_TOPIC } from '../storage/updates-repo.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
-import { leaseFor, type Attempts } from './attempts.js';
+import { HEARTBEAT_MS, isCongestion, LEASE_MS, type Attempts } from './attempts.js';
 
 export interface DispatcherOptions {
   deliveries: DeliveriesRepo;
@@ -54,11 +64,20 @@ interface BotState {
   /** Its max_connections, as read at `readAt`. */
   max: number;
   readAt: number;
+  /** How many attempts it may have in flight now (at most max): see Ramp-up above. */
+  window: number;
 }
+
+const newBotState = (max: number, readAt: number): BotState => ({ inFlight: 0, max, readAt, window: 1 });
 
 export function createDispatcher(opts: DispatcherOptions) {
   const holder = `dispatcher-${crypto.randomUUID()}`;
-  const leaseMs = leaseFor(opts.timeoutMs);
+  const leaseMs = LEASE_MS;
+  /** The leases of the attempts running here (delivery id → token, and until when it is known held). */
+  const held = new Map<string, { token: string; until: number }>();
+  let heartbeatTimer: NodeJS.Timeout | null = null;
+  let heartbeatFailures = 0;
+  let beating: Promise<void> | null = null;
   const bots = new Map<string, BotState>();
   const limitTtlMs = opts.limitTtlMs ?? 5000;
   const running = new Set<Promise<void>>();
@@ -87,16 +106,18 @@ export function createDispatcher(opts: DispatcherOptions) {
       for (const b of stale) {
         const s = bots.get(b);
         if (s) Object.assign(s, { max: found.get(b) ?? 0, readAt });
-        else bots.set(b, { inFlight: 0, max: found.get(b) ?? 0, readAt });
+        else bots.set(b, newBotState(found.get(b) ?? 0, readAt));
       }
     }
     return new Map(botIds.map((b) => [b, bots.get(b)?.max ?? 0]));
   }
 
-  function launch(d: LeasedDelivery) {
+  function launch(d: LeasedDelivery, claimedAt: number) {
     let bot = bots.get(d.botId);
-    if (!bot) bots.set(d.botId, (bot = { inFlight: 0, max: 0, readAt: 0 }));
+    if (!bot) bots.set(d.botId, (bot = newBotState(0, 0)));
     bot.inFlight++;
+    const lease = { token: d.leaseToken, until: claimedAt + leaseMs };
+    held.set(d.id, lease);
     total++;
     let isParked = false;
     // Still unanswered after slowMs: park it (when the parking pool has room), freeing a budget slot.
@@ -108,10 +129,18 @@ export function createDispatcher(opts: DispatcherOptions) {
       kickWaiting();
     }, slowMs);
     park.unref();
-    const p = opts.attempts.attempt(d, d.leaseToken, { webhook: d.webhook })
+    const p = opts.attempts.attempt(d, d.leaseToken, {
+      webhook: d.webhook,
+      leaseHeld: () => Date.now() < lease.until,
+      onResult: (r) => {
+        if (r.ok) bot.window = Math.min(bot.window + 1, Math.max(1, bot.max));
+        else if (isCongestion(r)) bot.window = Math.max(1, Math.floor(bot.window / 2));
+      },
+    })
       .catch((err) => opts.logger.error({ err, delivery: d.id }, 'delivery attempt failed unexpectedly'))
       .then(() => {
         clearTimeout(park);
+        if (held.get(d.id) === lease) held.delete(d.id);
         bot.inFlight--;
         if (bot.inFlight === 0 && !fresh(bot, Date.now()) && bots.get(d.botId) === bot) bots.delete(d.botId);
         if (isParked) parked--;
@@ -138,7 +167,8 @@ export function createDispatcher(opts: DispatcherOptions) {
     let budget = opts.maxInFlight - total;
     const free = new Map<string, number>();
     for (const b of botIds) {
-      const own = max.get(b)! - (bots.get(b)?.inFlight ?? 0);
+      const s = bots.get(b);
+      const own = Math.min(max.get(b)!, s?.window ?? 1) - (s?.inFlight ?? 0);
       const n = Math.min(own, budget);
       if (n > 0) {
         free.set(b, n);
@@ -146,8 +176,9 @@ export function createDispatcher(opts: DispatcherOptions) {
       } else if (own > 0) starved.add(b); // its own slots are free, the budget is not
     }
     if (free.size === 0 || stopped) return;
-    const claimed = await opts.deliveries.claimForBots({ now: Date.now(), leaseMs, holder, free });
-    for (const d of claimed) launch(d);
+    const now = Date.now();
+    const claimed = await opts.deliveries.claimForBots({ now, leaseMs, holder, free });
+    for (const d of claimed) launch(d, now);
   }
 
   function kick(botId: string) {
@@ -179,6 +210,33 @@ export function createDispatcher(opts: DispatcherOptions) {
     if (!stopped) sweepTimer = setTimeout(() => void sweepLoop(), opts.sweepMs);
   }
 
+  /**
+   * Renews the leases of every attempt running here, in one statement. A renewal that
+   * fails is tried again on the next beat; leases not renewed in time are no longer
+   * trusted (an attempt not yet sent is skipped), and an outcome is written only under
+   * a lease still held.
+   */
+  async function heartbeat() {
+    if (held.size === 0) return;
+    const leases = [...held];
+    const until = Date.now() + leaseMs;
+    try {
+      await opts.deliveries.renewLeases(leases.map(([id, l]) => ({ id, leaseToken: l.token })), until);
+      for (const [, l] of leases) l.until = Math.max(l.until, until);
+      if (heartbeatFailures > 0) opts.logger.info({ failures: heartbeatFailures }, 'delivery leases renewed again');
+      heartbeatFailures = 0;
+    } catch (err) {
+      heartbeatFailures++;
+      opts.logger.warn({ err, failures: heartbeatFailures, leases: leases.length }, 'delivery lease renewal failed');
+    }
+  }
+
+  async function heartbeatLoop() {
+    await (beating = heartbeat());
+    beating = null;
+    if (heartbeatTimer) heartbeatTimer = setTimeout(() => void heartbeatLoop(), HEARTBEAT_MS);
+  }
+
   /** Everything due, any bot (retries, abandoned leases): each such bot is kicked. */
   async function sweepDue() {
     const bots = await opts.deliveries.botsWithDue(Date.now(), 1000);
@@ -191,6 +249,7 @@ export function createDispatcher(opts: DispatcherOptions) {
         for (const botId of keys) kick(botId);
       });
       void sweepLoop();
+      heartbeatTimer = setTimeout(() => void heartbeatLoop(), HEARTBEAT_MS);
     },
     /** Attempts in flight now (parked slow ones included). */
     inFlight: () => total + parked,
@@ -205,6 +264,10 @@ export function createDispatcher(opts: DispatcherOptions) {
       if (sweepTimer) clearTimeout(sweepTimer);
       await kicking;
       await Promise.allSettled([...running]);
+      // Leases were renewed until the last outcome was written.
+      if (heartbeatTimer) clearTimeout(heartbeatTimer);
+      heartbeatTimer = null;
+      await beating;
     },
   };
 }

@@ -76,6 +76,8 @@ function fromRow(r: any): DeliveryRecord {
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const OPEN = ['pending', 'retrying'];
+/** Most leases one renewal statement names. */
+const RENEW_CHUNK = 1000;
 
 /** Update ids per bot, bots in id order (the order their rows are locked in). */
 function groupBy(rows: { bot_id: string; update_id: number }[]): [string, number[]][] {
@@ -123,6 +125,23 @@ export function createDeliveriesRepo(db: Db) {
         leaseToken: token,
         webhook: r.webhook_url === null ? null : { url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips) },
       }));
+    },
+
+    /**
+     * Extends to `until` the leases still held under these tokens (the holder's
+     * heartbeat): one statement per RENEW_CHUNK deliveries, by primary key; a lease
+     * another holder took meanwhile is left alone. Answers how many rows matched.
+     */
+    async renewLeases(leases: { id: string; leaseToken: string }[], until: number): Promise<number> {
+      let n = 0;
+      for (let i = 0; i < leases.length; i += RENEW_CHUNK) {
+        const chunk = leases.slice(i, i + RENEW_CHUNK);
+        const ids = chunk.map((l) => l.id);
+        const tokens = [...new Set(chunk.map((l) => l.leaseToken))];
+        // Rows are locked in primary-key order, as claims and outcome writes lock them; a deadlock victim is rolled back whole.
+        n += await retryingDeadlocks(() => db('deliveries').whereIn('id', ids).whereIn('leased_by', tokens).update({ lease_until: until }));
+      }
+      return n;
     },
 
     /** Bots that have deliveries due and not leased (a bounded scan of the due index). */

@@ -9,7 +9,8 @@ export interface Received {
   at: number;
 }
 
-export type Behaviour = { status: number; location?: string } | { hang: true };
+/** An answer (after `delayMs`, when given), or none at all. */
+export type Behaviour = { status: number; location?: string; delayMs?: number } | { hang: true };
 
 export async function startReceiver(pki: TestPki) {
   const received: Received[] = [];
@@ -17,19 +18,35 @@ export async function startReceiver(pki: TestPki) {
   let fallback: Behaviour = { status: 200 };
   const waiters: (() => void)[] = [];
   const hung = new Set<import('node:http').ServerResponse>();
+  /** Requests received and not yet answered; the most seen at once; those whose client went away unanswered. */
+  const concurrency = { now: 0, max: 0, samples: [] as { at: number; now: number }[] };
+  const abandoned: Received[] = [];
   const server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
-      received.push({ headers: req.headers, raw: Buffer.concat(chunks), at: Date.now() });
+      const r = { headers: req.headers, raw: Buffer.concat(chunks), at: Date.now() };
+      received.push(r);
+      concurrency.now++;
+      concurrency.max = Math.max(concurrency.max, concurrency.now);
+      concurrency.samples.push({ at: r.at, now: concurrency.now });
+      res.once('close', () => {
+        concurrency.now--;
+        if (!res.writableFinished) abandoned.push(r);
+      });
       waiters.splice(0).forEach((w) => w());
       const b = behaviours.shift() ?? fallback;
       if ('hang' in b) {
         hung.add(res);
         return;
       }
-      res.writeHead(b.status, b.location ? { location: b.location } : {});
-      res.end('ok');
+      const answer = () => {
+        if (res.destroyed) return;
+        res.writeHead(b.status, b.location ? { location: b.location } : {});
+        res.end('ok');
+      };
+      if (b.delayMs) setTimeout(answer, b.delayMs);
+      else answer();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -37,6 +54,10 @@ export async function startReceiver(pki: TestPki) {
   return {
     url: `https://127.0.0.1:${port}/hook`,
     received,
+    /** Unanswered requests now and at most (with a sample at each arrival). */
+    concurrency,
+    /** Requests whose client closed the connection before they were answered. */
+    abandoned,
     /** The next answers, in order; then `always`. */
     script(...next: Behaviour[]) {
       behaviours.push(...next);
