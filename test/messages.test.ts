@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import crypto from 'node:crypto';
 import type { BusMessage } from '../src/bus/bus.js';
-import { MESSAGES_TOPIC } from '../src/storage/messages-repo.js';
+import { MESSAGES_TOPIC } from '../src/bus/topics.js';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
 
 describe('messages', () => {

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusMessage } from '../../src/bus/bus.js';
-import { MESSAGES_TOPIC } from '../../src/storage/messages-repo.js';
+import { MESSAGES_TOPIC } from '../../src/bus/topics.js';
 import { startHarness, type Harness } from '../../test/helpers/harness.js';
 import { freePort } from '../../test/helpers/ports.js';
 import { createTestPki, type TestPki } from '../../test/helpers/tls.js';

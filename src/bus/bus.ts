@@ -33,5 +33,3 @@ export interface Bus {
   close(): Promise<void>;
 }
 
-/** Topic of control signals between core instances (poll takeover, mode changes). */
-export const CONTROL_TOPIC = 'botplatform.control';

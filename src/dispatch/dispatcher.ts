@@ -30,7 +30,7 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
 import type { DeliveriesRepo, LeasedDelivery } from '../storage/deliveries-repo.js';
-import { UPDATES_TOPIC } from '../storage/updates-repo.js';
+import { UPDATES_TOPIC } from '../bus/topics.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import { HEARTBEAT_MS, isCongestion, LEASE_MS, type Attempts } from './attempts.js';
 

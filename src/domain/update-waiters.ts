@@ -7,8 +7,8 @@
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
-import { CONTROL_TOPIC, type Bus, type BusMessage } from '../bus/bus.js';
-import { UPDATES_TOPIC } from '../storage/updates-repo.js';
+import type { Bus, BusMessage } from '../bus/bus.js';
+import { CONTROL_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 
 interface Waiter {
   generation: number;

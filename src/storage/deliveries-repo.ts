@@ -49,11 +49,6 @@ export interface DeliveryWrite {
   closed: boolean;
 }
 
-/** "dlv_" + 20 random base64url-safe letters and digits: never all digits. */
-export function newDeliveryId(): string {
-  return `dlv_${crypto.randomBytes(15).toString('base64url').replace(/[-_]/g, 'x')}`;
-}
-
 /* eslint-disable @typescript-eslint/no-explicit-any */
 function fromRow(r: any): DeliveryRecord {
   const n = (v: unknown) => (v === null || v === undefined ? null : Number(v));

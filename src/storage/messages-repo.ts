@@ -3,9 +3,8 @@
  * reply to, and sent messages, stored together with the outbox message that
  * announces them to the platform's messaging services.
  */
+import { MESSAGES_TOPIC } from '../bus/topics.js';
 import { isMysql, transaction, type Db } from './db.js';
-
-export const MESSAGES_TOPIC = 'botplatform.messages';
 
 export function createMessagesRepo(db: Db) {
   const mysql = isMysql(db);

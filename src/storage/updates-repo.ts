@@ -4,7 +4,8 @@
  * published that was not committed and nothing committed goes unannounced.
  */
 import { isDeadlockOrLockWait, isMysql, retryingDeadlocks, transaction, type Db, type Tx } from './db.js';
-import { newDeliveryId } from './deliveries-repo.js';
+import { UPDATES_TOPIC } from '../bus/topics.js';
+import { deliveryRow } from './delivery-rows.js';
 
 export interface NewUpdate {
   botId: string;
@@ -42,8 +43,6 @@ export type IngestOutcome =
   | { filtered: true }
   | { error: 'NO_BOT' | 'NOT_APPROVED' };
 
-export const UPDATES_TOPIC = 'botplatform.updates';
-
 interface BotSeqRow {
   id: string;
   last_update_seq: number | string;
@@ -51,19 +50,6 @@ interface BotSeqRow {
   allowed_updates: string | null;
   review_status: string;
   delivery_mode: string;
-}
-
-/** The webhook body of an update: what a receiver gets. */
-export function webhookBody(u: Pick<StoredUpdate, 'updateId' | 'updateSeq' | 'kind' | 'message'>): string {
-  return JSON.stringify({ update_id: u.updateId, update_seq: u.updateSeq, [u.kind]: u.message });
-}
-
-/** A new delivery row of an update, due at `now`. */
-export function deliveryRow(u: Pick<StoredUpdate, 'updateId' | 'updateSeq' | 'kind' | 'message' | 'botId'>, now: number) {
-  return {
-    id: newDeliveryId(), bot_id: u.botId, update_id: u.updateId, update_seq: u.updateSeq, status: 'pending',
-    attempts: 0, next_attempt_at: now, lease_until: 0, payload: webhookBody(u), created_at: now,
-  };
 }
 
 export interface UpdatesRepoOptions {

@@ -3,7 +3,7 @@
  * webhook changes bots.delivery_mode in the same transaction.
  */
 import { transaction, type Db } from './db.js';
-import { deliveryRow } from './updates-repo.js';
+import { deliveryRow } from './delivery-rows.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {

@@ -1,0 +1,8 @@
+/** The bus's topics: named here, in the bus layer, and nowhere else. */
+
+/** Every stored update (key: bot id): wakes long polls and the webhook dispatchers. */
+export const UPDATES_TOPIC = 'botplatform.updates';
+/** Every message a bot sent (key: bot id): for the platform's messaging services. */
+export const MESSAGES_TOPIC = 'botplatform.messages';
+/** Control signals between core instances (poll takeover, mode changes). */
+export const CONTROL_TOPIC = 'botplatform.control';
