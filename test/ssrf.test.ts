@@ -5,6 +5,7 @@
  * time in the real webhook client, before any byte reaches the target.
  */
 import https from 'node:https';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookClient } from '../src/dispatch/webhook-client.js';
@@ -168,6 +169,26 @@ describe('SSRF at connect time', () => {
     expect(await c.send({ url, body: '{}', secret: 's', updateId: 3, allowedIps: ['127.0.0.1'] })).toMatchObject({ ok: true });
     c.close();
     expect(hits - before).toBe(2);
+  });
+
+  it('says why no answer came: refused before contact, timed out, or a connection failure', async () => {
+    const c = createWebhookClient({ timeoutMs: 300, allowedCidrs: parseCidrs(['127.0.0.0/8']), caFile: pki.caFile, lookup });
+    const send = (url: string) => c.send({ url, body: '{}', secret: 's', updateId: 1, allowedIps: [] });
+    expect(await send(`https://localhost:${port}/hook`)).toMatchObject({ ok: true, noAnswer: null });
+    expect(await send('not a url')).toMatchObject({ ok: false, statusCode: null, noAnswer: 'refused' });
+    expect(await send(`http://localhost:${port}/hook`)).toMatchObject({ ok: false, noAnswer: 'refused' });
+    // A listener that accepts and never answers: the timeout.
+    const held: net.Socket[] = [];
+    const silent = net.createServer((socket) => { held.push(socket); });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const silentPort = (silent.address() as AddressInfo).port;
+    expect(await send(`https://127.0.0.1:${silentPort}/hook`)).toMatchObject({ ok: false, statusCode: null, noAnswer: 'timeout' });
+    // Nothing listening: a connection failure.
+    const closed = new Promise<void>((r) => silent.close(() => r()));
+    for (const socket of held) socket.destroy();
+    await closed;
+    expect(await send(`https://127.0.0.1:${silentPort}/hook`)).toMatchObject({ ok: false, statusCode: null, noAnswer: 'network' });
+    c.close();
   });
 
   it('with the allow-list, the same client delivers to the checked address', async () => {

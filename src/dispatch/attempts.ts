@@ -41,9 +41,7 @@ export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
   const message = r.error ?? 'failed';
   const failure: AttemptFailure = r.statusCode !== null
     ? { kind: 'http', statusCode: r.statusCode, message }
-    : /^refused target|^invalid webhook url/.test(message)
-      ? { kind: 'refused', message }
-      : /^timed out/.test(message) ? { kind: 'timeout', message } : { kind: 'network', message };
+    : { kind: r.noAnswer ?? 'network', message };
   return { ok: false, failure, durationMs: r.durationMs, at };
 }
 

@@ -47,6 +47,11 @@ export interface WebhookResult {
   ok: boolean;
   statusCode: number | null;
   error: string | null;
+  /**
+   * Why no answer came (statusCode null): the target was refused before contact, the
+   * exchange timed out, or the connection failed (DNS, TCP, TLS). Null when it answered.
+   */
+  noAnswer: 'refused' | 'timeout' | 'network' | null;
   durationMs: number;
 }
 
@@ -63,6 +68,7 @@ export function signatureHeaders(secret: string, body: string, updateId: number,
 }
 
 class Refused extends Error {}
+class TimedOut extends Error {}
 
 /** Most idle per-policy pools kept before idle ones are dropped (busy ones never are). */
 const MAX_IDLE_POOLS = 256;
@@ -121,16 +127,16 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       try {
         url = new URL(req.url);
       } catch {
-        return done({ ok: false, statusCode: null, error: 'invalid webhook url' });
+        return done({ ok: false, statusCode: null, error: 'invalid webhook url', noAnswer: 'refused' });
       }
-      if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL' });
+      if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL', noAnswer: 'refused' });
       const allowedIps = parseCidrs(req.allowedIps);
       const port = portOf(url);
       // An IP-literal host never reaches the lookup: check it here.
       const host = url.hostname.replace(/^\[|\]$/g, '');
       if (ipaddr.isValid(host) || port === 0) {
         const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
-        if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}` });
+        if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}`, noAnswer: 'refused' });
       }
       return new Promise<WebhookResult>((resolve) => {
         const request = https.request(url, {
@@ -144,7 +150,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
             clearTimeout(timer);
             const code = res.statusCode ?? 0;
             const ok = code >= 200 && code < 300;
-            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}` }));
+            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}`, noAnswer: null }));
           });
         });
         // Whatever socket the request gets (new, or reused from the pool), its actual
@@ -160,10 +166,13 @@ export function createWebhookClient(opts: WebhookClientOptions) {
           if (socket.remoteAddress !== undefined) verify();
           else socket.once('connect', verify);
         });
-        const timer = setTimeout(() => request.destroy(new Error(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
+        const timer = setTimeout(() => request.destroy(new TimedOut(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
         request.on('error', (err) => {
           clearTimeout(timer);
-          resolve(done({ ok: false, statusCode: null, error: err instanceof Refused ? err.message : describe(err) }));
+          resolve(done({
+            ok: false, statusCode: null, error: err instanceof Refused ? err.message : describe(err),
+            noAnswer: err instanceof Refused ? 'refused' : err instanceof TimedOut ? 'timeout' : 'network',
+          }));
         });
         request.end(req.body);
       });
