@@ -9,8 +9,9 @@ import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import type { Logger } from 'pino';
-import { createAccountJwtVerifier, type JwtKeySource } from './auth/account-jwt.js';
-import { LOCAL_INTERNAL_TOKEN_FILE, LOCAL_JWT_SECRET_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
+import { createAccountJwtVerifier } from './auth/account-jwt.js';
+import { jwtKeySource } from './auth/jwt-key-source.js';
+import { LOCAL_INTERNAL_TOKEN_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
 import { CONTROL_TOPIC, type Bus } from './bus/bus.js';
 import { createMemoryBus } from './bus/memory-bus.js';
 import { createSecretBox } from './auth/secret-box.js';
@@ -69,13 +70,6 @@ export interface App {
   telemetry: Telemetry;
   /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. Once: later calls wait for the same. */
   close(): Promise<void>;
-}
-
-/** The JWT key source: configured, or the embedded default's local secret. */
-export function jwtKeySource(config: Config): { source: JwtKeySource; localSecret?: string } {
-  if (config.auth.kind !== 'local') return { source: config.auth };
-  const secret = loadOrCreateSecret(config.dataDir, LOCAL_JWT_SECRET_FILE);
-  return { source: { kind: 'secret', secret }, localSecret: secret };
 }
 
 /** Runs `task` every `everyMs` until stopped; failures are logged, never thrown. */
