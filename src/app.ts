@@ -1,20 +1,22 @@
 /**
- * The composition root: storage, auth, domain services and the core, then what
- * the configured role runs. all: gRPC core, dispatcher and the HTTP gateway calling
- * the core directly; core: gRPC core + /healthz; dispatcher: webhook delivery +
- * /healthz; gateway: HTTP gateway over a gRPC client. One `close()` ends
- * everything, in order.
+ * The composition root: what each role runs, as a table of components.
+ * all: gRPC core, dispatcher and the HTTP gateway calling the core directly;
+ * core: gRPC core + /healthz; dispatcher: webhook delivery + /healthz; gateway:
+ * HTTP gateway over a gRPC client. Components start in table order; each returns
+ * what stops it, and `close()` stops them by the shutdown phases declared below,
+ * whatever the order they started in.
  */
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import type { Logger } from 'pino';
-import { createAccountJwtVerifier, type JwtKeySource } from './auth/account-jwt.js';
-import { LOCAL_INTERNAL_TOKEN_FILE, LOCAL_JWT_SECRET_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
+import { createAccountJwtVerifier } from './auth/account-jwt.js';
+import { jwtKeySource } from './auth/jwt-key-source.js';
+import { LOCAL_INTERNAL_TOKEN_FILE, LOCAL_SECRET_KEY_FILE, loadOrCreateSecret } from './auth/local-secrets.js';
 import type { Bus } from './bus/bus.js';
 import { CONTROL_TOPIC, MESSAGES_TOPIC, UPDATES_TOPIC } from './bus/topics.js';
 import { createMemoryBus } from './bus/memory-bus.js';
-import { createSecretBox } from './auth/secret-box.js';
+import { createSecretBox, type SecretBox } from './auth/secret-box.js';
 import type { Config } from './config.js';
 import { createAuthenticator } from './core/authenticate.js';
 import { createCore, type Core } from './core/core.js';
@@ -22,17 +24,17 @@ import { createHandlers } from './core/handlers.js';
 import { createAdminService } from './domain/admin-service.js';
 import { createConsoleService } from './domain/console-service.js';
 import { createRuntimeService } from './domain/runtime-service.js';
-import { createOutboxRelay } from './domain/outbox-relay.js';
-import { createUpdateWaiters } from './domain/update-waiters.js';
-import { createUpdateWriter } from './domain/update-writer.js';
+import { createOutboxRelay, type OutboxRelay } from './pipeline/outbox-relay.js';
+import { createUpdateWaiters, type UpdateWaiters } from './pipeline/update-waiters.js';
+import { createUpdateWriter } from './pipeline/update-writer.js';
 import { createUpdatesService } from './domain/updates-service.js';
 import { parseCidrs } from './net/ssrf.js';
-import { startGrpcServer, type GrpcServer } from './grpc/server.js';
-import { createBotsRepo } from './storage/bots-repo.js';
-import { createUpdatesRepo } from './storage/updates-repo.js';
-import { createWebhooksRepo } from './storage/webhooks-repo.js';
-import { createDeliveriesRepo } from './storage/deliveries-repo.js';
-import { createAttempts } from './dispatch/attempts.js';
+import { startGrpcServer } from './grpc/server.js';
+import { createBotsRepo, type BotsRepo } from './storage/bots-repo.js';
+import { createUpdatesRepo, type UpdatesRepo } from './storage/updates-repo.js';
+import { createWebhooksRepo, type WebhooksRepo } from './storage/webhooks-repo.js';
+import { createDeliveriesRepo, type DeliveriesRepo } from './storage/deliveries-repo.js';
+import { createAttempts, type Attempts } from './dispatch/attempts.js';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
 import { createDeliveriesService } from './domain/deliveries-service.js';
@@ -44,13 +46,13 @@ import type { BlobStore } from './blobs/blob-store.js';
 import { createFilesRepo } from './storage/files-repo.js';
 import { createMessagesRepo } from './storage/messages-repo.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
-import { createLimitsRepo } from './storage/limits-repo.js';
+import { createLimitsRepo, type LimitsRepo } from './storage/limits-repo.js';
 import { createLimiter } from './core/limits.js';
 import { createMetricsService } from './domain/metrics-service.js';
-import { createUsageRecorder } from './domain/usage.js';
+import { createUsageRecorder, type UsageRecorder } from './domain/usage.js';
 import { createTelemetry, type Telemetry } from './telemetry/metrics.js';
 import { buildGateway } from '../gateway/runtime/gateway.js';
-import { addLifecycle } from '../gateway/runtime/lifecycle.js';
+import { addLifecycle, type Lifecycle } from '../gateway/runtime/lifecycle.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
 import { routeTable } from '../gateway/generated/routes.js';
 
@@ -72,11 +74,96 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** The JWT key source: configured, or the embedded default's local secret. */
-export function jwtKeySource(config: Config): { source: JwtKeySource; localSecret?: string } {
-  if (config.auth.kind !== 'local') return { source: config.auth };
-  const secret = loadOrCreateSecret(config.dataDir, LOCAL_JWT_SECRET_FILE);
-  return { source: { kind: 'secret', secret }, localSecret: secret };
+
+/** A started component: `close()` stops it. */
+interface Running {
+  close(): Promise<void>;
+}
+
+/**
+ * Shutdown, in the order the phases run: drain (health 503, responses close their
+ * connections) for SHUTDOWN_DRAIN, then long polls answer now, then the servers stop
+ * accepting and finish what is in flight, then the background work behind them stops,
+ * usage is flushed, and the bus and the database pool close last.
+ */
+const SHUTDOWN_PHASES = [
+  'drain',
+  'long-polls',
+  'http',
+  'invoker',
+  'grpc',
+  'timers',
+  'relay',
+  'dispatcher',
+  'webhook-client',
+  'usage',
+  'bus',
+  'db',
+] as const;
+type Phase = (typeof SHUTDOWN_PHASES)[number];
+
+/** A part of a role: started in its role's table order, stopped in its shutdown phase. */
+interface Component {
+  name: string;
+  /** When what `start` returns is closed (required when it returns something). */
+  stop?: Phase;
+  start(ctx: Ctx): Promise<Running | void>;
+}
+
+/** Storage, secrets, the bus and the repositories: what the core and the dispatcher share. */
+interface Backend {
+  db: Db;
+  secretBox: SecretBox;
+  bus: Bus;
+  bots: BotsRepo;
+  updates: UpdatesRepo;
+  webhooks: WebhooksRepo;
+  deliveries: DeliveriesRepo;
+  limits: LimitsRepo;
+  usage: UsageRecorder;
+  attempts: Attempts;
+}
+
+/** What the components of a role share: each fills in what later ones use. */
+interface Ctx {
+  config: Config;
+  logger: Logger;
+  telemetry: Telemetry;
+  app: App;
+  /** File bytes and URL signer, opened once and only by the components that use them. */
+  files(): FileStore;
+  ready: () => Promise<boolean>;
+  /** Why this process is degraded (serving, but e.g. the bus is down), if it is. */
+  degraded: () => string[];
+  backend: Partial<Backend>;
+  relay?: OutboxRelay;
+  waiters?: UpdateWaiters;
+  core?: Core;
+  invoker?: Invoker;
+  http?: FastifyInstance;
+  cancelInFlight?: () => void;
+  lifecycle?: Lifecycle;
+}
+
+function need<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`composition: ${what} is used before it is started`);
+  return value;
+}
+
+function backendOf(ctx: Ctx): Backend {
+  const b = ctx.backend;
+  return {
+    db: need(b.db, 'the database'),
+    secretBox: need(b.secretBox, 'the secret box'),
+    bus: need(b.bus, 'the bus'),
+    bots: need(b.bots, 'the bots repository'),
+    updates: need(b.updates, 'the updates repository'),
+    webhooks: need(b.webhooks, 'the webhooks repository'),
+    deliveries: need(b.deliveries, 'the deliveries repository'),
+    limits: need(b.limits, 'the limits repository'),
+    usage: need(b.usage, 'the usage recorder'),
+    attempts: need(b.attempts, 'the webhook attempts'),
+  };
 }
 
 /** Runs `task` every `everyMs` until stopped; failures are logged, never thrown. */
@@ -97,258 +184,424 @@ function openBlobs(config: Config): FileStore {
   return { blobs: createLocalDiskStore(config.blobDir), signer: createUrlSigner(Buffer.from(secretKeyOf(config), 'base64')) };
 }
 
-/** Storage, secrets, the bus and the repositories: what the core and the dispatcher share. */
-async function openBackend(config: Config, logger: Logger, closers: (() => Promise<void>)[], telemetry: Telemetry) {
-  const db = createDb(config.database, logger);
-  closers.push(() => db.destroy());
-  await migrateLatest(db);
-  const secretBox = createSecretBox(secretKeyOf(config));
-  // kafkajs is loaded only when Kafka is configured: the embedded default stays smaller.
-  const bus: Bus = config.kafkaBrokers.length > 0
-    ? await (await import('./bus/kafka-bus.js')).createKafkaBus({
-      brokers: config.kafkaBrokers,
-      clientId: config.kafkaClientId,
-      topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
+// --- The backend: storage, secrets, the bus, repositories, usage, webhook attempts.
+
+const database: Component = {
+  name: 'database',
+  stop: 'db',
+  async start(ctx) {
+    const db = createDb(ctx.config.database, ctx.logger);
+    ctx.backend.db = ctx.app.db = db;
+    ctx.ready = () => pingDb(db).then(() => true, () => false);
+    const running = { close: () => db.destroy() };
+    try {
+      await migrateLatest(db);
+    } catch (err) {
+      await running.close().catch(() => {});
+      throw err;
+    }
+    return running;
+  },
+};
+
+const secrets: Component = {
+  name: 'secret box',
+  async start(ctx) {
+    ctx.backend.secretBox = createSecretBox(secretKeyOf(ctx.config));
+  },
+};
+
+const bus: Component = {
+  name: 'bus',
+  stop: 'bus',
+  async start({ config, logger, telemetry, backend, app }) {
+    // kafkajs is loaded only when Kafka is configured: the embedded default stays smaller.
+    const bus: Bus = config.kafkaBrokers.length > 0
+      ? await (await import('./bus/kafka-bus.js')).createKafkaBus({
+        brokers: config.kafkaBrokers,
+        clientId: config.kafkaClientId,
+        topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
+        logger,
+        onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
+      })
+      : createMemoryBus();
+    backend.bus = app.bus = bus;
+    return { close: () => bus.close() };
+  },
+};
+
+const repositories: Component = {
+  name: 'repositories',
+  async start({ config, backend }) {
+    const db = need(backend.db, 'the database');
+    backend.bots = createBotsRepo(db);
+    backend.updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
+    backend.webhooks = createWebhooksRepo(db);
+    backend.deliveries = createDeliveriesRepo(db);
+    backend.limits = createLimitsRepo(db);
+  },
+};
+
+/** Flushed on close after the servers and the dispatcher have stopped, before the pool closes. */
+const usage: Component = {
+  name: 'usage',
+  stop: 'usage',
+  async start({ config, logger, backend }) {
+    const usage = createUsageRecorder({ repo: need(backend.limits, 'the limits repository'), flushMs: config.statsFlushMs, logger });
+    usage.start();
+    backend.usage = usage;
+    return { close: () => usage.close() };
+  },
+};
+
+const webhookAttempts: Component = {
+  name: 'webhook attempts',
+  stop: 'webhook-client',
+  async start({ config, logger, telemetry, backend }) {
+    const client = createWebhookClient({
+      timeoutMs: config.webhookTimeoutMs,
+      allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+      allowedPorts: config.webhookAllowedPorts,
+      caFile: config.webhookCaFile,
+      idleSocketsPerHost: config.dispatcherMaxInFlight,
+    });
+    const usage = need(backend.usage, 'the usage recorder');
+    backend.attempts = createAttempts({
+      deliveries: need(backend.deliveries, 'the deliveries repository'),
+      webhooks: need(backend.webhooks, 'the webhooks repository'),
+      client,
+      secretBox: need(backend.secretBox, 'the secret box'),
+      scheduleMs: config.webhookRetryScheduleMs,
       logger,
-      onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
-    })
-    : createMemoryBus();
-  closers.push(() => bus.close());
-  const bots = createBotsRepo(db);
-  const updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
-  const webhooks = createWebhooksRepo(db);
-  const deliveries = createDeliveriesRepo(db);
-  const limits = createLimitsRepo(db);
-  // Flushed on close after the servers and the dispatcher have stopped, before the pool closes.
-  const usage = createUsageRecorder({ repo: limits, flushMs: config.statsFlushMs, logger });
-  usage.start();
-  closers.push(() => usage.close());
-  const client = createWebhookClient({
-    timeoutMs: config.webhookTimeoutMs,
-    allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
-    allowedPorts: config.webhookAllowedPorts,
-    caFile: config.webhookCaFile,
-    idleSocketsPerHost: config.dispatcherMaxInFlight,
-  });
-  closers.push(async () => client.close());
-  const attempts = createAttempts({
-    deliveries, webhooks, client, secretBox, scheduleMs: config.webhookRetryScheduleMs, logger,
-    onOutcome: (botId, ok, durationMs, dead) => {
-      usage.webhookAttempt(botId, ok, durationMs, dead);
-      telemetry.webhookAttempt(ok ? 'succeeded' : dead ? 'dead_letter' : 'failed', durationMs / 1000);
-    },
-  });
-  return { db, secretBox, bus, bots, updates, webhooks, deliveries, limits, usage, attempts };
-}
+      onOutcome: (botId, ok, durationMs, dead) => {
+        usage.webhookAttempt(botId, ok, durationMs, dead);
+        telemetry.webhookAttempt(ok ? 'succeeded' : dead ? 'dead_letter' : 'failed', durationMs / 1000);
+      },
+    });
+    return { close: async () => client.close() };
+  },
+};
 
-type Backend = Awaited<ReturnType<typeof openBackend>>;
+const BACKEND: Component[] = [database, secrets, bus, repositories, usage, webhookAttempts];
 
-async function startCore(
-  config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry, fileStore: FileStore,
-) {
-  const { source, localSecret } = jwtKeySource(config);
-  const jwt = await createAccountJwtVerifier(source, config.auth);
-  const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
+// --- The webhook dispatcher.
 
-  const waiters = createUpdateWaiters(b.bus, logger);
-  const relay = createOutboxRelay(b.updates, b.bus, logger, { onFailure: () => telemetry.relayFailure() });
-  relay.start();
-  closers.push(() => relay.stop());
-  await waiters.start();
-  telemetry.gauge('botplatform_long_polls_open', 'getUpdates calls waiting in this process', () => waiters.size());
-  telemetry.gauge('botplatform_outbox_backlog', 'Outbox messages committed but not yet published to the bus',
-    () => b.updates.outboxBacklog().catch(() => NaN));
-  // Why this core is degraded: the relay cannot publish, or the bus delivers nothing.
-  const degraded = () => [relay.problem(), b.bus.problem?.()].filter((r): r is string => Boolean(r));
-  // While the bus is degraded (and a while after), waiting polls re-read the database
-  // every second: updates committed by other instances may never be announced to them.
-  let recheckUntil = 0;
-  closers.push(every(1000, async () => {
-    if (degraded().length > 0) recheckUntil = Date.now() + 5000;
-    if (Date.now() < recheckUntil) waiters.recheckAll();
-  }, logger, 'long-poll recheck'));
-  const groupWriter = createUpdateWriter(b.updates, () => relay.nudge());
-  const writer: typeof groupWriter = {
-    async write(items) {
-      const outcomes = await groupWriter.write(items);
-      const counts = { stored: 0, duplicate: 0, filtered: 0, rejected: 0 };
-      for (const o of outcomes) counts['ok' in o ? 'stored' : 'duplicate' in o ? 'duplicate' : 'filtered' in o ? 'filtered' : 'rejected']++;
-      for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
-      // Polls waiting here are woken directly, not only through the bus.
-      waiters.committed(new Set(outcomes.flatMap((o) => ('ok' in o ? [o.ok.botId] : []))));
-      return outcomes;
-    },
-  };
+const dispatcher: Component = {
+  name: 'dispatcher',
+  stop: 'dispatcher',
+  async start(ctx) {
+    const { config, logger, telemetry } = ctx;
+    const b = backendOf(ctx);
+    const dispatcher = createDispatcher({
+      deliveries: b.deliveries,
+      webhooks: b.webhooks,
+      attempts: b.attempts,
+      bus: b.bus,
+      logger,
+      timeoutMs: config.webhookTimeoutMs,
+      maxInFlight: config.dispatcherMaxInFlight,
+      sweepMs: Math.max(50, Math.min(1000, Math.min(...config.webhookRetryScheduleMs) / 4)),
+    });
+    await dispatcher.start();
+    telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => dispatcher.inFlight());
+    ctx.app.dispatcher = dispatcher;
+    return { close: () => dispatcher.stop() };
+  },
+};
 
-  const updates = createUpdatesService({
-    bots: b.bots,
-    updates: b.updates,
-    webhooks: b.webhooks,
-    waiters,
-    writer,
-    secretBox: b.secretBox,
-    allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
-    allowedPorts: config.webhookAllowedPorts,
-    egressIps: config.platformEgressIps,
-    openDeliveries: (botId) => b.deliveries.openCount(botId),
-    usage: b.usage,
-  });
-  const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
-  const { blobs, signer } = fileStore;
-  const files = createFilesService({
-    files: createFilesRepo(b.db),
-    blobs,
-    signer,
-    maxFileBytes: config.maxFileBytes,
-    urlTtlMs: config.fileUrlTtlMs,
-    publicBaseUrl: config.publicBaseUrl,
-    possession: config.possession,
-  });
-  const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
-  const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
-    ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
-    : undefined;
-  const core = createCore({
-    authenticator: createAuthenticator({ jwt, bots: b.bots, internalToken }),
-    handlers: createHandlers({
-      console: createConsoleService({ ...deps, webhookOf: (id) => updates.webhookSummary(id) }),
-      admin: createAdminService(deps),
-      runtime: createRuntimeService({ bots: b.bots }),
-      updates,
-      deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-      messages: createMessagesService({ messages: createMessagesRepo(b.db), files }),
-      files,
-      metrics: createMetricsService({
-        bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
+// --- The core: the update pipeline, the RPC services, the gRPC server.
+
+const outboxRelay: Component = {
+  name: 'outbox relay',
+  stop: 'relay',
+  async start(ctx) {
+    const b = backendOf(ctx);
+    const relay = createOutboxRelay(b.updates, b.bus, ctx.logger, { onFailure: () => ctx.telemetry.relayFailure() });
+    relay.start();
+    ctx.relay = relay;
+    // Why this core is degraded: the relay cannot publish, or the bus delivers nothing.
+    ctx.degraded = () => [relay.problem(), b.bus.problem?.()].filter((r): r is string => Boolean(r));
+    return { close: () => relay.stop() };
+  },
+};
+
+/** Long polls waiting in this process: they answer at once when shutdown reaches them. */
+const longPolls: Component = {
+  name: 'long polls',
+  stop: 'long-polls',
+  async start(ctx) {
+    const b = backendOf(ctx);
+    const waiters = createUpdateWaiters(b.bus, ctx.logger);
+    await waiters.start();
+    ctx.waiters = waiters;
+    ctx.telemetry.gauge('botplatform_long_polls_open', 'getUpdates calls waiting in this process', () => waiters.size());
+    ctx.telemetry.gauge('botplatform_outbox_backlog', 'Outbox messages committed but not yet published to the bus',
+      () => b.updates.outboxBacklog().catch(() => NaN));
+    return { close: async () => waiters.close() };
+  },
+};
+
+/**
+ * While the bus is degraded (and a while after), waiting polls re-read the database
+ * every second: updates committed by other instances may never be announced to them.
+ */
+const longPollRecheck: Component = {
+  name: 'long-poll recheck',
+  stop: 'timers',
+  async start(ctx) {
+    const waiters = need(ctx.waiters, 'the long polls');
+    let recheckUntil = 0;
+    return {
+      close: every(1000, async () => {
+        if (ctx.degraded().length > 0) recheckUntil = Date.now() + 5000;
+        if (Date.now() < recheckUntil) waiters.recheckAll();
+      }, ctx.logger, 'long-poll recheck'),
+    };
+  },
+};
+
+const core: Component = {
+  name: 'core',
+  stop: 'timers',
+  async start(ctx) {
+    const { config, logger, telemetry } = ctx;
+    const b = backendOf(ctx);
+    const relay = need(ctx.relay, 'the outbox relay');
+    const waiters = need(ctx.waiters, 'the long polls');
+    const { source, localSecret } = jwtKeySource(config);
+    const jwt = await createAccountJwtVerifier(source, config.auth);
+    const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
+
+    const groupWriter = createUpdateWriter(b.updates, () => relay.nudge());
+    const writer: typeof groupWriter = {
+      async write(items) {
+        const outcomes = await groupWriter.write(items);
+        const counts = { stored: 0, duplicate: 0, filtered: 0, rejected: 0 };
+        for (const o of outcomes) counts['ok' in o ? 'stored' : 'duplicate' in o ? 'duplicate' : 'filtered' in o ? 'filtered' : 'rejected']++;
+        for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
+        // Polls waiting here are woken directly, not only through the bus.
+        waiters.committed(new Set(outcomes.flatMap((o) => ('ok' in o ? [o.ok.botId] : []))));
+        return outcomes;
+      },
+    };
+
+    const updates = createUpdatesService({
+      bots: b.bots,
+      updates: b.updates,
+      webhooks: b.webhooks,
+      waiters,
+      writer,
+      secretBox: b.secretBox,
+      allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+      allowedPorts: config.webhookAllowedPorts,
+      egressIps: config.platformEgressIps,
+      openDeliveries: (botId) => b.deliveries.openCount(botId),
+      usage: b.usage,
+    });
+    const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
+    const { blobs, signer } = ctx.files();
+    const files = createFilesService({
+      files: createFilesRepo(b.db),
+      blobs,
+      signer,
+      maxFileBytes: config.maxFileBytes,
+      urlTtlMs: config.fileUrlTtlMs,
+      publicBaseUrl: config.publicBaseUrl,
+      possession: config.possession,
+    });
+    const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
+    const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
+      ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
+      : undefined;
+    const core = createCore({
+      authenticator: createAuthenticator({ jwt, bots: b.bots, internalToken }),
+      handlers: createHandlers({
+        console: createConsoleService({ ...deps, webhookOf: (id) => updates.webhookSummary(id) }),
+        admin: createAdminService(deps),
+        runtime: createRuntimeService({ bots: b.bots }),
+        updates,
+        deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
+        messages: createMessagesService({ messages: createMessagesRepo(b.db), files }),
+        files,
+        metrics: createMetricsService({
+          bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
+        }),
       }),
-    }),
-    logger,
-    limiter,
-    usage: b.usage,
-    telemetry,
-  });
-  // Unread one-time tokens are discarded after their retention (reads also ignore
-  // expired ones); unconfirmed updates after theirs.
-  closers.push(every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
-    () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'));
-  closers.push(every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
-    await b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
-    await b.updates.purgeIngestKeys(Date.now());
-  }, logger, 'update retention sweep'));
-  closers.push(every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'));
-  // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
-  closers.push(every(60_000, async () => {
-    await b.limits.purgeCounters(Date.now() - 60_000);
-    await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
-  }, logger, 'limits and statistics sweep'));
-  return { core, localSecret, waiters, degraded };
-}
+      logger,
+      limiter,
+      usage: b.usage,
+      telemetry,
+    });
+    ctx.core = ctx.app.core = core;
+    ctx.app.localJwtSecret = localSecret;
+    // Unread one-time tokens are discarded after their retention (reads also ignore
+    // expired ones); unconfirmed updates after theirs.
+    const sweeps = [
+      every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
+        () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'),
+      every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
+        await b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
+        await b.updates.purgeIngestKeys(Date.now());
+      }, logger, 'update retention sweep'),
+      every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'),
+      // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
+      every(60_000, async () => {
+        await b.limits.purgeCounters(Date.now() - 60_000);
+        await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
+      }, logger, 'limits and statistics sweep'),
+    ];
+    return { close: async () => { for (const stop of sweeps) await stop(); } };
+  },
+};
 
-async function startDispatcher(config: Config, logger: Logger, closers: (() => Promise<void>)[], b: Backend, telemetry: Telemetry) {
-  const dispatcher = createDispatcher({
-    deliveries: b.deliveries,
-    webhooks: b.webhooks,
-    attempts: b.attempts,
-    bus: b.bus,
-    logger,
-    timeoutMs: config.webhookTimeoutMs,
-    maxInFlight: config.dispatcherMaxInFlight,
-    sweepMs: Math.max(50, Math.min(1000, Math.min(...config.webhookRetryScheduleMs) / 4)),
-  });
-  await dispatcher.start();
-  telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => dispatcher.inFlight());
-  closers.push(() => dispatcher.stop());
-  return dispatcher;
-}
+const grpc: Component = {
+  name: 'gRPC server',
+  stop: 'grpc',
+  async start(ctx) {
+    const { config } = ctx;
+    const server = await startGrpcServer(need(ctx.core, 'the core'), config.host, config.grpcPort);
+    ctx.app.grpcPort = server.port;
+    // The core's gRPC health follows its database: a gateway in front of several
+    // cores asks each, and reports healthy while any of them can serve.
+    const stopProbe = every(1000, async () => {
+      server.health.setStatus('', (await ctx.ready()) ? 'SERVING' : 'NOT_SERVING');
+    }, ctx.logger, 'health probe');
+    return {
+      close: async () => {
+        await stopProbe();
+        await server.close(config.shutdownTimeoutMs);
+      },
+    };
+  },
+};
+
+const CORE: Component[] = [outboxRelay, longPolls, longPollRecheck, core, grpc];
+
+// --- HTTP: the gateway (over the core in this process, or over gRPC), or a bare health server.
+
+const directInvoker: Component = {
+  name: 'direct invoker',
+  async start(ctx) {
+    ctx.invoker = createDirectInvoker(need(ctx.core, 'the core'), ctx.ready);
+  },
+};
+
+const grpcInvoker: Component = {
+  name: 'gRPC invoker',
+  stop: 'invoker',
+  async start(ctx) {
+    const invoker = createGrpcInvoker(ctx.config.coreGrpcAddress);
+    ctx.invoker = invoker;
+    ctx.ready = () => invoker.ready();
+    return { close: () => invoker.close() };
+  },
+};
+
+const gateway: Component = {
+  name: 'gateway',
+  async start(ctx) {
+    const { config, logger, telemetry } = ctx;
+    const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
+    const gateway = buildGateway({
+      table: routeTable, invoker: need(ctx.invoker, 'the invoker'), logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry, files: ctx.files(),
+    });
+    ctx.cancelInFlight = () => gateway.cancelInFlight();
+    ctx.http = gateway;
+  },
+};
 
 /** A bare HTTP server (for /healthz and /metrics), for roles without the gateway. */
-function healthServer(logger: Logger): FastifyInstance {
-  return Fastify({
-    loggerInstance: logger as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: true }),
-    return503OnClosing: true,
-    forceCloseConnections: false,
-  }) as unknown as FastifyInstance;
-}
+const healthServer: Component = {
+  name: 'health server',
+  async start(ctx) {
+    ctx.http = Fastify({
+      loggerInstance: ctx.logger as FastifyBaseLogger,
+      logController: new LogController({ disableRequestLogging: true }),
+      return503OnClosing: true,
+      forceCloseConnections: false,
+    }) as unknown as FastifyInstance;
+  },
+};
+
+const http: Component = {
+  name: 'HTTP server',
+  stop: 'http',
+  async start(ctx) {
+    const { config } = ctx;
+    const server = need(ctx.http, 'the HTTP server');
+    const lifecycle = addLifecycle(server, {
+      ready: () => ctx.ready(), telemetry: ctx.telemetry, cancelInFlight: ctx.cancelInFlight, degraded: () => ctx.degraded(),
+    });
+    ctx.lifecycle = lifecycle;
+    const running = { close: () => lifecycle.close(config.shutdownTimeoutMs) };
+    // A deep accept queue: thousands of long-poll clients may reconnect at once.
+    try {
+      await server.listen({ host: config.host, port: config.port, backlog: 4096 });
+    } catch (err) {
+      await running.close().catch(() => {});
+      throw err;
+    }
+    const address = server.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    ctx.app.httpUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    return running;
+  },
+};
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The first phase of shutdown: health answers 503 and responses close their connections, for SHUTDOWN_DRAIN. */
+const drain: Component = {
+  name: 'drain',
+  stop: 'drain',
+  async start(ctx) {
+    const lifecycle = need(ctx.lifecycle, 'the HTTP server');
+    return {
+      close: async () => {
+        lifecycle.drain();
+        if (ctx.config.shutdownDrainMs > 0) await sleep(ctx.config.shutdownDrainMs);
+      },
+    };
+  },
+};
+
+/** What each role runs, in start order. */
+const ROLES: Record<Config['role'], Component[]> = {
+  all: [...BACKEND, dispatcher, ...CORE, directInvoker, gateway, http, drain],
+  core: [...BACKEND, ...CORE, healthServer, http, drain],
+  dispatcher: [...BACKEND, dispatcher, healthServer, http, drain],
+  gateway: [grpcInvoker, gateway, http, drain],
+};
+
 export async function startApp(config: Config, logger: Logger): Promise<App> {
-  const closers: (() => Promise<void>)[] = [];
-  // Runs once, last step first; a later call waits for the same shutdown.
+  const started: { name: string; stop: Phase; running: Running }[] = [];
+  // Runs once, by phase; a later call waits for the same shutdown.
   let closing: Promise<void> | undefined;
   const close = () => (closing ??= (async () => {
-    for (const c of [...closers].reverse()) await c().catch((err) => logger.warn({ err }, 'shutdown step failed'));
+    for (const phase of SHUTDOWN_PHASES) {
+      for (const c of started.filter((s) => s.stop === phase).reverse()) {
+        await c.running.close().catch((err) => logger.warn({ err, component: c.name }, 'shutdown step failed'));
+      }
+    }
   })());
   const telemetry = createTelemetry(config.metricsEnabled);
+  const app: App = { config, close, telemetry };
+  let files: FileStore | undefined;
+  const ctx: Ctx = {
+    config,
+    logger,
+    telemetry,
+    app,
+    files: () => (files ??= openBlobs(config)),
+    ready: async () => true,
+    degraded: () => [],
+    backend: {},
+  };
   try {
-    const app: App = { config, close, telemetry };
-    let invoker: Invoker | undefined;
-    let http: FastifyInstance | undefined;
-    let cancelInFlight: (() => void) | undefined;
-    let ready: () => Promise<boolean> = async () => true;
-    let degraded: () => string[] = () => [];
-
-    let endLongPolls = async () => {};
-    // File bytes and URL signer, opened once and only by the roles that use them: the core
-    // signs the URLs, the gateway serves them (role all: both, on the same store).
-    let opened: FileStore | undefined;
-    const fileStore = () => (opened ??= openBlobs(config));
-    if (config.role !== 'gateway') {
-      const backend = await openBackend(config, logger, closers, telemetry);
-      app.db = backend.db;
-      app.bus = backend.bus;
-      ready = () => pingDb(backend.db).then(() => true, () => false);
-      if (config.role === 'all' || config.role === 'dispatcher') app.dispatcher = await startDispatcher(config, logger, closers, backend, telemetry);
-      if (config.role === 'all' || config.role === 'core') {
-        const started = await startCore(config, logger, closers, backend, telemetry, fileStore());
-        const { core, localSecret, waiters } = started;
-        degraded = started.degraded;
-        endLongPolls = async () => waiters.close();
-        app.core = core;
-        app.localJwtSecret = localSecret;
-        const grpcServer: GrpcServer = await startGrpcServer(core, config.host, config.grpcPort);
-        closers.push(() => grpcServer.close(config.shutdownTimeoutMs));
-        // The core's gRPC health follows its database: a gateway in front of several
-        // cores asks each, and reports healthy while any of them can serve.
-        closers.push(every(1000, async () => {
-          grpcServer.health.setStatus('', (await ready()) ? 'SERVING' : 'NOT_SERVING');
-        }, logger, 'health probe'));
-        app.grpcPort = grpcServer.port;
-        if (config.role === 'all') invoker = createDirectInvoker(core, ready);
-      }
-      if (config.role !== 'all') http = healthServer(logger);
-    } else {
-      invoker = createGrpcInvoker(config.coreGrpcAddress);
-      ready = () => invoker!.ready();
-      closers.push(() => invoker!.close());
-    }
-
-    if (invoker) {
-      const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
-      const gateway = buildGateway({
-        table: routeTable, invoker, logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry, files: fileStore(),
-      });
-      cancelInFlight = () => gateway.cancelInFlight();
-      http = gateway;
-    }
-    if (http) {
-      const server = http;
-      const lifecycle = addLifecycle(server, { ready, telemetry, cancelInFlight, degraded: () => degraded() });
-      closers.push(() => lifecycle.close(config.shutdownTimeoutMs));
-      // A deep accept queue: thousands of long-poll clients may reconnect at once.
-      await server.listen({ host: config.host, port: config.port, backlog: 4096 });
-      // Shutdown, in the order these run: drain (health 503, responses close their
-      // connections) for SHUTDOWN_DRAIN, then long polls answer now, then the servers
-      // stop accepting and finish what is in flight.
-      closers.push(endLongPolls);
-      closers.push(async () => {
-        lifecycle.drain();
-        if (config.shutdownDrainMs > 0) await sleep(config.shutdownDrainMs);
-      });
-      const address = server.server.address();
-      const port = typeof address === 'object' && address ? address.port : config.port;
-      app.httpUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    for (const component of ROLES[config.role]) {
+      const running = await component.start(ctx);
+      if (!running) continue;
+      started.push({ name: component.name, stop: need(component.stop, `the shutdown phase of ${component.name}`), running });
     }
     return app;
   } catch (err) {

@@ -76,6 +76,19 @@ const optionalText = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 
+export type AuthConfig =
+  | { kind: 'secret'; secret: string }
+  | { kind: 'public-key'; pem: string }
+  | { kind: 'jwks'; url: string }
+  /** No auth setting: a signing secret is created in DATA_DIR (the embedded default). */
+  | { kind: 'local' };
+
+export type DatabaseConfig =
+  | { kind: 'sqlite'; filename: string }
+  | { kind: 'mysql'; url: string; poolMax: number; acquireTimeoutMs?: number };
+
+const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
+
 const schema = z
   .object({
     ROLE: z.enum(['all', 'core', 'gateway', 'dispatcher']).default('all'),
@@ -167,63 +180,76 @@ const schema = z
   .refine(
     (c) => [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length <= 1,
     { message: 'set at most one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY, AUTH_JWKS_URL', path: ['AUTH_JWT_SECRET'] },
-  );
+  )
+  // The settings as the service uses them: derived values resolved, names in camelCase.
+  .transform((c) => {
+    const dataDir = path.resolve(c.DATA_DIR);
+    let database: DatabaseConfig;
+    if (c.DATABASE_URL === undefined) database = { kind: 'sqlite', filename: path.join(dataDir, 'botplatform.sqlite') };
+    else if (c.DATABASE_URL.startsWith('sqlite:')) {
+      const file = c.DATABASE_URL.slice('sqlite:'.length).replace(/^\/\//, '');
+      database = { kind: 'sqlite', filename: file === ':memory:' ? file : path.resolve(file) };
+    } else database = { kind: 'mysql', url: c.DATABASE_URL.replace(/^mariadb:/, 'mysql:'), poolMax: c.DATABASE_POOL_MAX, acquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS };
 
-type Raw = z.infer<typeof schema>;
+    const auth: AuthConfig = c.AUTH_JWT_SECRET
+      ? { kind: 'secret', secret: c.AUTH_JWT_SECRET }
+      : c.AUTH_JWT_PUBLIC_KEY
+        ? { kind: 'public-key', pem: c.AUTH_JWT_PUBLIC_KEY }
+        : c.AUTH_JWKS_URL
+          ? { kind: 'jwks', url: c.AUTH_JWKS_URL }
+          : { kind: 'local' };
+    const authSettings: AuthConfig & { issuer?: string; audience?: string } = { ...auth, issuer: c.AUTH_JWT_ISSUER, audience: c.AUTH_JWT_AUDIENCE };
 
-export type AuthConfig =
-  | { kind: 'secret'; secret: string }
-  | { kind: 'public-key'; pem: string }
-  | { kind: 'jwks'; url: string }
-  /** No auth setting: a signing secret is created in DATA_DIR (the embedded default). */
-  | { kind: 'local' };
+    return {
+      role: c.ROLE,
+      host: c.HOST,
+      port: c.PORT,
+      grpcPort: c.GRPC_PORT,
+      coreGrpcAddress: c.CORE_GRPC_ADDRESS,
+      dataDir,
+      database,
+      auth: authSettings,
+      /** base64 32-byte key for secrets at rest and signed file URLs; created in DATA_DIR when unset (required by ROLE=gateway). */
+      secretKey: c.SECRET_KEY,
+      oneTimeTokenRetentionMs: c.ONE_TIME_TOKEN_RETENTION,
+      /** Kafka brokers; none selects the in-process bus. */
+      kafkaBrokers: list(c.KAFKA_BROKERS ?? ''),
+      kafkaClientId: c.KAFKA_CLIENT_ID,
+      /** Credential of internal services; created in DATA_DIR when unset. */
+      internalApiToken: c.INTERNAL_API_TOKEN,
+      updateRetentionMs: c.UPDATE_RETENTION,
+      /** How long an ingest idempotency key is remembered. */
+      ingestIdempotencyWindowMs: c.INGEST_IDEMPOTENCY_WINDOW,
+      webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
+      webhookAllowedPorts: c.WEBHOOK_ALLOWED_PORTS,
+      platformEgressIps: list(c.PLATFORM_EGRESS_IPS),
+      webhookRetryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
+      webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+      webhookCaFile: c.WEBHOOK_CA_FILE,
+      dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
+      maxBodyBytes: c.MAX_BODY_BYTES,
+      /** Largest file accepted by upload-credentials. */
+      maxFileBytes: c.MAX_FILE_BYTES,
+      /** How long signed upload and download URLs work. */
+      fileUrlTtlMs: c.FILE_URL_TTL,
+      /** Possession challenges an account may be handed for one content per window, answered or not. */
+      possession: { maxTries: c.POSSESSION_MAX_TRIES, tryWindowMs: c.POSSESSION_TRY_WINDOW },
+      /** Where the local-disk blob store keeps file bytes. */
+      blobDir: path.resolve(c.BLOB_DIR ?? path.join(dataDir, 'files')),
+      /** Base of upload and download URLs; else the base the request came to the gateway on. */
+      publicBaseUrl: c.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+      logLevel: c.LOG_LEVEL,
+      /** Rate limits and quota of runtime calls; null: that limit is off. */
+      limits: { enabled: c.LIMITS_ENABLED, botRate: c.RATE_LIMIT_BOT, chatRate: c.RATE_LIMIT_CHAT, dailyQuota: c.QUOTA_DAILY },
+      metricsEnabled: c.METRICS_ENABLED,
+      statsFlushMs: c.STATS_FLUSH_INTERVAL,
+      shutdownDrainMs: c.SHUTDOWN_DRAIN,
+      shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT,
+    };
+  });
 
-export interface Config {
-  role: Raw['ROLE'];
-  host: string;
-  port: number;
-  grpcPort: number;
-  coreGrpcAddress: string;
-  dataDir: string;
-  database: { kind: 'sqlite'; filename: string } | { kind: 'mysql'; url: string; poolMax: number; acquireTimeoutMs?: number };
-  auth: AuthConfig & { issuer?: string; audience?: string };
-  /** base64 32-byte key for secrets at rest and signed file URLs; created in DATA_DIR when unset (required by ROLE=gateway). */
-  secretKey?: string;
-  oneTimeTokenRetentionMs: number;
-  /** Kafka brokers; none selects the in-process bus. */
-  kafkaBrokers: string[];
-  kafkaClientId: string;
-  /** Credential of internal services; created in DATA_DIR when unset. */
-  internalApiToken?: string;
-  updateRetentionMs: number;
-  /** How long an ingest idempotency key is remembered. */
-  ingestIdempotencyWindowMs: number;
-  webhookAllowedCidrs: string[];
-  webhookAllowedPorts: number[];
-  platformEgressIps: string[];
-  webhookRetryScheduleMs: number[];
-  webhookTimeoutMs: number;
-  webhookCaFile?: string;
-  dispatcherMaxInFlight: number;
-  maxBodyBytes: number;
-  /** Largest file accepted by upload-credentials. */
-  maxFileBytes: number;
-  /** How long signed upload and download URLs work. */
-  fileUrlTtlMs: number;
-  /** Possession challenges an account may be handed for one content per window, answered or not. */
-  possession: { maxTries: number; tryWindowMs: number };
-  /** Where the local-disk blob store keeps file bytes. */
-  blobDir: string;
-  /** Base of upload and download URLs; else the base the request came to the gateway on. */
-  publicBaseUrl?: string;
-  logLevel: Raw['LOG_LEVEL'];
-  /** Rate limits and quota of runtime calls; null: that limit is off. */
-  limits: { enabled: boolean; botRate: RateSetting | null; chatRate: RateSetting | null; dailyQuota: number };
-  metricsEnabled: boolean;
-  statsFlushMs: number;
-  shutdownDrainMs: number;
-  shutdownTimeoutMs: number;
-}
+/** The validated settings: the output of the schema above. */
+export type Config = z.output<typeof schema>;
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -231,8 +257,6 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
-
-const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
 
 /** Reads and validates the configuration; throws ConfigError listing every bad value. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -242,57 +266,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`),
     );
   }
-  const c = parsed.data;
-  const dataDir = path.resolve(c.DATA_DIR);
-  let database: Config['database'];
-  if (c.DATABASE_URL === undefined) database = { kind: 'sqlite', filename: path.join(dataDir, 'botplatform.sqlite') };
-  else if (c.DATABASE_URL.startsWith('sqlite:')) {
-    const file = c.DATABASE_URL.slice('sqlite:'.length).replace(/^\/\//, '');
-    database = { kind: 'sqlite', filename: file === ':memory:' ? file : path.resolve(file) };
-  } else database = { kind: 'mysql', url: c.DATABASE_URL.replace(/^mariadb:/, 'mysql:'), poolMax: c.DATABASE_POOL_MAX, acquireTimeoutMs: c.DATABASE_ACQUIRE_TIMEOUT_MS };
-
-  const auth: AuthConfig = c.AUTH_JWT_SECRET
-    ? { kind: 'secret', secret: c.AUTH_JWT_SECRET }
-    : c.AUTH_JWT_PUBLIC_KEY
-      ? { kind: 'public-key', pem: c.AUTH_JWT_PUBLIC_KEY }
-      : c.AUTH_JWKS_URL
-        ? { kind: 'jwks', url: c.AUTH_JWKS_URL }
-        : { kind: 'local' };
-
-  return {
-    role: c.ROLE,
-    host: c.HOST,
-    port: c.PORT,
-    grpcPort: c.GRPC_PORT,
-    coreGrpcAddress: c.CORE_GRPC_ADDRESS,
-    dataDir,
-    database,
-    auth: { ...auth, issuer: c.AUTH_JWT_ISSUER, audience: c.AUTH_JWT_AUDIENCE },
-    secretKey: c.SECRET_KEY,
-    oneTimeTokenRetentionMs: c.ONE_TIME_TOKEN_RETENTION,
-    kafkaBrokers: list(c.KAFKA_BROKERS ?? ''),
-    kafkaClientId: c.KAFKA_CLIENT_ID,
-    internalApiToken: c.INTERNAL_API_TOKEN,
-    updateRetentionMs: c.UPDATE_RETENTION,
-    ingestIdempotencyWindowMs: c.INGEST_IDEMPOTENCY_WINDOW,
-    webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
-    webhookAllowedPorts: c.WEBHOOK_ALLOWED_PORTS,
-    platformEgressIps: list(c.PLATFORM_EGRESS_IPS),
-    webhookRetryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
-    webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
-    webhookCaFile: c.WEBHOOK_CA_FILE,
-    dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
-    maxBodyBytes: c.MAX_BODY_BYTES,
-    maxFileBytes: c.MAX_FILE_BYTES,
-    fileUrlTtlMs: c.FILE_URL_TTL,
-    possession: { maxTries: c.POSSESSION_MAX_TRIES, tryWindowMs: c.POSSESSION_TRY_WINDOW },
-    blobDir: path.resolve(c.BLOB_DIR ?? path.join(dataDir, 'files')),
-    publicBaseUrl: c.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
-    logLevel: c.LOG_LEVEL,
-    limits: { enabled: c.LIMITS_ENABLED, botRate: c.RATE_LIMIT_BOT, chatRate: c.RATE_LIMIT_CHAT, dailyQuota: c.QUOTA_DAILY },
-    metricsEnabled: c.METRICS_ENABLED,
-    statsFlushMs: c.STATS_FLUSH_INTERVAL,
-    shutdownDrainMs: c.SHUTDOWN_DRAIN,
-    shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT,
-  };
+  return parsed.data;
 }

@@ -8,7 +8,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../src/bus/memory-bus.js';
-import { createUpdateWaiters } from '../src/domain/update-waiters.js';
+import { createUpdateWaiters } from '../src/pipeline/update-waiters.js';
 import { Code } from '../src/errors.js';
 import { createLogger } from '../src/logger.js';
 import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { mintAccountJwt } from '../auth/account-jwt.js';
-import { jwtKeySource } from '../app.js';
+import { jwtKeySource } from '../auth/jwt-key-source.js';
 import { loadConfig } from '../config.js';
 
 const { values } = parseArgs({

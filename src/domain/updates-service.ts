@@ -14,9 +14,9 @@ import type { ConsoleRpc, InternalRpc, RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
 import type { IngestOutcome, UpdatesRepo } from '../storage/updates-repo.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
-import type { UpdateWaiters } from './update-waiters.js';
-import { webhookActive } from './update-waiters.js';
-import type { UpdateWriter } from './update-writer.js';
+import type { UpdateWaiters } from '../pipeline/update-waiters.js';
+import { webhookActive } from '../pipeline/update-waiters.js';
+import type { UpdateWriter } from '../pipeline/update-writer.js';
 import * as check from './validation.js';
 import { toUpdateMessage, toWireMessage, UPDATE_KINDS } from './wire.js';
 
