@@ -19,13 +19,16 @@ export interface KafkaBusOptions {
 
 export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   const log = opts.logger.child({ component: 'kafka' });
+  /** Set by close(): a consumer cut off mid-request by our own disconnect is expected, not news, and not restarted. */
+  let closing = false;
   const kafka = new Kafka({
     clientId: opts.clientId,
     brokers: opts.brokers,
     logLevel: logLevel.WARN,
     logCreator: () => ({ level, log: entry }) => {
       const { message, ...extra } = entry;
-      if (level <= logLevel.ERROR) log.error(extra, message);
+      if (closing) log.debug(extra, message);
+      else if (level <= logLevel.ERROR) log.error(extra, message);
       else log.warn(extra, message);
     },
     // Reconnects (after a broker outage) are tried at least every 2 s, not backed off to 30 s.
@@ -108,7 +111,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
 
     async subscribeGroup(group, topics, handler) {
-      const consumer = kafka.consumer({ groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: 20, heartbeatInterval: 1000, sessionTimeout: 10_000 });
+      const consumer = kafka.consumer({
+        groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: 20, heartbeatInterval: 1000, sessionTimeout: 10_000,
+        retry: { retries: 5, restartOnFailure: async () => !closing },
+      });
       await consumer.connect();
       watchLag(consumer, group);
       for (const topic of topics) await consumer.subscribe({ topic, fromBeginning: false });
@@ -133,6 +139,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
 
     async close() {
+      closing = true;
       await Promise.allSettled(consumers.map((c) => c.disconnect()));
       await producer.disconnect();
     },

@@ -108,7 +108,9 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
           clearTimeout(timer);
         }).then(
           (response) => callback(null, response),
-          (err) => callback(toGrpcStatus(ApiError.from(err))),
+          // A call ended because its caller left answers with the status the caller saw
+          // (the server's deadline timer can fire just before the client's own).
+          (err) => callback(toGrpcStatus(abort.signal.reason instanceof ApiError ? abort.signal.reason : ApiError.from(err))),
         );
       };
     }
