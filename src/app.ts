@@ -34,6 +34,8 @@ import { createBotsRepo, type BotsRepo } from './storage/bots-repo.js';
 import { createUpdatesRepo, type UpdatesRepo } from './storage/updates-repo.js';
 import { createWebhooksRepo, type WebhooksRepo } from './storage/webhooks-repo.js';
 import { createDeliveriesRepo, type DeliveriesRepo } from './storage/deliveries-repo.js';
+import { createOutboxRepo, type OutboxRepo } from './storage/outbox-repo.js';
+import { createUnitsOfWork, type UnitsOfWork } from './storage/units.js';
 import { createAttempts, type Attempts } from './dispatch/attempts.js';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
@@ -119,7 +121,10 @@ interface Backend {
   updates: UpdatesRepo;
   webhooks: WebhooksRepo;
   deliveries: DeliveriesRepo;
+  outbox: OutboxRepo;
   limits: LimitsRepo;
+  /** The writes that span tables. */
+  units: UnitsOfWork;
   usage: UsageRecorder;
   attempts: Attempts;
 }
@@ -160,7 +165,9 @@ function backendOf(ctx: Ctx): Backend {
     updates: need(b.updates, 'the updates repository'),
     webhooks: need(b.webhooks, 'the webhooks repository'),
     deliveries: need(b.deliveries, 'the deliveries repository'),
+    outbox: need(b.outbox, 'the outbox repository'),
     limits: need(b.limits, 'the limits repository'),
+    units: need(b.units, 'the units of work'),
     usage: need(b.usage, 'the usage recorder'),
     attempts: need(b.attempts, 'the webhook attempts'),
   };
@@ -238,7 +245,9 @@ const repositories: Component = {
     backend.updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
     backend.webhooks = createWebhooksRepo(db);
     backend.deliveries = createDeliveriesRepo(db);
+    backend.outbox = createOutboxRepo(db);
     backend.limits = createLimitsRepo(db);
+    backend.units = createUnitsOfWork(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
   },
 };
 
@@ -269,6 +278,7 @@ const webhookAttempts: Component = {
     backend.attempts = createAttempts({
       deliveries: need(backend.deliveries, 'the deliveries repository'),
       webhooks: need(backend.webhooks, 'the webhooks repository'),
+      units: need(backend.units, 'the units of work'),
       client,
       secretBox: need(backend.secretBox, 'the secret box'),
       scheduleMs: config.webhookRetryScheduleMs,
@@ -316,7 +326,7 @@ const outboxRelay: Component = {
   stop: 'relay',
   async start(ctx) {
     const b = backendOf(ctx);
-    const relay = createOutboxRelay(b.updates, b.bus, ctx.logger, { onFailure: () => ctx.telemetry.relayFailure() });
+    const relay = createOutboxRelay(b.outbox, b.bus, ctx.logger, { onFailure: () => ctx.telemetry.relayFailure() });
     relay.start();
     ctx.relay = relay;
     // Why this core is degraded: the relay cannot publish, or the bus delivers nothing.
@@ -336,7 +346,7 @@ const longPolls: Component = {
     ctx.waiters = waiters;
     ctx.telemetry.gauge('botplatform_long_polls_open', 'getUpdates calls waiting in this process', () => waiters.size());
     ctx.telemetry.gauge('botplatform_outbox_backlog', 'Outbox messages committed but not yet published to the bus',
-      () => b.updates.outboxBacklog().catch(() => NaN));
+      () => b.outbox.backlog().catch(() => NaN));
     return { close: async () => waiters.close() };
   },
 };
@@ -372,7 +382,7 @@ const core: Component = {
     const jwt = await createAccountJwtVerifier(source, config.auth);
     const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
 
-    const groupWriter = createUpdateWriter(b.updates, () => relay.nudge());
+    const groupWriter = createUpdateWriter(b.units, () => relay.nudge());
     const writer: typeof groupWriter = {
       async write(items) {
         const outcomes = await groupWriter.write(items);
@@ -389,6 +399,7 @@ const core: Component = {
       bots: b.bots,
       updates: b.updates,
       webhooks: b.webhooks,
+      units: b.units,
       waiters,
       writer,
       secretBox: b.secretBox,
@@ -421,7 +432,7 @@ const core: Component = {
         runtime: createRuntimeService({ bots: b.bots }),
         updates,
         deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-        messages: createMessagesService({ messages: createMessagesRepo(b.db), files }),
+        messages: createMessagesService({ messages: createMessagesRepo(b.db), units: b.units, files }),
         files,
         metrics: createMetricsService({
           bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,

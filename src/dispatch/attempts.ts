@@ -6,7 +6,8 @@
 import type { Logger } from 'pino';
 import { createGroupCommit } from '../group-commit.js';
 import type { SecretBox } from '../auth/secret-box.js';
-import type { DeliveriesRepo, DeliveryRecord, DeliveryWrite } from '../storage/deliveries-repo.js';
+import type { DeliveriesRepo, DeliveryRecord, DeliveryWrite, OutcomeWrite } from '../storage/deliveries-repo.js';
+import type { UnitsOfWork } from '../storage/units.js';
 import type { WebhookTarget, WebhooksRepo } from '../storage/webhooks-repo.js';
 import { nextDeliveryState, type AttemptFailure, type AttemptResult, type AttemptTrigger } from './delivery-state.js';
 import type { WebhookClient, WebhookResult } from './webhook-client.js';
@@ -14,6 +15,8 @@ import type { WebhookClient, WebhookResult } from './webhook-client.js';
 export interface AttemptDeps {
   deliveries: DeliveriesRepo;
   webhooks: WebhooksRepo;
+  /** Recording outcomes: deliveries, the updates they close and the webhooks' last errors, together. */
+  units: Pick<UnitsOfWork, 'recordAttempts'>;
   client: WebhookClient;
   secretBox: SecretBox;
   /** Delays before each retry, e.g. [1m, 5m, 15m, 1h]; attempts in all = length + 1. */
@@ -50,8 +53,8 @@ export function createAttempts(deps: AttemptDeps) {
 
   // Outcomes are written in group commits: attempts that finish while one
   // transaction is being written share the next.
-  const outcomes = createGroupCommit<{ id: string; leaseToken: string; next: DeliveryWrite }, boolean>(
-    (items) => deps.deliveries.recordMany(items),
+  const outcomes = createGroupCommit<OutcomeWrite, boolean>(
+    (items) => deps.units.recordAttempts(items),
   );
   const record = async (id: string, leaseToken: string, next: DeliveryWrite) =>
     (await outcomes.write([{ id, leaseToken, next }]))[0]!;

@@ -8,6 +8,7 @@ import { ApiError } from '../errors.js';
 import type { SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message } from '../gen/botplatform/v1/update.js';
 import type { MessagesRepo } from '../storage/messages-repo.js';
+import type { UnitsOfWork } from '../storage/units.js';
 import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
@@ -16,6 +17,8 @@ import { fromWireMessage, toWireMessage } from './wire.js';
 
 export interface MessagesDeps {
   messages: MessagesRepo;
+  /** Sending: the message, the bot's message counter and the outbox, together. */
+  units: Pick<UnitsOfWork, 'sendMessage'>;
   files: FilesService;
   now?: () => number;
 }
@@ -51,7 +54,7 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       throw ApiError.invalid('reply_to_message_id', 'MESSAGE_NOT_FOUND', 'message to reply to not found in this chat');
     }
     const at = now();
-    const wire = await deps.messages.send(principal.botId, input.chatId, at, (messageId, bot) => toWireMessage({
+    const wire = await deps.units.sendMessage(principal.botId, input.chatId, at, (messageId, bot) => toWireMessage({
       messageId,
       date: Math.floor(at / 1000),
       chat: { id: input.chatId, type: chatType },

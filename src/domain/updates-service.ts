@@ -12,7 +12,8 @@ import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
 import { toBotMessage } from './bot-view.js';
 import type { ConsoleRpc, InternalRpc, RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
-import type { IngestOutcome, UpdatesRepo } from '../storage/updates-repo.js';
+import type { UpdatesRepo } from '../storage/updates-repo.js';
+import type { IngestOutcome, UnitsOfWork } from '../storage/units.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { UpdateWaiters } from '../pipeline/update-waiters.js';
 import { webhookActive } from '../pipeline/update-waiters.js';
@@ -24,6 +25,8 @@ export interface UpdatesDeps {
   bots: BotsRepo;
   updates: UpdatesRepo;
   webhooks: WebhooksRepo;
+  /** Setting and removing a webhook (with the bot's mode and queued updates). */
+  units: Pick<UnitsOfWork, 'setWebhook' | 'removeWebhook'>;
   waiters: UpdateWaiters;
   writer: UpdateWriter;
   secretBox: SecretBox;
@@ -114,7 +117,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     if (target.refusal) throw ApiError.invalid('url', 'FORBIDDEN_TARGET', `is not an allowed webhook target (${target.refusal})`);
 
     const kinds = input.allowedUpdates.length > 0 ? [...new Set(input.allowedUpdates)] : null;
-    await deps.webhooks.set(botId, {
+    await deps.units.setWebhook(botId, {
       url: input.url,
       secretSealed: deps.secretBox.seal(input.secretToken),
       allowedIps: input.allowedIps,
@@ -125,7 +128,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
   }
 
   async function removeWebhook(botId: string, dropPending: boolean): Promise<void> {
-    await deps.webhooks.remove(botId, dropPending, now());
+    await deps.units.removeWebhook(botId, dropPending, now());
     await deps.waiters.modeChanged(botId, 'polling');
   }
 
@@ -133,7 +136,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
   async function webhookSummary(botId: string): Promise<WebhookSummary | undefined> {
     const w = await deps.webhooks.get(botId);
     if (!w) return undefined;
-    const kinds = await deps.webhooks.allowedUpdates(botId);
+    const kinds = await deps.bots.allowedUpdates(botId);
     return { url: w.url, hasSecretToken: true, allowedUpdates: kinds ?? [], allowedIps: w.allowedIps, maxConnections: w.maxConnections };
   }
 
@@ -231,9 +234,9 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       // Newest call wins: claim before reading, so an update committed meanwhile wakes us.
       const waiter = deps.waiters.claim(bot.id, true);
       try {
-        if (req.allowedUpdates.length > 0) await deps.webhooks.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
+        if (req.allowedUpdates.length > 0) await deps.bots.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
         if (offset > 1) {
-          const last = await deps.updates.lastSeq(bot.id);
+          const last = await deps.bots.lastUpdateSeq(bot.id);
           if (offset > last + 1) {
             throw ApiError.invalid('offset', 'OUT_OF_RANGE', `is past the newest update (update_seq ${last}); use at most ${last + 1}`);
           }
@@ -280,7 +283,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       const [bot, webhook, kinds] = await Promise.all([
         deps.bots.findById(principal.botId),
         deps.webhooks.get(principal.botId),
-        deps.webhooks.allowedUpdates(principal.botId),
+        deps.bots.allowedUpdates(principal.botId),
       ]);
       // Pending: not yet received — by polling, the queue; by webhook, the open deliveries.
       const pending = bot!.deliveryMode === 'webhook'

@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
-import type { UpdatesRepo } from '../storage/updates-repo.js';
+import type { OutboxRepo } from '../storage/outbox-repo.js';
 
 export interface OutboxRelayOptions {
   pollMs?: number;
@@ -25,7 +25,7 @@ export interface OutboxRelayOptions {
   onRecovered?: () => void;
 }
 
-export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, opts: OutboxRelayOptions = {}) {
+export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, opts: OutboxRelayOptions = {}) {
   const pollMs = opts.pollMs ?? 250;
   const batch = opts.batch ?? 500;
   const publishTimeoutMs = opts.publishTimeoutMs ?? 3000;
@@ -60,14 +60,14 @@ export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, o
 
   /** One round: claim, publish, delete. Returns how many messages went out. */
   async function round(): Promise<number> {
-    const claimed = await repo.claimOutbox(batch, Date.now(), leaseMs);
+    const claimed = await repo.claim(batch, Date.now(), leaseMs);
     if (claimed.length === 0) return 0;
     const ids = claimed.map((m) => m.id);
     try {
       await publishWithin(claimed.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })));
     } catch (err) {
       // Back to the outbox at once: the next attempt (any relay's) takes them again.
-      await repo.releaseOutbox(ids).catch(() => {});
+      await repo.release(ids).catch(() => {});
       throw Object.assign(err as Error, { relayStage: 'publish' });
     }
     if (failing) {
@@ -76,7 +76,7 @@ export function createOutboxRelay(repo: UpdatesRepo, bus: Bus, logger: Logger, o
       opts.onRecovered?.();
     }
     // Published: a failure to delete only means they go out again after the claim lapses.
-    await repo.deleteOutbox(ids);
+    await repo.delete(ids);
     return claimed.length;
   }
 

@@ -3,10 +3,10 @@
  * throughput is not bounded by one durable commit per update.
  */
 import { createGroupCommit } from '../group-commit.js';
-import type { IngestOutcome, NewUpdate, UpdatesRepo } from '../storage/updates-repo.js';
+import type { IngestOutcome, NewUpdate, UnitsOfWork } from '../storage/units.js';
 
-export function createUpdateWriter(repo: UpdatesRepo, onCommitted: () => void, maxBatch = 500, now = Date.now) {
-  return createGroupCommit<NewUpdate, IngestOutcome>((items) => repo.ingest(items, now()), maxBatch, onCommitted);
+export function createUpdateWriter(units: Pick<UnitsOfWork, 'ingest'>, onCommitted: () => void, maxBatch = 500, now = Date.now) {
+  return createGroupCommit<NewUpdate, IngestOutcome>((items) => units.ingest(items, now()), maxBatch, onCommitted);
 }
 
 export type UpdateWriter = ReturnType<typeof createUpdateWriter>;

@@ -1,9 +1,13 @@
 /**
- * Bots table. Console reads and writes are scoped by owner id first; admin and
- * runtime lookups are explicit about being unscoped (review desk) or by token.
+ * Bots table, and the only module that writes it: the application, review and
+ * token columns, the delivery mode and update filter, and the per-bot counters
+ * (update sequence, message ids) that ingest and sending advance under a row lock.
+ * Console reads and writes are scoped by owner id first; admin and runtime lookups
+ * are explicit about being unscoped (review desk) or by token. Every method takes
+ * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import type { Db, Tx } from './db.js';
+import { isMysql, type Db, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -62,6 +66,7 @@ interface BotRow {
   can_join_groups: number | boolean; command_menu: string; token_hash: string | null; token_prefix: string | null;
   token_issued_at: number | string | null; one_time_token_enc: string | null;
   one_time_token_expires_at: number | string | null; created_at: number | string; updated_at: number | string;
+  last_update_seq: number | string; last_message_id: number | string; allowed_updates: string | null;
 }
 
 const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
@@ -143,7 +148,21 @@ const tokenColumns = (token: IssuedToken, now: number) => ({
   updated_at: now,
 });
 
+/** A bot's counters and what ingest decides by, read under its row lock. */
+export interface BotCounters {
+  id: string;
+  lastUpdateSeq: number;
+  lastMessageId: number;
+  allowedUpdates: string[] | null;
+  reviewStatus: ReviewStatusValue;
+  deliveryMode: DeliveryModeValue;
+}
+
+/** How a bot's updates reach it: a webhook (with the kinds it takes; null for all), or polling. */
+export type DeliveryModeChange = { mode: 'webhook'; allowedUpdates: string[] | null } | { mode: 'polling' };
+
 export function createBotsRepo(db: Db) {
+  const mysql = isMysql(db);
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
 
   /**
@@ -168,8 +187,9 @@ export function createBotsRepo(db: Db) {
      * bot exists as returned, or not at all. A taken username surfaces as a
      * unique violation.
      */
-    async insert(bot: NewBot): Promise<BotRecord> {
-      return db.transaction(async (tx) => {
+    async insert(bot: NewBot, outer?: Tx): Promise<BotRecord> {
+      const within = <T>(body: (tx: Tx) => Promise<T>) => (outer ? body(outer) : db.transaction(body));
+      return within(async (tx) => {
         await q(tx).insert({
           id: bot.id,
           owner_id: bot.ownerId,
@@ -195,13 +215,13 @@ export function createBotsRepo(db: Db) {
       return row && fromRow(row);
     },
 
-    async listForOwner(ownerId: string, page: number, limit: number): Promise<Page<BotRecord>> {
-      return paged(() => q().where({ owner_id: ownerId }), 'desc', page, limit);
+    async listForOwner(ownerId: string, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
+      return paged(() => q(tx).where({ owner_id: ownerId }), 'desc', page, limit);
     },
 
     /** Review desk: every account's bots, oldest first. */
-    async listAll(reviewStatus: ReviewStatusValue | undefined, page: number, limit: number): Promise<Page<BotRecord>> {
-      return paged(() => (reviewStatus ? q().where({ review_status: reviewStatus }) : q()), 'asc', page, limit);
+    async listAll(reviewStatus: ReviewStatusValue | undefined, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
+      return paged(() => (reviewStatus ? q(tx).where({ review_status: reviewStatus }) : q(tx)), 'asc', page, limit);
     },
 
     /** Review desk lookup, not scoped to an owner. */
@@ -211,45 +231,45 @@ export function createBotsRepo(db: Db) {
     },
 
     /** Review status of each of these bots that exists, in one query. */
-    async reviewStatusOf(ids: string[]): Promise<Map<string, ReviewStatusValue>> {
-      const rows = await q().whereIn('id', [...new Set(ids)]).select('id', 'review_status');
+    async reviewStatusOf(ids: string[], tx?: Tx): Promise<Map<string, ReviewStatusValue>> {
+      const rows = await q(tx).whereIn('id', [...new Set(ids)]).select('id', 'review_status');
       return new Map(rows.map((r) => [r.id as string, r.review_status as ReviewStatusValue]));
     },
 
     /** The bot whose current token has this hash. */
-    async findByTokenHash(hash: string): Promise<(BotRecord & { tokenHash: string }) | undefined> {
-      const row = await q().where({ token_hash: hash }).first();
+    async findByTokenHash(hash: string, tx?: Tx): Promise<(BotRecord & { tokenHash: string }) | undefined> {
+      const row = await q(tx).where({ token_hash: hash }).first();
       return row && { ...fromRow(row), tokenHash: row.token_hash! };
     },
 
     /** Owner's profile change, only while approved. Returns false when no approved bot matched. */
-    async updateProfile(ownerId: string, id: string, patch: BotProfilePatch, now: number): Promise<boolean> {
+    async updateProfile(ownerId: string, id: string, patch: BotProfilePatch, now: number, tx?: Tx): Promise<boolean> {
       const values: Record<string, unknown> = { updated_at: now };
       for (const [key, value] of Object.entries(patch)) {
         const [column, encode] = PATCH_COLUMNS[key as keyof BotProfilePatch];
         values[column] = encode(value as never);
       }
-      const n = await q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(values);
+      const n = await q(tx).where({ owner_id: ownerId, id, review_status: 'approved' }).update(values);
       return n === 1;
     },
 
     /** pending → approved with a first token. False when the bot was not pending. */
-    async approve(id: string, token: IssuedToken, now: number): Promise<boolean> {
-      const n = await q().where({ id, review_status: 'pending' })
+    async approve(id: string, token: IssuedToken, now: number, tx?: Tx): Promise<boolean> {
+      const n = await q(tx).where({ id, review_status: 'pending' })
         .update({ review_status: 'approved', review_reason: null, status: 'active', ...tokenColumns(token, now) });
       return n === 1;
     },
 
     /** pending → rejected. False when the bot was not pending. */
-    async reject(id: string, reason: string, now: number): Promise<boolean> {
-      const n = await q().where({ id, review_status: 'pending' })
+    async reject(id: string, reason: string, now: number, tx?: Tx): Promise<boolean> {
+      const n = await q(tx).where({ id, review_status: 'pending' })
         .update({ review_status: 'rejected', review_reason: reason, updated_at: now });
       return n === 1;
     },
 
     /** Replaces the token of an approved bot; the old hash stops matching at once. */
-    async replaceToken(ownerId: string, id: string, token: IssuedToken, now: number): Promise<boolean> {
-      const n = await q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(tokenColumns(token, now));
+    async replaceToken(ownerId: string, id: string, token: IssuedToken, now: number, tx?: Tx): Promise<boolean> {
+      const n = await q(tx).where({ owner_id: ownerId, id, review_status: 'approved' }).update(tokenColumns(token, now));
       return n === 1;
     },
 
@@ -257,16 +277,74 @@ export function createBotsRepo(db: Db) {
      * Clears the unread one-time token if it is still the given one; true for the
      * single caller that cleared it, so two concurrent reads cannot both show it.
      */
-    async claimOneTimeToken(ownerId: string, id: string, sealed: string): Promise<boolean> {
-      const n = await q().where({ owner_id: ownerId, id, one_time_token_enc: sealed })
+    async claimOneTimeToken(ownerId: string, id: string, sealed: string, tx?: Tx): Promise<boolean> {
+      const n = await q(tx).where({ owner_id: ownerId, id, one_time_token_enc: sealed })
         .update({ one_time_token_enc: null, one_time_token_expires_at: null });
       return n === 1;
     },
 
     /** Discards one-time tokens left unread past their retention. */
-    async purgeExpiredOneTimeTokens(now: number): Promise<number> {
-      return q().whereNotNull('one_time_token_enc').where('one_time_token_expires_at', '<=', now)
+    async purgeExpiredOneTimeTokens(now: number, tx?: Tx): Promise<number> {
+      return q(tx).whereNotNull('one_time_token_enc').where('one_time_token_expires_at', '<=', now)
         .update({ one_time_token_enc: null, one_time_token_expires_at: null });
+    },
+
+    /**
+     * The counters and ingest settings of these bots, their rows locked (on MySQL)
+     * in id order until the transaction ends: the caller advances the counters.
+     */
+    async lockCounters(ids: string[], tx?: Tx): Promise<Map<string, BotCounters>> {
+      let sel = q(tx).whereIn('id', ids).select('id', 'last_update_seq', 'last_message_id', 'allowed_updates', 'review_status', 'delivery_mode');
+      if (mysql) sel = sel.forUpdate();
+      const rows = await sel;
+      return new Map(rows.map((r) => [r.id, {
+        id: r.id,
+        lastUpdateSeq: Number(r.last_update_seq),
+        lastMessageId: Number(r.last_message_id),
+        allowedUpdates: r.allowed_updates ? JSON.parse(r.allowed_updates) : null,
+        reviewStatus: r.review_status as ReviewStatusValue,
+        deliveryMode: r.delivery_mode as DeliveryModeValue,
+      }]));
+    },
+
+    /** Sets a bot's update sequence and message id counters (its row locked by `lockCounters`). */
+    async advanceCounters(id: string, lastUpdateSeq: number, lastMessageId: number, tx?: Tx): Promise<void> {
+      await q(tx).where({ id }).update({ last_update_seq: lastUpdateSeq, last_message_id: lastMessageId });
+    },
+
+    /** The bot's last message id, username and name, its row locked (on MySQL) until the transaction ends. */
+    async lockMessageCounter(id: string, tx?: Tx): Promise<{ lastMessageId: number; username: string; name: string }> {
+      let sel = q(tx).where({ id }).first('last_message_id', 'username', 'name');
+      if (mysql) sel = sel.forUpdate();
+      const row = (await sel)!;
+      return { lastMessageId: Number(row.last_message_id), username: row.username, name: row.name };
+    },
+
+    async setLastMessageId(id: string, messageId: number, tx?: Tx): Promise<void> {
+      await q(tx).where({ id }).update({ last_message_id: messageId });
+    },
+
+    /** Switches how the bot's updates are delivered (a webhook also sets the kinds it takes). */
+    async setDeliveryMode(id: string, change: DeliveryModeChange, now: number, tx?: Tx): Promise<void> {
+      await q(tx).where({ id }).update(change.mode === 'webhook'
+        ? { delivery_mode: 'webhook', allowed_updates: change.allowedUpdates ? JSON.stringify(change.allowedUpdates) : null, updated_at: now }
+        : { delivery_mode: 'polling', updated_at: now });
+    },
+
+    /** Sets which update kinds are queued for the bot (null: all). */
+    async setAllowedUpdates(id: string, kinds: string[] | null, tx?: Tx): Promise<void> {
+      await q(tx).where({ id }).update({ allowed_updates: kinds ? JSON.stringify(kinds) : null });
+    },
+
+    async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
+      const row = await q(tx).where({ id }).first('allowed_updates');
+      return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
+    },
+
+    /** The newest update_seq the bot has had (0 before its first update). */
+    async lastUpdateSeq(id: string, tx?: Tx): Promise<number> {
+      const row = await q(tx).where({ id }).first('last_update_seq');
+      return row ? Number(row.last_update_seq) : 0;
     },
   };
 }

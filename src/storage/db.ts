@@ -127,6 +127,28 @@ export async function transaction<T>(db: Db, body: (tx: Tx) => Promise<T>, attem
   return retryingDeadlocks(() => db.transaction(body), attempts, retryable);
 }
 
+/**
+ * Runs `body` in the caller's transaction when one is given (the caller's unit of
+ * work retries it whole), else in a transaction of its own, run again as
+ * `transaction` does.
+ */
+export async function inTransaction<T>(
+  db: Db, tx: Tx | undefined, body: (tx: Tx) => Promise<T>, attempts = 4, retryable = isDeadlock,
+): Promise<T> {
+  return tx ? body(tx) : transaction(db, body, attempts, retryable);
+}
+
+/**
+ * Runs one statement on the caller's transaction when given (as it is: a deadlock
+ * rolls the whole transaction back, for its owner to retry), else on the pool, run
+ * again when MySQL picks it as a deadlock victim (`retryingDeadlocks`).
+ */
+export async function statement<T>(
+  db: Db, tx: Tx | undefined, run: (q: Db | Tx) => Promise<T>, attempts = 4, retryable = isDeadlock,
+): Promise<T> {
+  return tx ? run(tx) : retryingDeadlocks(() => run(db), attempts, retryable);
+}
+
 /** A deadlock, or an InnoDB lock wait timeout (a transaction that threw is rolled back whole). */
 export function isDeadlockOrLockWait(err: unknown): boolean {
   return isDeadlock(err) || (err as { errno?: number })?.errno === 1205;

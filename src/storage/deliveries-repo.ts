@@ -2,10 +2,13 @@
  * Webhook deliveries. A delivery is attempted only under a lease (lease_until,
  * leased_by) taken with a conditional update, so two dispatchers never attempt
  * it at once, and a dispatcher that dies mid-attempt loses nothing: the lease
- * runs out and the delivery is due again. Queries are scoped by bot id.
+ * runs out and the delivery is due again. Queries are scoped by bot id. The only
+ * writer of deliveries; every method takes the caller's transaction, when it has
+ * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { retryingDeadlocks, transaction, type Db } from './db.js';
+import { statement, type Db, type Tx } from './db.js';
+import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { WebhookTarget } from './webhooks-repo.js';
 
 export type DeliveryStatusValue = 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
@@ -47,6 +50,23 @@ export interface DeliveryWrite {
   lastDurationMs: number;
   /** The attempt closed the delivery: its update leaves the bot's queue. */
   closed: boolean;
+}
+
+/** An attempt's outcome to write: the delivery, the lease it was made under, its new state. */
+export interface OutcomeWrite {
+  id: string;
+  leaseToken: string;
+  next: DeliveryWrite;
+}
+
+/** What `writeOutcomes` did, and what it leaves to the other tables' owners. */
+export interface WrittenOutcomes {
+  /** Per item: false when its lease was lost. */
+  results: boolean[];
+  /** Per bot (in id order): the updates whose deliveries closed. */
+  closed: [string, number[]][];
+  /** Per bot (in id order): its latest failed attempt (ms) and error. */
+  lastErrors: [string, { at: number; error: string }][];
 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -93,25 +113,26 @@ export function createDeliveriesRepo(db: Db) {
      * Leases due deliveries of several bots in one round: for each bot, up to its
      * free slots, oldest update first (a row_number window per bot).
      */
-    async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }): Promise<LeasedDelivery[]> {
+    async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }, tx?: Tx): Promise<LeasedDelivery[]> {
       if (opts.free.size === 0) return [];
+      const q = tx ?? db;
       const most = Math.max(...opts.free.values());
-      const ranked = db('deliveries')
+      const ranked = q('deliveries')
         .whereIn('bot_id', [...opts.free.keys()])
         .whereIn('status', OPEN)
         .andWhere('next_attempt_at', '<=', opts.now)
         .andWhere('lease_until', '<', opts.now)
         .select('id', 'bot_id', db.raw('row_number() over (partition by bot_id order by update_seq) as rn'));
-      const rows = (await db.from(ranked.as('ranked')).where('rn', '<=', most).select('id', 'bot_id', 'rn')) as { id: string; bot_id: string; rn: number | string }[];
+      const rows = (await q.from(ranked.as('ranked')).where('rn', '<=', most).select('id', 'bot_id', 'rn')) as { id: string; bot_id: string; rn: number | string }[];
       const ids = rows.filter((r) => Number(r.rn) <= (opts.free.get(r.bot_id) ?? 0)).map((r) => r.id);
       if (ids.length === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
-      await retryingDeadlocks(() => db('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
+      await statement(db, tx, (s) => s('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
       // Read back by primary key (leased_by has no index: a scan of it grows with the table),
       // with each bot's webhook in the same query.
-      const leased = await db('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
+      const leased = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
         .whereIn('deliveries.id', ids).andWhere('deliveries.leased_by', token)
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
         .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips');
@@ -127,21 +148,21 @@ export function createDeliveriesRepo(db: Db) {
      * heartbeat): one statement per RENEW_CHUNK deliveries, by primary key; a lease
      * another holder took meanwhile is left alone. Answers how many rows matched.
      */
-    async renewLeases(leases: { id: string; leaseToken: string }[], until: number): Promise<number> {
+    async renewLeases(leases: { id: string; leaseToken: string }[], until: number, tx?: Tx): Promise<number> {
       let n = 0;
       for (let i = 0; i < leases.length; i += RENEW_CHUNK) {
         const chunk = leases.slice(i, i + RENEW_CHUNK);
         const ids = chunk.map((l) => l.id);
         const tokens = [...new Set(chunk.map((l) => l.leaseToken))];
         // Rows are locked in primary-key order, as claims and outcome writes lock them; a deadlock victim is rolled back whole.
-        n += await retryingDeadlocks(() => db('deliveries').whereIn('id', ids).whereIn('leased_by', tokens).update({ lease_until: until }));
+        n += await statement(db, tx, (q) => q('deliveries').whereIn('id', ids).whereIn('leased_by', tokens).update({ lease_until: until }));
       }
       return n;
     },
 
     /** Bots that have deliveries due and not leased (a bounded scan of the due index). */
-    async botsWithDue(now: number, limit: number): Promise<string[]> {
-      const ids = (await db('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now)
+    async botsWithDue(now: number, limit: number, tx?: Tx): Promise<string[]> {
+      const ids = (await (tx ?? db)('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now)
         .andWhere('lease_until', '<', now).limit(limit).pluck('bot_id')) as string[];
       return [...new Set(ids)];
     },
@@ -150,83 +171,92 @@ export function createDeliveriesRepo(db: Db) {
      * Leases one delivery of the bot for a manual retry: the delivery as it stands
      * under the lease, or null when another holds it.
      */
-    async claimOne(botId: string, id: string, now: number, leaseMs: number, holder: string): Promise<(DeliveryRecord & { leaseToken: string }) | null> {
+    async claimOne(
+      botId: string, id: string, now: number, leaseMs: number, holder: string, tx?: Tx,
+    ): Promise<(DeliveryRecord & { leaseToken: string }) | null> {
       const token = `${holder}:${crypto.randomBytes(6).toString('hex')}`;
-      const n = await db('deliveries').where({ bot_id: botId, id }).andWhere('lease_until', '<', now)
+      const n = await (tx ?? db)('deliveries').where({ bot_id: botId, id }).andWhere('lease_until', '<', now)
         .update({ lease_until: now + leaseMs, leased_by: token });
       if (n !== 1) return null;
-      const row = await db('deliveries').where({ bot_id: botId, id, leased_by: token }).first();
+      const row = await (tx ?? db)('deliveries').where({ bot_id: botId, id, leased_by: token }).first();
       return row ? { ...fromRow(row), leaseToken: token } : null;
     },
 
+    /** A new delivery, due at `now`, for each of these updates (one statement per 200). */
+    async insertFor(updates: DeliverableUpdate[], now: number, tx?: Tx): Promise<void> {
+      const rows = updates.map((u) => deliveryRow(u, now));
+      for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('deliveries').insert(rows.slice(k, k + 200));
+    },
+
+    /** Drops the bot's open (pending, retrying) deliveries; their updates stay queued. */
+    async deleteOpenOfBot(botId: string, tx?: Tx): Promise<void> {
+      await (tx ?? db)('deliveries').where({ bot_id: botId }).whereIn('status', OPEN).delete();
+    },
+
     /**
-     * Records attempts made under their leases, all in one transaction: each new
-     * state as given, and the update of each closed delivery leaves the bot's queue.
-     * Per item: false when its lease was lost.
+     * Writes attempts made under their leases (each new state as given), in primary-key
+     * order, the order a claim's UPDATE locks them in. Per item: false when its lease
+     * was lost. Also answers, bots in id order, the updates of the deliveries the
+     * attempts closed and each bot's latest attempt error, for the caller to apply
+     * in the same transaction (units.ts).
      */
-    async recordMany(items: { id: string; leaseToken: string; next: DeliveryWrite }[]): Promise<boolean[]> {
-      // Rows are written in primary-key order, the order a claim's UPDATE locks them in; a
-      // deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
+    async writeOutcomes(items: OutcomeWrite[], tx?: Tx): Promise<WrittenOutcomes> {
+      const q = tx ?? db;
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
-      return transaction(db, async (tx) => {
-        const rows = await tx('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id');
-        const byId = new Map(rows.map((r) => [r.id, r]));
-        const done: { bot_id: string; update_id: number }[] = [];
-        const errors = new Map<string, { at: number; error: string | null }>();
-        const results: boolean[] = new Array(items.length);
-        for (const { item: { id, leaseToken, next }, i } of order) {
-          const row = byId.get(id);
-          if (!row || row.leased_by !== leaseToken) {
-            results[i] = false;
-            continue;
-          }
-          await tx('deliveries').where({ id }).update({
-            status: next.status,
-            attempts: next.attempts,
-            next_attempt_at: next.nextAttemptAt,
-            last_status_code: next.lastStatusCode,
-            last_error: next.lastError,
-            last_attempt_at: next.lastAttemptAt,
-            last_duration_ms: next.lastDurationMs,
-            lease_until: 0,
-            leased_by: null,
-          });
-          if (next.closed) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
-          if (next.lastError !== null && !((errors.get(row.bot_id)?.at ?? -1) > next.lastAttemptAt)) {
-            errors.set(row.bot_id, { at: next.lastAttemptAt, error: next.lastError });
-          }
-          results[i] = true;
+      const rows = await q('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id');
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      const done: { bot_id: string; update_id: number }[] = [];
+      const errors = new Map<string, { at: number; error: string }>();
+      const results: boolean[] = new Array(items.length);
+      for (const { item: { id, leaseToken, next }, i } of order) {
+        const row = byId.get(id);
+        if (!row || row.leased_by !== leaseToken) {
+          results[i] = false;
+          continue;
         }
-        for (const [botId, ids] of groupBy(done)) await tx('updates').where({ bot_id: botId }).whereIn('update_id', ids).delete();
-        for (const [botId, e] of [...errors].sort(([a], [b]) => compareIds(a, b))) {
-          await tx('webhooks').where({ bot_id: botId }).update({ last_error_date: Math.floor(e.at / 1000), last_error_message: e.error });
+        await q('deliveries').where({ id }).update({
+          status: next.status,
+          attempts: next.attempts,
+          next_attempt_at: next.nextAttemptAt,
+          last_status_code: next.lastStatusCode,
+          last_error: next.lastError,
+          last_attempt_at: next.lastAttemptAt,
+          last_duration_ms: next.lastDurationMs,
+          lease_until: 0,
+          leased_by: null,
+        });
+        if (next.closed) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
+        if (next.lastError !== null && !((errors.get(row.bot_id)?.at ?? -1) > next.lastAttemptAt)) {
+          errors.set(row.bot_id, { at: next.lastAttemptAt, error: next.lastError });
         }
-        return results;
-      });
+        results[i] = true;
+      }
+      return { results, closed: groupBy(done), lastErrors: [...errors].sort(([a], [b]) => compareIds(a, b)) };
     },
 
     /** Gives a lease back without an attempt (e.g. the webhook went away meanwhile). */
-    async release(id: string, leaseToken: string): Promise<void> {
-      await db('deliveries').where({ id, leased_by: leaseToken }).update({ lease_until: 0, leased_by: null });
+    async release(id: string, leaseToken: string, tx?: Tx): Promise<void> {
+      await (tx ?? db)('deliveries').where({ id, leased_by: leaseToken }).update({ lease_until: 0, leased_by: null });
     },
 
-    async findForBot(botId: string, idOrUpdateId: string): Promise<DeliveryRecord | undefined> {
-      const q = db('deliveries').where({ bot_id: botId });
+    async findForBot(botId: string, idOrUpdateId: string, tx?: Tx): Promise<DeliveryRecord | undefined> {
+      const q = (tx ?? db)('deliveries').where({ bot_id: botId });
       const row = /^\d{1,15}$/.test(idOrUpdateId) ? await q.andWhere({ update_id: Number(idOrUpdateId) }).first() : await q.andWhere({ id: idOrUpdateId }).first();
       return row && fromRow(row);
     },
 
-    async listForBot(botId: string, page: number, limit: number): Promise<{ items: DeliveryRecord[]; total: number }> {
+    async listForBot(botId: string, page: number, limit: number, tx?: Tx): Promise<{ items: DeliveryRecord[]; total: number }> {
+      const q = tx ?? db;
       const [rows, [{ n }]] = await Promise.all([
-        db('deliveries').where({ bot_id: botId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
+        q('deliveries').where({ bot_id: botId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
           .limit(limit).offset((page - 1) * limit),
-        db('deliveries').where({ bot_id: botId }).count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
+        q('deliveries').where({ bot_id: botId }).count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
       ]);
       return { items: rows.map(fromRow), total: Number(n) };
     },
 
-    async openCount(botId: string): Promise<number> {
-      const [{ n }] = (await db('deliveries').where({ bot_id: botId }).whereIn('status', OPEN).count({ n: '*' })) as [{ n: number | string }];
+    async openCount(botId: string, tx?: Tx): Promise<number> {
+      const [{ n }] = (await (tx ?? db)('deliveries').where({ bot_id: botId }).whereIn('status', OPEN).count({ n: '*' })) as [{ n: number | string }];
       return Number(n);
     },
   };

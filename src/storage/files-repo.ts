@@ -1,9 +1,12 @@
 /**
  * Files: blobs (one per content, by SHA-256), the accounts that have shown they
  * hold each blob, logical files (one per registration), upload sessions and
- * possession challenges. Every file read is scoped by the bot that owns it.
+ * possession challenges. Every file read is scoped by the bot that owns it. The
+ * only writer of files, blobs, blob_owners, uploads, possession_tries and
+ * possession_challenges; every method takes the caller's transaction, when it has
+ * one, as its last argument (its own multi-statement writes then run in a savepoint).
  */
-import { isDeadlockOrLockWait, isMysql, isUniqueViolation, transaction, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, isMysql, isUniqueViolation, type Db, type Tx } from './db.js';
 
 export interface FileRecord {
   id: string;
@@ -80,50 +83,53 @@ export function createFilesRepo(db: Db) {
     return fileOf(row);
   }
 
+  /** A transaction of its own, or a savepoint in the caller's: its writes are undone together. */
+  const atomically = <T>(outer: Tx | undefined, body: (tx: Tx) => Promise<T>) => (outer ? outer.transaction(body) : db.transaction(body));
+
   /** Runs `write`; a unique violation on (bot, reuseRequestId) answers the existing file instead. */
-  async function idempotent(spec: FileSpec, write: () => Promise<FileRecord>): Promise<FileRecord> {
+  async function idempotent(spec: FileSpec, write: () => Promise<FileRecord>, tx?: Tx): Promise<FileRecord> {
     try {
       return await write();
     } catch (err) {
       if (!isUniqueViolation(err) || !spec.reuseRequestId) throw err;
-      const existing = await db('files').where({ bot_id: spec.botId, reuse_request_id: spec.reuseRequestId }).first();
+      const existing = await (tx ?? db)('files').where({ bot_id: spec.botId, reuse_request_id: spec.reuseRequestId }).first();
       if (!existing) throw err;
       return fileOf(existing);
     }
   }
 
   return {
-    async fileOfBot(botId: string, fileId: string): Promise<FileRecord | undefined> {
-      const r = await db('files').where({ id: fileId, bot_id: botId }).first();
+    async fileOfBot(botId: string, fileId: string, tx?: Tx): Promise<FileRecord | undefined> {
+      const r = await (tx ?? db)('files').where({ id: fileId, bot_id: botId }).first();
       return r ? fileOf(r) : undefined;
     },
 
-    async fileByReuseId(botId: string, reuseRequestId: string): Promise<FileRecord | undefined> {
-      const r = await db('files').where({ bot_id: botId, reuse_request_id: reuseRequestId }).first();
+    async fileByReuseId(botId: string, reuseRequestId: string, tx?: Tx): Promise<FileRecord | undefined> {
+      const r = await (tx ?? db)('files').where({ bot_id: botId, reuse_request_id: reuseRequestId }).first();
       return r ? fileOf(r) : undefined;
     },
 
-    async blobSize(checksum: string): Promise<number | undefined> {
-      const r = await db('blobs').where({ checksum }).first('size');
+    async blobSize(checksum: string, tx?: Tx): Promise<number | undefined> {
+      const r = await (tx ?? db)('blobs').where({ checksum }).first('size');
       return r ? Number(r.size) : undefined;
     },
 
-    async isBlobOwner(checksum: string, accountId: string): Promise<boolean> {
-      return Boolean(await db('blob_owners').where({ checksum, account_id: accountId }).first('checksum'));
+    async isBlobOwner(checksum: string, accountId: string, tx?: Tx): Promise<boolean> {
+      return Boolean(await (tx ?? db)('blob_owners').where({ checksum, account_id: accountId }).first('checksum'));
     },
 
     /** A new logical file on an existing blob (a trusted reuse hit or a passed challenge). */
-    async addFile(id: string, spec: FileSpec, now: number): Promise<FileRecord> {
-      return idempotent(spec, () => db.transaction((tx) => insertFile(tx, id, spec, now)));
+    async addFile(id: string, spec: FileSpec, now: number, outer?: Tx): Promise<FileRecord> {
+      return idempotent(spec, () => atomically(outer, (tx) => insertFile(tx, id, spec, now)), outer);
     },
 
-    async createUpload(u: Omit<UploadRecord, 'fileId'>): Promise<void> {
-      await db('uploads').insert({ id: u.id, ...specRow(u), created_at: u.createdAt, expires_at: u.expiresAt });
+    async createUpload(u: Omit<UploadRecord, 'fileId'>, tx?: Tx): Promise<void> {
+      await (tx ?? db)('uploads').insert({ id: u.id, ...specRow(u), created_at: u.createdAt, expires_at: u.expiresAt });
     },
 
     /** An open (not completed, not expired) upload of this bot for the same file, to hand out again. */
-    async openUpload(spec: FileSpec, now: number): Promise<UploadRecord | undefined> {
-      const r = await db('uploads')
+    async openUpload(spec: FileSpec, now: number, tx?: Tx): Promise<UploadRecord | undefined> {
+      const r = await (tx ?? db)('uploads')
         .where({ bot_id: spec.botId, checksum: spec.checksum, size: spec.size, file_name: spec.fileName, mime_type: spec.mimeType })
         .andWhere((q) => (spec.reuseRequestId ? q.where('reuse_request_id', spec.reuseRequestId) : q.whereNull('reuse_request_id')))
         .whereNull('file_id')
@@ -134,8 +140,8 @@ export function createFilesRepo(db: Db) {
     },
 
     /** The bot's newest upload with this checksum (and reuseRequestId, when given), completed or not. */
-    async uploadFor(botId: string, checksum: string, reuseRequestId: string | null): Promise<UploadRecord | undefined> {
-      let q = db('uploads').where({ bot_id: botId, checksum });
+    async uploadFor(botId: string, checksum: string, reuseRequestId: string | null, tx?: Tx): Promise<UploadRecord | undefined> {
+      let q = (tx ?? db)('uploads').where({ bot_id: botId, checksum });
       if (reuseRequestId) q = q.andWhere('reuse_request_id', reuseRequestId);
       const r = await q.orderByRaw('file_id is null desc').orderBy('created_at', 'desc').first();
       return r
@@ -148,8 +154,8 @@ export function createFilesRepo(db: Db) {
      * upload marked completed, in one transaction. `promote` moves the verified
      * bytes to their content address inside it.
      */
-    async completeUpload(upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>): Promise<FileRecord> {
-      return idempotent(upload, () => db.transaction(async (tx) => {
+    async completeUpload(upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>, outer?: Tx): Promise<FileRecord> {
+      return idempotent(upload, () => atomically(outer, async (tx) => {
         let q = tx('uploads').where({ id: upload.id }).first('file_id');
         if (mysql) q = q.forUpdate();
         const current = await q;
@@ -162,7 +168,7 @@ export function createFilesRepo(db: Db) {
         const file = await insertFile(tx, fileId, upload, now);
         await tx('uploads').where({ id: upload.id }).update({ file_id: fileId });
         return file;
-      }));
+      }), outer);
     },
 
     /**
@@ -173,8 +179,10 @@ export function createFilesRepo(db: Db) {
      * and the challenge is stored — one transaction, the tries row locked, so every
      * instance counts the same.
      */
-    async issueChallenge(c: Omit<ChallengeRecord, 'used'>, now: number, limit: TryLimit): Promise<{ ok: true } | { ok: false; retryAt: number }> {
-      return transaction(db, async (tx) => {
+    async issueChallenge(
+      c: Omit<ChallengeRecord, 'used'>, now: number, limit: TryLimit, outer?: Tx,
+    ): Promise<{ ok: true } | { ok: false; retryAt: number }> {
+      return inTransaction(db, outer, async (tx) => {
         const key = { account_id: c.accountId, checksum: c.checksum };
         if (mysql) {
           // Creates the row when missing and locks it either way: concurrent asks queue here.
@@ -202,20 +210,21 @@ export function createFilesRepo(db: Db) {
      * Takes a challenge of this bot for its one try: marks it used and returns it,
      * or says why it cannot be tried (USED: tried already, or replaced by a newer one).
      */
-    async takeChallenge(botId: string, id: string, now: number): Promise<ChallengeRecord | 'NOT_FOUND' | 'USED' | 'EXPIRED'> {
-      const r = await db('possession_challenges').where({ id, bot_id: botId }).first();
+    async takeChallenge(botId: string, id: string, now: number, tx?: Tx): Promise<ChallengeRecord | 'NOT_FOUND' | 'USED' | 'EXPIRED'> {
+      const r = await (tx ?? db)('possession_challenges').where({ id, bot_id: botId }).first();
       if (!r) return 'NOT_FOUND';
       if (Number(r.expires_at) <= now) return 'EXPIRED';
-      const taken = await db('possession_challenges').where({ id, bot_id: botId, used: false }).update({ used: true });
+      const taken = await (tx ?? db)('possession_challenges').where({ id, bot_id: botId, used: false }).update({ used: true });
       if (taken === 0) return 'USED';
       return { ...specOf(r), id: r.id, nonce: r.nonce, ranges: JSON.parse(r.ranges), used: true, expiresAt: Number(r.expires_at) };
     },
 
     /** Forgets expired uploads that never completed, expired challenges, and tries last made before `triesBefore`. */
-    async purgeExpired(now: number, triesBefore: number): Promise<number> {
-      const uploads = await db('uploads').whereNull('file_id').andWhere('expires_at', '<', now).delete();
-      const challenges = await db('possession_challenges').andWhere('expires_at', '<', now).delete();
-      const tries = await db('possession_tries').where('last_tried_at', '<', triesBefore).delete();
+    async purgeExpired(now: number, triesBefore: number, tx?: Tx): Promise<number> {
+      const q = tx ?? db;
+      const uploads = await q('uploads').whereNull('file_id').andWhere('expires_at', '<', now).delete();
+      const challenges = await q('possession_challenges').andWhere('expires_at', '<', now).delete();
+      const tries = await q('possession_tries').where('last_tried_at', '<', triesBefore).delete();
       return uploads + challenges + tries;
     },
   };

@@ -1,10 +1,12 @@
 /**
  * Rate-limit and quota counters (fixed windows) and per-bot usage statistics, in
- * the database: they survive restarts and every core instance shares them.
+ * the database: they survive restarts and every core instance shares them. The
+ * only writer of rate_counters and bot_stats; every method takes the caller's
+ * transaction, when it has one, as its last argument.
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments.
  */
-import { isDeadlockOrLockWait, isMysql, transaction, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, isMysql, type Db, type Tx } from './db.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -50,9 +52,9 @@ interface CounterRow {
 export function createLimitsRepo(db: Db) {
   const mysql = isMysql(db);
 
-  /** One transaction, run again (5 tries in all) after a deadlock or a lock wait timeout. */
-  async function decide(calls: CounterRule[][]): Promise<AdmitResult[]> {
-    return transaction(db, async (tx: Tx) => {
+  /** One transaction (the caller's, or its own run again, 5 tries in all, after a deadlock or a lock wait timeout). */
+  async function decide(calls: CounterRule[][], outer?: Tx): Promise<AdmitResult[]> {
+    return inTransaction(db, outer, async (tx: Tx) => {
       const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
       if (mysql) {
         // Lock every counter row (creating the missing ones) in key order, so two
@@ -101,18 +103,18 @@ export function createLimitsRepo(db: Db) {
      */
     admit: decide,
 
-    async counter(key: string): Promise<CounterState | undefined> {
-      const row = (await db('rate_counters').where({ counter_key: key }).first()) as CounterRow | undefined;
+    async counter(key: string, tx?: Tx): Promise<CounterState | undefined> {
+      const row = (await (tx ?? db)('rate_counters').where({ counter_key: key }).first()) as CounterRow | undefined;
       return row && { windowStart: Number(row.window_start), windowEnd: Number(row.window_end), count: Number(row.count) };
     },
 
     /** Forgets counters whose window ended before `before`. */
-    async purgeCounters(before: number): Promise<number> {
-      return db('rate_counters').where('window_end', '<', before).delete();
+    async purgeCounters(before: number, tx?: Tx): Promise<number> {
+      return (tx ?? db)('rate_counters').where('window_end', '<', before).delete();
     },
 
     /** Adds increments to the per-minute statistics (one statement per 500). */
-    async addStats(items: StatIncrement[]): Promise<void> {
+    async addStats(items: StatIncrement[], tx?: Tx): Promise<void> {
       const merge = mysql
         ? { count: db.raw('`count` + VALUES(`count`)'), sum_ms: db.raw('`sum_ms` + VALUES(`sum_ms`)'), max_ms: db.raw('GREATEST(`max_ms`, VALUES(`max_ms`))') }
         : { count: db.raw('"count" + excluded."count"'), sum_ms: db.raw('"sum_ms" + excluded."sum_ms"'), max_ms: db.raw('max("max_ms", excluded."max_ms")') };
@@ -120,21 +122,21 @@ export function createLimitsRepo(db: Db) {
         const chunk = items.slice(i, i + 500).map((s) => ({
           bot_id: s.botId, minute: s.minute, name: s.name, count: s.count, sum_ms: s.sumMs, max_ms: s.maxMs,
         }));
-        await db('bot_stats').insert(chunk).onConflict(['bot_id', 'minute', 'name']).merge(merge);
+        await (tx ?? db)('bot_stats').insert(chunk).onConflict(['bot_id', 'minute', 'name']).merge(merge);
       }
     },
 
     /** Totals per statistic name of one bot since `sinceMinute` (inclusive). */
-    async statTotals(botId: string, sinceMinute: number): Promise<StatTotal[]> {
-      const rows = (await db('bot_stats').where({ bot_id: botId }).andWhere('minute', '>=', sinceMinute)
+    async statTotals(botId: string, sinceMinute: number, tx?: Tx): Promise<StatTotal[]> {
+      const rows = (await (tx ?? db)('bot_stats').where({ bot_id: botId }).andWhere('minute', '>=', sinceMinute)
         .groupBy('name').select('name', db.raw('sum(count) as count'), db.raw('sum(sum_ms) as sum_ms'), db.raw('max(max_ms) as max_ms'))) as
         { name: string; count: number | string; sum_ms: number | string; max_ms: number | string }[];
       return rows.map((r) => ({ name: r.name, count: Number(r.count), sumMs: Number(r.sum_ms), maxMs: Number(r.max_ms) }));
     },
 
     /** Forgets statistics of minutes before `before`. */
-    async purgeStats(before: number): Promise<number> {
-      return db('bot_stats').where('minute', '<', before).delete();
+    async purgeStats(before: number, tx?: Tx): Promise<number> {
+      return (tx ?? db)('bot_stats').where('minute', '<', before).delete();
     },
   };
 }

@@ -1,48 +1,65 @@
 /**
- * Chats and messages: which chats a bot may write to, the ids of messages it may
- * reply to, and sent messages, stored together with the outbox message that
- * announces them to the platform's messaging services.
+ * Chats and messages, and the only module that writes them: which chats a bot may
+ * write to, the ids of messages it may reply to, and sent messages. Sending (with
+ * the bot's message counter and the outbox message that announces it) and ingest
+ * (which records the chats and messages updates bring) are units of work
+ * (units.ts). Every method takes the caller's transaction, when it has one, as its
+ * last argument.
  */
-import { MESSAGES_TOPIC } from '../bus/topics.js';
-import { isMysql, transaction, type Db } from './db.js';
+import type { Db, Tx } from './db.js';
+
+/** A chat a bot has been written to from, as of `at`. */
+export interface ChatSeen {
+  botId: string;
+  chatId: number;
+  type: string;
+  at: number;
+}
+
+/** A message a bot received (an update): one it may reply to. */
+export interface InboundMessage {
+  botId: string;
+  chatId: number;
+  messageId: number;
+  at: number;
+}
 
 export function createMessagesRepo(db: Db) {
-  const mysql = isMysql(db);
   return {
     /** The chat's type, when it has written to the bot; else undefined. */
-    async chatType(botId: string, chatId: number): Promise<string | undefined> {
-      const row = await db('chats').where({ bot_id: botId, chat_id: chatId }).first('type');
+    async chatType(botId: string, chatId: number, tx?: Tx): Promise<string | undefined> {
+      const row = await (tx ?? db)('chats').where({ bot_id: botId, chat_id: chatId }).first('type');
       return row?.type;
     },
 
-    async messageExists(botId: string, chatId: number, messageId: number): Promise<boolean> {
-      return Boolean(await db('messages').where({ bot_id: botId, chat_id: chatId, message_id: messageId }).first('message_id'));
+    async messageExists(botId: string, chatId: number, messageId: number, tx?: Tx): Promise<boolean> {
+      return Boolean(await (tx ?? db)('messages').where({ bot_id: botId, chat_id: chatId, message_id: messageId }).first('message_id'));
     },
 
     /**
-     * Stores a sent message with the bot's next message id and queues it for the
-     * messaging services (outbox → bus), in one transaction. `build` makes the
-     * wire message from its id and the sending bot's username and name (read with
-     * the counter).
+     * Records chats (new ones, or their type as of now), in key order so concurrent
+     * writers lock chat rows in the same order; one statement per 200.
      */
-    async send(
-      botId: string, chatId: number, now: number,
-      build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>,
-    ) {
-      return transaction(db, async (tx) => {
-        let q = tx('bots').where({ id: botId }).first('last_message_id', 'username', 'name');
-        if (mysql) q = q.forUpdate();
-        const row = await q;
-        const messageId = Number(row.last_message_id) + 1;
-        await tx('bots').where({ id: botId }).update({ last_message_id: messageId });
-        const message = build(messageId, { username: row.username, name: row.name });
-        await tx('messages').insert({
-          bot_id: botId, chat_id: chatId, message_id: messageId, outbound: true, payload: JSON.stringify(message), created_at: now,
-        });
-        await tx('outbox').insert({
-          topic: MESSAGES_TOPIC, msg_key: botId, payload: JSON.stringify({ bot_id: botId, message }), created_at: now,
-        });
-        return message;
+    async upsertChats(chats: ChatSeen[], tx?: Tx): Promise<void> {
+      const rows = chats.map((c) => ({ bot_id: c.botId, chat_id: c.chatId, type: c.type, created_at: c.at, updated_at: c.at }))
+        .sort((a, b) => a.bot_id.localeCompare(b.bot_id) || a.chat_id - b.chat_id);
+      for (let k = 0; k < rows.length; k += 200) {
+        await (tx ?? db)('chats').insert(rows.slice(k, k + 200)).onConflict(['bot_id', 'chat_id']).merge(['type', 'updated_at']);
+      }
+    },
+
+    /** Records received messages (ones already recorded stay as they are); one statement per 200. */
+    async insertInbound(messages: InboundMessage[], tx?: Tx): Promise<void> {
+      const rows = messages.map((m) => ({ bot_id: m.botId, chat_id: m.chatId, message_id: m.messageId, outbound: false, created_at: m.at }));
+      for (let k = 0; k < rows.length; k += 200) {
+        await (tx ?? db)('messages').insert(rows.slice(k, k + 200)).onConflict(['bot_id', 'chat_id', 'message_id']).ignore();
+      }
+    },
+
+    /** Stores a message the bot sent. */
+    async insertSent(botId: string, chatId: number, messageId: number, message: Record<string, unknown>, now: number, tx?: Tx): Promise<void> {
+      await (tx ?? db)('messages').insert({
+        bot_id: botId, chat_id: chatId, message_id: messageId, outbound: true, payload: JSON.stringify(message), created_at: now,
       });
     },
   };

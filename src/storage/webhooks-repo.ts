@@ -1,9 +1,10 @@
 /**
- * Webhook configuration and the delivery mode it implies. Setting or removing a
- * webhook changes bots.delivery_mode in the same transaction.
+ * Webhook configuration, and the only module that writes the webhooks table.
+ * Setting or removing a webhook also switches the bot's delivery mode and moves its
+ * queued updates: that is a unit of work (units.ts). Every method takes the
+ * caller's transaction, when it has one, as its last argument.
  */
-import { transaction, type Db } from './db.js';
-import { deliveryRow } from './delivery-rows.js';
+import type { Db, Tx } from './db.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {
@@ -30,8 +31,8 @@ export interface WebhookConfig {
 
 export function createWebhooksRepo(db: Db) {
   return {
-    async get(botId: string): Promise<WebhookRecord | undefined> {
-      const r = await db('webhooks').where({ bot_id: botId }).first();
+    async get(botId: string, tx?: Tx): Promise<WebhookRecord | undefined> {
+      const r = await (tx ?? db)('webhooks').where({ bot_id: botId }).first();
       return r && {
         botId: r.bot_id,
         url: r.url,
@@ -44,64 +45,32 @@ export function createWebhooksRepo(db: Db) {
     },
 
     /** max_connections of the bots that have a webhook. */
-    async maxConnectionsOf(botIds: string[]): Promise<Map<string, number>> {
-      const rows = await db('webhooks').whereIn('bot_id', botIds).select('bot_id', 'max_connections');
+    async maxConnectionsOf(botIds: string[], tx?: Tx): Promise<Map<string, number>> {
+      const rows = await (tx ?? db)('webhooks').whereIn('bot_id', botIds).select('bot_id', 'max_connections');
       return new Map(rows.map((r) => [r.bot_id as string, Number(r.max_connections)]));
     },
 
-    /** Stores the webhook and switches the bot to webhook mode; optionally forgets pending updates. */
-    async set(botId: string, config: WebhookConfig, dropPending: boolean, now: number): Promise<void> {
-      await transaction(db, async (tx) => {
-        const values = {
-          url: config.url,
-          secret_sealed: config.secretSealed,
-          allowed_ips: JSON.stringify(config.allowedIps),
-          max_connections: config.maxConnections,
-          updated_at: now,
-        };
-        // One statement (INSERT … ON DUPLICATE KEY UPDATE): an UPDATE-then-INSERT takes gap
-        // locks that deadlock concurrent first webhooks of neighbouring bots on MySQL.
-        await tx('webhooks').insert({ bot_id: botId, created_at: now, ...values }).onConflict('bot_id').merge(Object.keys(values));
-        await tx('bots').where({ id: botId }).update({
-          delivery_mode: 'webhook',
-          allowed_updates: config.allowedUpdates ? JSON.stringify(config.allowedUpdates) : null,
-          updated_at: now,
-        });
-        if (dropPending) {
-          await tx('updates').where({ bot_id: botId }).delete();
-          await tx('deliveries').where({ bot_id: botId }).whereIn('status', ['pending', 'retrying']).delete();
-        } else {
-          // Updates not yet received by polling are delivered by webhook.
-          const queued = await tx('updates').where({ bot_id: botId })
-            .whereNotExists(tx('deliveries').whereRaw('deliveries.bot_id = updates.bot_id and deliveries.update_id = updates.update_id'))
-            .orderBy('update_seq', 'asc');
-          const rows = queued.map((u) => deliveryRow({
-            updateId: Number(u.update_id), updateSeq: Number(u.update_seq), kind: u.kind, message: JSON.parse(u.payload), botId,
-          }, now));
-          for (let k = 0; k < rows.length; k += 200) await tx('deliveries').insert(rows.slice(k, k + 200));
-        }
-      });
+    /** Stores the bot's webhook (a new one, or replacing its settings). */
+    async upsert(botId: string, config: Omit<WebhookConfig, 'allowedUpdates'>, now: number, tx?: Tx): Promise<void> {
+      const values = {
+        url: config.url,
+        secret_sealed: config.secretSealed,
+        allowed_ips: JSON.stringify(config.allowedIps),
+        max_connections: config.maxConnections,
+        updated_at: now,
+      };
+      // One statement (INSERT … ON DUPLICATE KEY UPDATE): an UPDATE-then-INSERT takes gap
+      // locks that deadlock concurrent first webhooks of neighbouring bots on MySQL.
+      await (tx ?? db)('webhooks').insert({ bot_id: botId, created_at: now, ...values }).onConflict('bot_id').merge(Object.keys(values));
     },
 
-    /** Removes the webhook and switches the bot to polling; optionally forgets pending updates. */
-    async remove(botId: string, dropPending: boolean, now: number): Promise<void> {
-      await transaction(db, async (tx) => {
-        await tx('webhooks').where({ bot_id: botId }).delete();
-        await tx('bots').where({ id: botId }).update({ delivery_mode: 'polling', updated_at: now });
-        // Undelivered updates go back to polling (their queue rows are still there).
-        await tx('deliveries').where({ bot_id: botId }).whereIn('status', ['pending', 'retrying']).delete();
-        if (dropPending) await tx('updates').where({ bot_id: botId }).delete();
-      });
+    async delete(botId: string, tx?: Tx): Promise<void> {
+      await (tx ?? db)('webhooks').where({ bot_id: botId }).delete();
     },
 
-    /** Sets which update kinds are queued for the bot (null: all). */
-    async setAllowedUpdates(botId: string, kinds: string[] | null): Promise<void> {
-      await db('bots').where({ id: botId }).update({ allowed_updates: kinds ? JSON.stringify(kinds) : null });
-    },
-
-    async allowedUpdates(botId: string): Promise<string[] | null> {
-      const row = await db('bots').where({ id: botId }).first('allowed_updates');
-      return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
+    /** Records the latest failed attempt (ms) of the bot's webhook, shown as its last error. */
+    async setLastError(botId: string, at: number, error: string, tx?: Tx): Promise<void> {
+      await (tx ?? db)('webhooks').where({ bot_id: botId }).update({ last_error_date: Math.floor(at / 1000), last_error_message: error });
     },
   };
 }

@@ -1,0 +1,67 @@
+/**
+ * The outbox, and the only module that writes it: bus messages committed together
+ * with the rows they announce (by the units of work in units.ts), then claimed,
+ * published and deleted by the relay. The topic is the caller's: topic names live
+ * in the bus layer. Every method takes the caller's transaction, when it has one,
+ * as its last argument.
+ */
+import { isDeadlockOrLockWait, isMysql, retryingDeadlocks, statement, type Db, type Tx } from './db.js';
+
+/** A bus message to publish once the transaction that adds it commits. */
+export interface NewOutboxMessage {
+  topic: string;
+  key: string;
+  payload: string;
+}
+
+export interface OutboxMessage extends NewOutboxMessage {
+  id: number;
+}
+
+export function createOutboxRepo(db: Db) {
+  const mysql = isMysql(db);
+  return {
+    /** Adds messages (one statement per 200). */
+    async insert(messages: NewOutboxMessage[], now: number, tx?: Tx): Promise<void> {
+      const rows = messages.map((m) => ({ topic: m.topic, msg_key: m.key, payload: m.payload, created_at: now }));
+      for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('outbox').insert(rows.slice(k, k + 200));
+    },
+
+    /**
+     * Claims the oldest unclaimed outbox messages until `now + leaseMs`, in a short
+     * transaction of its own: publishing happens outside any transaction, and no
+     * ingest waits on it. Several relays (one per core) claim disjoint batches; a claim
+     * whose relay died lapses, and the batch goes out again (at least once).
+     */
+    async claim(limit: number, now: number, leaseMs: number, outer?: Tx): Promise<OutboxMessage[]> {
+      const body = async (tx: Tx) => {
+        let q = tx('outbox').where('claimed_until', '<', now).orderBy('id', 'asc').limit(limit).select('id', 'topic', 'msg_key', 'payload');
+        if (mysql) q = q.forUpdate().skipLocked();
+        const rows = await q;
+        if (rows.length > 0) await tx('outbox').whereIn('id', rows.map((r) => r.id)).update({ claimed_until: now + leaseMs });
+        return rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload }));
+      };
+      if (outer) return body(outer);
+      // Read committed: the claim locks the rows it takes, not the gap new outbox rows go into.
+      return retryingDeadlocks(() => db.transaction(body, mysql ? { isolationLevel: 'read committed' } : undefined), 5, isDeadlockOrLockWait);
+    },
+
+    /** Deletes published outbox messages. */
+    async delete(ids: number[], tx?: Tx): Promise<void> {
+      await statement(db, tx, (q) => q('outbox').whereIn('id', ids).delete(), 5, isDeadlockOrLockWait);
+    },
+
+    /** Gives claimed messages back (their publish failed), for the next attempt by any relay. */
+    async release(ids: number[], tx?: Tx): Promise<void> {
+      await statement(db, tx, (q) => q('outbox').whereIn('id', ids).update({ claimed_until: 0 }), 5, isDeadlockOrLockWait);
+    },
+
+    /** Outbox messages not yet published (claimed or not). */
+    async backlog(tx?: Tx): Promise<number> {
+      const [{ n }] = (await (tx ?? db)('outbox').count({ n: '*' })) as [{ n: number | string }];
+      return Number(n);
+    },
+  };
+}
+
+export type OutboxRepo = ReturnType<typeof createOutboxRepo>;

@@ -1,0 +1,252 @@
+/**
+ * The writes that span tables, each one transaction (run again whole when MySQL
+ * picks it as a deadlock victim) that calls the tables' owning repositories with
+ * it: ingest, setting and removing a webhook, recording delivery attempts, sending
+ * a message. Everything else writes one table, through its repository.
+ *
+ * Lock order (MySQL): ingest locks the bots' rows first (in id order), then inserts
+ * into updates, outbox, deliveries, ingest_keys, chats (in key order) and messages;
+ * recording attempts writes deliveries (in primary-key order, as a claim locks them),
+ * then deletes updates and sets webhooks' last errors, bots in id order.
+ */
+import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
+import { createBotsRepo } from './bots-repo.js';
+import { transaction, type Db } from './db.js';
+import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
+import { createMessagesRepo, type ChatSeen, type InboundMessage } from './messages-repo.js';
+import { createOutboxRepo } from './outbox-repo.js';
+import { createUpdatesRepo, type StoredUpdate } from './updates-repo.js';
+import { createWebhooksRepo, type WebhookConfig } from './webhooks-repo.js';
+
+export interface NewUpdate {
+  botId: string;
+  kind: string;
+  /** The message as it is on the JSON wire, without update ids; message_id 0 means "assign the bot's next". */
+  message: Record<string, unknown>;
+  /**
+   * The producer's identity of the update (e.g. the source's message id), unique per
+   * bot: an update whose key was ingested within the window is not stored again, it
+   * answers the ids it got then.
+   */
+  idempotencyKey?: string;
+}
+
+/** Per item: its stored update, the ids it already had (a known idempotency key), or why it was not stored. */
+export type IngestOutcome =
+  | { ok: StoredUpdate }
+  | { duplicate: { updateId: number; updateSeq: number } }
+  | { filtered: true }
+  | { error: 'NO_BOT' | 'NOT_APPROVED' };
+
+export interface UnitsOptions {
+  /** How long an ingest idempotency key is remembered (ms). */
+  idempotencyWindowMs?: number;
+}
+
+export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
+  const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
+  const bots = createBotsRepo(db);
+  const updates = createUpdatesRepo(db, { idempotencyWindowMs });
+  const outbox = createOutboxRepo(db);
+  const deliveries = createDeliveriesRepo(db);
+  const webhooks = createWebhooksRepo(db);
+  const messages = createMessagesRepo(db);
+
+  return {
+    /**
+     * Stores a batch of updates (any bots) in one transaction, with their outbox
+     * messages, their deliveries (bots in webhook mode), their idempotency keys and
+     * the chats and messages they bring. Each bot's row is locked while its sequence
+     * advances.
+     */
+    async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
+      return transaction(db, async (tx) => {
+        const botIds = [...new Set(items.map((i) => i.botId))].sort();
+        const counters = await bots.lockCounters(botIds, tx);
+
+        const outcomes: IngestOutcome[] = new Array(items.length);
+        const accepted: number[] = [];
+        items.forEach((item, i) => {
+          const bot = counters.get(item.botId);
+          if (!bot) outcomes[i] = { error: 'NO_BOT' };
+          else if (bot.reviewStatus !== 'approved') outcomes[i] = { error: 'NOT_APPROVED' };
+          else if (bot.allowedUpdates && !bot.allowedUpdates.includes(item.kind)) outcomes[i] = { filtered: true };
+          else accepted.push(i);
+        });
+        // Updates whose idempotency key is known (within the window) answer the ids they got
+        // then; a key repeated in this batch answers the ids of its first update. The bots'
+        // rows are locked: no concurrent ingest of theirs can add the same key meanwhile.
+        const keyed = accepted.filter((i) => items[i]!.idempotencyKey);
+        const repeats: [number, number][] = []; // [item, the item it repeats]
+        const staleKeys: { botId: string; key: string }[] = [];
+        if (keyed.length > 0) {
+          const known = new Map<string, { updateId: number; updateSeq: number; fresh: boolean }>();
+          const byBot = new Map<string, string[]>();
+          for (const i of keyed) byBot.set(items[i]!.botId, [...(byBot.get(items[i]!.botId) ?? []), items[i]!.idempotencyKey!]);
+          for (const [botId, keys] of byBot) {
+            for (const r of await updates.findIngestKeys(botId, keys, tx)) {
+              known.set(`${botId}\n${r.key}`, { updateId: r.updateId, updateSeq: r.updateSeq, fresh: r.createdAt >= now - idempotencyWindowMs });
+            }
+          }
+          const first = new Map<string, number>();
+          const fresh: number[] = [];
+          for (const i of accepted) {
+            const item = items[i]!;
+            if (!item.idempotencyKey) {
+              fresh.push(i);
+              continue;
+            }
+            const id = `${item.botId}\n${item.idempotencyKey}`;
+            const hit = known.get(id);
+            if (hit?.fresh) outcomes[i] = { duplicate: { updateId: hit.updateId, updateSeq: hit.updateSeq } };
+            else if (first.has(id)) repeats.push([i, first.get(id)!]);
+            else {
+              first.set(id, i);
+              fresh.push(i);
+              if (hit) staleKeys.push({ botId: item.botId, key: item.idempotencyKey });
+            }
+          }
+          accepted.splice(0, accepted.length, ...fresh);
+        }
+        if (accepted.length === 0) return outcomes;
+
+        let nextId = await updates.takeIds(accepted.length, tx);
+        // Each bot's row is locked: its update_seq and message id counters advance here.
+        // A message without an id gets the bot's next one, past every id given so far.
+        const perBot = new Map<string, { count: number; maxGiven: number; auto: number }>();
+        for (const i of accepted) {
+          const item = items[i]!;
+          const p = perBot.get(item.botId) ?? { count: 0, maxGiven: 0, auto: 0 };
+          const given = Number(item.message.message_id) || 0;
+          p.count += 1;
+          if (given > 0) p.maxGiven = Math.max(p.maxGiven, given);
+          else p.auto += 1;
+          perBot.set(item.botId, p);
+        }
+        const nextSeq = new Map<string, number>();
+        const nextMessageId = new Map<string, number>();
+        for (const [botId, p] of perBot) {
+          const bot = counters.get(botId)!;
+          const base = Math.max(bot.lastMessageId, p.maxGiven);
+          await bots.advanceCounters(botId, bot.lastUpdateSeq + p.count, base + p.auto, tx);
+          nextSeq.set(botId, bot.lastUpdateSeq + 1);
+          nextMessageId.set(botId, base + 1);
+        }
+
+        const stored: StoredUpdate[] = [];
+        const toDeliver: StoredUpdate[] = [];
+        const chats = new Map<string, ChatSeen>();
+        const inbound = new Map<string, InboundMessage>();
+        for (const i of accepted) {
+          const item = items[i]!;
+          const seq = nextSeq.get(item.botId)!;
+          nextSeq.set(item.botId, seq + 1);
+          let message = item.message;
+          if (!message.message_id) {
+            const id = nextMessageId.get(item.botId)!;
+            nextMessageId.set(item.botId, id + 1);
+            message = { ...message, message_id: id };
+          }
+          const update: StoredUpdate = { updateId: nextId++, botId: item.botId, updateSeq: seq, kind: item.kind, message, createdAt: now };
+          outcomes[i] = { ok: update };
+          stored.push(update);
+          // A bot in webhook mode gets a delivery, due now, in the same transaction.
+          if (counters.get(item.botId)!.deliveryMode === 'webhook') toDeliver.push(update);
+          // The chat becomes one the bot may write to; the message one it may reply to.
+          const chat = message.chat as { id: number; type: string };
+          chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
+          const messageId = Number(message.message_id);
+          inbound.set(`${item.botId}/${chat.id}/${messageId}`, { botId: item.botId, chatId: chat.id, messageId, at: now });
+        }
+        for (let k = 0; k < stored.length; k += 200) {
+          const chunk = stored.slice(k, k + 200);
+          await updates.insert(chunk, tx);
+          await outbox.insert(chunk.map((u) => ({ topic: UPDATES_TOPIC, key: u.botId, payload: JSON.stringify(u) })), now, tx);
+        }
+        await deliveries.insertFor(toDeliver, now, tx);
+        for (const [i, of] of repeats) {
+          const { updateId, updateSeq } = (outcomes[of] as { ok: StoredUpdate }).ok;
+          outcomes[i] = { duplicate: { updateId, updateSeq } };
+        }
+        // Keys past the window are forgotten (the retention sweep may not have run yet).
+        for (const { botId, key } of staleKeys) await updates.forgetIngestKey(botId, key, tx);
+        await updates.insertIngestKeys(accepted.filter((i) => items[i]!.idempotencyKey).map((i) => {
+          const { ok } = outcomes[i] as { ok: StoredUpdate };
+          return { botId: ok.botId, key: items[i]!.idempotencyKey!, updateId: ok.updateId, updateSeq: ok.updateSeq, createdAt: now };
+        }), tx);
+        await messages.upsertChats([...chats.values()], tx);
+        await messages.insertInbound([...inbound.values()], tx);
+        return outcomes;
+      });
+    },
+
+    /**
+     * Stores the webhook and switches the bot to webhook mode, in one transaction:
+     * its queued updates not yet handed to a webhook get deliveries, or (dropPending)
+     * are forgotten with its open deliveries.
+     */
+    async setWebhook(botId: string, config: WebhookConfig, dropPending: boolean, now: number): Promise<void> {
+      await transaction(db, async (tx) => {
+        await webhooks.upsert(botId, config, now, tx);
+        await bots.setDeliveryMode(botId, { mode: 'webhook', allowedUpdates: config.allowedUpdates }, now, tx);
+        if (dropPending) {
+          await updates.deleteAllOfBot(botId, tx);
+          await deliveries.deleteOpenOfBot(botId, tx);
+        } else {
+          // Updates not yet received by polling are delivered by webhook.
+          await deliveries.insertFor(await updates.withoutDelivery(botId, tx), now, tx);
+        }
+      });
+    },
+
+    /** Removes the webhook and switches the bot to polling, in one transaction; optionally forgets pending updates. */
+    async removeWebhook(botId: string, dropPending: boolean, now: number): Promise<void> {
+      await transaction(db, async (tx) => {
+        await webhooks.delete(botId, tx);
+        await bots.setDeliveryMode(botId, { mode: 'polling' }, now, tx);
+        // Undelivered updates go back to polling (their queue rows are still there).
+        await deliveries.deleteOpenOfBot(botId, tx);
+        if (dropPending) await updates.deleteAllOfBot(botId, tx);
+      });
+    },
+
+    /**
+     * Records attempts made under their leases, all in one transaction: each new
+     * state as given, the update of each closed delivery leaves the bot's queue, and
+     * each bot's latest failure becomes its webhook's last error. Per item: false
+     * when its lease was lost.
+     */
+    async recordAttempts(items: OutcomeWrite[]): Promise<boolean[]> {
+      // A deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
+      return transaction(db, async (tx) => {
+        const written = await deliveries.writeOutcomes(items, tx);
+        for (const [botId, ids] of written.closed) await updates.deleteOfBot(botId, ids, tx);
+        for (const [botId, e] of written.lastErrors) await webhooks.setLastError(botId, e.at, e.error, tx);
+        return written.results;
+      });
+    },
+
+    /**
+     * Stores a sent message with the bot's next message id and queues it for the
+     * messaging services (outbox → bus), in one transaction. `build` makes the
+     * wire message from its id and the sending bot's username and name (read with
+     * the counter, its row locked).
+     */
+    async sendMessage(
+      botId: string, chatId: number, now: number,
+      build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>,
+    ): Promise<Record<string, unknown>> {
+      return transaction(db, async (tx) => {
+        const bot = await bots.lockMessageCounter(botId, tx);
+        const messageId = bot.lastMessageId + 1;
+        await bots.setLastMessageId(botId, messageId, tx);
+        const message = build(messageId, { username: bot.username, name: bot.name });
+        await messages.insertSent(botId, chatId, messageId, message, now, tx);
+        await outbox.insert([{ topic: MESSAGES_TOPIC, key: botId, payload: JSON.stringify({ bot_id: botId, message }) }], now, tx);
+        return message;
+      });
+    },
+  };
+}
+
+export type UnitsOfWork = ReturnType<typeof createUnitsOfWork>;
