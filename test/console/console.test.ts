@@ -300,6 +300,10 @@ describe('console: a developer and a reviewer', () => {
       for (const hash of ['#/bots', `#/bots/${botId}`, `#/bots/${botId}/deliveries`, `#/bots/${botId}/metrics`]) {
         await phone.page.goto(`/${hash}`);
         await phone.page.waitForTimeout(300);
+        const wide = await phone.page.evaluate(() => [...document.querySelectorAll('body *')]
+          .filter((el) => el.getBoundingClientRect().right > 391 && !el.parentElement?.closest('.table-wrap')) // tables scroll in their box
+          .map((el) => `${el.tagName.toLowerCase()}.${el.className}`));
+        expect({ hash, wide }).toEqual({ hash, wide: [] });
         expect(await phone.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
       }
       await phone.page.goto(`/#/bots/${botId}`);
