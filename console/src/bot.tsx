@@ -210,8 +210,8 @@ function ProfileForm({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }
           </select>
           {fe('friend_request_mode') && <p class="field-error">{fe('friend_request_mode')}</p>}
         </fieldset>
-        <PairList legend="Links" keys={['title', 'url']} items={p.links as unknown as Record<string, string>[]} onChange={(v) => set('links')(v as unknown as BotLink[])} error={fe('links')} />
-        <PairList legend="Command menu" keys={['command', 'description']} items={p.command_menu as unknown as Record<string, string>[]}
+        <PairList legend="Links" item="link" keys={['title', 'url']} items={p.links as unknown as Record<string, string>[]} onChange={(v) => set('links')(v as unknown as BotLink[])} error={fe('links')} />
+        <PairList legend="Command menu" item="command" keys={['command', 'description']} items={p.command_menu as unknown as Record<string, string>[]}
           onChange={(v) => set('command_menu')(v as unknown as BotCommand[])} error={fe('command_menu')} />
         <button type="submit" class="primary">Save profile</button>
       </form>
@@ -219,8 +219,8 @@ function ProfileForm({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }
   );
 }
 
-function PairList({ legend, keys, items, onChange, error }: {
-  legend: string; keys: [string, string]; items: Record<string, string>[]; onChange: (v: Record<string, string>[]) => void; error?: string;
+function PairList({ legend, item, keys, items, onChange, error }: {
+  legend: string; item: string; keys: [string, string]; items: Record<string, string>[]; onChange: (v: Record<string, string>[]) => void; error?: string;
 }) {
   const idp = legend.toLowerCase().replace(/\s+/g, '-');
   return (
@@ -235,7 +235,7 @@ function PairList({ legend, keys, items, onChange, error }: {
           <button type="button" aria-label={`Remove ${legend} ${i + 1}`} onClick={() => onChange(items.filter((_, j) => j !== i))}>Remove</button>
         </div>
       ))}
-      <button type="button" onClick={() => onChange([...items, { [keys[0]]: '', [keys[1]]: '' }])}>Add {legend.toLowerCase().replace(/s$/, '')}</button>
+      <button type="button" onClick={() => onChange([...items, { [keys[0]]: '', [keys[1]]: '' }])}>Add {item}</button>
       {error && <p class="field-error">{error}</p>}
     </fieldset>
   );
@@ -372,7 +372,7 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
       <h2>Deliveries</h2>
       {bot.delivery_mode !== 'webhook' && <Alert kind="info">The bot is polling: deliveries are made only in webhook mode.</Alert>}
       <div class="row">
-        <label for="dl-filter">Status</label>
+        <label for="dl-filter">Status (on this page)</label>
         <select id="dl-filter" value={filter} onChange={(e) => setFilter((e.target as HTMLSelectElement).value)}>
           {STATUSES.map((s) => <option key={s} value={s}>{s ? s.replace(/_/g, ' ') : 'All'}</option>)}
         </select>
@@ -385,20 +385,20 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
         <div class="table-wrap">
           <table>
             <thead>
-              <tr><th>Update</th><th>Status</th><th>Attempts</th><th>HTTP</th><th>Error</th><th>Duration</th><th>Last attempt</th><th>Next</th><th><span class="sr-only">Action</span></th></tr>
+              <tr><th>Update</th><th>Status</th><th><span class="sr-only">Action</span></th><th>Attempts</th><th>HTTP</th><th>Error</th><th>Duration</th><th>Last attempt</th><th>Next</th></tr>
             </thead>
             <tbody>
               {items.map((d) => (
                 <tr key={d.id} data-update={d.update_id}>
                   <td>{d.update_id}</td>
                   <td><Badge value={d.status} /></td>
+                  <td>{d.status !== 'succeeded' && <button type="button" aria-label={`Retry update ${d.update_id}`} onClick={() => retry(d)}>Retry</button>}</td>
                   <td>{d.attempts}</td>
                   <td>{d.last_status_code ?? '—'}</td>
                   <td class="wrap">{d.last_error ?? '—'}</td>
                   <td>{d.last_duration_ms !== undefined ? `${d.last_duration_ms} ms` : '—'}</td>
                   <td>{fmtTime(d.last_attempt_at)}</td>
                   <td>{fmtTime(d.next_attempt_at)}</td>
-                  <td>{d.status !== 'succeeded' && <button type="button" aria-label={`Retry update ${d.update_id}`} onClick={() => retry(d)}>Retry</button>}</td>
                 </tr>
               ))}
             </tbody>

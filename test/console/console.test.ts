@@ -266,15 +266,15 @@ describe('console: a developer and a reviewer', () => {
     await page.getByRole('link', { name: 'Deliveries' }).click();
     const row = page.locator('tbody tr').first();
     await expect.poll(() => row.textContent()).toMatch(/retrying.*500/);
-    await page.getByLabel('Status').selectOption('succeeded');
+    await page.getByLabel(/^Status/).selectOption('succeeded');
     await expect.poll(() => page.locator('tbody tr').count()).toBe(0);
-    await page.getByLabel('Status').selectOption('retrying');
+    await page.getByLabel(/^Status/).selectOption('retrying');
     await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
     await shot(page, 'deliveries');
     receiver.always({ status: 200 });
     await page.getByRole('button', { name: /^Retry update/ }).click();
     await expect.poll(() => page.getByText(/Retried update \d+: succeeded, HTTP 200/).count()).toBe(1);
-    await page.getByLabel('Status').selectOption('');
+    await page.getByLabel(/^Status/).selectOption('');
     await expect.poll(() => page.locator('tbody tr').first().textContent()).toMatch(/succeeded.*200/);
     expect(receiver.received.length).toBe(2);
   });
