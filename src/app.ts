@@ -54,6 +54,7 @@ import { createMetricsService } from './domain/metrics-service.js';
 import { createUsageRecorder, type UsageRecorder } from './domain/usage.js';
 import { createTelemetry, type Telemetry } from './telemetry/metrics.js';
 import { buildGateway } from '../gateway/runtime/gateway.js';
+import { createLocalSignIn, type LocalSignIn } from '../gateway/runtime/console.js';
 import { addLifecycle, type Lifecycle } from '../gateway/runtime/lifecycle.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
 import { routeTable } from '../gateway/generated/routes.js';
@@ -71,6 +72,8 @@ export interface App {
   dispatcher?: Dispatcher;
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
+  /** One-click sign-in codes for the web console (only with a local signing secret). */
+  localSignIn?: LocalSignIn;
   telemetry: Telemetry;
   /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. Once: later calls wait for the same. */
   close(): Promise<void>;
@@ -513,8 +516,10 @@ const gateway: Component = {
   async start(ctx) {
     const { config, logger, telemetry } = ctx;
     const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
+    if (ctx.app.localJwtSecret) ctx.app.localSignIn = createLocalSignIn();
     const gateway = buildGateway({
       table: routeTable, invoker: need(ctx.invoker, 'the invoker'), logger, maxBodyBytes: config.maxBodyBytes, openapi, telemetry, files: ctx.files(),
+      console: { localSignIn: ctx.app.localSignIn },
     });
     ctx.cancelInFlight = () => gateway.cancelInFlight();
     ctx.http = gateway;

@@ -23,8 +23,13 @@ async function main() {
   );
 
   if (app.localJwtSecret && app.httpUrl) {
-    const developer = await mintAccountJwt(app.localJwtSecret, { sub: 'developer', ...config.auth });
-    const admin = await mintAccountJwt(app.localJwtSecret, { sub: 'reviewer', roles: ['admin'], ...config.auth });
+    const secret = app.localJwtSecret;
+    const developer = await mintAccountJwt(secret, { sub: 'developer', ...config.auth });
+    const admin = await mintAccountJwt(secret, { sub: 'reviewer', roles: ['admin'], ...config.auth });
+    // One-click console sign-in: the link carries a single-use code (in the fragment, which
+    // browsers never send), exchanged by the page for a JWT minted then.
+    const link = (sub: string, roles: string[]) =>
+      `${app.httpUrl}/#sign-in=${app.localSignIn!.issue(() => mintAccountJwt(secret, { sub, roles, expiresIn: '12h', ...config.auth }))}`;
     process.stdout.write(
       [
         '',
@@ -33,6 +38,10 @@ async function main() {
         '',
         `  console (sub=developer):      ${developer}`,
         `  admin   (sub=reviewer, admin): ${admin}`,
+        '',
+        `Console: ${app.httpUrl}/   One-click sign-in (single use, 15 minutes):`,
+        `  as developer: ${link('developer', [])}`,
+        `  as reviewer:  ${link('reviewer', ['admin'])}`,
         '',
         `Try:   curl -s ${app.httpUrl}/api/v1/bots/my -H "Authorization: Bearer <console JWT>"`,
         'Mint more:   npm run -s mint-jwt -- --sub alice [--admin] [--ttl 7d]',

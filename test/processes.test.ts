@@ -53,6 +53,11 @@ describe('npm start on a fresh machine', () => {
     const developer = /console \(sub=developer\):\s+(\S+)/.exec(output())![1]!;
     const reviewer = /admin\s+\(sub=reviewer, admin\):\s+(\S+)/.exec(output())![1]!;
 
+    // The web console, built by npm start, at / (with its one-click sign-in link printed).
+    const index = await fetch(`${base}/`);
+    expect([index.status, index.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+    expect(output()).toMatch(new RegExp(`as developer: ${base}/#sign-in=[\\w-]+`));
+
     const dev = client(base, developer);
     const created = await dev.post('/api/v1/bots/applications', { name: 'Hello', username: 'hello_bot' });
     expect(created.status).toBe(201);

@@ -15,6 +15,7 @@ import { createCodec } from './codec.js';
 import { renderError, successBody, surfaceOfPath } from './envelopes.js';
 import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
+import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
 import type { Invoker } from './invoker.js';
 import type { RouteSpec, RouteTable, Surface } from './schema.js';
 
@@ -27,6 +28,8 @@ export interface GatewayOptions {
   /** Serves the signed upload and download URLs of files. */
   files?: FileRoutesOptions;
   telemetry: Telemetry;
+  /** The web console's files and local sign-in (console.ts). */
+  console?: ConsoleRoutesOptions;
 }
 
 const FORWARDED_HEADERS = ['authorization'] as const;
@@ -116,6 +119,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
 
   if (opts.openapi) app.get('/api/v1/openapi.json', async () => opts.openapi);
   if (opts.files) registerFileRoutes(app, opts.files);
+  if (opts.console) registerConsoleRoutes(app, opts.console);
 
   for (const spec of opts.table.routes) {
     app.route({

@@ -1,0 +1,193 @@
+/**
+ * The console's only way to the service: the public /api/v1 API with the account JWT
+ * the user signed in with (kept in sessionStorage, sent only as a Bearer header).
+ */
+
+const KEY = 'botplatform.console.jwt';
+
+export interface FieldError {
+  field: string;
+  reason: string;
+}
+
+/** An API failure: HTTP status, the contract's status name and message, and per-field details. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly http: number,
+    readonly status: string,
+    message: string,
+    readonly details: FieldError[] = [],
+  ) {
+    super(message);
+  }
+  /** The message for one field (the API names fields as the request does: "username", "command_menu[0].command"). */
+  fieldMessage(field: string): string | undefined {
+    const d = this.details.find((x) => x.field === field || x.field === `bot.${field}`);
+    if (!d) return undefined;
+    // The message words the first violation ("<field>: <description> (and N more)"); the
+    // others are known by their reason code.
+    if (d === this.details[0]) return this.message.replace(/^[^:]+:\s*/, '').replace(/ \(and \d+ more\)$/, '');
+    return d.reason.toLowerCase().replace(/_/g, ' ');
+  }
+}
+
+type Listener = () => void;
+const expiredListeners: ((message: string) => void)[] = [];
+
+export const session = {
+  get jwt(): string | null {
+    return sessionStorage.getItem(KEY);
+  },
+  signIn(jwt: string) {
+    sessionStorage.setItem(KEY, jwt);
+  },
+  signOut() {
+    sessionStorage.removeItem(KEY);
+  },
+  /** Called when the API refuses the JWT (expired, revoked, malformed). */
+  onExpired(fn: (message: string) => void) {
+    expiredListeners.push(fn);
+  },
+  /** Seconds since the epoch when the JWT expires, read from its payload (display only). */
+  expiresAt(): number | undefined {
+    const jwt = sessionStorage.getItem(KEY);
+    try {
+      const payload = JSON.parse(atob(jwt!.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/')));
+      return typeof payload.exp === 'number' ? payload.exp : undefined;
+    } catch {
+      return undefined;
+    }
+  },
+};
+
+export type { Listener };
+
+async function request<T>(method: string, path: string, body?: unknown, jwt = session.jwt): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (jwt) headers.authorization = `Bearer ${jwt}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  } catch {
+    throw new ApiFailure(0, 'UNAVAILABLE', 'the service cannot be reached');
+  }
+  const text = await res.text();
+  let parsed: any = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON
+  }
+  if (!res.ok) {
+    const e = parsed?.error ?? {};
+    const failure = new ApiFailure(res.status, e.status ?? String(res.status), e.message ?? `HTTP ${res.status}`, e.details ?? []);
+    if (res.status === 401 && jwt && jwt === session.jwt) {
+      session.signOut();
+      for (const fn of expiredListeners) fn(failure.message);
+    }
+    throw failure;
+  }
+  return parsed as T;
+}
+
+export type ReviewStatus = 'pending' | 'approved' | 'rejected';
+export interface Pagination { page: number; limit: number; total: number; has_more: boolean }
+export interface BotLink { title: string; url: string }
+export interface BotCommand { command: string; description: string }
+export interface Bot {
+  id: string;
+  name: string;
+  username: string;
+  description?: string;
+  avatar?: string;
+  scopes: string[];
+  review_status: ReviewStatus;
+  status: 'inactive' | 'active' | 'suspended';
+  has_token: boolean;
+  token_prefix: string | null;
+  short_description?: string;
+  about?: string;
+  cover_url?: string;
+  links: BotLink[];
+  contact?: { email?: string; url?: string; note?: string } | null;
+  supports_inline_queries: boolean;
+  friend_request_mode?: string;
+  group_privacy: boolean;
+  can_join_groups: boolean;
+  webhook?: { url: string; has_secret_token: boolean; allowed_updates: string[]; allowed_ips: string[]; max_connections: number } | null;
+  command_menu: BotCommand[];
+  delivery_mode: 'polling' | 'webhook';
+  one_time_token?: string;
+  review_reason?: string;
+  owner_id: string;
+  created_at: string;
+  updated_at: string;
+}
+export interface Delivery {
+  id: string;
+  update_id: number;
+  update_seq: number;
+  status: 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
+  attempts: number;
+  last_status_code?: number;
+  last_error?: string;
+  last_attempt_at?: string | null;
+  next_attempt_at?: string | null;
+  created_at: string;
+  last_duration_ms?: number;
+}
+export interface Metrics {
+  window_seconds: number;
+  since: string;
+  calls_total: number;
+  errors_total: number;
+  calls_by_method: Record<string, number>;
+  errors_by_status: Record<string, number>;
+  quota: { limit: number; used: number; remaining: number; resets_at: string; unlimited: boolean };
+  rate_limit?: { limit: number; window_seconds: number } | null;
+  chat_rate_limit?: { limit: number; window_seconds: number } | null;
+  updates: { pending: number; delivered: number; dead: number };
+  webhook: { attempts: number; succeeded: number; failed: number; success_rate?: number; avg_latency_ms?: number; max_latency_ms: number };
+}
+
+const q = (params: Record<string, string | number | undefined>) => {
+  const s = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') s.set(k, String(v));
+  const t = s.toString();
+  return t ? `?${t}` : '';
+};
+const e = encodeURIComponent;
+
+export const api = {
+  /** Checks a JWT before keeping it. */
+  probe: (jwt: string) => request<{ items: Bot[] }>('GET', '/api/v1/bots/my?limit=1', undefined, jwt),
+  /** Whether the JWT carries the admin role: the review queue answers it, and only it. */
+  async isAdmin(): Promise<boolean> {
+    try {
+      await request('GET', '/api/v1/admin/bots?limit=1');
+      return true;
+    } catch (err) {
+      if (err instanceof ApiFailure && err.http === 403) return false;
+      throw err;
+    }
+  },
+  localSignIn: (code: string) => request<{ jwt: string }>('POST', '/console/local-sign-in', { code }, null),
+  listBots: (page: number, limit = 20) => request<{ items: Bot[]; pagination: Pagination }>('GET', `/api/v1/bots/my${q({ page, limit })}`),
+  createBot: (body: object) => request<Bot>('POST', '/api/v1/bots/applications', body),
+  getBot: (id: string) => request<Bot>('GET', `/api/v1/bots/my/${e(id)}`),
+  updateBot: (id: string, patch: object) => request<Bot>('PATCH', `/api/v1/bots/my/${e(id)}`, patch),
+  regenerateToken: (id: string) =>
+    request<{ bot_id: string; one_time_token: string; token_prefix: string }>('POST', `/api/v1/bots/my/${e(id)}/regenerate-token`, {}),
+  setWebhook: (id: string, body: object) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook`, body),
+  deleteWebhook: (id: string, drop: boolean) => request<Bot>('DELETE', `/api/v1/bots/my/${e(id)}/webhook`, { drop_pending_updates: drop }),
+  deliveries: (id: string, page: number, limit = 20) =>
+    request<{ items: Delivery[]; pagination: Pagination }>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit })}`),
+  retryDelivery: (id: string, deliveryId: string) => request<Delivery>('POST', `/api/v1/bots/my/${e(id)}/deliveries/${e(deliveryId)}/retry`, {}),
+  metrics: (id: string, windowSeconds: number) => request<Metrics>('GET', `/api/v1/bots/my/${e(id)}/metrics${q({ window_seconds: windowSeconds })}`),
+  testUpdate: (id: string, text: string) => request<{ update_id: number; update_seq: number }>('POST', `/api/v1/bots/my/${e(id)}/test-updates`, { text }),
+  reviewQueue: (status: ReviewStatus | '', page: number, limit = 20) =>
+    request<{ items: Bot[]; pagination: Pagination }>('GET', `/api/v1/admin/bots${q({ review_status: status, page, limit })}`),
+  approve: (id: string) => request<Bot>('POST', `/api/v1/admin/bots/${e(id)}/approve`, {}),
+  reject: (id: string, reason: string) => request<Bot>('POST', `/api/v1/admin/bots/${e(id)}/reject`, { reason }),
+};

@@ -1,0 +1,552 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, ApiFailure, type Bot, type BotCommand, type BotLink, type Delivery, type Metrics, type Pagination } from './api';
+import { LineChart, Bars } from './charts';
+import { Alert, Badge, CopyButton, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
+
+const TABS = [
+  ['overview', 'Overview'],
+  ['webhook', 'Webhook'],
+  ['deliveries', 'Deliveries'],
+  ['metrics', 'Metrics'],
+  ['test', 'Test updates'],
+] as const;
+
+/** Polls `f` every `ms` while mounted. */
+function usePoll(f: () => void, ms: number, deps: unknown[]) {
+  useEffect(() => {
+    f();
+    const t = setInterval(f, ms);
+    return () => clearInterval(t);
+  }, deps);
+}
+
+export function BotPage({ id, tab }: { id: string; tab: string }) {
+  const [bot, setBot] = useState<Bot>();
+  const [error, setError] = useState<unknown>();
+  // The token read with the bot (first read after approval), kept in memory only.
+  const [token, setToken] = useState<string>();
+  const load = () =>
+    api.getBot(id).then((b) => {
+      if (b.one_time_token) setToken(b.one_time_token);
+      setBot({ ...b, one_time_token: undefined });
+    }, setError);
+  useEffect(() => {
+    setBot(undefined);
+    void load();
+  }, [id]);
+  if (error) return <Page><p><a href="#/bots">← My bots</a></p><ErrorAlert error={error} /></Page>;
+  if (!bot) return <Page><p>Loading…</p></Page>;
+  const base = `#/bots/${encodeURIComponent(id)}`;
+  return (
+    <Page>
+      <p><a href="#/bots">← My bots</a></p>
+      <div class="row spread">
+        <h1>{bot.name} <span class="muted">@{bot.username}</span></h1>
+        <div class="row"><Badge value={bot.review_status} /><Badge value={bot.status} /></div>
+      </div>
+      {token && <TokenReveal token={token} onDismiss={() => setToken(undefined)} />}
+      <nav class="tabs" aria-label="Bot sections">
+        {TABS.map(([k, label]) => (
+          <a key={k} href={k === 'overview' ? base : `${base}/${k}`} aria-current={tab === k ? 'page' : undefined}>{label}</a>
+        ))}
+      </nav>
+      {tab === 'overview' && <Overview bot={bot} onChange={setBot} onToken={setToken} />}
+      {tab === 'webhook' && <WebhookTab bot={bot} onChange={setBot} />}
+      {tab === 'deliveries' && <DeliveriesTab bot={bot} />}
+      {tab === 'metrics' && <MetricsTab bot={bot} />}
+      {tab === 'test' && <TestTab bot={bot} />}
+    </Page>
+  );
+}
+
+function TokenReveal({ token, onDismiss }: { token: string; onDismiss: () => void }) {
+  return (
+    <section class="reveal" aria-labelledby="reveal-title">
+      <h2 id="reveal-title">Your bot token</h2>
+      <p><strong>Copy it now: you will not see this again.</strong> The service keeps only its hash; if you lose it, regenerate it.</p>
+      <div class="row">
+        <code class="secret" id="one-time-token">{token}</code>
+        <CopyButton text={token} label="Copy token" />
+      </div>
+      <button type="button" onClick={onDismiss}>I have saved it</button>
+    </section>
+  );
+}
+
+function Overview({ bot, onChange, onToken }: { bot: Bot; onChange: (b: Bot) => void; onToken: (t: string) => void }) {
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const regenerate = async () => {
+    setError(undefined);
+    try {
+      const r = await api.regenerateToken(bot.id);
+      onToken(r.one_time_token);
+      onChange({ ...bot, token_prefix: r.token_prefix, has_token: true });
+      setConfirming(false);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <>
+      <dl class="facts">
+        <dt>Review</dt><dd><Badge value={bot.review_status} />{bot.review_reason && <> — {bot.review_reason}</>}</dd>
+        <dt>Status</dt><dd>{bot.status}</dd>
+        <dt>Delivery</dt><dd>{bot.delivery_mode}</dd>
+        <dt>Token prefix</dt><dd><code>{bot.token_prefix ?? '—'}</code></dd>
+        <dt>Scopes</dt><dd>{bot.scopes.join(', ')}</dd>
+        <dt>Created</dt><dd>{fmtTime(bot.created_at)}</dd>
+        <dt>Id</dt><dd><code>{bot.id}</code></dd>
+      </dl>
+      {bot.review_status === 'pending' && <Alert kind="info">Waiting for review. The token appears here once, after approval.</Alert>}
+      {bot.review_status === 'approved' && (
+        <section>
+          <h2>Token</h2>
+          <ErrorAlert error={error} />
+          {!confirming ? (
+            <button type="button" onClick={() => setConfirming(true)}>Regenerate token…</button>
+          ) : (
+            <div class="confirm" role="group" aria-label="Confirm regeneration">
+              <p>The current token stops working at once. Regenerate?</p>
+              <div class="row">
+                <button type="button" class="danger" onClick={regenerate}>Yes, regenerate</button>
+                <button type="button" onClick={() => setConfirming(false)}>Cancel</button>
+              </div>
+            </div>
+          )}
+        </section>
+      )}
+      {bot.review_status === 'approved' ? <ProfileForm bot={bot} onChange={onChange} /> : <p class="muted">The profile can be edited once the bot is approved.</p>}
+    </>
+  );
+}
+
+type Profile = {
+  name: string; description: string; avatar: string; short_description: string; about: string; cover_url: string;
+  email: string; contact_url: string; note: string; supports_inline_queries: boolean; friend_request_mode: string;
+  group_privacy: boolean; can_join_groups: boolean; links: BotLink[]; command_menu: BotCommand[];
+};
+
+const profileOf = (b: Bot): Profile => ({
+  name: b.name, description: b.description ?? '', avatar: b.avatar ?? '', short_description: b.short_description ?? '',
+  about: b.about ?? '', cover_url: b.cover_url ?? '', email: b.contact?.email ?? '', contact_url: b.contact?.url ?? '',
+  note: b.contact?.note ?? '', supports_inline_queries: b.supports_inline_queries, friend_request_mode: b.friend_request_mode ?? '',
+  group_privacy: b.group_privacy, can_join_groups: b.can_join_groups, links: b.links ?? [], command_menu: b.command_menu ?? [],
+});
+
+const PROFILE_FIELDS = ['name', 'description', 'avatar', 'short_description', 'about', 'cover_url', 'contact', 'links', 'command_menu',
+  'supports_inline_queries', 'friend_request_mode', 'group_privacy', 'can_join_groups'];
+
+function ProfileForm({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }) {
+  const [p, setP] = useState(() => profileOf(bot));
+  const [error, setError] = useState<unknown>();
+  const [saved, setSaved] = useState(false);
+  const orig = profileOf(bot);
+  const set = <K extends keyof Profile>(k: K) => (v: Profile[K]) => { setP({ ...p, [k]: v }); setSaved(false); };
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    // Only what changed is sent: over HTTP the keys present are the update mask; an emptied text is cleared.
+    const patch: Record<string, unknown> = {};
+    for (const k of ['name', 'description', 'avatar', 'short_description', 'about', 'cover_url'] as const) {
+      if (p[k] !== orig[k]) patch[k] = p[k] === '' && k !== 'name' ? null : p[k];
+    }
+    for (const k of ['supports_inline_queries', 'group_privacy', 'can_join_groups'] as const) if (p[k] !== orig[k]) patch[k] = p[k];
+    if (p.friend_request_mode !== orig.friend_request_mode) patch.friend_request_mode = p.friend_request_mode || null;
+    if (p.email !== orig.email || p.contact_url !== orig.contact_url || p.note !== orig.note) {
+      const c: Record<string, string> = {};
+      if (p.email) c.email = p.email;
+      if (p.contact_url) c.url = p.contact_url;
+      if (p.note) c.note = p.note;
+      patch.contact = Object.keys(c).length ? c : null;
+    }
+    if (JSON.stringify(p.links) !== JSON.stringify(orig.links)) patch.links = p.links;
+    if (JSON.stringify(p.command_menu) !== JSON.stringify(orig.command_menu)) patch.command_menu = p.command_menu;
+    if (Object.keys(patch).length === 0) return setSaved(true);
+    try {
+      const b = await api.updateBot(bot.id, patch);
+      onChange(b);
+      setP(profileOf(b));
+      setSaved(true);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const fe = (f: string) => fieldError(error, f);
+  return (
+    <section>
+      <h2>Profile</h2>
+      <form onSubmit={submit} noValidate>
+        <ErrorAlert error={error} fields={PROFILE_FIELDS} />
+        {saved && <Alert kind="ok">Profile saved.</Alert>}
+        <div class="grid2">
+          <Field id="p-name" label="Name" value={p.name} onInput={set('name')} error={fe('name')} />
+          <Field id="p-short" label="Short description" value={p.short_description} onInput={set('short_description')} error={fe('short_description')} hint="At most 120 characters" />
+          <Field id="p-description" label="Description" multiline value={p.description} onInput={set('description')} error={fe('description')} />
+          <Field id="p-about" label="About" multiline value={p.about} onInput={set('about')} error={fe('about')} hint="At most 512 characters" />
+          <Field id="p-avatar" label="Avatar URL" value={p.avatar} onInput={set('avatar')} error={fe('avatar')} />
+          <Field id="p-cover" label="Cover URL" value={p.cover_url} onInput={set('cover_url')} error={fe('cover_url')} />
+        </div>
+        <fieldset>
+          <legend>Contact</legend>
+          {fe('contact') && <p class="field-error">{fe('contact')}</p>}
+          <div class="grid2">
+            <Field id="p-email" label="E-mail" type="email" value={p.email} onInput={set('email')} />
+            <Field id="p-contact-url" label="Support URL" value={p.contact_url} onInput={set('contact_url')} />
+            <Field id="p-note" label="Note" value={p.note} onInput={set('note')} />
+          </div>
+        </fieldset>
+        <fieldset>
+          <legend>Behaviour</legend>
+          <label class="check"><input type="checkbox" checked={p.supports_inline_queries} onChange={(e) => set('supports_inline_queries')((e.target as HTMLInputElement).checked)} /> Answers inline queries</label>
+          <label class="check"><input type="checkbox" checked={p.group_privacy} onChange={(e) => set('group_privacy')((e.target as HTMLInputElement).checked)} /> Group privacy (sees only commands and replies)</label>
+          <label class="check"><input type="checkbox" checked={p.can_join_groups} onChange={(e) => set('can_join_groups')((e.target as HTMLInputElement).checked)} /> Can join groups</label>
+          <label for="p-friend">Friend requests</label>
+          <select id="p-friend" value={p.friend_request_mode} onChange={(e) => set('friend_request_mode')((e.target as HTMLSelectElement).value)}>
+            <option value="">Platform default (manual)</option>
+            <option value="auto_accept">Accept automatically</option>
+            <option value="manual">Manual</option>
+            <option value="disabled">Disabled</option>
+          </select>
+          {fe('friend_request_mode') && <p class="field-error">{fe('friend_request_mode')}</p>}
+        </fieldset>
+        <PairList legend="Links" item="link" keys={['title', 'url']} items={p.links as unknown as Record<string, string>[]} onChange={(v) => set('links')(v as unknown as BotLink[])} error={fe('links')} />
+        <PairList legend="Command menu" item="command" keys={['command', 'description']} items={p.command_menu as unknown as Record<string, string>[]}
+          onChange={(v) => set('command_menu')(v as unknown as BotCommand[])} error={fe('command_menu')} />
+        <button type="submit" class="primary">Save profile</button>
+      </form>
+    </section>
+  );
+}
+
+function PairList({ legend, item, keys, items, onChange, error }: {
+  legend: string; item: string; keys: [string, string]; items: Record<string, string>[]; onChange: (v: Record<string, string>[]) => void; error?: string;
+}) {
+  const idp = legend.toLowerCase().replace(/\s+/g, '-');
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      {items.map((it, i) => (
+        <div class="row pair" key={i}>
+          {keys.map((k) => (
+            <input key={k} id={`${idp}-${i}-${k}`} aria-label={`${legend} ${i + 1} ${k}`} placeholder={k} value={it[k] ?? ''}
+              onInput={(e) => onChange(items.map((x, j) => (j === i ? { ...x, [k]: (e.target as HTMLInputElement).value } : x)))} />
+          ))}
+          <button type="button" aria-label={`Remove ${legend} ${i + 1}`} onClick={() => onChange(items.filter((_, j) => j !== i))}>Remove</button>
+        </div>
+      ))}
+      <button type="button" onClick={() => onChange([...items, { [keys[0]]: '', [keys[1]]: '' }])}>Add {item}</button>
+      {error && <p class="field-error">{error}</p>}
+    </fieldset>
+  );
+}
+
+/** A signing secret made in the browser (never sent anywhere but the API). */
+function newSecret(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+const WEBHOOK_FIELDS = ['url', 'secret_token', 'allowed_updates', 'allowed_ips', 'max_connections', 'drop_pending_updates'];
+
+function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }) {
+  const [url, setUrl] = useState(bot.webhook?.url ?? '');
+  const [secret, setSecret] = useState('');
+  const [updates, setUpdates] = useState<string[]>(bot.webhook?.allowed_updates ?? []);
+  const [ips, setIps] = useState((bot.webhook?.allowed_ips ?? []).join(', '));
+  const [maxConn, setMaxConn] = useState(String(bot.webhook?.max_connections ?? 40));
+  const [drop, setDrop] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const [done, setDone] = useState<string>();
+  const [state, setState] = useState<{ pending: number; lastError?: string; lastErrorAt?: string | null }>();
+  usePoll(() => {
+    if (bot.review_status !== 'approved') return;
+    Promise.all([api.metrics(bot.id, 3600), api.deliveries(bot.id, 1, 20)]).then(([m, d]) => {
+      const failed = d.items.find((x) => x.last_error || (x.last_status_code && x.last_status_code >= 300));
+      setState({ pending: m.updates.pending, lastError: failed ? failed.last_error ?? `HTTP ${failed.last_status_code}` : undefined, lastErrorAt: failed?.last_attempt_at });
+    }, () => {});
+  }, 3000, [bot.id, bot.delivery_mode]);
+  if (bot.review_status !== 'approved') return <Alert kind="info">A webhook can be set once the bot is approved.</Alert>;
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setDone(undefined);
+    const body: Record<string, unknown> = {
+      url, secret_token: secret, allowed_updates: updates,
+      allowed_ips: ips.split(/[\s,]+/).filter(Boolean), drop_pending_updates: drop,
+    };
+    if (maxConn.trim() !== '') body.max_connections = Number(maxConn);
+    try {
+      onChange(await api.setWebhook(bot.id, body));
+      setDone('Webhook set: updates are now POSTed to it.');
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const remove = async () => {
+    setError(undefined);
+    try {
+      onChange(await api.deleteWebhook(bot.id, drop));
+      setDone('Webhook deleted: the bot is back to polling (getUpdates).');
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const toggle = (u: string) => setUpdates(updates.includes(u) ? updates.filter((x) => x !== u) : [...updates, u]);
+  return (
+    <>
+      <section aria-labelledby="wh-state">
+        <h2 id="wh-state">Webhook state</h2>
+        <dl class="facts">
+          <dt>Delivery</dt><dd>{bot.delivery_mode}</dd>
+          <dt>URL</dt><dd>{bot.webhook ? <code>{bot.webhook.url}</code> : 'none (polling)'}</dd>
+          {bot.webhook && <><dt>Secret</dt><dd>{bot.webhook.has_secret_token ? 'set (never shown again)' : 'none'}</dd></>}
+          {bot.webhook && <><dt>Max connections</dt><dd>{bot.webhook.max_connections}</dd></>}
+          <dt>Pending updates</dt><dd id="pending-count">{state ? state.pending : '…'}</dd>
+          <dt>Last error</dt><dd id="last-error">{state?.lastError ? <>{state.lastError} <span class="muted">({fmtTime(state.lastErrorAt)})</span></> : 'none'}</dd>
+        </dl>
+      </section>
+      <section>
+        <h2>{bot.webhook ? 'Change the webhook' : 'Set a webhook'}</h2>
+        {done && <Alert kind="ok">{done}</Alert>}
+        <ErrorAlert error={error} fields={WEBHOOK_FIELDS} />
+        <form onSubmit={save} noValidate>
+          <Field id="wh-url" label="URL" type="url" value={url} onInput={setUrl} error={fieldError(error, 'url')}
+            hint="https, on a public address (the service refuses private and internal ones)" />
+          <div class="field">
+            <label for="wh-secret">Secret token</label>
+            <div class="row">
+              <input id="wh-secret" autoComplete="off" spellcheck={false} value={secret} onInput={(e) => setSecret((e.target as HTMLInputElement).value)}
+                aria-invalid={fieldError(error, 'secret_token') ? 'true' : undefined} aria-describedby="wh-secret-hint" />
+              <button type="button" onClick={() => setSecret(newSecret())}>Generate</button>
+              {secret && <CopyButton text={secret} label="Copy secret" />}
+            </div>
+            <small id="wh-secret-hint" class="muted">Signs each delivery (X-Service-Signature-V2). Copy it into your receiver: it is never shown again.</small>
+            {fieldError(error, 'secret_token') && <p class="field-error">{fieldError(error, 'secret_token')}</p>}
+          </div>
+          <fieldset>
+            <legend>Allowed updates (none checked: all)</legend>
+            {['message', 'edited_message'].map((u) => (
+              <label class="check" key={u}><input type="checkbox" checked={updates.includes(u)} onChange={() => toggle(u)} /> {u}</label>
+            ))}
+            {fieldError(error, 'allowed_updates') && <p class="field-error">{fieldError(error, 'allowed_updates')}</p>}
+          </fieldset>
+          <Field id="wh-ips" label="Allowed IPs (optional)" value={ips} onInput={setIps} error={fieldError(error, 'allowed_ips')}
+            hint="IPs or CIDRs, comma separated; empty: any public address" />
+          <Field id="wh-max" label="Max connections" type="number" value={maxConn} onInput={setMaxConn} error={fieldError(error, 'max_connections')} hint="1 to 100" />
+          <label class="check"><input type="checkbox" checked={drop} onChange={(e) => setDrop((e.target as HTMLInputElement).checked)} /> Drop pending updates</label>
+          <div class="row">
+            <button type="submit" class="primary">Save webhook</button>
+            {bot.webhook && <button type="button" class="danger" onClick={remove}>Delete webhook</button>}
+          </div>
+        </form>
+      </section>
+    </>
+  );
+}
+
+const STATUSES = ['', 'pending', 'retrying', 'succeeded', 'dead_letter'] as const;
+
+function DeliveriesTab({ bot }: { bot: Bot }) {
+  const [page, setPage] = useState(1);
+  const [filter, setFilter] = useState('');
+  const [data, setData] = useState<{ items: Delivery[]; pagination: Pagination }>();
+  const [error, setError] = useState<unknown>();
+  const [note, setNote] = useState<string>();
+  const [tick, setTick] = useState(0);
+  usePoll(() => { api.deliveries(bot.id, page, 20).then(setData, setError); }, 3000, [bot.id, page, tick]);
+  const retry = async (d: Delivery) => {
+    setNote(undefined);
+    setError(undefined);
+    try {
+      const after = await api.retryDelivery(bot.id, d.id);
+      setNote(`Retried update ${d.update_id}: ${after.status.replace(/_/g, ' ')}${after.last_status_code ? `, HTTP ${after.last_status_code}` : ''}${after.last_error ? `, ${after.last_error}` : ''}.`);
+      setTick(tick + 1);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const items = (data?.items ?? []).filter((d) => !filter || d.status === filter);
+  return (
+    <section>
+      <h2>Deliveries</h2>
+      {bot.delivery_mode !== 'webhook' && <Alert kind="info">The bot is polling: deliveries are made only in webhook mode.</Alert>}
+      <div class="row">
+        <label for="dl-filter">Status (on this page)</label>
+        <select id="dl-filter" value={filter} onChange={(e) => setFilter((e.target as HTMLSelectElement).value)}>
+          {STATUSES.map((s) => <option key={s} value={s}>{s ? s.replace(/_/g, ' ') : 'All'}</option>)}
+        </select>
+        <button type="button" onClick={() => setTick(tick + 1)}>Refresh</button>
+      </div>
+      {note && <Alert kind="ok">{note}</Alert>}
+      <ErrorAlert error={error} />
+      {data && items.length === 0 && <p class="muted">No deliveries{filter ? ` with status ${filter.replace(/_/g, ' ')} on this page` : ''}.</p>}
+      {items.length > 0 && (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr><th>Update</th><th>Status</th><th><span class="sr-only">Action</span></th><th>Attempts</th><th>HTTP</th><th>Error</th><th>Duration</th><th>Last attempt</th><th>Next</th></tr>
+            </thead>
+            <tbody>
+              {items.map((d) => (
+                <tr key={d.id} data-update={d.update_id}>
+                  <td>{d.update_id}</td>
+                  <td><Badge value={d.status} /></td>
+                  <td>{d.status !== 'succeeded' && <button type="button" aria-label={`Retry update ${d.update_id}`} onClick={() => retry(d)}>Retry</button>}</td>
+                  <td>{d.attempts}</td>
+                  <td>{d.last_status_code ?? '—'}</td>
+                  <td class="wrap">{d.last_error ?? '—'}</td>
+                  <td>{d.last_duration_ms !== undefined ? `${d.last_duration_ms} ms` : '—'}</td>
+                  <td>{fmtTime(d.last_attempt_at)}</td>
+                  <td>{fmtTime(d.next_attempt_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <Pager pagination={data?.pagination} onPage={setPage} />
+    </section>
+  );
+}
+
+interface Sample { t: number; calls: number; errors: number; avg?: number; max: number }
+
+function MetricsTab({ bot }: { bot: Bot }) {
+  const [windowS, setWindowS] = useState(3600);
+  const [m, setM] = useState<Metrics>();
+  const [error, setError] = useState<unknown>();
+  const samples = useRef<Sample[]>([]);
+  const [, force] = useState(0);
+  usePoll(() => {
+    api.metrics(bot.id, windowS).then((x) => {
+      setM(x);
+      setError(undefined);
+      samples.current = [...samples.current.slice(-119), {
+        t: Date.now() / 1000, calls: x.calls_total, errors: x.errors_total, avg: x.webhook.avg_latency_ms, max: x.webhook.max_latency_ms,
+      }];
+      force((n) => n + 1);
+    }, setError);
+  }, 2000, [bot.id, windowS]);
+  useEffect(() => { samples.current = []; }, [windowS]);
+  const s = samples.current;
+  return (
+    <section>
+      <div class="row spread">
+        <h2>Metrics</h2>
+        <div class="row">
+          <label for="m-window">Window</label>
+          <select id="m-window" value={windowS} onChange={(e) => setWindowS(Number((e.target as HTMLSelectElement).value))}>
+            <option value={300}>5 minutes</option>
+            <option value={3600}>1 hour</option>
+            <option value={86400}>24 hours</option>
+          </select>
+        </div>
+      </div>
+      <ErrorAlert error={error} />
+      {m && (
+        <>
+          <div class="stats">
+            <Stat label="Calls" value={m.calls_total} id="m-calls" />
+            <Stat label="Errors" value={m.errors_total} id="m-errors" />
+            <Stat label="Pending updates" value={m.updates.pending} />
+            <Stat label="Delivered" value={m.updates.delivered} />
+            <Stat label="Dead" value={m.updates.dead} />
+            <Stat label="Webhook attempts" value={m.webhook.attempts} id="m-attempts" />
+            <Stat label="Success rate" value={m.webhook.success_rate === undefined ? '—' : `${Math.round(m.webhook.success_rate * 100)}%`} />
+            <Stat label="Avg latency" value={m.webhook.avg_latency_ms === undefined ? '—' : `${Math.round(m.webhook.avg_latency_ms)} ms`} />
+          </div>
+          <div class="quota">
+            <h3>Daily quota</h3>
+            {m.quota.unlimited ? <p>No quota applies. {m.quota.used} calls today.</p> : (
+              <>
+                <meter min={0} max={m.quota.limit} value={m.quota.used} aria-label="Quota used" />
+                <p>{m.quota.used} used, {m.quota.remaining} remaining of {m.quota.limit}; resets {fmtTime(m.quota.resets_at)}</p>
+              </>
+            )}
+            {m.rate_limit && <p class="muted">Rate limit: {m.rate_limit.limit} calls per {m.rate_limit.window_seconds} s</p>}
+          </div>
+          <div class="charts">
+            <figure>
+              <figcaption>Calls and errors in the window (sampled while this page is open)</figcaption>
+              <LineChart x={s.map((p) => p.t)} series={[{ label: 'calls', values: s.map((p) => p.calls), color: '#2563eb' }, { label: 'errors', values: s.map((p) => p.errors), color: '#dc2626' }]} />
+            </figure>
+            <figure>
+              <figcaption>Webhook latency, ms (average and slowest in the window)</figcaption>
+              <LineChart x={s.map((p) => p.t)} series={[{ label: 'avg ms', values: s.map((p) => p.avg ?? null), color: '#059669' }, { label: 'max ms', values: s.map((p) => p.max), color: '#d97706' }]} />
+            </figure>
+            <figure>
+              <figcaption>Calls by method</figcaption>
+              <Bars data={m.calls_by_method} />
+            </figure>
+            <figure>
+              <figcaption>Errors by status</figcaption>
+              <Bars data={m.errors_by_status} kind="error" />
+            </figure>
+          </div>
+        </>
+      )}
+    </section>
+  );
+}
+
+function Stat({ label, value, id }: { label: string; value: string | number; id?: string }) {
+  return <div class="stat"><span class="muted">{label}</span><strong id={id}>{value}</strong></div>;
+}
+
+interface Sent { update_id: number; at: number; state: string }
+
+function TestTab({ bot }: { bot: Bot }) {
+  const [text, setText] = useState('Hello from the console');
+  const [sent, setSent] = useState<Sent[]>([]);
+  const [error, setError] = useState<unknown>();
+  const sentRef = useRef(sent);
+  sentRef.current = sent;
+  // Watch the sent updates: their webhook deliveries, or the polling queue.
+  usePoll(() => {
+    if (sentRef.current.length === 0) return;
+    if (bot.delivery_mode === 'webhook') {
+      api.deliveries(bot.id, 1, 100).then((d) => {
+        setSent(sentRef.current.map((x) => {
+          const dl = d.items.find((i) => i.update_id === x.update_id);
+          if (!dl) return { ...x, state: 'waiting for its delivery' };
+          const detail = [dl.last_status_code && `HTTP ${dl.last_status_code}`, dl.last_error, dl.last_duration_ms !== undefined && `${dl.last_duration_ms} ms`].filter(Boolean).join(', ');
+          return { ...x, state: `${dl.status.replace(/_/g, ' ')}${detail ? ` (${detail})` : ''}` };
+        }));
+      }, () => {});
+    } else {
+      api.metrics(bot.id, 300).then((m) => {
+        setSent(sentRef.current.map((x) => ({ ...x, state: `in the polling queue: ${m.updates.pending} pending, ${m.updates.delivered} handed to getUpdates in 5 min` })));
+      }, () => {});
+    }
+  }, 1000, [bot.id, bot.delivery_mode]);
+  if (bot.review_status !== 'approved') return <Alert kind="info">Test updates can be sent once the bot is approved.</Alert>;
+  const send = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      const r = await api.testUpdate(bot.id, text);
+      setSent([{ update_id: r.update_id, at: Date.now(), state: 'stored' }, ...sent].slice(0, 10));
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <section>
+      <h2>Send a test message</h2>
+      <p class="muted">A message from a test user, delivered to the bot like any other ({bot.delivery_mode === 'webhook' ? 'POSTed to its webhook' : 'read with getUpdates'}).</p>
+      <ErrorAlert error={error} fields={['text']} />
+      <form onSubmit={send} noValidate>
+        <Field id="t-text" label="Text" value={text} onInput={setText} error={fieldError(error, 'text')} />
+        <button type="submit" class="primary">Send test message</button>
+      </form>
+      {sent.length > 0 && (
+        <ul class="sent" aria-live="polite">
+          {sent.map((x) => <li key={x.update_id} data-update={x.update_id}>Update <strong>{x.update_id}</strong>: <span class="state">{x.state}</span></li>)}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+export { ApiFailure };
