@@ -17,6 +17,7 @@ import { ConsoleServiceClient } from '../../src/gen/botplatform/v1/console_servi
 import { InternalServiceClient } from '../../src/gen/botplatform/v1/internal_service.js';
 import { createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } from '../helpers/harness.js';
 import { freePort } from '../helpers/ports.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { createTestPki } from '../helpers/tls.js';
 import { serviceProcesses } from '../helpers/processes.js';
@@ -138,7 +139,8 @@ describe('kill -9 of a dispatcher', () => {
       doomed.kill('SIGKILL');
       const killedAt = Date.now();
       await new Promise((r) => doomed.once('exit', r));
-      await new Promise((r) => setTimeout(r, 300)); // its sockets are closed by now
+      // Its sockets are closed by now; the receiver (busy in this process) may take a moment to see it.
+      await until(async () => receiver.abandoned.length, (n) => n > before, 3000);
       // Requests the killed dispatcher had sent and not had answered: leased, then abandoned.
       const abandoned = receiver.abandoned.slice(before);
 
