@@ -37,6 +37,7 @@ import * as grpc from '@grpc/grpc-js';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
 import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
+import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { cpuSeconds, machine, percentile, startService as start, stopServices } from './lib.js';
 
@@ -231,7 +232,10 @@ interface Target {
 
 async function calls() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-calls-'));
-  const database = process.env.BENCH_DATABASE_URL ?? `sqlite:${path.join(dataDir, 'bench.sqlite')}`;
+  // On MySQL/MariaDB: a throwaway database on that server, dropped at the end.
+  const server = process.env.BENCH_DATABASE_URL;
+  const mysql = server ? await createMysqlDatabase(server, 'bp_bench') : undefined;
+  const database = mysql?.url ?? `sqlite:${path.join(dataDir, 'bench.sqlite')}`;
   const baselines = await startBaselines();
   const port = String(await freePort());
   const grpcPort = String(await freePort());
@@ -314,6 +318,9 @@ async function calls() {
   runtime.close();
   echo.close();
   baselines.stop();
+  stopServices();
+  await new Promise((r) => setTimeout(r, 500));
+  await mysql?.drop();
 }
 
 const only = process.env.BENCH_ONLY ?? 'calls';
