@@ -1,5 +1,16 @@
 /**
- * npm run bench:gateway — GET /api/v1/bots/my through the HTTP gateway and the
+ * npm run bench:gateway — first (BENCH_ONLY=calls, the default), each call of the
+ * performance goals against the baselines in one run: raw Fastify (constant JSON),
+ * the "floor" of getMe (Fastify + SHA-256 of the bearer + one prepared
+ * better-sqlite3 lookup) and a raw grpc-js echo server (bench/baselines.ts, a
+ * process of its own), beside the service (role=all, limits and metrics on, as
+ * shipped, LOG_LEVEL=info to /dev/null). For each call: throughput, the service's
+ * CPU per request (its process's own CPU time, /proc/PID/stat), and the ratios to
+ * the baselines, rounds alternated so that load from elsewhere hits all alike
+ * (medians). BENCH_PIN=1 pins the service (and the baselines) to CPU 0 and this
+ * load generator to CPU 1 (taskset).
+ *
+ * BENCH_ONLY=paths — GET /api/v1/bots/my through the HTTP gateway and the
  * same call (ConsoleService/ListMyBots) made directly over gRPC, side by side in
  * one run, at the same concurrency, against the service running as real
  * processes: role=all (gateway calls the core in-process), and a separate
@@ -12,9 +23,12 @@
  * counted) and a console call (GET /bots/my: metrics only), as on/off ratios.
  *
  * Settings (env): BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_DATABASE_URL
- * (default: a fresh SQLite file), BENCH_ROUNDS (3), BENCH_ONLY (paths | overhead).
+ * (default: a fresh SQLite file), BENCH_ROUNDS (3), BENCH_ONLY (calls | paths |
+ * overhead | all), BENCH_PIN (0).
  */
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +36,8 @@ import autocannon from 'autocannon';
 import * as grpc from '@grpc/grpc-js';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.js';
+import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
+import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { cpuSeconds, machine, percentile, startService as start, stopServices } from './lib.js';
 
@@ -31,10 +47,12 @@ const SECRET = 'bench-secret-bench-secret-bench-secret-000';
 
 interface Figures { rps: number; p50: number; p99: number; errors: number; /** CPU ms the service used per request (when its pid is known). */ cpuMs?: number }
 
-async function benchHttp(url: string, jwt: string, method: 'GET' | 'POST' = 'GET', pid?: number): Promise<Figures> {
+async function benchHttp(url: string, jwt: string, method: 'GET' | 'POST' = 'GET', pid?: number, body?: unknown, warmup = 2): Promise<Figures> {
+  const headers: Record<string, string> = { authorization: `Bearer ${jwt}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
   const run = (duration: number) =>
-    autocannon({ url, method, connections: CONNECTIONS, duration, headers: { authorization: `Bearer ${jwt}` } });
-  await run(2); // warm-up
+    autocannon({ url, method, connections: CONNECTIONS, duration, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (warmup > 0) await run(warmup);
   const cpu0 = pid ? cpuSeconds(pid) : 0;
   const r = await run(SECONDS);
   const cpuMs = pid ? ((cpuSeconds(pid) - cpu0) * 1000) / Math.max(1, r.requests.total) : undefined;
@@ -47,6 +65,13 @@ async function benchGrpc(address: string, jwt: string): Promise<Figures> {
   md.set('authorization', `Bearer ${jwt}`);
   const once = () =>
     new Promise<boolean>((resolve) => client.listMyBots({}, md, (err) => resolve(!err)));
+  const figures = await benchUnary(once);
+  client.close();
+  return figures;
+}
+
+/** CONNECTIONS concurrent loops of one unary call (true: it succeeded), warm-up then SECONDS; CPU of `pid` per call. */
+async function benchUnary(once: () => Promise<boolean>, pid?: number, warmup = 2): Promise<Figures> {
   const run = async (seconds: number) => {
     const latencies: number[] = [];
     let errors = 0;
@@ -64,9 +89,11 @@ async function benchGrpc(address: string, jwt: string): Promise<Figures> {
     const pct = (p: number) => percentile(latencies, p);
     return { rps: latencies.length / seconds, p50: pct(50), p99: pct(99), errors };
   };
-  await run(2);
-  const figures = await run(SECONDS);
-  client.close();
+  if (warmup > 0) await run(warmup);
+  const cpu0 = pid ? cpuSeconds(pid) : 0;
+  const figures: Figures = await run(SECONDS);
+  const total = figures.rps * SECONDS;
+  if (pid) figures.cpuMs = ((cpuSeconds(pid) - cpu0) * 1000) / Math.max(1, total);
   return figures;
 }
 
@@ -171,9 +198,139 @@ async function overhead() {
   }
 }
 
-(process.env.BENCH_ONLY === 'overhead' ? overhead() : process.env.BENCH_ONLY === 'paths' ? main() : main().then(overhead))
+/** Pins a process (all its threads) to one CPU, when BENCH_PIN=1 and taskset exists. */
+function pin(pid: number, cpu: number) {
+  if (process.env.BENCH_PIN !== '1') return;
+  try {
+    execFileSync('taskset', ['-a', '-pc', String(cpu), String(pid)], { stdio: 'ignore' });
+  } catch {
+    console.warn('taskset failed: not pinned');
+  }
+}
+
+/** bench/baselines.ts as a child process: its addresses, the floor's bot token and its pid. */
+async function startBaselines() {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'baselines.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  process.on('exit', () => child.kill('SIGTERM'));
+  const line = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
+    });
+    child.once('exit', (code) => reject(new Error(`baselines exited with ${code}`)));
+  });
+  return { ...(JSON.parse(line) as { http: string; grpc: string; token: string }), pid: child.pid!, stop: () => child.kill('SIGTERM') };
+}
+
+interface Target {
+  name: string;
+  run: (warmup: number) => Promise<Figures>;
+  /** The goal: throughput at least this × the baseline's (raw Fastify, or the echo server for gRPC). */
+  goal?: { of: 'raw' | 'echo'; rps: number; cpuVsFloor?: number };
+}
+
+async function calls() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-calls-'));
+  // On MySQL/MariaDB: a throwaway database on that server, dropped at the end.
+  const server = process.env.BENCH_DATABASE_URL;
+  const mysql = server ? await createMysqlDatabase(server, 'bp_bench') : undefined;
+  const database = mysql?.url ?? `sqlite:${path.join(dataDir, 'bench.sqlite')}`;
+  const baselines = await startBaselines();
+  const port = String(await freePort());
+  const grpcPort = String(await freePort());
+  // As shipped: limits on (set high enough never to refuse, so every runtime call still
+  // counts), metrics on, request logs at info (to /dev/null).
+  const child = await start({
+    AUTH_JWT_SECRET: SECRET, DATA_DIR: dataDir, DATABASE_URL: database, ROLE: 'all', PORT: port, GRPC_PORT: grpcPort, LOG_LEVEL: 'info',
+    LIMITS_ENABLED: 'true', METRICS_ENABLED: 'true', RATE_LIMIT_BOT: '1000000000/1s', RATE_LIMIT_CHAT: '1000000000/1s', QUOTA_DAILY: '1000000000',
+  });
+  const pid = child.pid!;
+  pin(pid, 0);
+  pin(baselines.pid, 0);
+  pin(process.pid, 1);
+  const base = `http://127.0.0.1:${port}`;
+  const tag = `c${Date.now() % 1_000_000}`;
+  const jwt = await mintAccountJwt(SECRET, { sub: `bench-calls-${tag}` });
+  await seed(base, jwt, tag);
+  const token = await approvedBotToken(base, jwt, `bench_${tag}`);
+  const json = (p: string, auth: string, method = 'GET', body?: unknown) => fetch(`${base}${p}`, {
+    method, headers: { authorization: `Bearer ${auth}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+  }).then(async (r) => ({ status: r.status, body: await r.json() }));
+  const me = await json('/api/v1/bots/getMe', token, 'POST');
+  const botId = me.body.result.id as string;
+  // sendMessage needs a chat that wrote to the bot; getUpdates then confirms it, leaving nothing pending.
+  await json(`/api/v1/bots/my/${botId}/test-updates`, jwt, 'POST', { text: 'hello', chat_id: 4242, from: { id: 4242, is_bot: false, username: 'bench' } });
+  const pending = await json('/api/v1/bots/getUpdates', token, 'POST', { timeout: 0 });
+  const offset = (pending.body.result.at(-1)?.update_seq ?? 0) + 1;
+  await json('/api/v1/bots/getUpdates', token, 'POST', { offset, timeout: 0 });
+  const sent = await json('/api/v1/bots/sendMessage', token, 'POST', { chat_id: 4242, text: 'bench' });
+  if (sent.status !== 200) throw new Error(`sendMessage setup failed: ${sent.status} ${JSON.stringify(sent.body)}`);
+
+  const runtime = new RuntimeServiceClient(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set('authorization', `Bearer ${token}`);
+  const echo = new grpc.Client(baselines.grpc, grpc.credentials.createInsecure());
+  const payload = Buffer.alloc(96, 1); // about a getMe answer's size
+  const identity = (b: Buffer) => b;
+
+  const targets: Target[] = [
+    { name: 'baseline: raw Fastify, constant JSON', run: (w) => benchHttp(`${baselines.http}/const`, 'x', 'GET', baselines.pid, undefined, w) },
+    { name: 'baseline: floor (Fastify + SHA-256 + prepared SQLite lookup)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) },
+    { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
+      echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) },
+    { name: 'POST /bots/getMe', goal: { of: 'raw', rps: 0.3, cpuVsFloor: 3 }, run: (w) => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', pid, undefined, w) },
+    { name: 'GET /bots/my (5 bots)', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
+    { name: 'GET /bots/my/{id}', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
+    { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }, w) },
+    { name: 'POST /bots/getWebhookInfo', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid, undefined, w) },
+    { name: 'POST /bots/sendMessage', goal: { of: 'raw', rps: 0.15 }, run: (w) => benchHttp(`${base}/api/v1/bots/sendMessage`, token, 'POST', pid, { chat_id: 4242, text: 'bench' }, w) },
+    { name: 'gRPC getMe direct (grpc-js client -> core)', goal: { of: 'echo', rps: 0.8 }, run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
+      runtime.getMe({}, md, (err) => resolve(!err))), pid, w) },
+  ];
+
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+  const results = targets.map(() => [] as Figures[]);
+  for (let i = 0; i < rounds; i++) {
+    for (const [j, t] of targets.entries()) results[j]!.push(await t.run(i === 0 ? 2 : 1));
+  }
+  const med = (j: number, f: keyof Figures) => median(results[j]!.map((x) => x[f] ?? NaN));
+  // Ratios per round (the baseline measured beside it), then their median.
+  const ratio = (j: number, b: number, f: 'rps' | 'cpuMs') => median(results[j]!.map((x, r) => x[f]! / results[b]![r]![f]!));
+
+  console.log(`\nbench:gateway — each call against the baselines, ${database.split(':')[0]}, role=all, limits + metrics on, LOG_LEVEL=info; ${CONNECTIONS} concurrent, ${rounds} alternating rounds of ${SECONDS}s (medians)${process.env.BENCH_PIN === '1' ? '; service pinned to CPU 0, load to CPU 1' : ''}`);
+  console.log(`machine: ${machine()}\n`);
+  console.log('| call | requests/s | CPU ms/request | p50 / p99 ms | errors | × raw throughput | × floor CPU | goal | met |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---|---|');
+  for (const [j, t] of targets.entries()) {
+    const tput = t.goal?.of === 'echo' ? ratio(j, 2, 'rps') : ratio(j, 0, 'rps');
+    const cpu = ratio(j, 1, 'cpuMs');
+    let goal = '';
+    let met = '';
+    if (t.goal) {
+      goal = `≥ ${t.goal.rps} × ${t.goal.of === 'echo' ? 'echo' : 'raw'}${t.goal.cpuVsFloor ? `, CPU ≤ ${t.goal.cpuVsFloor} × floor` : ''}`;
+      const ok = tput >= t.goal.rps && (!t.goal.cpuVsFloor || cpu <= t.goal.cpuVsFloor);
+      met = ok ? 'yes' : 'no';
+    }
+    const errors = results[j]!.reduce((n, x) => n + x.errors, 0);
+    console.log(`| ${t.name} | ${med(j, 'rps').toFixed(0)} | ${med(j, 'cpuMs').toFixed(3)} | ${med(j, 'p50').toFixed(1)} / ${med(j, 'p99').toFixed(1)} | ${errors} | ${tput.toFixed(2)}${t.goal?.of === 'echo' ? ' (× echo)' : ''} | ${cpu.toFixed(2)} | ${goal} | ${met} |`);
+  }
+  runtime.close();
+  echo.close();
+  baselines.stop();
+  stopServices();
+  await new Promise((r) => setTimeout(r, 500));
+  await mysql?.drop();
+}
+
+const only = process.env.BENCH_ONLY ?? 'calls';
+(only === 'overhead' ? overhead() : only === 'paths' ? main() : only === 'all' ? calls().then(main).then(overhead) : calls())
   .catch((err) => {
     console.error(err);
     process.exitCode = 1;
   })
-  .finally(stopServices);
+  .finally(() => {
+    stopServices();
+    // Clients and the baselines' child would keep the loop alive.
+    setTimeout(() => process.exit(), 500).unref();
+  });

@@ -413,6 +413,12 @@ const core: Component = {
       usage: b.usage,
     });
     const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
+    // Verified bot principals are kept briefly; a credential change drops them on every instance.
+    const authenticator = createAuthenticator({
+      jwt, bots: b.bots, internalToken, cacheTtlMs: config.authCacheTtlMs, cacheUsable: () => !b.bus.problem?.(),
+    });
+    waiters.onCredentialsChanged((botId) => authenticator.invalidateBot(botId));
+    const credentialsChanged = (botId: string) => waiters.credentialsChanged(botId);
     const { blobs, signer } = ctx.files();
     const files = createFilesService({
       files: createFilesRepo(b.db),
@@ -428,9 +434,9 @@ const core: Component = {
       ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
       : undefined;
     const core = createCore({
-      authenticator: createAuthenticator({ jwt, bots: b.bots, internalToken }),
+      authenticator,
       handlers: createHandlers({
-        console: createConsoleService({ ...deps, webhookOf: (id) => updates.webhookSummary(id) }),
+        console: createConsoleService({ ...deps, credentialsChanged, webhookOf: (id) => updates.webhookSummary(id) }),
         admin: createAdminService(deps),
         runtime: createRuntimeService({ bots: b.bots }),
         updates,

@@ -113,6 +113,7 @@ const schema = z
       'must be 32 bytes, base64-encoded',
     ),
     ONE_TIME_TOKEN_RETENTION: duration('7d'),
+    AUTH_CACHE_TTL: duration('1s').refine((ms) => ms <= 10_000, 'must be at most 10s'),
     KAFKA_BROKERS: optionalText.refine(
       (v) => v === undefined || v.split(',').every((b) => /^[^\s:,]+:\d+$/.test(b.trim())),
       'must be host:port[,host:port...]',
@@ -212,6 +213,7 @@ const schema = z
       /** base64 32-byte key for secrets at rest and signed file URLs; created in DATA_DIR when unset (required by ROLE=gateway). */
       secretKey: c.SECRET_KEY,
       oneTimeTokenRetentionMs: c.ONE_TIME_TOKEN_RETENTION,
+      authCacheTtlMs: c.AUTH_CACHE_TTL,
       /** Kafka brokers; none selects the in-process bus. */
       kafkaBrokers: list(c.KAFKA_BROKERS ?? ''),
       kafkaClientId: c.KAFKA_CLIENT_ID,

@@ -207,3 +207,19 @@ describe('logs: JSON, request id from the gateway into the core over gRPC, crede
     expect(all).not.toContain(TEST_INTERNAL_TOKEN);
   });
 });
+
+describe('log redaction', () => {
+  it('redacts credentials wherever the service logs them: top level, in an error, in metadata, headers or a request', () => {
+    const out: string[] = [];
+    const logger = createLogger('info', new Writable({ write(chunk, _enc, done) { out.push(chunk.toString()); done(); } }));
+    const s = 'sbot_NEVERLOGGEDNEVERLOGGEDNEVERLOGGED0001';
+    logger.info({ authorization: `Bearer ${s}`, token: s, secret_token: s, jwt: s }, 'top');
+    logger.error({ err: Object.assign(new Error('boom'), { token: s, headers: { authorization: s }, config: { headers: { authorization: s } } }) }, 'err');
+    logger.info({ metadata: { authorization: s }, headers: { authorization: s }, req: { headers: { authorization: s } } }, 'nested');
+    logger.info({ body: { secret_token: s, one_time_token: s }, options: { internalToken: s, password: s } }, 'bodies');
+    const all = out.join('');
+    expect(out).toHaveLength(4);
+    expect(all).not.toContain(s);
+    expect(all).toContain('[redacted]');
+  });
+});

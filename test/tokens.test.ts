@@ -1,5 +1,7 @@
 /** One-time token retention and the races around tokens and usernames. */
+import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
 import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';
 
 describe('one-time token and races', () => {
@@ -26,6 +28,33 @@ describe('one-time token and races', () => {
     // The owner recovers by regenerating.
     const regen = await alice.post(`/api/v1/bots/my/${created.body.id}/regenerate-token`);
     expect((await client(h.url, regen.body.one_time_token).post('/api/v1/bots/getMe')).status).toBe(200);
+  });
+
+  it('a regenerated token is refused at once, over HTTP and gRPC, however recently it was accepted', async () => {
+    const created = await approvedBot(h, aliceJwt, 'regen_now');
+    const grpcClient = new RuntimeServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    const grpcGetMe = (token: string) => new Promise<number>((resolve) => {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${token}`);
+      grpcClient.getMe({}, md, (err) => resolve(err ? err.code! : grpc.status.OK));
+    });
+    const httpGetMe = async (token: string) => (await client(h.url, token).post('/api/v1/bots/getMe')).status;
+    try {
+      let token = created.token;
+      for (let round = 0; round < 3; round++) {
+        // The token was just accepted, by a burst of calls on both transports.
+        for (let i = 0; i < 5; i++) expect(await httpGetMe(token)).toBe(200);
+        expect(await grpcGetMe(token)).toBe(grpc.status.OK);
+        const regen = await alice.post(`/api/v1/bots/my/${created.id}/regenerate-token`);
+        expect(regen.status).toBe(200);
+        expect(await httpGetMe(token)).toBe(401);
+        expect(await grpcGetMe(token)).toBe(grpc.status.UNAUTHENTICATED);
+        token = regen.body.one_time_token;
+        expect(await httpGetMe(token)).toBe(200);
+      }
+    } finally {
+      grpcClient.close();
+    }
   });
 
   it('concurrent detail reads show the one-time token to exactly one of them', async () => {

@@ -44,7 +44,8 @@ const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; re
 
 export function buildGateway(opts: GatewayOptions): Gateway {
   const codec = createCodec(opts.table);
-  const inFlight = new Set<AbortController>();
+  /** Calls waiting on the core: their abort, and what answers them 503 at shutdown's last resort. */
+  const inFlight = new Map<AbortController, (err: ApiError) => void>();
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
@@ -151,16 +152,15 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       if (!reply.raw.writableEnded) abort.abort();
     };
     reply.raw.once('close', onClose);
-    inFlight.add(abort);
-    // At the end of a shutdown's grace period, a call still waiting (a long poll on a
-    // core that is not stopping) is answered 503 instead of having its connection cut.
-    const cancelled = new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => {
-      if (abort.signal.reason === SHUTDOWN) reject(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'));
-    }, { once: true }));
-    cancelled.catch(() => {});
     let response: Record<string, unknown>;
     try {
-      response = (await Promise.race([opts.invoker.invoke(spec, message, metadata, abort.signal), cancelled])) as Record<string, unknown>;
+      // At the end of a shutdown's grace period, a call still waiting (a long poll on a
+      // core that is not stopping) is answered 503 instead of having its connection cut:
+      // cancelInFlight rejects it (no listener or race per call).
+      response = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        inFlight.set(abort, reject);
+        opts.invoker.invoke(spec, message, metadata, abort.signal).then(resolve as (v: unknown) => void, reject);
+      });
     } finally {
       reply.raw.off('close', onClose);
       inFlight.delete(abort);
@@ -174,7 +174,10 @@ export function buildGateway(opts: GatewayOptions): Gateway {
 
   return Object.assign(app, {
     cancelInFlight() {
-      for (const a of inFlight) a.abort(SHUTDOWN);
+      for (const [a, reject] of inFlight) {
+        a.abort(SHUTDOWN);
+        reject(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'));
+      }
     },
   });
 }

@@ -2,19 +2,38 @@
  * The auth interceptor's decision: which principal a call's credential proves,
  * for the credential its method requires. Console methods refuse bot tokens;
  * runtime methods refuse account JWTs; both answer UNAUTHENTICATED.
+ *
+ * A verified bot principal is kept for a short while (AUTH_CACHE_TTL, 1 s) by the
+ * hash of its token, so a bot's calls in a burst cost one lookup. A kept principal
+ * is dropped at once when its bot's credentials change (`invalidateBot`: token
+ * regenerated, bot suspended or revoked, here or, through the control topic, on
+ * another instance), and none is used while the bus that carries those signals is
+ * down (`cacheUsable`): then every call reads the database.
  */
 import type { AccountJwtVerifier } from '../auth/account-jwt.js';
 import { hashBotToken, hashesEqual, looksLikeBotToken } from '../auth/bot-token.js';
 import { ApiError, Code } from '../errors.js';
 import type { Credential } from '../gen/methods.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
-import type { CallMetadata, Principal } from './context.js';
+import type { BotPrincipal, CallMetadata, Principal } from './context.js';
 
 export interface AuthenticatorDeps {
   jwt: AccountJwtVerifier;
   bots: BotsRepo;
   /** The credential of the platform's internal services. */
   internalToken: string;
+  /** How long a verified bot principal is kept, in ms; 0: never kept. */
+  cacheTtlMs?: number;
+  /** At most this many kept principals (the least recently used goes first). */
+  cacheSize?: number;
+  /** Whether kept principals may be used now: false while invalidations could be missed. */
+  cacheUsable?: () => boolean;
+  now?: () => number;
+}
+
+interface Kept {
+  principal: BotPrincipal;
+  expires: number;
 }
 
 /** The credential of "authorization: Bearer <credential>", or undefined. */
@@ -29,6 +48,38 @@ function bearer(metadata: CallMetadata): string | undefined {
 export function createAuthenticator(deps: AuthenticatorDeps) {
   // Compared as SHA-256 digests in constant time, like bot tokens.
   const internalHash = hashBotToken(deps.internalToken);
+  const ttl = deps.cacheTtlMs ?? 0;
+  const maxKept = deps.cacheSize ?? 10_000;
+  const now = deps.now ?? Date.now;
+  /** Verified bot principals by token hash, least recently used first. */
+  const kept = new Map<string, Kept>();
+  /** Bumped by every invalidation: a lookup that began before one does not keep its answer. */
+  let epoch = 0;
+
+  async function bot(token: string): Promise<BotPrincipal> {
+    const hash = hashBotToken(token);
+    const usable = ttl > 0 && (deps.cacheUsable?.() ?? true);
+    if (usable) {
+      const hit = kept.get(hash);
+      if (hit) {
+        kept.delete(hash);
+        if (hit.expires > now()) {
+          kept.set(hash, hit);
+          return hit.principal;
+        }
+      }
+    }
+    const started = epoch;
+    const found = await deps.bots.findByTokenHash(hash);
+    if (!found || !hashesEqual(found.tokenHash, hash)) throw ApiError.unauthenticated('invalid or revoked bot token');
+    if (found.status !== 'active') throw new ApiError(Code.PERMISSION_DENIED, `bot is ${found.status}`);
+    const principal: BotPrincipal = { kind: 'bot', botId: found.id, ownerId: found.ownerId };
+    if (usable && started === epoch) {
+      if (kept.size >= maxKept) kept.delete(kept.keys().next().value!);
+      kept.set(hash, { principal, expires: now() + ttl });
+    }
+    return principal;
+  }
 
   async function account(metadata: CallMetadata) {
     const credential = bearer(metadata);
@@ -55,11 +106,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
               token.split('.').length === 3 ? 'account JWTs are not accepted on the runtime API' : 'invalid bot token',
             );
           }
-          const hash = hashBotToken(token);
-          const bot = await deps.bots.findByTokenHash(hash);
-          if (!bot || !hashesEqual(bot.tokenHash, hash)) throw ApiError.unauthenticated('invalid or revoked bot token');
-          if (bot.status !== 'active') throw new ApiError(Code.PERMISSION_DENIED, `bot is ${bot.status}`);
-          return { kind: 'bot', botId: bot.id, ownerId: bot.ownerId };
+          return bot(token);
         }
         case 'internal': {
           const credential = bearer(metadata);
@@ -70,6 +117,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         default:
           throw ApiError.unauthenticated('this method is not callable with the given credential');
       }
+    },
+
+    /** The bot's credentials changed (token regenerated, bot suspended or revoked): forget what was kept of it. */
+    invalidateBot(botId: string) {
+      epoch++;
+      for (const [hash, k] of kept) if (k.principal.botId === botId) kept.delete(hash);
     },
   };
 }

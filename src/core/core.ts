@@ -51,7 +51,7 @@ export interface Core {
 }
 
 export interface CoreDeps {
-  authenticator: Authenticator;
+  authenticator: Pick<Authenticator, 'authenticate'>;
   /** A handler for every RPC of methodSettings, by path (createCore throws naming any missing). */
   handlers: Record<string, Handler>;
   logger: Logger;

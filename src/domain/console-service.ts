@@ -23,6 +23,11 @@ export interface ConsoleDeps {
   webhookOf: (botId: string) => Promise<WebhookSummary | undefined>;
   secretBox: SecretBox;
   oneTimeTokenRetentionMs: number;
+  /**
+   * A bot's credentials changed (its old token is dead): every instance must stop
+   * accepting what it verified before. Called after the change is committed.
+   */
+  credentialsChanged?: (botId: string) => Promise<void>;
   now?: () => number;
 }
 
@@ -228,6 +233,7 @@ export function createConsoleService(
       if (!(await deps.bots.replaceToken(principal.accountId, bot.id, issued, now()))) {
         throw ApiError.failedPrecondition('bot is not approved');
       }
+      await deps.credentialsChanged?.(bot.id);
       return { botId: bot.id, oneTimeToken: plaintext, tokenPrefix: issued.prefix };
     },
   };

@@ -3,6 +3,10 @@
  * (an update for its bot was committed, on any instance) and ended by a newer
  * getUpdates for the same bot (on any instance: the newer generation wins) or by
  * a switch to webhook delivery.
+ *
+ * The same control topic carries credential changes (a bot's token regenerated, the
+ * bot suspended or revoked): every instance drops what it kept of the bot's
+ * principal (src/core/authenticate.ts) as soon as the signal arrives.
  */
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
@@ -20,7 +24,8 @@ interface Waiter {
 
 type Signal =
   | { type: 'poll'; botId: string; generation: number }
-  | { type: 'mode'; botId: string; mode: 'webhook' | 'polling' };
+  | { type: 'mode'; botId: string; mode: 'webhook' | 'polling' }
+  | { type: 'credentials'; botId: string };
 export type ControlSignal = Signal & { origin: string };
 
 export const superseded = () =>
@@ -35,11 +40,16 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   const waiters = new Map<string, Waiter>();
   let lastGeneration = 0;
   let closed = false;
+  const credentialListeners: ((botId: string) => void)[] = [];
 
   /** Hybrid clock: microseconds of wall time, strictly increasing within the process. */
   const nextGeneration = () => (lastGeneration = Math.max(lastGeneration + 1, Date.now() * 1000));
 
   function onSignal(s: ControlSignal) {
+    if (s.type === 'credentials') {
+      for (const listener of credentialListeners) listener(s.botId);
+      return;
+    }
     const w = waiters.get(s.botId);
     if (!w) return;
     if (s.type === 'poll' && s.generation > w.generation) w.end(superseded());
@@ -155,6 +165,25 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
      */
     modeChanged(botId: string, mode: 'webhook' | 'polling') {
       return signal({ type: 'mode', botId, mode }).catch((err) => logger.warn({ err, botId }, 'mode signal not published'));
+    },
+
+    /**
+     * The bot's credentials changed (committed): every instance forgets what it kept
+     * of them — this one at once, the others when the bus delivers the signal. Resolves
+     * once the bus has taken it, or after at most 2 s (a bus outage does not fail the
+     * call that changed them: the failure is logged, the others' kept principals expire
+     * by their TTL, and they keep none while their own bus is down).
+     */
+    credentialsChanged(botId: string): Promise<void> {
+      const published = signal({ type: 'credentials', botId }).catch((err) => logger.warn({ err, botId }, 'credentials signal not published'));
+      let timer: NodeJS.Timeout | undefined;
+      const capped = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)));
+      return Promise.race([published, capped]).finally(() => clearTimeout(timer));
+    },
+
+    /** Calls `listener` with the bot id of every credential change, local or from another instance. */
+    onCredentialsChanged(listener: (botId: string) => void) {
+      credentialListeners.push(listener);
     },
 
     /** Updates of these bots were committed by this process: their waiters here read again, bus or no bus. */

@@ -2,7 +2,8 @@
  * Several core instances on one MariaDB and one Kafka (run by the integration pass:
  * TEST_DATABASE_URL and TEST_KAFKA_BROKERS). A getUpdates waiting on one instance
  * wakes when the update was ingested on another; the newest poll wins across
- * instances; a webhook set on one instance ends a poll waiting on another.
+ * instances; a webhook set on one instance ends a poll waiting on another; a token
+ * regenerated on one instance is refused by the other within 100 ms.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -32,6 +33,8 @@ describe('two core instances on MariaDB + Kafka', () => {
       DATA_DIR: dir, DATABASE_URL: db.url, KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS!, AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'silent',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      // A bot polls getMe every few ms below: far past the default 30 calls a second.
+      RATE_LIMIT_BOT: '100000/1s',
     };
     const logger = createLogger('silent');
     a = await startApp(loadConfig(env), logger);
@@ -92,5 +95,42 @@ describe('two core instances on MariaDB + Kafka', () => {
     const cut = await waiting;
     expect(cut.status).toBe(409);
     await call(b.httpUrl!, 'POST', '/api/v1/bots/deleteWebhook', { token });
+  });
+
+  it('a token regenerated on A is refused by B within 100 ms, and never accepted after', async () => {
+    const owner = await mintAccountJwt(TEST_JWT_SECRET, { sub: 'multi-owner' });
+    const created = await client(a.httpUrl!, owner).post('/api/v1/bots/applications', { name: 'Regen', username: 'multi_regen' });
+    await client(a.httpUrl!, await mintAccountJwt(TEST_JWT_SECRET, { sub: 'r', roles: ['admin'] })).post(`/api/v1/admin/bots/${created.body.id}/approve`);
+    let old: string = (await client(a.httpUrl!, owner).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token;
+    for (let round = 0; round < 3; round++) {
+      // B polls getMe with the token every few ms, before, during and after the regeneration on A.
+      const seen: { at: number; status: number }[] = [];
+      let polling = true;
+      const poller = (async () => {
+        while (polling) {
+          const res = await call(b.httpUrl!, 'POST', '/api/v1/bots/getMe', { token: old });
+          seen.push({ at: performance.now(), status: res.status });
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 150));
+      expect(seen.length).toBeGreaterThan(5);
+      expect(seen.every((s) => s.status === 200)).toBe(true);
+      const regen = await client(a.httpUrl!, owner).post(`/api/v1/bots/my/${created.body.id}/regenerate-token`);
+      const answered = performance.now();
+      expect(regen.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 400));
+      polling = false;
+      await poller;
+      const accepted = seen.filter((s) => s.status === 200 && s.at > answered).map((s) => Math.round(s.at - answered));
+      const refused = seen.filter((s) => s.status !== 200);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.map((s) => s.status).filter((st) => st !== 401)).toEqual([]);
+      // Accepted only in the first 100 ms after A answered, and never once refused.
+      expect(accepted.every((ms) => ms < 100), `accepted ${accepted.join(', ')} ms after regeneration`).toBe(true);
+      const firstRefusal = refused[0]!.at;
+      expect(seen.some((s) => s.status === 200 && s.at > firstRefusal)).toBe(false);
+      old = regen.body.one_time_token;
+    }
   });
 });
