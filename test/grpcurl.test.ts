@@ -4,6 +4,8 @@
  * the contract's status codes with google.rpc.BadRequest details.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from './helpers/harness.js';
@@ -39,6 +41,27 @@ describe('grpcurl with reflection', () => {
     const describeOut = await run(h.grpcAddress, 'describe', 'botplatform.v1.Bot');
     expect(describeOut.status).toBe(0);
     expect(describeOut.stdout).toContain('.google.protobuf.Timestamp created_at');
+  });
+
+  it('describes the files with their options: HTTP bindings, field behaviour, language packages', async () => {
+    const method = await run(h.grpcAddress, 'describe', 'botplatform.v1.ConsoleService.CreateApplication');
+    expect(method.status).toBe(0);
+    expect(method.stdout).toMatch(/google\.api\.http\)\s*=\s*\{\s*post:\s*"\/api\/v1\/bots\/applications"/);
+    const request = await run(h.grpcAddress, 'describe', 'botplatform.v1.CreateApplicationRequest');
+    expect(request.stdout).toMatch(/string name = 1 \[\(\.?google\.api\.field_behavior\) = REQUIRED\]/);
+    // The whole file, as a stub generator would receive it from reflection.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grpcurl-protos-'));
+    try {
+      const out = await run('-proto-out-dir', dir, h.grpcAddress, 'describe', 'botplatform.v1.ConsoleService');
+      expect(out.status).toBe(0);
+      const file = fs.readFileSync(path.join(dir, 'botplatform/v1/console_service.proto'), 'utf8');
+      expect(file).toMatch(/option go_package = "[^"]+;botplatformv1";/);
+      expect(file).toContain('option java_package = "com.botplatform.v1";');
+      expect(file).toContain('option csharp_namespace = "Botplatform.V1";');
+      expect(file).toMatch(/service_settings\) = \{/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('calls CreateApplication and gets the contract\'s errors with field violations', async () => {
