@@ -79,11 +79,22 @@ describe('grpcurl with reflection', () => {
       fieldViolations: [{ field: 'username', reason: 'INVALID_FORMAT' }],
     });
 
+    expect(status.details).toContainEqual({
+      '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+      reason: 'INVALID_ARGUMENT', domain: 'botplatform.dev', metadata: { field: 'username' },
+    });
+
     const taken = await run('-format-error', ...auth, '-d', '{"name":"Curl","username":"grpcurl_bot"}', h.grpcAddress, 'botplatform.v1.ConsoleService/CreateApplication');
-    expect(JSON.parse(taken.stdout || taken.stderr).code).toBe(6); // ALREADY_EXISTS
+    const takenStatus = JSON.parse(taken.stdout || taken.stderr);
+    expect(takenStatus.code).toBe(6); // ALREADY_EXISTS
+    expect(takenStatus.details).toContainEqual({
+      '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'ALREADY_EXISTS', domain: 'botplatform.dev', metadata: { field: 'username' },
+    });
 
     const anonymous = await run('-format-error', '-d', '{}', h.grpcAddress, 'botplatform.v1.ConsoleService/ListMyBots');
-    expect(JSON.parse(anonymous.stdout || anonymous.stderr).code).toBe(16); // UNAUTHENTICATED
+    const anonymousStatus = JSON.parse(anonymous.stdout || anonymous.stderr);
+    expect(anonymousStatus.code).toBe(16); // UNAUTHENTICATED
+    expect(anonymousStatus.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'UNAUTHENTICATED', domain: 'botplatform.dev' }]);
   });
 
   it('answers the health check', async () => {
