@@ -48,7 +48,8 @@ describe('grpcurl with reflection', () => {
     expect(method.status).toBe(0);
     expect(method.stdout).toMatch(/google\.api\.http\)\s*=\s*\{\s*post:\s*"\/api\/v1\/bots\/applications"/);
     const request = await run(h.grpcAddress, 'describe', 'botplatform.v1.CreateApplicationRequest');
-    expect(request.stdout).toMatch(/string name = 1 \[\(\.?google\.api\.field_behavior\) = REQUIRED\]/);
+    expect(request.stdout).toMatch(/string name = 1 \[[^\]]*\(\.?google\.api\.field_behavior\) = REQUIRED/);
+    expect(request.stdout).toMatch(/string name = 1 \[[^\]]*\(\.?botplatform\.v1\.constraints\) = \{ min_length: 1, max_length: 100 \}/);
     // The whole file, as a stub generator would receive it from reflection.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grpcurl-protos-'));
     try {
