@@ -13,3 +13,6 @@ buf generate
 buf build --exclude-source-info --as-file-descriptor-set -o src/gen/descriptors.binpb
 buf build -o "$tmp/image.json"
 tsx gateway/generator/main.ts "$tmp/image.json" "$PWD"
+# TypeScript types of the OpenAPI document by a mainstream third-party generator:
+# test/openapi-client.test.ts drives the service through them with openapi-fetch.
+openapi-typescript gateway/generated/openapi.json -o gateway/generated/openapi-types.ts >/dev/null

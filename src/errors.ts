@@ -35,8 +35,18 @@ export interface FieldViolation {
   description: string;
 }
 
+/** The domain of every ApiError's reason (google.rpc.ErrorInfo.domain). */
+export const ERROR_DOMAIN = 'botplatform.dev';
+
 export interface ApiErrorOptions {
   details?: FieldViolation[];
+  /**
+   * Machine-readable cause in UPPER_SNAKE_CASE (google.rpc.ErrorInfo.reason), unique
+   * within ERROR_DOMAIN. Defaults to the status code's name, e.g. "NOT_FOUND".
+   */
+  reason?: string;
+  /** Facts about the failure for programs (google.rpc.ErrorInfo.metadata); never secrets. */
+  metadata?: Record<string, string>;
   /** Seconds after which the call may succeed (RESOURCE_EXHAUSTED). */
   retryAfterSeconds?: number;
   /**
@@ -48,10 +58,22 @@ export interface ApiErrorOptions {
   cause?: unknown;
 }
 
+/** The field of a single violation and the retry hint, as ErrorInfo metadata. */
+function defaultMetadata(details: FieldViolation[], retryAfterSeconds: number | undefined): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  if (details.length === 1) metadata.field = details[0]!.field;
+  if (retryAfterSeconds !== undefined) metadata.retry_after_seconds = String(retryAfterSeconds);
+  return metadata;
+}
+
 export class ApiError extends Error {
   readonly code: Code;
   readonly details: FieldViolation[];
   readonly retryAfterSeconds?: number;
+  /** UPPER_SNAKE_CASE cause within ERROR_DOMAIN (google.rpc.ErrorInfo.reason). */
+  readonly reason: string;
+  /** google.rpc.ErrorInfo.metadata. */
+  readonly metadata: Record<string, string>;
   /** HTTP status override for the gateway (see ApiErrorOptions.httpStatus). */
   readonly httpStatus?: number;
   /** Logged, never sent. */
@@ -63,6 +85,8 @@ export class ApiError extends Error {
     this.code = code;
     this.details = options.details ?? [];
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.reason = options.reason ?? Code[code] ?? 'UNKNOWN';
+    this.metadata = options.metadata ?? defaultMetadata(this.details, options.retryAfterSeconds);
     this.httpStatus = options.httpStatus;
     this.internalCause = options.cause;
   }

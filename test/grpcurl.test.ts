@@ -4,6 +4,8 @@
  * the contract's status codes with google.rpc.BadRequest details.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from './helpers/harness.js';
@@ -41,6 +43,28 @@ describe('grpcurl with reflection', () => {
     expect(describeOut.stdout).toContain('.google.protobuf.Timestamp created_at');
   });
 
+  it('describes the files with their options: HTTP bindings, field behaviour, language packages', async () => {
+    const method = await run(h.grpcAddress, 'describe', 'botplatform.v1.ConsoleService.CreateApplication');
+    expect(method.status).toBe(0);
+    expect(method.stdout).toMatch(/google\.api\.http\)\s*=\s*\{\s*post:\s*"\/api\/v1\/bots\/applications"/);
+    const request = await run(h.grpcAddress, 'describe', 'botplatform.v1.CreateApplicationRequest');
+    expect(request.stdout).toMatch(/string name = 1 \[[^\]]*\(\.?google\.api\.field_behavior\) = REQUIRED/);
+    expect(request.stdout).toMatch(/string name = 1 \[[^\]]*\(\.?botplatform\.v1\.constraints\) = \{ min_length: 1, max_length: 100 \}/);
+    // The whole file, as a stub generator would receive it from reflection.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grpcurl-protos-'));
+    try {
+      const out = await run('-proto-out-dir', dir, h.grpcAddress, 'describe', 'botplatform.v1.ConsoleService');
+      expect(out.status).toBe(0);
+      const file = fs.readFileSync(path.join(dir, 'botplatform/v1/console_service.proto'), 'utf8');
+      expect(file).toMatch(/option go_package = "[^"]+;botplatformv1";/);
+      expect(file).toContain('option java_package = "com.botplatform.v1";');
+      expect(file).toContain('option csharp_namespace = "Botplatform.V1";');
+      expect(file).toMatch(/service_settings\) = \{/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('calls CreateApplication and gets the contract\'s errors with field violations', async () => {
     const auth = ['-H', `authorization: Bearer ${jwt}`];
     const ok = await run(...auth, '-d', '{"name":"Curl","username":"grpcurl_bot"}', h.grpcAddress, 'botplatform.v1.ConsoleService/CreateApplication');
@@ -56,11 +80,22 @@ describe('grpcurl with reflection', () => {
       fieldViolations: [{ field: 'username', reason: 'INVALID_FORMAT' }],
     });
 
+    expect(status.details).toContainEqual({
+      '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+      reason: 'INVALID_ARGUMENT', domain: 'botplatform.dev', metadata: { field: 'username' },
+    });
+
     const taken = await run('-format-error', ...auth, '-d', '{"name":"Curl","username":"grpcurl_bot"}', h.grpcAddress, 'botplatform.v1.ConsoleService/CreateApplication');
-    expect(JSON.parse(taken.stdout || taken.stderr).code).toBe(6); // ALREADY_EXISTS
+    const takenStatus = JSON.parse(taken.stdout || taken.stderr);
+    expect(takenStatus.code).toBe(6); // ALREADY_EXISTS
+    expect(takenStatus.details).toContainEqual({
+      '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'ALREADY_EXISTS', domain: 'botplatform.dev', metadata: { field: 'username' },
+    });
 
     const anonymous = await run('-format-error', '-d', '{}', h.grpcAddress, 'botplatform.v1.ConsoleService/ListMyBots');
-    expect(JSON.parse(anonymous.stdout || anonymous.stderr).code).toBe(16); // UNAUTHENTICATED
+    const anonymousStatus = JSON.parse(anonymous.stdout || anonymous.stderr);
+    expect(anonymousStatus.code).toBe(16); // UNAUTHENTICATED
+    expect(anonymousStatus.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'UNAUTHENTICATED', domain: 'botplatform.dev' }]);
   });
 
   it('answers the health check', async () => {

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { indexImage, type FieldDescriptor, type Image, type ImageIndex } from './descriptors.js';
 import type { EnumSchema, FieldSchema, FieldType, HttpMethod, MessageSchema, RouteSpec, Surface } from '../runtime/schema.js';
-import { buildOpenApi } from './openapi.js';
+import { buildOpenApi, type FieldOptions } from './openapi.js';
 import { buildSdk } from './sdk.js';
 
 const SETTINGS_OPTION = '[botplatform.v1.service_settings]';
@@ -18,6 +18,8 @@ const SUCCESS_OPTION = '[botplatform.v1.http_success_code]';
 const HTTP_OPTION = '[google.api.http]';
 const NULL_WHEN_UNSET_OPTION = '[botplatform.v1.null_when_unset]';
 const CHAT_LIMITED_OPTION = '[botplatform.v1.chat_limited]';
+const CONSTRAINTS_OPTION = '[botplatform.v1.constraints]';
+const FIELD_BEHAVIOR_OPTION = '[google.api.field_behavior]';
 const INTEGER_TYPES = ['TYPE_INT64', 'TYPE_SINT64', 'TYPE_SFIXED64', 'TYPE_INT32', 'TYPE_SINT32', 'TYPE_SFIXED32'];
 
 const SCALARS: Record<string, FieldType> = {
@@ -103,6 +105,8 @@ function main() {
   const messages: Record<string, MessageSchema> = {};
   const enums: Record<string, EnumSchema> = {};
   const comments: Record<string, string> = {};
+  /** "Message.field" → its field_behavior and (botplatform.v1.constraints), for the OpenAPI document. */
+  const fieldOptions: Record<string, FieldOptions> = {};
 
   const addEnum = (ref: string) => {
     if (enums[ref]) return;
@@ -123,6 +127,9 @@ function main() {
         const type = fieldType(f, index, `${ref}.${f.name}`);
         if (f.oneofIndex !== undefined && !f.proto3Optional) throw new Error(`${ref}.${f.name}: oneof is not supported yet`);
         comments[`${ref}.${f.name}`] = m.children[i] ?? '';
+        const behavior = f.options?.[FIELD_BEHAVIOR_OPTION] as string[] | undefined;
+        const constraints = f.options?.[CONSTRAINTS_OPTION] as FieldOptions['constraints'];
+        if (behavior || constraints) fieldOptions[`${ref}.${f.name}`] = { behavior: behavior ?? [], constraints };
         const element = type.kind === 'map' ? type.value : type;
         if (element.kind === 'message') addMessage(element.ref);
         if (element.kind === 'enum') addEnum(element.ref);
@@ -234,7 +241,7 @@ function main() {
     'export const methodSettings: Readonly<Record<string, MethodSettings>> = settings;\n';
   fs.writeFileSync(path.join(root, 'src/gen/methods.ts'), methodsTs);
 
-  const openapi = buildOpenApi({ routes, messages, enums, comments });
+  const openapi = buildOpenApi({ routes, messages, enums, comments, fieldOptions, credentials: Object.fromEntries(Object.entries(methods).map(([k, v]) => [k.slice(1), v.credential])) });
   fs.writeFileSync(path.join(root, 'gateway/generated/openapi.json'), JSON.stringify(openapi, null, 2) + '\n');
 
   fs.mkdirSync(path.join(root, 'sdk/src/generated'), { recursive: true });

@@ -16,6 +16,7 @@ import { renderError, successBody, surfaceOfPath } from './envelopes.js';
 import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
+import { registerDocsRoutes } from './docs.js';
 import type { Invoker } from './invoker.js';
 import type { RouteSpec, RouteTable, Surface } from './schema.js';
 
@@ -118,7 +119,10 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => sendError(routeNotFound(surfaceOfPath(request.url), request.method), request, reply));
 
-  if (opts.openapi) app.get('/api/v1/openapi.json', async () => opts.openapi);
+  if (opts.openapi) {
+    app.get('/api/v1/openapi.json', async () => opts.openapi);
+    registerDocsRoutes(app);
+  }
   if (opts.files) registerFileRoutes(app, opts.files);
   if (opts.console) registerConsoleRoutes(app, opts.console);
 

@@ -63,6 +63,34 @@ function rawFileDescriptors(set: Buffer): Buffer[] {
   return files;
 }
 
+/** The name (field 1) of an encoded FileDescriptorProto. */
+function fileName(file: Buffer): string | undefined {
+  const reader = new BinaryReader(file);
+  while (reader.pos < reader.len) {
+    const [field, wire] = reader.tag();
+    if (field === 1 && wire === WireType.LengthDelimited) return reader.string();
+    reader.skip(wire);
+  }
+  return undefined;
+}
+
+/**
+ * @grpc/reflection indexes the files through protobufjs, whose round trip drops every
+ * custom option (google.api.http, field_behavior, our own): answer with the bytes buf
+ * built instead, options included. Its index (by symbol, by extension) is kept.
+ */
+function serveRawFiles(reflection: ReflectionService, files: Buffer[]): void {
+  const raw = new Map(files.map((f) => [fileName(f), f] as const));
+  type Impl = { files?: Record<string, object>; fileEncodings?: Map<object, Uint8Array> };
+  for (const impl of Object.values(reflection as unknown as Record<string, Impl>)) {
+    if (!impl?.files || !(impl.fileEncodings instanceof Map)) throw new Error('unexpected @grpc/reflection internals');
+    for (const [name, file] of Object.entries(impl.files)) {
+      const bytes = raw.get(name);
+      if (bytes) impl.fileEncodings.set(file, bytes);
+    }
+  }
+}
+
 export interface GrpcServer {
   /** The bound port. */
   port: number;
@@ -125,10 +153,11 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
   // Reflection serves the files exactly as buf built them (health.proto included):
   // proto-loader's round trip drops well-known types and mangles map entries,
   // which grpcurl then cannot resolve.
-  const packageDefinition = {
-    'descriptor set': { fileDescriptorProtos: rawFileDescriptors(fs.readFileSync(DESCRIPTORS)) },
-  };
-  new ReflectionService(packageDefinition as never).addToServer(server);
+  const files = rawFileDescriptors(fs.readFileSync(DESCRIPTORS));
+  const packageDefinition = { 'descriptor set': { fileDescriptorProtos: files } };
+  const reflection = new ReflectionService(packageDefinition as never);
+  serveRawFiles(reflection, files);
+  reflection.addToServer(server);
 
   const bound = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),

@@ -1,15 +1,17 @@
 /**
  * ApiError ⇄ gRPC status with rich details: field violations travel as
- * google.rpc.BadRequest and retry hints as google.rpc.RetryInfo inside
+ * google.rpc.BadRequest, retry hints as google.rpc.RetryInfo, and every error's
+ * reason and domain (AIP-193) as google.rpc.ErrorInfo, inside
  * `grpc-status-details-bin`, the standard any gRPC client can read.
  */
 import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js';
-import { ApiError, Code } from '../errors.js';
-import { BadRequest, RetryInfo } from '../gen/google/rpc/error_details.js';
+import { ApiError, Code, ERROR_DOMAIN } from '../errors.js';
+import { BadRequest, ErrorInfo, RetryInfo } from '../gen/google/rpc/error_details.js';
 import { Status } from '../gen/google/rpc/status.js';
 
 const BAD_REQUEST = 'type.googleapis.com/google.rpc.BadRequest';
 const RETRY_INFO = 'type.googleapis.com/google.rpc.RetryInfo';
+const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo';
 const DETAILS_KEY = 'grpc-status-details-bin';
 
 export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
@@ -26,6 +28,12 @@ export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
     details.push({
       typeUrl: RETRY_INFO,
       value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: err.retryAfterSeconds, nanos: 0 } }).finish()),
+    });
+  }
+  if (err.code !== Code.OK) {
+    details.push({
+      typeUrl: ERROR_INFO,
+      value: Buffer.from(ErrorInfo.encode({ reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata }).finish()),
     });
   }
   const metadata = new Metadata();
@@ -49,6 +57,12 @@ export function fromServiceError(err: ServiceError): ApiError {
           }));
         } else if (any.typeUrl === RETRY_INFO) {
           options.retryAfterSeconds = RetryInfo.decode(any.value).retryDelay?.seconds;
+        } else if (any.typeUrl === ERROR_INFO) {
+          const info = ErrorInfo.decode(any.value);
+          if (info.domain === ERROR_DOMAIN) {
+            options.reason = info.reason;
+            options.metadata = info.metadata;
+          }
         }
       }
     } catch {

@@ -46,6 +46,34 @@ export interface ServiceSettings {
   credential: Credential;
 }
 
+/**
+ * FieldConstraints are the limits the service enforces on a field's value (a request
+ * outside them is INVALID_ARGUMENT); the OpenAPI document publishes them as JSON
+ * Schema keywords. Lengths count Unicode code points, as JSON Schema does.
+ */
+export interface FieldConstraints {
+  /** Fewest characters of a string (minLength). */
+  minLength?:
+    | number
+    | undefined;
+  /** Most characters of a string (maxLength). */
+  maxLength?:
+    | number
+    | undefined;
+  /** ECMAScript regular expression the whole string matches (pattern). */
+  pattern: string;
+  /** Smallest value of a number (minimum). */
+  minimum?:
+    | number
+    | undefined;
+  /** Largest value of a number (maximum). */
+  maximum?:
+    | number
+    | undefined;
+  /** Most entries of a repeated field (maxItems). */
+  maxItems?: number | undefined;
+}
+
 function createBaseServiceSettings(): ServiceSettings {
   return { surface: 0, credential: 0 };
 }
@@ -113,6 +141,128 @@ export const ServiceSettings: MessageFns<ServiceSettings> = {
   },
 };
 
+function createBaseFieldConstraints(): FieldConstraints {
+  return {
+    minLength: undefined,
+    maxLength: undefined,
+    pattern: "",
+    minimum: undefined,
+    maximum: undefined,
+    maxItems: undefined,
+  };
+}
+
+export const FieldConstraints: MessageFns<FieldConstraints> = {
+  encode(message: FieldConstraints, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.minLength !== undefined) {
+      writer.uint32(8).uint32(message.minLength);
+    }
+    if (message.maxLength !== undefined) {
+      writer.uint32(16).uint32(message.maxLength);
+    }
+    if (message.pattern !== "") {
+      writer.uint32(26).string(message.pattern);
+    }
+    if (message.minimum !== undefined) {
+      writer.uint32(32).int64(message.minimum);
+    }
+    if (message.maximum !== undefined) {
+      writer.uint32(40).int64(message.maximum);
+    }
+    if (message.maxItems !== undefined) {
+      writer.uint32(48).uint32(message.maxItems);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FieldConstraints {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFieldConstraints();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.minLength = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.maxLength = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pattern = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.minimum = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maximum = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxItems = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<FieldConstraints>, I>>(base?: I): FieldConstraints {
+    return FieldConstraints.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FieldConstraints>, I>>(object: I): FieldConstraints {
+    const message = createBaseFieldConstraints();
+    message.minLength = object.minLength ?? undefined;
+    message.maxLength = object.maxLength ?? undefined;
+    message.pattern = object.pattern ?? "";
+    message.minimum = object.minimum ?? undefined;
+    message.maximum = object.maximum ?? undefined;
+    message.maxItems = object.maxItems ?? undefined;
+    return message;
+  },
+};
+
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
 type DeepPartial<T> = T extends Builtin ? T
@@ -124,6 +274,17 @@ type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;
