@@ -66,7 +66,7 @@ function checkContact(v: check.Violations, c: BotContact): void {
 
 const COMMAND = /^[a-z0-9_]{1,32}$/;
 
-function checkCommands(v: check.Violations, menu: BotCommand[]): void {
+export function checkCommands(v: check.Violations, menu: BotCommand[]): void {
   if (menu.length > 100) v.add('command_menu', 'TOO_MANY', 'must have at most 100 entries');
   const seen = new Set<string>();
   menu.forEach((c, i) => {
