@@ -196,3 +196,25 @@ describe('Telegram surface', () => {
     expect((await tg(token, 'close')).body).toEqual({ ok: true, result: true });
   });
 });
+
+describe('Telegram surface on a gateway of its own (over gRPC)', () => {
+  it('getMe, getUpdates and a multipart sendDocument go through the gRPC invoker', async () => {
+    const h = await startHarness('separate-gateway');
+    try {
+      const ownerJwt = await h.jwt('tg-sep-owner');
+      const { id, token } = await approvedBot(h, ownerJwt, 'tg_sep');
+      const me = await call(h.url, 'GET', `/bot${token}/getMe`);
+      expect(me.body.result).toMatchObject({ id: expect.any(Number), is_bot: true, username: 'tg_sep' });
+      await client(h.url, ownerJwt).post(`/api/v1/bots/my/${id}/test-updates`, { text: 'hi', chat_id: 31 });
+      const updates = await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { offset: -1 } });
+      expect(updates.body.result).toMatchObject([{ update_id: 1, message: { text: 'hi', chat: { id: 31 } } }]);
+      const form = new FormData();
+      form.set('chat_id', '31');
+      form.set('document', new Blob([new Uint8Array(Buffer.from('hello file'))], { type: 'text/plain' }), 'hello.txt');
+      const sent = await (await fetch(`${h.url}/bot${token}/sendDocument`, { method: 'POST', body: form })).json();
+      expect(sent.result.document).toMatchObject({ file_name: 'hello.txt', mime_type: 'text/plain', file_size: 10 });
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -2019,17 +2019,6 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
-        },
-        {
-          "proto": "user_id",
-          "json": "user_id",
-          "ts": "userId",
-          "type": {
-            "kind": "scalar",
-            "scalar": "int64"
-          },
-          "repeated": false,
-          "optional": false
         }
       ]
     },

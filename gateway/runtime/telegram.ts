@@ -14,6 +14,7 @@ import crypto from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobMismatch, stagingKey } from '../../src/blobs/blob-store.js';
+import { botUserId } from '../../src/domain/messages-service.js';
 import { ApiError } from '../../src/errors.js';
 import type { Codec } from './codec.js';
 import { routeNotFound, unsupportedMediaType } from './errors.js';
@@ -157,7 +158,8 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   async getme(ctx) {
     const me = await ctx.rpc('GetMe', {});
     return {
-      id: num(me.user_id),
+      // The numeric id the bot's messages carry in from.id (derived from its opaque id).
+      id: botUserId(String(me.id)),
       is_bot: true,
       first_name: me.name,
       username: me.username,

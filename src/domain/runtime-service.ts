@@ -2,7 +2,6 @@
 import { ApiError } from '../errors.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import { checkCommands } from './console-service.js';
-import { botUserId } from './messages-service.js';
 import type { RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -37,7 +36,6 @@ export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe
           username: bot.username,
           supportsInlineQueries: bot.supportsInlineQueries,
           canJoinGroups: bot.canJoinGroups,
-          userId: botUserId(bot.id),
         },
       };
     },

@@ -205,8 +205,6 @@ export interface BotUser {
   supports_inline_queries: boolean;
   /** Whether the bot may be added to groups. */
   can_join_groups: boolean;
-  /** The bot's numeric id as a chat participant: Message.from.id of what it sends. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
-  user_id: number;
 }
 
 /** ByteRange is a part of a file. */

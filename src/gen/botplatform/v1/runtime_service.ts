@@ -117,11 +117,6 @@ export interface BotUser {
   supportsInlineQueries: boolean;
   /** Whether the bot may be added to groups. */
   canJoinGroups: boolean;
-  /**
-   * The bot's numeric id as a chat participant: Message.from.id of what it sends.
-   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
-   */
-  userId: number;
 }
 
 /** GetMeResponse carries the calling bot. */
@@ -978,15 +973,7 @@ export const GetMeRequest: MessageFns<GetMeRequest> = {
 };
 
 function createBaseBotUser(): BotUser {
-  return {
-    id: "",
-    isBot: false,
-    name: "",
-    username: "",
-    supportsInlineQueries: false,
-    canJoinGroups: false,
-    userId: 0,
-  };
+  return { id: "", isBot: false, name: "", username: "", supportsInlineQueries: false, canJoinGroups: false };
 }
 
 export const BotUser: MessageFns<BotUser> = {
@@ -1008,9 +995,6 @@ export const BotUser: MessageFns<BotUser> = {
     }
     if (message.canJoinGroups !== false) {
       writer.uint32(48).bool(message.canJoinGroups);
-    }
-    if (message.userId !== 0) {
-      writer.uint32(56).int64(message.userId);
     }
     return writer;
   },
@@ -1076,14 +1060,6 @@ export const BotUser: MessageFns<BotUser> = {
             message.canJoinGroups = reader.bool();
             continue;
           }
-          case 7: {
-            if (tag !== 56) {
-              break;
-            }
-
-            message.userId = longToNumber(reader.int64());
-            continue;
-          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1107,7 +1083,6 @@ export const BotUser: MessageFns<BotUser> = {
     message.username = object.username ?? "";
     message.supportsInlineQueries = object.supportsInlineQueries ?? false;
     message.canJoinGroups = object.canJoinGroups ?? false;
-    message.userId = object.userId ?? 0;
     return message;
   },
 };
