@@ -190,6 +190,30 @@ describe('Telegram surface', () => {
     expect(missing.status).toBe(400);
   });
 
+  it('bad input is a 400 (413 for an oversize body) in Telegram\'s shape, never a 500', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_bad');
+    await testUpdate(id, 'hi', 55);
+    const form = (body: string) => call(h.url, 'POST', `/bot${token}/sendMessage`, { rawBody: body, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const cases = [
+      await call(h.url, 'POST', `/bot${token}/sendMessage`, { rawBody: '[1,2]', headers: { 'content-type': 'application/json' } }),
+      await call(h.url, 'POST', `/bot${token}/sendMessage`, { rawBody: '{"chat_id":', headers: { 'content-type': 'application/json' } }),
+      await form('chat_id=%40someone&text=hi'),
+      await form('chat_id=55'),
+      await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { offset: 'abc' } }),
+      await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { offset: -1e12 } }),
+      await call(h.url, 'POST', `/bot${token}/sendPhoto`, { rawBody: '--x\r\nbroken', headers: { 'content-type': 'multipart/form-data; boundary=x' } }),
+      await call(h.url, 'POST', `/bot${token}/sendPhoto`, { body: { chat_id: 55, photo: { nested: true } } }),
+      await call(h.url, 'POST', `/bot${token}/setMyCommands`, { rawBody: 'commands=not-json', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+    ];
+    for (const r of cases) {
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual({ ok: false, error_code: 400, description: expect.stringMatching(/^Bad Request: /) });
+    }
+    const big = await call(h.url, 'POST', `/bot${token}/sendMessage`, { body: { chat_id: 55, text: 'x'.repeat(2 * 1024 * 1024) } });
+    expect(big.status).toBe(413);
+    expect(big.body.ok).toBe(false);
+  });
+
   it('logOut and close answer true for a valid token', async () => {
     const { token } = await approvedBot(h, ownerJwt, 'tg_logout');
     expect((await tg(token, 'logOut')).body).toEqual({ ok: true, result: true });
