@@ -141,7 +141,7 @@ describe('Telegram surface', () => {
     expect((await owner.get(`/api/v1/bots/my/${id}`)).body.command_menu).toEqual(commands);
     const bad = await tg(token, 'setMyCommands', { commands: [{ command: 'Bad Command', description: 'x' }] });
     expect(bad.status).toBe(400);
-    expect(bad.body.ok).toBe(false);
+    expect(bad.body.description).toContain('commands[0].command');
     // Form-encoded: the array as JSON text, as Telegram takes it.
     const form = await call(h.url, 'POST', `/bot${token}/setMyCommands`, {
       rawBody: `commands=${encodeURIComponent(JSON.stringify([{ command: 'go', description: 'Go' }]))}`,

@@ -43,7 +43,7 @@ export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe
     async setMyCommands(req, { principal }) {
       const v = new check.Violations();
       const menu = req.commands.map(({ command, description }) => ({ command, description }));
-      checkCommands(v, menu);
+      checkCommands(v, menu, 'commands');
       v.throwIfAny();
       await setMenu(principal, menu);
       return { result: true };
