@@ -107,6 +107,18 @@ export interface paths {
     /** GetFile returns a file's metadata and a signed download URL. */
     post: operations["RuntimeService_GetFile"];
   };
+  "/api/v1/bots/setMyCommands": {
+    /** SetMyCommands replaces the bot's command menu (the console's command_menu). */
+    post: operations["RuntimeService_SetMyCommands"];
+  };
+  "/api/v1/bots/getMyCommands": {
+    /** GetMyCommands returns the bot's command menu. */
+    post: operations["RuntimeService_GetMyCommands"];
+  };
+  "/api/v1/bots/deleteMyCommands": {
+    /** DeleteMyCommands empties the bot's command menu. */
+    post: operations["RuntimeService_DeleteMyCommands"];
+  };
 }
 
 export type webhooks = Record<string, never>;
@@ -426,6 +438,13 @@ export interface components {
       /** @description The bot, delivery_mode polling. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
     };
+    /** @description DeleteMyCommandsRequest has no fields. */
+    "botplatform.v1.DeleteMyCommandsRequest": Record<string, never>;
+    /** @description DeleteMyCommandsResponse answers true. */
+    "botplatform.v1.DeleteMyCommandsResponse": {
+      /** @description Always true. */
+      result: boolean;
+    };
     /** @description DeleteWebhookRequest may drop what is pending. */
     "botplatform.v1.DeleteWebhookRequest": {
       /** @description Forget the updates not yet received. */
@@ -550,6 +569,13 @@ export interface components {
       /** @description The bot, with its redacted webhook and command menu. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
     };
+    /** @description GetMyCommandsRequest has no fields. */
+    "botplatform.v1.GetMyCommandsRequest": Record<string, never>;
+    /** @description GetMyCommandsResponse carries the command menu. */
+    "botplatform.v1.GetMyCommandsResponse": {
+      /** @description The commands, in menu order. */
+      result: components["schemas"]["botplatform.v1.BotCommand"][];
+    };
     /** @description GetUpdatesRequest is one poll. */
     "botplatform.v1.GetUpdatesRequest": {
       /**
@@ -569,6 +595,11 @@ export interface components {
       timeout?: number;
       /** @description Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
       allowed_updates?: string[];
+      /**
+       * Format: int32
+       * @description Instead of offset: the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
+       */
+      tail?: number;
     };
     /** @description GetUpdatesResponse carries updates in update_seq order. */
     "botplatform.v1.GetUpdatesResponse": {
@@ -896,6 +927,16 @@ export interface components {
     "botplatform.v1.SetBotWebhookResponse": {
       /** @description The bot, delivery_mode webhook. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
+    };
+    /** @description SetMyCommandsRequest is the new command menu. */
+    "botplatform.v1.SetMyCommandsRequest": {
+      /** @description At most 100 commands, each unique: 1 to 32 of a-z, 0-9 and underscore. */
+      commands: components["schemas"]["botplatform.v1.BotCommand"][];
+    };
+    /** @description SetMyCommandsResponse answers true. */
+    "botplatform.v1.SetMyCommandsResponse": {
+      /** @description Always true. */
+      result: boolean;
     };
     /** @description SetWebhookRequest is the webhook configuration. */
     "botplatform.v1.SetWebhookRequest": {
@@ -2276,6 +2317,11 @@ export interface operations {
           timeout?: number;
           /** @description Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
           allowed_updates?: string[];
+          /**
+           * Format: int32
+           * @description Instead of offset: the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
+           */
+          tail?: number;
         };
       };
     };
@@ -3068,6 +3114,216 @@ export interface operations {
             /** @constant */
             ok: true;
             result: components["schemas"]["botplatform.v1.File"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** SetMyCommands replaces the bot's command menu (the console's command_menu). */
+  RuntimeService_SetMyCommands: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description At most 100 commands, each unique: 1 to 32 of a-z, 0-9 and underscore. */
+          commands: components["schemas"]["botplatform.v1.BotCommand"][];
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** GetMyCommands returns the bot's command menu. */
+  RuntimeService_GetMyCommands: {
+    requestBody?: {
+      content: {
+        "application/json": Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.BotCommand"][];
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** DeleteMyCommands empties the bot's command menu. */
+  RuntimeService_DeleteMyCommands: {
+    requestBody?: {
+      content: {
+        "application/json": Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
           };
         };
       };

@@ -33,6 +33,9 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.RuntimeService/CompleteUpload","method":"POST","template":"/api/v1/bots/files/complete","fastifyPath":"/api/v1/bots/files/complete","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.CompleteUploadRequest","responseType":"botplatform.v1.CompleteUploadResponse", "grpc": RuntimeServiceService.completeUpload },
   {"rpc":"botplatform.v1.RuntimeService/ProvePossession","method":"POST","template":"/api/v1/bots/files/possession","fastifyPath":"/api/v1/bots/files/possession","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.ProvePossessionRequest","responseType":"botplatform.v1.ProvePossessionResponse", "grpc": RuntimeServiceService.provePossession },
   {"rpc":"botplatform.v1.RuntimeService/GetFile","method":"POST","template":"/api/v1/bots/getFile","fastifyPath":"/api/v1/bots/getFile","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetFileRequest","responseType":"botplatform.v1.GetFileResponse", "grpc": RuntimeServiceService.getFile },
+  {"rpc":"botplatform.v1.RuntimeService/SetMyCommands","method":"POST","template":"/api/v1/bots/setMyCommands","fastifyPath":"/api/v1/bots/setMyCommands","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SetMyCommandsRequest","responseType":"botplatform.v1.SetMyCommandsResponse", "grpc": RuntimeServiceService.setMyCommands },
+  {"rpc":"botplatform.v1.RuntimeService/GetMyCommands","method":"POST","template":"/api/v1/bots/getMyCommands","fastifyPath":"/api/v1/bots/getMyCommands","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMyCommandsRequest","responseType":"botplatform.v1.GetMyCommandsResponse", "grpc": RuntimeServiceService.getMyCommands },
+  {"rpc":"botplatform.v1.RuntimeService/DeleteMyCommands","method":"POST","template":"/api/v1/bots/deleteMyCommands","fastifyPath":"/api/v1/bots/deleteMyCommands","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.DeleteMyCommandsRequest","responseType":"botplatform.v1.DeleteMyCommandsResponse", "grpc": RuntimeServiceService.deleteMyCommands },
   ],
   messages: {
     "botplatform.v1.ListBotsRequest": {
@@ -2064,6 +2067,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": true,
           "optional": false
+        },
+        {
+          "proto": "tail",
+          "json": "tail",
+          "ts": "tail",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -3152,6 +3166,72 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.File"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SetMyCommandsRequest": {
+      "fields": [
+        {
+          "proto": "commands",
+          "json": "commands",
+          "ts": "commands",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.BotCommand"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SetMyCommandsResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetMyCommandsRequest": {
+      "fields": []
+    },
+    "botplatform.v1.GetMyCommandsResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.BotCommand"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteMyCommandsRequest": {
+      "fields": []
+    },
+    "botplatform.v1.DeleteMyCommandsResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
           },
           "repeated": false,
           "optional": false

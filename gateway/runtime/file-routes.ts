@@ -5,7 +5,7 @@
  * JSON — so they are the gateway's only hand-written routes; the signature in the
  * URL is their whole authorisation. Errors use the runtime envelope.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { blobKey, BlobMismatch, stagingKey, type BlobStore } from '../../src/blobs/blob-store.js';
 import type { UrlSigner, Verified } from '../../src/blobs/signed-token.js';
 import { ApiError, Code } from '../../src/errors.js';
@@ -53,16 +53,20 @@ export function registerFileRoutes(app: FastifyInstance, opts: FileRoutesOptions
     });
   });
 
-  app.get('/api/v1/files/download/:token', { config }, async (request, reply) => {
-    const grant = grantOf(opts.signer.verify((request.params as { token: string }).token, 'download'), 'download');
-    const size = await opts.blobs.size(blobKey(grant.sha256));
-    if (size === undefined) throw ApiError.notFound('file');
-    return reply
-      .header('content-type', grant.type)
-      .header('content-length', String(size))
-      .header('content-disposition', `attachment; filename*=UTF-8''${encodeURIComponent(grant.name)}`)
-      .header('x-content-type-options', 'nosniff')
-      .header('cache-control', 'private, max-age=3600')
-      .send(opts.blobs.read(blobKey(grant.sha256)));
-  });
+  app.get('/api/v1/files/download/:token', { config }, async (request, reply) =>
+    sendDownload(opts, (request.params as { token: string }).token, reply));
+}
+
+/** Answers a file's content from a signed download token (also used by the Telegram surface's /file/bot routes). */
+export async function sendDownload(opts: FileRoutesOptions, token: string, reply: FastifyReply) {
+  const grant = grantOf(opts.signer.verify(token, 'download'), 'download');
+  const size = await opts.blobs.size(blobKey(grant.sha256));
+  if (size === undefined) throw ApiError.notFound('file');
+  return reply
+    .header('content-type', grant.type)
+    .header('content-length', String(size))
+    .header('content-disposition', `attachment; filename*=UTF-8''${encodeURIComponent(grant.name)}`)
+    .header('x-content-type-options', 'nosniff')
+    .header('cache-control', 'private, max-age=3600')
+    .send(opts.blobs.read(blobKey(grant.sha256)));
 }

@@ -17,6 +17,7 @@ import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
 import { registerDocsRoutes } from './docs.js';
+import { registerTelegramRoutes } from './telegram.js';
 import type { Invoker } from './invoker.js';
 import type { RouteSpec, RouteTable, Surface } from './schema.js';
 
@@ -125,6 +126,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   }
   if (opts.files) registerFileRoutes(app, opts.files);
   if (opts.console) registerConsoleRoutes(app, opts.console);
+  registerTelegramRoutes(app, { table: opts.table, codec, files: opts.files, call: (spec, message, metadata, request, reply) => callCore(spec, message, metadata, request, reply) });
 
   for (const spec of opts.table.routes) {
     app.route({
@@ -141,15 +143,27 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       query: request.query as Record<string, string | string[]>,
       params: request.params as Record<string, string>,
     });
-    const metadata: Record<string, string> = {
-      'x-request-id': String(request.id),
-      // Where this request came in: the base of the file URLs the core hands out.
-      [PUBLIC_BASE_URL_METADATA]: `${request.protocol}://${request.host}`,
-    };
+    const metadata: Record<string, string> = {};
     for (const h of FORWARDED_HEADERS) {
       const v = request.headers[h];
       if (typeof v === 'string') metadata[h] = v;
     }
+    const result = await callCore(spec, message, metadata, request, reply);
+    return reply.code(spec.successCode).type('application/json').send(successBody(spec.surface, result ?? null));
+  }
+
+  /**
+   * One call through the invoker (the core's whole chain) for a request: request id and
+   * public base URL as metadata, cancelled when the client goes away or at shutdown.
+   * Answers the route's response as its JSON wire value (the response_body field's, if any).
+   */
+  async function callCore(spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const metadata: Record<string, string> = {
+      ...extra,
+      'x-request-id': String(request.id),
+      // Where this request came in: the base of the file URLs the core hands out.
+      [PUBLIC_BASE_URL_METADATA]: `${request.protocol}://${request.host}`,
+    };
     const abort = new AbortController();
     // The response stream closes early only when the client went away.
     const onClose = () => {
@@ -170,10 +184,9 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       inFlight.delete(abort);
     }
     const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
-    const result = field
+    return field
       ? codec.encodeField(field, response[field.ts], spec.surface)
       : codec.encodeMessage(spec.responseType, response, spec.surface);
-    return reply.code(spec.successCode).type('application/json').send(successBody(spec.surface, result ?? null));
   }
 
   return Object.assign(app, {

@@ -55,7 +55,11 @@ export interface WebhookResult {
   durationMs: number;
 }
 
-/** The signature headers of contract §5. */
+/**
+ * The signature headers of contract §5, and Telegram's secret-token header (the
+ * secret itself, over the HTTPS-only webhook) so Telegram frameworks' webhook
+ * handlers accept the delivery.
+ */
 export function signatureHeaders(secret: string, body: string, updateId: number, now = Date.now()): Record<string, string> {
   const timestamp = String(Math.floor(now / 1000));
   const signature = crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
@@ -64,6 +68,7 @@ export function signatureHeaders(secret: string, body: string, updateId: number,
     'x-service-timestamp': timestamp,
     'x-service-signature-v2': signature,
     'x-service-update-id': String(updateId),
+    'x-telegram-bot-api-secret-token': secret,
   };
 }
 

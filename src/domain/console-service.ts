@@ -71,14 +71,14 @@ function checkContact(v: check.Violations, c: BotContact): void {
 
 const COMMAND = /^[a-z0-9_]{1,32}$/;
 
-function checkCommands(v: check.Violations, menu: BotCommand[]): void {
-  if (menu.length > 100) v.add('command_menu', 'TOO_MANY', 'must have at most 100 entries');
+export function checkCommands(v: check.Violations, menu: BotCommand[], field = 'command_menu'): void {
+  if (menu.length > 100) v.add(field, 'TOO_MANY', 'must have at most 100 entries');
   const seen = new Set<string>();
   menu.forEach((c, i) => {
-    if (!COMMAND.test(c.command)) v.add(`command_menu[${i}].command`, 'INVALID_FORMAT', 'must be 1 to 32 of a-z, 0-9 and underscore');
-    else if (seen.has(c.command)) v.add(`command_menu[${i}].command`, 'DUPLICATE', 'must be unique');
+    if (!COMMAND.test(c.command)) v.add(`${field}[${i}].command`, 'INVALID_FORMAT', 'must be 1 to 32 of a-z, 0-9 and underscore');
+    else if (seen.has(c.command)) v.add(`${field}[${i}].command`, 'DUPLICATE', 'must be unique');
     seen.add(c.command);
-    check.requiredText(v, `command_menu[${i}].description`, c.description, 256);
+    check.requiredText(v, `${field}[${i}].description`, c.description, 256);
   });
 }
 

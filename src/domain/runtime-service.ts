@@ -1,17 +1,33 @@
 /** The bot API, as seen by an authenticated bot. */
 import { ApiError } from '../errors.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
+import { checkCommands } from './console-service.js';
 import type { RuntimeRpc } from './rpc.js';
+import * as check from './validation.js';
 
 export interface RuntimeDeps {
   bots: BotsRepo;
+  now?: () => number;
 }
 
-export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe'> {
+export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe' | 'setMyCommands' | 'getMyCommands' | 'deleteMyCommands'> {
+  const now = deps.now ?? Date.now;
+
+  async function botOf(botId: string) {
+    const bot = await deps.bots.findById(botId);
+    if (!bot) throw ApiError.unauthenticated('invalid or revoked bot token');
+    return bot;
+  }
+
+  /** The command menu (the console's command_menu) replaced; only while the bot is approved. */
+  async function setMenu(principal: { ownerId: string; botId: string }, menu: { command: string; description: string }[]) {
+    const ok = await deps.bots.updateProfile(principal.ownerId, principal.botId, { commandMenu: menu }, now());
+    if (!ok) throw ApiError.failedPrecondition('the bot is not approved');
+  }
+
   return {
     async getMe(_req, { principal }) {
-      const bot = await deps.bots.findById(principal.botId);
-      if (!bot) throw ApiError.unauthenticated('invalid or revoked bot token');
+      const bot = await botOf(principal.botId);
       return {
         result: {
           id: bot.id,
@@ -22,6 +38,25 @@ export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe
           canJoinGroups: bot.canJoinGroups,
         },
       };
+    },
+
+    async setMyCommands(req, { principal }) {
+      const v = new check.Violations();
+      const menu = req.commands.map(({ command, description }) => ({ command, description }));
+      checkCommands(v, menu, 'commands');
+      v.throwIfAny();
+      await setMenu(principal, menu);
+      return { result: true };
+    },
+
+    async getMyCommands(_req, { principal }) {
+      const bot = await botOf(principal.botId);
+      return { result: bot.commandMenu.map(({ command, description }) => ({ command, description })) };
+    },
+
+    async deleteMyCommands(_req, { principal }) {
+      await setMenu(principal, []);
+      return { result: true };
     },
   };
 }

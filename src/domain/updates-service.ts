@@ -221,6 +221,8 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     async getUpdates(req, { principal, signal }) {
       const v = new check.Violations();
       if (req.offset !== undefined && req.offset < 0) v.add('offset', 'OUT_OF_RANGE', 'must be 0 or more');
+      if (req.tail !== undefined && req.tail < 1) v.add('tail', 'OUT_OF_RANGE', 'must be 1 or more');
+      if (req.tail !== undefined && req.offset !== undefined) v.add('tail', 'CONFLICT', 'cannot be given with offset');
       if (req.limit !== undefined && (req.limit < 1 || req.limit > 100)) v.add('limit', 'OUT_OF_RANGE', 'must be 1 to 100');
       if (req.timeout !== undefined && (req.timeout < 0 || req.timeout > 50)) v.add('timeout', 'OUT_OF_RANGE', 'must be 0 to 50');
       checkKinds(v, 'allowed_updates', req.allowedUpdates);
@@ -229,13 +231,17 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       if (bot.deliveryMode === 'webhook') throw webhookActive();
       const limit = req.limit ?? 100;
       const timeoutMs = (req.timeout ?? 0) * 1000;
-      const offset = req.offset ?? 0;
+      let offset = req.offset ?? 0;
 
       // Newest call wins: claim before reading, so an update committed meanwhile wakes us.
       const waiter = deps.waiters.claim(bot.id, true);
       try {
         if (req.allowedUpdates.length > 0) await deps.bots.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
-        if (offset > 1) {
+        if (req.tail !== undefined) {
+          // Telegram's negative offset: the newest `tail`, everything before them confirmed.
+          offset = Math.max(1, (await deps.bots.lastUpdateSeq(bot.id)) + 1 - req.tail);
+          await deps.updates.confirmBelow(bot.id, offset);
+        } else if (offset > 1) {
           const last = await deps.bots.lastUpdateSeq(bot.id);
           if (offset > last + 1) {
             throw ApiError.invalid('offset', 'OUT_OF_RANGE', `is past the newest update (update_seq ${last}); use at most ${last + 1}`);

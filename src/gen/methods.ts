@@ -140,6 +140,21 @@ const settings = {
     "credential": "bot_token",
     "surface": "runtime",
     "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/SetMyCommands": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/GetMyCommands": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/DeleteMyCommands": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
   }
 } as const satisfies Record<string, MethodSettings>;
 /** The path of every RPC ("/botplatform.v1.RuntimeService/GetMe"). */

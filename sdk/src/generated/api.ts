@@ -289,6 +289,10 @@ export interface DeleteBotWebhookRequest {
   drop_pending_updates?: boolean;
 }
 
+/** DeleteMyCommandsRequest has no fields. */
+export interface DeleteMyCommandsRequest {
+}
+
 /** DeleteWebhookRequest may drop what is pending. */
 export interface DeleteWebhookRequest {
   /** Forget the updates not yet received. */
@@ -363,6 +367,10 @@ export interface GetMyBotRequest {
   id: string;
 }
 
+/** GetMyCommandsRequest has no fields. */
+export interface GetMyCommandsRequest {
+}
+
 /** GetUpdatesRequest is one poll. */
 export interface GetUpdatesRequest {
   /** First update_seq wanted; every update below it is confirmed and forgotten. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
@@ -373,6 +381,8 @@ export interface GetUpdatesRequest {
   timeout?: number;
   /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
   allowed_updates?: string[];
+  /** Instead of offset: the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1. */
+  tail?: number;
 }
 
 /** GetWebhookInfoRequest has no fields. */
@@ -597,6 +607,12 @@ export interface SetBotWebhookRequest {
   max_connections?: number;
   /** Forget the updates not yet received. */
   drop_pending_updates?: boolean;
+}
+
+/** SetMyCommandsRequest is the new command menu. */
+export interface SetMyCommandsRequest {
+  /** At most 100 commands, each unique: 1 to 32 of a-z, 0-9 and underscore. */
+  commands: BotCommandInput[];
 }
 
 /** SetWebhookRequest is the webhook configuration. */
@@ -830,6 +846,9 @@ export const runtimeMethods = {
   completeUpload: {"rpc":"botplatform.v1.RuntimeService/CompleteUpload","httpMethod":"POST","path":"/api/v1/bots/files/complete","pathParams":[],"body":"*","successCode":200},
   provePossession: {"rpc":"botplatform.v1.RuntimeService/ProvePossession","httpMethod":"POST","path":"/api/v1/bots/files/possession","pathParams":[],"body":"*","successCode":200},
   getFile: {"rpc":"botplatform.v1.RuntimeService/GetFile","httpMethod":"POST","path":"/api/v1/bots/getFile","pathParams":[],"body":"*","successCode":200},
+  setMyCommands: {"rpc":"botplatform.v1.RuntimeService/SetMyCommands","httpMethod":"POST","path":"/api/v1/bots/setMyCommands","pathParams":[],"body":"*","successCode":200},
+  getMyCommands: {"rpc":"botplatform.v1.RuntimeService/GetMyCommands","httpMethod":"POST","path":"/api/v1/bots/getMyCommands","pathParams":[],"body":"*","successCode":200},
+  deleteMyCommands: {"rpc":"botplatform.v1.RuntimeService/DeleteMyCommands","httpMethod":"POST","path":"/api/v1/bots/deleteMyCommands","pathParams":[],"body":"*","successCode":200},
 } as const satisfies Record<string, MethodBinding>;
 
 /** Request and result types of RuntimeService's methods. */
@@ -858,4 +877,10 @@ export interface RuntimeMethodTypes {
   provePossession: { request: ProvePossessionRequest; result: UploadCredentials; optionalRequest: false };
   /** GetFile returns a file's metadata and a signed download URL. */
   getFile: { request: GetFileRequest; result: File; optionalRequest: false };
+  /** SetMyCommands replaces the bot's command menu (the console's command_menu). */
+  setMyCommands: { request: SetMyCommandsRequest; result: boolean; optionalRequest: false };
+  /** GetMyCommands returns the bot's command menu. */
+  getMyCommands: { request: GetMyCommandsRequest; result: BotCommand[]; optionalRequest: true };
+  /** DeleteMyCommands empties the bot's command menu. */
+  deleteMyCommands: { request: DeleteMyCommandsRequest; result: boolean; optionalRequest: true };
 }

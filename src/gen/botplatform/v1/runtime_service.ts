@@ -18,6 +18,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { BotCommand } from "./bot.js";
 import { File, Message, Update, WebhookInfo } from "./update.js";
 
 /** GetUpdatesRequest is one poll. */
@@ -39,6 +40,11 @@ export interface GetUpdatesRequest {
     | undefined;
   /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
   allowedUpdates: string[];
+  /**
+   * Instead of offset: the newest `tail` updates, every older one confirmed and
+   * forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
+   */
+  tail?: number | undefined;
 }
 
 /** GetUpdatesResponse carries updates in update_seq order. */
@@ -346,8 +352,40 @@ export interface GetFileResponse {
   result: File | undefined;
 }
 
+/** SetMyCommandsRequest is the new command menu. */
+export interface SetMyCommandsRequest {
+  /** At most 100 commands, each unique: 1 to 32 of a-z, 0-9 and underscore. */
+  commands: BotCommand[];
+}
+
+/** SetMyCommandsResponse answers true. */
+export interface SetMyCommandsResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** GetMyCommandsRequest has no fields. */
+export interface GetMyCommandsRequest {
+}
+
+/** GetMyCommandsResponse carries the command menu. */
+export interface GetMyCommandsResponse {
+  /** The commands, in menu order. */
+  result: BotCommand[];
+}
+
+/** DeleteMyCommandsRequest has no fields. */
+export interface DeleteMyCommandsRequest {
+}
+
+/** DeleteMyCommandsResponse answers true. */
+export interface DeleteMyCommandsResponse {
+  /** Always true. */
+  result: boolean;
+}
+
 function createBaseGetUpdatesRequest(): GetUpdatesRequest {
-  return { offset: undefined, limit: undefined, timeout: undefined, allowedUpdates: [] };
+  return { offset: undefined, limit: undefined, timeout: undefined, allowedUpdates: [], tail: undefined };
 }
 
 export const GetUpdatesRequest: MessageFns<GetUpdatesRequest> = {
@@ -363,6 +401,9 @@ export const GetUpdatesRequest: MessageFns<GetUpdatesRequest> = {
     }
     for (const v of message.allowedUpdates) {
       writer.uint32(34).string(v!);
+    }
+    if (message.tail !== undefined) {
+      writer.uint32(40).int32(message.tail);
     }
     return writer;
   },
@@ -412,6 +453,14 @@ export const GetUpdatesRequest: MessageFns<GetUpdatesRequest> = {
             message.allowedUpdates.push(reader.string());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.tail = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -433,6 +482,7 @@ export const GetUpdatesRequest: MessageFns<GetUpdatesRequest> = {
     message.limit = object.limit ?? undefined;
     message.timeout = object.timeout ?? undefined;
     message.allowedUpdates = object.allowedUpdates?.map((e) => e) || [];
+    message.tail = object.tail ?? undefined;
     return message;
   },
 };
@@ -2530,6 +2580,312 @@ export const GetFileResponse: MessageFns<GetFileResponse> = {
   },
 };
 
+function createBaseSetMyCommandsRequest(): SetMyCommandsRequest {
+  return { commands: [] };
+}
+
+export const SetMyCommandsRequest: MessageFns<SetMyCommandsRequest> = {
+  encode(message: SetMyCommandsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.commands) {
+      BotCommand.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetMyCommandsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetMyCommandsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.commands.push(BotCommand.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetMyCommandsRequest>, I>>(base?: I): SetMyCommandsRequest {
+    return SetMyCommandsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetMyCommandsRequest>, I>>(object: I): SetMyCommandsRequest {
+    const message = createBaseSetMyCommandsRequest();
+    message.commands = object.commands?.map((e) => BotCommand.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSetMyCommandsResponse(): SetMyCommandsResponse {
+  return { result: false };
+}
+
+export const SetMyCommandsResponse: MessageFns<SetMyCommandsResponse> = {
+  encode(message: SetMyCommandsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetMyCommandsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetMyCommandsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetMyCommandsResponse>, I>>(base?: I): SetMyCommandsResponse {
+    return SetMyCommandsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetMyCommandsResponse>, I>>(object: I): SetMyCommandsResponse {
+    const message = createBaseSetMyCommandsResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseGetMyCommandsRequest(): GetMyCommandsRequest {
+  return {};
+}
+
+export const GetMyCommandsRequest: MessageFns<GetMyCommandsRequest> = {
+  encode(_: GetMyCommandsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetMyCommandsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetMyCommandsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetMyCommandsRequest>, I>>(base?: I): GetMyCommandsRequest {
+    return GetMyCommandsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetMyCommandsRequest>, I>>(_: I): GetMyCommandsRequest {
+    const message = createBaseGetMyCommandsRequest();
+    return message;
+  },
+};
+
+function createBaseGetMyCommandsResponse(): GetMyCommandsResponse {
+  return { result: [] };
+}
+
+export const GetMyCommandsResponse: MessageFns<GetMyCommandsResponse> = {
+  encode(message: GetMyCommandsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.result) {
+      BotCommand.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetMyCommandsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetMyCommandsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result.push(BotCommand.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetMyCommandsResponse>, I>>(base?: I): GetMyCommandsResponse {
+    return GetMyCommandsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetMyCommandsResponse>, I>>(object: I): GetMyCommandsResponse {
+    const message = createBaseGetMyCommandsResponse();
+    message.result = object.result?.map((e) => BotCommand.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseDeleteMyCommandsRequest(): DeleteMyCommandsRequest {
+  return {};
+}
+
+export const DeleteMyCommandsRequest: MessageFns<DeleteMyCommandsRequest> = {
+  encode(_: DeleteMyCommandsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteMyCommandsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteMyCommandsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteMyCommandsRequest>, I>>(base?: I): DeleteMyCommandsRequest {
+    return DeleteMyCommandsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteMyCommandsRequest>, I>>(_: I): DeleteMyCommandsRequest {
+    const message = createBaseDeleteMyCommandsRequest();
+    return message;
+  },
+};
+
+function createBaseDeleteMyCommandsResponse(): DeleteMyCommandsResponse {
+  return { result: false };
+}
+
+export const DeleteMyCommandsResponse: MessageFns<DeleteMyCommandsResponse> = {
+  encode(message: DeleteMyCommandsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteMyCommandsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteMyCommandsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteMyCommandsResponse>, I>>(base?: I): DeleteMyCommandsResponse {
+    return DeleteMyCommandsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteMyCommandsResponse>, I>>(object: I): DeleteMyCommandsResponse {
+    const message = createBaseDeleteMyCommandsResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
 /**
  * RuntimeService is the bot API. Every method needs the bot's token; answers are
  * wrapped as {"ok": true, "result": ...} over HTTP.
@@ -2675,6 +3031,40 @@ export const RuntimeServiceService = {
     responseSerialize: (value: GetFileResponse): Buffer => Buffer.from(GetFileResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetFileResponse => GetFileResponse.decode(value),
   },
+  /** SetMyCommands replaces the bot's command menu (the console's command_menu). */
+  setMyCommands: {
+    path: "/botplatform.v1.RuntimeService/SetMyCommands" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetMyCommandsRequest): Buffer => Buffer.from(SetMyCommandsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetMyCommandsRequest => SetMyCommandsRequest.decode(value),
+    responseSerialize: (value: SetMyCommandsResponse): Buffer =>
+      Buffer.from(SetMyCommandsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetMyCommandsResponse => SetMyCommandsResponse.decode(value),
+  },
+  /** GetMyCommands returns the bot's command menu. */
+  getMyCommands: {
+    path: "/botplatform.v1.RuntimeService/GetMyCommands" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetMyCommandsRequest): Buffer => Buffer.from(GetMyCommandsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetMyCommandsRequest => GetMyCommandsRequest.decode(value),
+    responseSerialize: (value: GetMyCommandsResponse): Buffer =>
+      Buffer.from(GetMyCommandsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetMyCommandsResponse => GetMyCommandsResponse.decode(value),
+  },
+  /** DeleteMyCommands empties the bot's command menu. */
+  deleteMyCommands: {
+    path: "/botplatform.v1.RuntimeService/DeleteMyCommands" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteMyCommandsRequest): Buffer =>
+      Buffer.from(DeleteMyCommandsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteMyCommandsRequest => DeleteMyCommandsRequest.decode(value),
+    responseSerialize: (value: DeleteMyCommandsResponse): Buffer =>
+      Buffer.from(DeleteMyCommandsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteMyCommandsResponse => DeleteMyCommandsResponse.decode(value),
+  },
 } as const;
 
 export interface RuntimeServiceServer extends UntypedServiceImplementation {
@@ -2710,6 +3100,12 @@ export interface RuntimeServiceServer extends UntypedServiceImplementation {
   provePossession: handleUnaryCall<ProvePossessionRequest, ProvePossessionResponse>;
   /** GetFile returns a file's metadata and a signed download URL. */
   getFile: handleUnaryCall<GetFileRequest, GetFileResponse>;
+  /** SetMyCommands replaces the bot's command menu (the console's command_menu). */
+  setMyCommands: handleUnaryCall<SetMyCommandsRequest, SetMyCommandsResponse>;
+  /** GetMyCommands returns the bot's command menu. */
+  getMyCommands: handleUnaryCall<GetMyCommandsRequest, GetMyCommandsResponse>;
+  /** DeleteMyCommands empties the bot's command menu. */
+  deleteMyCommands: handleUnaryCall<DeleteMyCommandsRequest, DeleteMyCommandsResponse>;
 }
 
 export interface RuntimeServiceClient extends Client {
@@ -2912,6 +3308,54 @@ export interface RuntimeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetFileResponse) => void,
+  ): ClientUnaryCall;
+  /** SetMyCommands replaces the bot's command menu (the console's command_menu). */
+  setMyCommands(
+    request: SetMyCommandsRequest,
+    callback: (error: ServiceError | null, response: SetMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  setMyCommands(
+    request: SetMyCommandsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  setMyCommands(
+    request: SetMyCommandsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  /** GetMyCommands returns the bot's command menu. */
+  getMyCommands(
+    request: GetMyCommandsRequest,
+    callback: (error: ServiceError | null, response: GetMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  getMyCommands(
+    request: GetMyCommandsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  getMyCommands(
+    request: GetMyCommandsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteMyCommands empties the bot's command menu. */
+  deleteMyCommands(
+    request: DeleteMyCommandsRequest,
+    callback: (error: ServiceError | null, response: DeleteMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  deleteMyCommands(
+    request: DeleteMyCommandsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  deleteMyCommands(
+    request: DeleteMyCommandsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteMyCommandsResponse) => void,
   ): ClientUnaryCall;
 }
 

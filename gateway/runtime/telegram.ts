@@ -1,0 +1,383 @@
+/**
+ * Telegram's Bot API shape over the runtime RPCs, so existing bot frameworks run
+ * unchanged: `/bot<token>/<method>` (GET or POST; JSON, form-encoded, query string or
+ * multipart bodies; method names case-insensitive) and `/file/bot<token>/<file_path>`.
+ * Every method is one or more calls of the runtime service through the same invoker
+ * as the native routes (so auth, limits, quotas, metrics, logs and errors are the
+ * core's); this module only renames parameters and results to Telegram's types:
+ * `update_id` is the bot's update_seq, a negative offset is the newest -offset
+ * updates, getMe's `id` is the bot's numeric user id (Message.from.id), photos are
+ * PhotoSize arrays. The token is the path's and is never echoed or logged: the access
+ * log and metrics name the route template, and errors never repeat the path.
+ */
+import crypto from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { BlobMismatch, stagingKey } from '../../src/blobs/blob-store.js';
+import { botUserId } from '../../src/domain/messages-service.js';
+import { ApiError } from '../../src/errors.js';
+import type { Codec } from './codec.js';
+import { routeNotFound, unsupportedMediaType } from './errors.js';
+import { sendDownload, type FileRoutesOptions } from './file-routes.js';
+import type { RouteSpec, RouteTable } from './schema.js';
+
+type Obj = Record<string, unknown>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Wire = any;
+
+/** A file part of a multipart body. */
+interface FilePart {
+  upload: true;
+  fileName: string;
+  contentType: string;
+  data: Buffer;
+}
+
+/** Parameters by name: text (query, form, multipart field), JSON values, or an uploaded file. */
+type Params = Record<string, unknown>;
+
+export interface TelegramRoutesOptions {
+  table: RouteTable;
+  codec: Codec;
+  files?: FileRoutesOptions;
+  /** One call through the core chain; answers the RPC's result as its JSON wire value. */
+  call(spec: RouteSpec, message: unknown, metadata: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
+}
+
+/** What one method call can do: call an RPC by short name with native JSON-ish params. */
+interface Ctx {
+  rpc(name: string, params: Params): Promise<Wire>;
+  params: Params;
+  files?: FileRoutesOptions;
+}
+
+const num = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
+
+/** Drops undefined values (Telegram leaves absent optional fields out). */
+function compact(o: Obj): Obj {
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v;
+  return out;
+}
+
+function tgUser(u: Wire) {
+  if (!u) return undefined;
+  return compact({ id: num(u.id), is_bot: Boolean(u.is_bot), first_name: u.first_name ?? u.username ?? '', username: u.username });
+}
+
+function tgMessage(m: Wire): Obj | undefined {
+  if (!m) return undefined;
+  return compact({
+    message_id: num(m.message_id),
+    from: tgUser(m.from),
+    chat: m.chat ? { id: num(m.chat.id), type: m.chat.type } : undefined,
+    date: num(m.date),
+    text: m.text,
+    caption: m.caption,
+    photo: m.photo ? [compact({ file_id: m.photo.file_id, file_unique_id: m.photo.file_unique_id, width: 0, height: 0, file_size: num(m.photo.file_size) })] : undefined,
+    document: m.document
+      ? compact({ file_id: m.document.file_id, file_unique_id: m.document.file_unique_id, file_name: m.document.file_name, mime_type: m.document.mime_type, file_size: num(m.document.file_size) })
+      : undefined,
+  });
+}
+
+function tgUpdate(u: Wire): Obj {
+  return compact({ update_id: num(u.update_seq), message: tgMessage(u.message), edited_message: tgMessage(u.edited_message) });
+}
+
+/** Only the named parameters, renamed where Telegram's name differs from the RPC's. */
+function pick(params: Params, names: string[], rename: Record<string, string> = {}): Params {
+  const out: Params = {};
+  for (const n of names) if (params[n] !== undefined) out[rename[n] ?? n] = params[n];
+  return out;
+}
+
+const isFile = (v: unknown): v is FilePart => typeof v === 'object' && v !== null && (v as FilePart).upload === true;
+
+const IMAGE_TYPES: Record<string, string> = { jpg: 'image/jpeg', jpeg: 'image/jpeg', png: 'image/png', gif: 'image/gif', webp: 'image/webp' };
+
+/**
+ * A multipart file part registered as a file of the bot through the upload flow's own
+ * RPCs (content reuse, possession proof, staged bytes checked against size and SHA-256).
+ */
+async function uploadedFileId(ctx: Ctx, part: FilePart, field: string, photo: boolean): Promise<string> {
+  if (!ctx.files) throw ApiError.invalid(field, 'UPLOAD_UNAVAILABLE', 'file uploads are not served here; send a file_id');
+  const checksum = crypto.createHash('sha256').update(part.data).digest('hex');
+  const ext = part.fileName.split('.').pop()?.toLowerCase() ?? '';
+  let type = part.contentType;
+  if (!type || type === 'application/octet-stream') type = IMAGE_TYPES[ext] ?? (photo ? 'image/jpeg' : 'application/octet-stream');
+  const fileName = part.fileName || (photo ? 'photo.jpg' : 'document');
+  const creds = await ctx.rpc('CreateUploadCredentials', { file_name: fileName, file_size: part.data.length, checksum, file_type: type, reuse_existing: true });
+  if (creds.possessionRequired) {
+    const c = creds.possessionChallenge;
+    const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
+    for (const r of c.ranges) hash.update(part.data.subarray(Number(r.offset), Number(r.offset) + Number(r.length)));
+    const proven = await ctx.rpc('ProvePossession', { challenge_id: c.challengeId, proof: hash.digest('hex') });
+    return proven.file_id;
+  }
+  if (!creds.uploadRequired) return creds.file_id;
+  const token = String(creds.uploadUrl).split('/api/v1/files/upload/')[1] ?? '';
+  const grant = ctx.files.signer.verify(token, 'upload');
+  if (!('ok' in grant)) throw new Error('the core handed out an upload URL this gateway cannot verify');
+  try {
+    await ctx.files.blobs.put(stagingKey(grant.ok.id), Readable.from([part.data]), { size: grant.ok.size, sha256: grant.ok.sha256 });
+  } catch (err) {
+    if (err instanceof BlobMismatch) throw ApiError.invalid(field, err.reason, err.message);
+    throw err;
+  }
+  const done = await ctx.rpc('CompleteUpload', { checksum });
+  return done.file_id;
+}
+
+/** A send method's file parameter: a file_id, or an uploaded file part. */
+async function fileParam(ctx: Ctx, field: string, photo: boolean): Promise<unknown> {
+  const v = ctx.params[field];
+  if (isFile(v)) return uploadedFileId(ctx, v, field, photo);
+  if (v === undefined) throw ApiError.invalid(field, 'REQUIRED', 'is required');
+  return v;
+}
+
+const SEND = ['chat_id', 'caption', 'reply_to_message_id'];
+
+/** reply_parameters.message_id (the newer spelling) as reply_to_message_id. */
+function replyTo(params: Params): Params {
+  let rp = params.reply_parameters;
+  if (typeof rp === 'string') {
+    try {
+      rp = JSON.parse(rp);
+    } catch {
+      throw ApiError.invalid('reply_parameters', 'MALFORMED_JSON', 'is not valid JSON');
+    }
+  }
+  const id = (rp as { message_id?: unknown } | undefined)?.message_id;
+  return id !== undefined && params.reply_to_message_id === undefined ? { ...params, reply_to_message_id: id } : params;
+}
+
+/** The methods, by lower-case name. */
+const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
+  async getme(ctx) {
+    const me = await ctx.rpc('GetMe', {});
+    return {
+      // The numeric id the bot's messages carry in from.id (derived from its opaque id).
+      id: botUserId(String(me.id)),
+      is_bot: true,
+      first_name: me.name,
+      username: me.username,
+      can_join_groups: Boolean(me.can_join_groups),
+      can_read_all_group_messages: false,
+      supports_inline_queries: Boolean(me.supports_inline_queries),
+    };
+  },
+
+  async getupdates(ctx) {
+    const p = pick(ctx.params, ['offset', 'limit', 'timeout', 'allowed_updates']);
+    const offset = p.offset === undefined ? undefined : Number(p.offset);
+    if (offset !== undefined && Number.isInteger(offset) && offset < 0) {
+      delete p.offset;
+      p.tail = -offset;
+    } else if (offset === 0) {
+      delete p.offset;
+    }
+    const updates = (await ctx.rpc('GetUpdates', p)) as Wire[];
+    return updates.map(tgUpdate);
+  },
+
+  async setwebhook(ctx) {
+    return ctx.rpc('SetWebhook', pick(ctx.params, ['url', 'secret_token', 'allowed_updates', 'max_connections', 'drop_pending_updates']));
+  },
+
+  async deletewebhook(ctx) {
+    return ctx.rpc('DeleteWebhook', pick(ctx.params, ['drop_pending_updates']));
+  },
+
+  async getwebhookinfo(ctx) {
+    const w = await ctx.rpc('GetWebhookInfo', {});
+    return compact({
+      url: w.url ?? '',
+      has_custom_certificate: false,
+      pending_update_count: num(w.pending_update_count) ?? 0,
+      max_connections: w.url ? w.max_connections : undefined,
+      allowed_updates: w.url && w.allowed_updates?.length ? w.allowed_updates : undefined,
+      last_error_date: num(w.last_error_date),
+      last_error_message: w.last_error_message,
+    });
+  },
+
+  async sendmessage(ctx) {
+    return tgMessage(await ctx.rpc('SendMessage', pick(replyTo(ctx.params), ['chat_id', 'text', 'reply_to_message_id'])));
+  },
+
+  async sendphoto(ctx) {
+    const fileId = await fileParam(ctx, 'photo', true);
+    return tgMessage(await ctx.rpc('SendPhoto', { ...pick(replyTo(ctx.params), SEND), file_id: fileId }));
+  },
+
+  async senddocument(ctx) {
+    const fileId = await fileParam(ctx, 'document', false);
+    return tgMessage(await ctx.rpc('SendDocument', { ...pick(replyTo(ctx.params), SEND), file_id: fileId }));
+  },
+
+  async getfile(ctx) {
+    const f = await ctx.rpc('GetFile', pick(ctx.params, ['file_id']));
+    // file_path is the file_id: /file/bot<token>/<file_id> downloads it.
+    return compact({ file_id: f.file_id, file_unique_id: f.file_unique_id, file_size: num(f.file_size), file_path: f.file_id });
+  },
+
+  // Nothing to log out of or close here (there is no other API server); the token is checked.
+  async logout(ctx) {
+    await ctx.rpc('GetMe', {});
+    return true;
+  },
+  async close(ctx) {
+    await ctx.rpc('GetMe', {});
+    return true;
+  },
+
+  async setmycommands(ctx) {
+    return ctx.rpc('SetMyCommands', pick(ctx.params, ['commands']));
+  },
+  async getmycommands(ctx) {
+    return ctx.rpc('GetMyCommands', {});
+  },
+  async deletemycommands(ctx) {
+    return ctx.rpc('DeleteMyCommands', {});
+  },
+};
+
+/** Splits "<token>/<rest>" (the part of the path after /bot); the token is never reported. */
+function splitPath(rest: string): { token: string; tail: string } {
+  const slash = rest.indexOf('/');
+  return slash < 0 ? { token: rest, tail: '' } : { token: rest.slice(0, slash), tail: rest.slice(slash + 1) };
+}
+
+/** A buffered multipart/form-data body: text fields, and file parts. */
+export function parseMultipart(body: Buffer, contentType: string): Params {
+  const m = /boundary=(?:"([^"]+)"|([^;]+))/i.exec(contentType);
+  if (!m) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'multipart/form-data needs a boundary');
+  const delimiter = Buffer.from(`--${(m[1] ?? m[2])!.trim()}`);
+  const out: Params = {};
+  let pos = body.indexOf(delimiter);
+  if (pos < 0) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'is not a multipart body');
+  for (;;) {
+    pos += delimiter.length;
+    if (body.subarray(pos, pos + 2).toString() === '--') break;
+    const headerEnd = body.indexOf('\r\n\r\n', pos);
+    const next = body.indexOf(delimiter, pos);
+    if (headerEnd < 0 || next < 0 || headerEnd > next) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'has a truncated part');
+    const headers = body.subarray(pos, headerEnd).toString('utf8');
+    const data = body.subarray(headerEnd + 4, next - 2); // the CRLF before the delimiter
+    const name = /content-disposition:[^\r\n]*;\s*name="([^"]*)"/i.exec(headers)?.[1];
+    const fileName = /content-disposition:[^\r\n]*;\s*filename="([^"]*)"/i.exec(headers)?.[1];
+    const type = /content-type:\s*([^\r\n;]+)/i.exec(headers)?.[1]?.trim() ?? '';
+    if (name !== undefined) {
+      out[name] = fileName !== undefined || (type !== '' && !type.startsWith('text/'))
+        ? ({ upload: true, fileName: fileName ?? '', contentType: type, data: Buffer.from(data) } satisfies FilePart)
+        : data.toString('utf8');
+    }
+    pos = next;
+  }
+  // Telegram's attach://<name> form: a parameter naming another part.
+  for (const [k, v] of Object.entries(out)) {
+    if (typeof v === 'string' && v.startsWith('attach://') && isFile(out[v.slice(9)])) out[k] = out[v.slice(9)];
+  }
+  return out;
+}
+
+export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoutesOptions): void {
+  const { codec } = opts;
+  const specs = new Map<string, RouteSpec>();
+  for (const r of opts.table.routes) {
+    if (r.rpc.startsWith('botplatform.v1.RuntimeService/') && r.method === 'POST') specs.set(r.rpc.split('/')[1]!, r);
+  }
+
+  /** The RPC's request message from Telegram parameters (text, JSON values); unknown ones are ignored, as Telegram does. */
+  function bind(spec: RouteSpec, params: Params): Obj {
+    const type = spec.requestType;
+    const fields = codec.lookup(type);
+    const message = codec.emptyMessage(type);
+    const json: Obj = {};
+    for (const [name, value] of Object.entries(params)) {
+      const f = fields.get(name);
+      if (!f || value === undefined || isFile(value)) continue;
+      if (typeof value === 'string' && (f.repeated || f.type.kind === 'message')) {
+        try {
+          json[name] = JSON.parse(value);
+        } catch {
+          throw ApiError.invalid(name, 'MALFORMED_JSON', 'is not valid JSON');
+        }
+      } else if (typeof value === 'string') {
+        codec.setFromText(type, message, [f.proto], [value], name);
+      } else {
+        json[name] = value;
+      }
+    }
+    return codec.decodeMessage(type, json, '', message);
+  }
+
+  const config = { surface: 'runtime' as const };
+
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+      const text = (body as string).trim();
+      if (text === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch {
+        done(ApiError.invalid('body', 'MALFORMED_JSON', 'is not valid JSON'), undefined);
+      }
+    });
+    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+      done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    });
+    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (req, body, done) => {
+      try {
+        done(null, parseMultipart(body as Buffer, String(req.headers['content-type'])));
+      } catch (err) {
+        done(err as Error, undefined);
+      }
+    });
+    scope.addContentTypeParser('*', (_req, payload, done) => {
+      payload.resume();
+      done(unsupportedMediaType(), undefined);
+    });
+
+    scope.route({
+      method: ['GET', 'POST'],
+      url: '/bot*',
+      config,
+      handler: async (request, reply) => {
+        const { token, tail } = splitPath((request.params as { '*': string })['*']);
+        const method = METHODS[tail.toLowerCase()];
+        if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
+        const body = request.body;
+        if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
+          throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
+        }
+        const params: Params = { ...(request.query as Params), ...(body as Params | undefined) };
+        const metadata = { authorization: `Bearer ${token}` };
+        const ctx: Ctx = {
+          params,
+          files: opts.files,
+          rpc: (name, p) => {
+            const spec = specs.get(name)!;
+            return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
+          },
+        };
+        const result = await method(ctx);
+        return reply.code(200).type('application/json').send({ ok: true, result: result ?? null });
+      },
+    });
+
+    scope.get('/file/bot*', { config }, async (request, reply) => {
+      const { token, tail } = splitPath((request.params as { '*': string })['*']);
+      if (!tail) throw routeNotFound('runtime', request.method);
+      if (!opts.files) throw ApiError.notFound('file');
+      const spec = specs.get('GetFile')!;
+      const file = (await opts.call(spec, bind(spec, { file_id: tail }), { authorization: `Bearer ${token}` }, request, reply)) as Wire;
+      const grant = String(file.download_url ?? '').split('/api/v1/files/download/')[1];
+      if (!grant) throw ApiError.notFound('file');
+      return sendDownload(opts.files, grant, reply);
+    });
+  });
+}

@@ -1,0 +1,244 @@
+/**
+ * The Telegram-shaped surface over real HTTP: /bot<token>/<method> with JSON, form,
+ * query-string and multipart bodies, Telegram's types (User, Update with update_id =
+ * update_seq, Message, File), its offsets (negative included), the command menu,
+ * file download at /file/bot<token>/<path>, and the token kept out of bodies and logs.
+ */
+import crypto from 'node:crypto';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
+import { startReceiver, type Receiver } from './helpers/receiver.js';
+import { createTestPki, type TestPki } from './helpers/tls.js';
+
+describe('Telegram surface', () => {
+  let h: Harness;
+  let ownerJwt: string;
+  let owner: ReturnType<typeof client>;
+  let pki: TestPki;
+  let receiver: Receiver | undefined;
+  const logLines: string[] = [];
+
+  beforeAll(async () => {
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        logLines.push(String(chunk));
+        cb();
+      },
+    });
+    pki = createTestPki();
+    h = await startHarness('in-process', { LOG_LEVEL: 'info', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile }, sink);
+    ownerJwt = await h.jwt('tg-owner');
+    owner = client(h.url, ownerJwt);
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await h?.close();
+  });
+
+  const tg = (token: string, method: string, body?: object) => call(h.url, 'POST', `/bot${token}/${method}`, body === undefined ? {} : { body });
+  const testUpdate = (id: string, text: string, chatId = 777) =>
+    owner.post(`/api/v1/bots/my/${id}/test-updates`, { text, chat_id: chatId, from: { id: chatId, is_bot: false, username: 'carol', first_name: 'Carol' } });
+
+  it('getMe answers a Telegram User whose numeric id is the bot\'s from.id', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_me');
+    const me = await tg(token, 'getMe');
+    expect(me.status).toBe(200);
+    expect(me.body).toEqual({
+      ok: true,
+      result: {
+        id: expect.any(Number), is_bot: true, first_name: 'Bot tg_me', username: 'tg_me',
+        can_join_groups: expect.any(Boolean), can_read_all_group_messages: false, supports_inline_queries: expect.any(Boolean),
+      },
+    });
+    await testUpdate(id, 'hi');
+    const sent = await tg(token, 'sendMessage', { chat_id: 777, text: 'hello' });
+    expect(sent.body.result.from.id).toBe(me.body.result.id);
+    // GET, and case-insensitive method names.
+    const viaGet = await call(h.url, 'GET', `/bot${token}/GETME`);
+    expect(viaGet.body.result.id).toBe(me.body.result.id);
+  });
+
+  it('unknown methods, bad tokens and non-JSON bodies answer Telegram\'s error shape without echoing the token', async () => {
+    const { token } = await approvedBot(h, ownerJwt, 'tg_errors');
+    const unknown = await tg(token, 'sendSticker', {});
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ ok: false, error_code: 404, description: 'Not Found: method not found' });
+    const bad = await call(h.url, 'POST', '/botsbot_notarealtoken000000000000000000000000000/getMe');
+    expect(bad.status).toBe(401);
+    expect(bad.body).toMatchObject({ ok: false, error_code: 401 });
+    expect(JSON.stringify(bad.body)).not.toContain('notarealtoken');
+    const text = await call(h.url, 'POST', `/bot${token}/getMe`, { rawBody: 'x', headers: { 'content-type': 'text/plain' } });
+    expect(text.status).toBe(415);
+    expect(text.body.ok).toBe(false);
+    for (const r of [unknown, bad, text]) expect(JSON.stringify(r.body)).not.toContain(token);
+    // The access log names the route template, never the token.
+    await new Promise((r) => setTimeout(r, 50));
+    const http = logLines.filter((l) => l.includes('"msg":"http"'));
+    expect(http.some((l) => l.includes('/bot*'))).toBe(true);
+    expect(logLines.join('\n')).not.toContain(token);
+    expect(logLines.join('\n')).not.toContain('notarealtoken');
+  });
+
+  it('getUpdates: update_id is update_seq, offset = last + 1 confirms, negative offsets answer the newest', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_poll');
+    for (let i = 1; i <= 5; i++) expect((await testUpdate(id, `m${i}`)).status).toBe(201);
+    const first = await tg(token, 'getUpdates', { limit: 2 });
+    expect(first.body.result.map((u: { update_id: number }) => u.update_id)).toEqual([1, 2]);
+    const u = first.body.result[0];
+    expect(u.message).toEqual({
+      message_id: expect.any(Number), date: expect.any(Number), text: 'm1',
+      chat: { id: 777, type: 'private' }, from: { id: 777, is_bot: false, first_name: 'Carol', username: 'carol' },
+    });
+    // Form-encoded, as python-telegram-bot sends it.
+    const form = await call(h.url, 'POST', `/bot${token}/getUpdates`, { rawBody: 'offset=3&limit=2', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(form.status).toBe(200);
+    expect(form.body.result.map((x: { update_id: number }) => x.update_id)).toEqual([3, 4]);
+    // The query string, with GET, as pyTelegramBotAPI sends it.
+    const q = await call(h.url, 'GET', `/bot${token}/getUpdates?offset=5`);
+    expect(q.body.result.map((x: { update_id: number }) => x.update_id)).toEqual([5]);
+    // Confirmed: offset 5 forgot 1..4.
+    const again = await tg(token, 'getUpdates', {});
+    expect(again.body.result.map((x: { update_id: number }) => x.update_id)).toEqual([5]);
+
+    for (let i = 6; i <= 8; i++) await testUpdate(id, `m${i}`);
+    const tail = await tg(token, 'getUpdates', { offset: -2 });
+    expect(tail.body.result.map((x: { update_id: number }) => x.update_id)).toEqual([7, 8]);
+    // Everything before the newest two is forgotten.
+    const after = await tg(token, 'getUpdates', {});
+    expect(after.body.result.map((x: { update_id: number }) => x.update_id)).toEqual([7, 8]);
+  });
+
+  it('webhooks: setWebhook, a delivery carrying X-Telegram-Bot-Api-Secret-Token, getWebhookInfo, deleteWebhook', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_hook');
+    receiver = await startReceiver(pki);
+    const info0 = await tg(token, 'getWebhookInfo');
+    expect(info0.body).toEqual({ ok: true, result: { url: '', has_custom_certificate: false, pending_update_count: 0 } });
+    const set = await call(h.url, 'POST', `/bot${token}/setWebhook`, {
+      rawBody: `url=${encodeURIComponent(receiver.url)}&secret_token=s3cret_tok&max_connections=5`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(set.body).toEqual({ ok: true, result: true });
+    const info = await tg(token, 'getWebhookInfo');
+    expect(info.body.result).toMatchObject({ url: receiver.url, has_custom_certificate: false, max_connections: 5 });
+    expect(JSON.stringify(info.body)).not.toContain('s3cret_tok');
+    await testUpdate(id, 'to the hook');
+    await receiver.waitFor(1);
+    expect(receiver.received[0]!.headers['x-telegram-bot-api-secret-token']).toBe('s3cret_tok');
+    expect(receiver.received[0]!.headers['x-service-signature-v2']).toEqual(expect.any(String));
+    const polled = await tg(token, 'getUpdates');
+    expect(polled.status).toBe(409);
+    expect(polled.body.ok).toBe(false);
+    expect((await tg(token, 'deleteWebhook', { drop_pending_updates: true })).body).toEqual({ ok: true, result: true });
+    expect((await tg(token, 'getWebhookInfo')).body.result.url).toBe('');
+  });
+
+  it('setMyCommands / getMyCommands / deleteMyCommands use the bot\'s command menu, seen by the console', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_cmds');
+    const commands = [{ command: 'start', description: 'Start' }, { command: 'help', description: 'Help' }];
+    expect((await tg(token, 'setMyCommands', { commands })).body).toEqual({ ok: true, result: true });
+    expect((await tg(token, 'getMyCommands')).body).toEqual({ ok: true, result: commands });
+    expect((await owner.get(`/api/v1/bots/my/${id}`)).body.command_menu).toEqual(commands);
+    const bad = await tg(token, 'setMyCommands', { commands: [{ command: 'Bad Command', description: 'x' }] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.description).toContain('commands[0].command');
+    // Form-encoded: the array as JSON text, as Telegram takes it.
+    const form = await call(h.url, 'POST', `/bot${token}/setMyCommands`, {
+      rawBody: `commands=${encodeURIComponent(JSON.stringify([{ command: 'go', description: 'Go' }]))}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(form.body.result).toBe(true);
+    expect((await tg(token, 'getMyCommands')).body.result).toEqual([{ command: 'go', description: 'Go' }]);
+    expect((await tg(token, 'deleteMyCommands')).body.result).toBe(true);
+    expect((await tg(token, 'getMyCommands')).body.result).toEqual([]);
+    expect((await owner.get(`/api/v1/bots/my/${id}`)).body.command_menu).toEqual([]);
+  });
+
+  it('sendPhoto / sendDocument as multipart uploads, getFile, and the download at /file/bot<token>/<file_path>', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_files');
+    await testUpdate(id, 'send me files', 4242);
+    const bytes = crypto.randomBytes(5000);
+    const form = new FormData();
+    form.set('chat_id', '4242');
+    form.set('caption', 'a photo');
+    form.set('photo', new Blob([new Uint8Array(bytes)], { type: 'image/png' }), 'pic.png');
+    const res = await fetch(`${h.url}/bot${token}/sendPhoto`, { method: 'POST', body: form });
+    const body = await res.json();
+    expect(res.status).toBe(200);
+    expect(body.result).toMatchObject({ chat: { id: 4242, type: 'private' }, caption: 'a photo', from: { is_bot: true } });
+    expect(body.result.photo).toEqual([{ file_id: expect.any(String), file_unique_id: expect.any(String), width: 0, height: 0, file_size: 5000 }]);
+    const photoId = body.result.photo[0].file_id;
+
+    const file = await tg(token, 'getFile', { file_id: photoId });
+    expect(file.body.result).toEqual({ file_id: photoId, file_unique_id: expect.any(String), file_size: 5000, file_path: expect.any(String) });
+    const dl = await fetch(`${h.url}/file/bot${token}/${file.body.result.file_path}`);
+    expect(dl.status).toBe(200);
+    expect(Buffer.from(await dl.arrayBuffer()).equals(bytes)).toBe(true);
+    const otherBot = await approvedBot(h, ownerJwt, 'tg_files_other');
+    const denied = await fetch(`${h.url}/file/bot${otherBot.token}/${file.body.result.file_path}`);
+    expect(denied.status).toBe(404);
+
+    // Resending by file_id, and a document upload of the same bytes (content reuse).
+    const again = await tg(token, 'sendPhoto', { chat_id: 4242, photo: photoId });
+    expect(again.body.result.photo[0].file_id).toBe(photoId);
+    const doc = new FormData();
+    doc.set('chat_id', '4242');
+    doc.set('document', new Blob([new Uint8Array(bytes)], { type: 'application/octet-stream' }), 'data.bin');
+    const d = await (await fetch(`${h.url}/bot${token}/sendDocument`, { method: 'POST', body: doc })).json();
+    expect(d.result.document).toMatchObject({ file_name: 'data.bin', file_size: 5000 });
+    const missing = await tg(token, 'sendDocument', { chat_id: 4242 });
+    expect(missing.status).toBe(400);
+  });
+
+  it('bad input is a 400 (413 for an oversize body) in Telegram\'s shape, never a 500', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_bad');
+    await testUpdate(id, 'hi', 55);
+    const form = (body: string) => call(h.url, 'POST', `/bot${token}/sendMessage`, { rawBody: body, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const cases = [
+      await call(h.url, 'POST', `/bot${token}/sendMessage`, { rawBody: '[1,2]', headers: { 'content-type': 'application/json' } }),
+      await call(h.url, 'POST', `/bot${token}/sendMessage`, { rawBody: '{"chat_id":', headers: { 'content-type': 'application/json' } }),
+      await form('chat_id=%40someone&text=hi'),
+      await form('chat_id=55'),
+      await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { offset: 'abc' } }),
+      await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { offset: -1e12 } }),
+      await call(h.url, 'POST', `/bot${token}/sendPhoto`, { rawBody: '--x\r\nbroken', headers: { 'content-type': 'multipart/form-data; boundary=x' } }),
+      await call(h.url, 'POST', `/bot${token}/sendPhoto`, { body: { chat_id: 55, photo: { nested: true } } }),
+      await call(h.url, 'POST', `/bot${token}/setMyCommands`, { rawBody: 'commands=not-json', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+    ];
+    for (const r of cases) {
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual({ ok: false, error_code: 400, description: expect.stringMatching(/^Bad Request: /) });
+    }
+    const big = await call(h.url, 'POST', `/bot${token}/sendMessage`, { body: { chat_id: 55, text: 'x'.repeat(2 * 1024 * 1024) } });
+    expect(big.status).toBe(413);
+    expect(big.body.ok).toBe(false);
+  });
+
+  it('logOut and close answer true for a valid token', async () => {
+    const { token } = await approvedBot(h, ownerJwt, 'tg_logout');
+    expect((await tg(token, 'logOut')).body).toEqual({ ok: true, result: true });
+    expect((await tg(token, 'close')).body).toEqual({ ok: true, result: true });
+  });
+});
+
+describe('Telegram surface on a gateway of its own (over gRPC)', () => {
+  it('getMe, getUpdates and a multipart sendDocument go through the gRPC invoker', async () => {
+    const h = await startHarness('separate-gateway');
+    try {
+      const ownerJwt = await h.jwt('tg-sep-owner');
+      const { id, token } = await approvedBot(h, ownerJwt, 'tg_sep');
+      const me = await call(h.url, 'GET', `/bot${token}/getMe`);
+      expect(me.body.result).toMatchObject({ id: expect.any(Number), is_bot: true, username: 'tg_sep' });
+      await client(h.url, ownerJwt).post(`/api/v1/bots/my/${id}/test-updates`, { text: 'hi', chat_id: 31 });
+      const updates = await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { offset: -1 } });
+      expect(updates.body.result).toMatchObject([{ update_id: 1, message: { text: 'hi', chat: { id: 31 } } }]);
+      const form = new FormData();
+      form.set('chat_id', '31');
+      form.set('document', new Blob([new Uint8Array(Buffer.from('hello file'))], { type: 'text/plain' }), 'hello.txt');
+      const sent = await (await fetch(`${h.url}/bot${token}/sendDocument`, { method: 'POST', body: form })).json();
+      expect(sent.result.document).toMatchObject({ file_name: 'hello.txt', mime_type: 'text/plain', file_size: 10 });
+    } finally {
+      await h.close();
+    }
+  });
+});
