@@ -122,7 +122,10 @@ export function createDispatcher(opts: DispatcherOptions) {
   /** Timers that kick rate-limited bots when their next token is due. */
   const wakers = new Set<NodeJS.Timeout>();
 
-  const fresh = (s: BotState, now: number) => now - s.readAt < limitTtlMs;
+  // A bot that may have nothing in flight (its webhook disabled or gone) is read again on
+  // each kick: an enabled webhook resumes at once. Such bots are not swept, only woken by
+  // their new updates.
+  const fresh = (s: BotState, now: number) => s.max > 0 && now - s.readAt < limitTtlMs;
   /** Drops the state of bots with nothing in flight whose limit is stale (`all`: any idle bot). */
   function forgetIdle(all = false) {
     const now = Date.now();
