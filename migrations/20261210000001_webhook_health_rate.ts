@@ -7,6 +7,7 @@ import type { Knex } from 'knex';
  *   disabled: disabled_at (epoch ms) and disabled_reason are set, and deliveries stop
  *   until the webhook is set again or enabled.
  * - max_deliveries_per_second: the owner's limit on attempts per second (null: none).
+ * The dispatcher's sweep leaves out disabled webhooks' bots (webhooks_disabled).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('webhooks', (t) => {
@@ -14,11 +15,13 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('failing_since');
     t.bigInteger('disabled_at');
     t.text('disabled_reason');
+    t.index(['disabled_at'], 'webhooks_disabled');
   });
 }
 
 export async function down(knex: Knex): Promise<void> {
   await knex.schema.alterTable('webhooks', (t) => {
+    t.dropIndex(['disabled_at'], 'webhooks_disabled');
     t.dropColumn('disabled_reason');
     t.dropColumn('disabled_at');
     t.dropColumn('failing_since');

@@ -17,27 +17,34 @@ const SECRET = 'hook_secret-456';
 const DISABLE_AFTER_MS = 2000;
 
 describe('webhook recovery, endpoint health and delivery rate', () => {
+  /** The service the tests run against (the health tests get their own, with WEBHOOK_DISABLE_AFTER=2s). */
   let h: Harness;
+  const harnesses: Harness[] = [];
   let pki: TestPki;
   let ownerJwt: string;
   let owner: ReturnType<typeof client>;
   const receivers: Receiver[] = [];
 
-  beforeAll(async () => {
-    pki = createTestPki();
+  async function start(extra: Record<string, string> = {}) {
     h = await startHarness('in-process', {
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
       WEBHOOK_CA_FILE: pki.caFile,
       WEBHOOK_RETRY_SCHEDULE: '100ms,100ms',
       WEBHOOK_TIMEOUT_MS: '800',
-      WEBHOOK_DISABLE_AFTER: '2s',
+      ...extra,
     });
+    harnesses.push(h);
     ownerJwt = await h.jwt('hook-features-owner');
     owner = client(h.url, ownerJwt);
+  }
+
+  beforeAll(async () => {
+    pki = createTestPki();
+    await start();
   });
   afterAll(async () => {
     for (const r of receivers) await r.close();
-    await h?.close();
+    for (const x of harnesses) await x.close();
   });
 
   async function newReceiver() {
@@ -135,67 +142,11 @@ describe('webhook recovery, endpoint health and delivery rate', () => {
     expect(succeeded.status).toBe(400);
     const notMine = await client(h.url, await h.jwt('someone-else')).post(`/api/v1/bots/my/${id}/deliveries/recover`, { since: since.toISOString() });
     expect(notMine.status).toBe(404);
-  });
-
-  it('a webhook failing for WEBHOOK_DISABLE_AFTER is disabled (reason in the detail read and getWebhookInfo); updates wait; enabling or setting it again resumes', async () => {
-    const a = await botWithReceiver('hook_health_a');
-    const b = await botWithReceiver('hook_health_b');
-    for (const { receiver } of [a, b]) receiver.always({ status: 500 });
-
-    // Failures keep coming (an update every 200 ms, each tried 3 times) until the webhook is disabled.
-    const disabled = await Promise.all([a, b].map(async ({ id }) => {
-      const end = Date.now() + 10_000;
-      for (let i = 0; Date.now() < end; i++) {
-        const detail = (await owner.get(`/api/v1/bots/my/${id}`)).body;
-        if (detail.webhook.disabled) return detail.webhook;
-        await inject(id, `failing ${i}`);
-        await sleep(200);
-      }
-      throw new Error('the webhook was never disabled');
-    }));
-    for (const [i, { receiver }] of [a, b].entries()) {
-      const w = disabled[i]!;
-      expect(w.disabled_reason).toContain('HTTP 500');
-      expect(w.disabled_reason).toContain('2s');
-      // Not before the run of failures lasted WEBHOOK_DISABLE_AFTER.
-      expect(Date.parse(w.disabled_at) - receiver.received[0]!.at).toBeGreaterThanOrEqual(DISABLE_AFTER_MS - 50);
-      expect(Date.parse(w.disabled_at) - receiver.received[0]!.at).toBeLessThan(DISABLE_AFTER_MS + 3000);
-    }
-    const infoA = await info(a.token);
-    expect(infoA).toMatchObject({ disabled: true, delivery_mode: 'webhook' });
-    expect(infoA.disabled_reason).toBe(disabled[0]!.disabled_reason);
-    expect(infoA.disabled_date).toBe(Math.floor(Date.parse(disabled[0]!.disabled_at) / 1000));
-
-    // Disabled: updates keep queueing, nothing is attempted.
-    await sleep(300);
-    const seen = [a.receiver.received.length, b.receiver.received.length];
-    for (const { id } of [a, b]) for (let i = 0; i < 3; i++) await inject(id, `while disabled ${i}`);
-    await sleep(1000);
-    expect([a.receiver.received.length, b.receiver.received.length]).toEqual(seen);
-    expect((await info(a.token)).pending_update_count).toBeGreaterThanOrEqual(3);
-
-    for (const { receiver } of [a, b]) receiver.always({ status: 200 });
-    // a: the enable route.
-    const enabled = await owner.post(`/api/v1/bots/my/${a.id}/webhook/enable`, {});
-    expect(enabled.status).toBe(200);
-    expect(enabled.body.webhook).toMatchObject({ disabled: false });
-    expect(enabled.body.webhook.disabled_reason).toBeUndefined();
-    // b: setting the webhook again (runtime API).
-    const reset = await call(h.url, 'POST', '/api/v1/bots/setWebhook', { token: b.token, body: { url: b.receiver.url, secret_token: SECRET } });
-    expect(reset.status).toBe(200);
-    for (const { token } of [a, b]) {
-      const after = await until(() => info(token), (x) => x.pending_update_count === 0, 15_000);
-      expect(after).toMatchObject({ disabled: false, pending_update_count: 0 });
-    }
-    for (const [i, { receiver }] of [a, b].entries()) {
-      const texts = receiver.received.slice(seen[i]).map((r) => JSON.parse(r.raw.toString('utf8')).message.text);
-      expect(texts).toEqual(expect.arrayContaining(['while disabled 0', 'while disabled 1', 'while disabled 2']));
-    }
-
-    const polling = await approvedBot(h, ownerJwt, 'hook_health_none');
-    const none = await owner.post(`/api/v1/bots/my/${polling.id}/webhook/enable`, {});
-    expect(none.status).toBe(409);
-    expect(JSON.stringify(none.body)).toContain("no webhook");
+    // Without a webhook nothing would send them.
+    expect((await owner.del(`/api/v1/bots/my/${id}/webhook`, {})).status).toBe(200);
+    const polling = await owner.post(`/api/v1/bots/my/${id}/deliveries/recover`, { since: since.toISOString() });
+    expect(polling.status).toBe(409);
+    expect(JSON.stringify(polling.body)).toContain('no webhook');
   });
 
   it('max_deliveries_per_second paces a backlog: 15 deliveries at 5/s take about 3 s, never more than ~5 in any second', async () => {
@@ -230,5 +181,70 @@ describe('webhook recovery, endpoint health and delivery rate', () => {
     await owner.post(`/api/v1/bots/my/${other.id}/webhook`, { url: fast.url, secret_token: SECRET });
     await fast.waitFor(15);
     expect(fast.received[14]!.at - fast.received[0]!.at).toBeLessThan(2000);
+  });
+
+  describe('endpoint health (WEBHOOK_DISABLE_AFTER=2s)', () => {
+    beforeAll(() => start({ WEBHOOK_DISABLE_AFTER: '2s' }));
+
+    it('a webhook failing for WEBHOOK_DISABLE_AFTER is disabled (reason in the detail read and getWebhookInfo); updates wait; enabling or setting it again resumes', async () => {
+      const a = await botWithReceiver('hook_health_a');
+      const b = await botWithReceiver('hook_health_b');
+      for (const { receiver } of [a, b]) receiver.always({ status: 500 });
+
+      // Failures keep coming (an update every 200 ms, each tried 3 times) until the webhook is disabled.
+      const disabled = await Promise.all([a, b].map(async ({ id }) => {
+        const end = Date.now() + 10_000;
+        for (let i = 0; Date.now() < end; i++) {
+          const detail = (await owner.get(`/api/v1/bots/my/${id}`)).body;
+          if (detail.webhook.disabled) return detail.webhook;
+          await inject(id, `failing ${i}`);
+          await sleep(200);
+        }
+        throw new Error('the webhook was never disabled');
+      }));
+      for (const [i, { receiver }] of [a, b].entries()) {
+        const w = disabled[i]!;
+        expect(w.disabled_reason).toContain('HTTP 500');
+        expect(w.disabled_reason).toContain('2s');
+        // Not before the run of failures lasted WEBHOOK_DISABLE_AFTER.
+        expect(Date.parse(w.disabled_at) - receiver.received[0]!.at).toBeGreaterThanOrEqual(DISABLE_AFTER_MS - 50);
+        expect(Date.parse(w.disabled_at) - receiver.received[0]!.at).toBeLessThan(DISABLE_AFTER_MS + 3000);
+      }
+      const infoA = await info(a.token);
+      expect(infoA).toMatchObject({ disabled: true, delivery_mode: 'webhook' });
+      expect(infoA.disabled_reason).toBe(disabled[0]!.disabled_reason);
+      expect(infoA.disabled_date).toBe(Math.floor(Date.parse(disabled[0]!.disabled_at) / 1000));
+
+      // Disabled: updates keep queueing, nothing is attempted.
+      await sleep(300);
+      const seen = [a.receiver.received.length, b.receiver.received.length];
+      for (const { id } of [a, b]) for (let i = 0; i < 3; i++) await inject(id, `while disabled ${i}`);
+      await sleep(1000);
+      expect([a.receiver.received.length, b.receiver.received.length]).toEqual(seen);
+      expect((await info(a.token)).pending_update_count).toBeGreaterThanOrEqual(3);
+
+      for (const { receiver } of [a, b]) receiver.always({ status: 200 });
+      // a: the enable route.
+      const enabled = await owner.post(`/api/v1/bots/my/${a.id}/webhook/enable`, {});
+      expect(enabled.status).toBe(200);
+      expect(enabled.body.webhook).toMatchObject({ disabled: false });
+      expect(enabled.body.webhook.disabled_reason).toBeUndefined();
+      // b: setting the webhook again (runtime API).
+      const reset = await call(h.url, 'POST', '/api/v1/bots/setWebhook', { token: b.token, body: { url: b.receiver.url, secret_token: SECRET } });
+      expect(reset.status).toBe(200);
+      for (const { token } of [a, b]) {
+        const after = await until(() => info(token), (x) => x.pending_update_count === 0, 15_000);
+        expect(after).toMatchObject({ disabled: false, pending_update_count: 0 });
+      }
+      for (const [i, { receiver }] of [a, b].entries()) {
+        const texts = receiver.received.slice(seen[i]).map((r) => JSON.parse(r.raw.toString('utf8')).message.text);
+        expect(texts).toEqual(expect.arrayContaining(['while disabled 0', 'while disabled 1', 'while disabled 2']));
+      }
+
+      const polling = await approvedBot(h, ownerJwt, 'hook_health_none');
+      const none = await owner.post(`/api/v1/bots/my/${polling.id}/webhook/enable`, {});
+      expect(none.status).toBe(409);
+      expect(JSON.stringify(none.body)).toContain('no webhook');
+    });
   });
 });

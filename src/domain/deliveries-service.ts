@@ -86,7 +86,11 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
       const until = req.until?.getTime() ?? at + 1;
       if (req.since && until <= req.since.getTime()) v.add('until', 'OUT_OF_RANGE', 'must be after since');
       v.throwIfAny();
-      const botId = await ownBotId(principal, req.id);
+      const bot = await deps.bots.findForOwner(principal.accountId, req.id);
+      if (!bot) throw ApiError.notFound('bot');
+      // Without a webhook nothing would send them (and removing one drops what is queued).
+      if (bot.deliveryMode !== 'webhook') throw ApiError.failedPrecondition('the bot has no webhook set');
+      const botId = bot.id;
       const recovered = await deps.deliveries.recover(botId, { from: from!, to: to!.status, since: req.since!.getTime(), until, now: to!.nextAttemptAt });
       return { recovered };
     },

@@ -71,13 +71,13 @@ export enum FriendRequestMode {
 export enum DeliveryStatus {
   /** DELIVERY_STATUS_UNSPECIFIED - Never stored. */
   DELIVERY_STATUS_UNSPECIFIED = 0,
-  /** DELIVERY_STATUS_PENDING - Not attempted yet. */
+  /** DELIVERY_STATUS_PENDING - Not attempted yet, or recovered (RecoverDeliveries) and due again. */
   DELIVERY_STATUS_PENDING = 1,
   /** DELIVERY_STATUS_SUCCEEDED - The receiver answered 2xx. */
   DELIVERY_STATUS_SUCCEEDED = 2,
   /** DELIVERY_STATUS_RETRYING - Failed; another attempt is scheduled (next_attempt_at). */
   DELIVERY_STATUS_RETRYING = 3,
-  /** DELIVERY_STATUS_DEAD_LETTER - Failed on every scheduled attempt; only a manual retry sends it again. */
+  /** DELIVERY_STATUS_DEAD_LETTER - Failed on every scheduled attempt; only a manual retry or a recovery sends it again. */
   DELIVERY_STATUS_DEAD_LETTER = 4,
   UNRECOGNIZED = -1,
 }
