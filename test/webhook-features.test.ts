@@ -186,6 +186,29 @@ describe('webhook recovery, endpoint health and delivery rate', () => {
   describe('endpoint health (WEBHOOK_DISABLE_AFTER=2s)', () => {
     beforeAll(() => start({ WEBHOOK_DISABLE_AFTER: '2s' }));
 
+    it('a success ends the run of failures: failing for more than 2s in all, with a success between, keeps the webhook enabled', async () => {
+      const { id, receiver } = await botWithReceiver('hook_health_flaky');
+      const failFor = async (ms: number) => {
+        receiver.always({ status: 500 });
+        const end = Date.now() + ms;
+        for (let i = 0; Date.now() < end; i++) {
+          await inject(id, `flaky ${i}`);
+          await sleep(200);
+        }
+      };
+      await failFor(1500);
+      receiver.always({ status: 200 });
+      const before = receiver.received.length;
+      await inject(id, 'one good answer');
+      await until(async () => receiver.received.slice(before).some((r) => r.raw.toString('utf8').includes('one good answer')), Boolean);
+      await failFor(1500);
+      await sleep(300);
+      expect(Date.now() - receiver.received[0]!.at).toBeGreaterThan(DISABLE_AFTER_MS + 500);
+      const detail = (await owner.get(`/api/v1/bots/my/${id}`)).body;
+      expect(detail.webhook).toMatchObject({ disabled: false });
+      expect(detail.webhook.disabled_reason).toBeUndefined();
+    });
+
     it('a webhook failing for WEBHOOK_DISABLE_AFTER is disabled (reason in the detail read and getWebhookInfo); updates wait; enabling or setting it again resumes', async () => {
       const a = await botWithReceiver('hook_health_a');
       const b = await botWithReceiver('hook_health_b');

@@ -67,7 +67,7 @@ export interface WrittenOutcomes {
   closed: [string, number[]][];
   /** Per bot (in id order): its latest failed attempt (ms) and error, and where its run of failures starts. */
   failures: [string, FailureRun][];
-  /** Bots (in id order) with an attempt that succeeded. */
+  /** Bots (in id order) with an attempt that succeeded, whose webhook was in a run of failures. */
   succeeded: string[];
 }
 
@@ -234,13 +234,17 @@ export function createDeliveriesRepo(db: Db) {
     async writeOutcomes(items: OutcomeWrite[], tx?: Tx): Promise<WrittenOutcomes> {
       const q = tx ?? db;
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
-      const rows = await q('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id');
+      // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
+      const rows = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
+        .whereIn('deliveries.id', items.map((i) => i.id))
+        .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since');
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
       const errors = new Map<string, { at: number; error: string }>();
       // Per bot: its latest success, and its failures (time order is settled after the loop).
       const lastOk = new Map<string, number>();
       const failedAt = new Map<string, number[]>();
+      const failing = new Set<string>();
       const results: boolean[] = new Array(items.length);
       for (const { item: { id, leaseToken, next }, i } of order) {
         const row = byId.get(id);
@@ -265,6 +269,7 @@ export function createDeliveriesRepo(db: Db) {
         }
         if (next.lastError === null) lastOk.set(row.bot_id, Math.max(lastOk.get(row.bot_id) ?? -1, next.lastAttemptAt));
         else failedAt.set(row.bot_id, [...(failedAt.get(row.bot_id) ?? []), next.lastAttemptAt]);
+        if (row.failing_since !== null && row.failing_since !== undefined) failing.add(row.bot_id);
         results[i] = true;
       }
       const failures: [string, FailureRun][] = [...errors].map(([botId, e]) => {
@@ -276,7 +281,8 @@ export function createDeliveriesRepo(db: Db) {
         results,
         closed: groupBy(done),
         failures: failures.sort(([a], [b]) => compareIds(a, b)),
-        succeeded: [...lastOk.keys()].sort(compareIds),
+        // A run of failures that began after this read is not ended by these successes; the next success ends it.
+        succeeded: [...lastOk.keys()].filter((b) => failing.has(b)).sort(compareIds),
       };
     },
 
