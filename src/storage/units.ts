@@ -7,7 +7,9 @@
  * Lock order (MySQL): ingest locks the bots' rows first (in id order), then inserts
  * into updates, outbox, deliveries, ingest_keys, chats (in key order) and messages;
  * recording attempts writes deliveries (in primary-key order, as a claim locks them),
- * then deletes updates and sets webhooks' last errors, bots in id order.
+ * then deletes updates, ends the runs of failures of the webhooks that answered (one
+ * statement) and sets webhooks' last errors and health, bots in id order (a deadlock
+ * between those is retried whole).
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo } from './bots-repo.js';
