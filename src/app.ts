@@ -250,7 +250,7 @@ const repositories: Component = {
     backend.deliveries = createDeliveriesRepo(db);
     backend.outbox = createOutboxRepo(db);
     backend.limits = createLimitsRepo(db);
-    backend.units = createUnitsOfWork(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
+    backend.units = createUnitsOfWork(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs, webhookDisableAfterMs: config.webhookDisableAfterMs });
   },
 };
 

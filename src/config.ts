@@ -144,6 +144,7 @@ const schema = z
     }),
     WEBHOOK_TIMEOUT_MS: int(15_000, 100, 120_000),
     WEBHOOK_CA_FILE: optionalText,
+    WEBHOOK_DISABLE_AFTER: duration('5d').refine((ms) => ms >= 1000, 'must be at least 1s'),
     DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
     PLATFORM_EGRESS_IPS: z.string().default('').refine(
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
@@ -228,6 +229,8 @@ const schema = z
       webhookRetryScheduleMs: c.WEBHOOK_RETRY_SCHEDULE,
       webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
       webhookCaFile: c.WEBHOOK_CA_FILE,
+      /** How long a webhook may fail without a success before it is disabled. */
+      webhookDisableAfterMs: c.WEBHOOK_DISABLE_AFTER,
       dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
       maxBodyBytes: c.MAX_BODY_BYTES,
       /** Largest file accepted by upload-credentials. */

@@ -54,6 +54,14 @@ describe('config', () => {
     }
   });
 
+  it('reads WEBHOOK_DISABLE_AFTER (5 days by default) and refuses a non-duration or less than 1s', () => {
+    expect(loadConfig({}).webhookDisableAfterMs).toBe(5 * 86_400_000);
+    expect(loadConfig({ WEBHOOK_DISABLE_AFTER: '2s' }).webhookDisableAfterMs).toBe(2000);
+    for (const bad of ['soon', '500ms']) {
+      expect(() => loadConfig({ WEBHOOK_DISABLE_AFTER: bad }), bad).toThrow(/WEBHOOK_DISABLE_AFTER/);
+    }
+  });
+
   it('parses durations', () => {
     expect([parseDuration('250ms'), parseDuration('15s'), parseDuration('5m'), parseDuration('1h'), parseDuration('7d'), parseDuration('100')])
       .toEqual([250, 15_000, 300_000, 3_600_000, 604_800_000, 100]);

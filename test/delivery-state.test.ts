@@ -3,7 +3,7 @@
  * manual, success or each kind of failure) takes a delivery on a 4-step schedule.
  */
 import { describe, expect, it } from 'vitest';
-import { nextDeliveryState, type AttemptFailure, type AttemptResult, type DeliveryPosition } from '../src/dispatch/delivery-state.js';
+import { nextDeliveryState, recoveredState, type AttemptFailure, type AttemptResult, type DeliveryPosition } from '../src/dispatch/delivery-state.js';
 
 const SCHEDULE = [60_000, 300_000, 900_000, 3_600_000];
 const AT = 1_700_000_000_000;
@@ -57,5 +57,20 @@ describe('nextDeliveryState', () => {
     expect(nextDeliveryState(row('retrying', 1), ok(201), 'manual', SCHEDULE)).toMatchObject({
       lastStatusCode: 201, lastError: null, lastAttemptAt: AT, lastDurationMs: 12,
     });
+  });
+});
+
+describe('recoveredState', () => {
+  it('a dead_letter delivery becomes pending, due now; a retrying one stays retrying, due now; others are not recoverable', () => {
+    expect(recoveredState('dead_letter', AT)).toEqual({ status: 'pending', nextAttemptAt: AT });
+    expect(recoveredState('retrying', AT)).toEqual({ status: 'retrying', nextAttemptAt: AT });
+    expect(recoveredState('pending', AT)).toBeNull();
+    expect(recoveredState('succeeded', AT)).toBeNull();
+  });
+
+  it('attempts count on: a recovered dead_letter delivery gets one more automatic attempt, and is dead_letter again if it fails', () => {
+    const back = { ...row('dead_letter', 5), ...recoveredState('dead_letter', DUE)! };
+    expect(nextDeliveryState(back, fail(), 'auto', SCHEDULE)).toMatchObject({ status: 'dead_letter', attempts: 6, closed: true, deadLettered: true });
+    expect(nextDeliveryState(back, ok(), 'auto', SCHEDULE)).toMatchObject({ status: 'succeeded', attempts: 6, closed: true });
   });
 });

@@ -115,7 +115,10 @@ export interface Bot {
   friend_request_mode?: string;
   group_privacy: boolean;
   can_join_groups: boolean;
-  webhook?: { url: string; has_secret_token: boolean; allowed_updates: string[]; allowed_ips: string[]; max_connections: number } | null;
+  webhook?: {
+    url: string; has_secret_token: boolean; allowed_updates: string[]; allowed_ips: string[]; max_connections: number;
+    max_deliveries_per_second?: number; disabled: boolean; disabled_reason?: string; disabled_at?: string | null;
+  } | null;
   command_menu: BotCommand[];
   delivery_mode: 'polling' | 'webhook';
   one_time_token?: string;
@@ -181,8 +184,12 @@ export const api = {
     request<{ bot_id: string; one_time_token: string; token_prefix: string }>('POST', `/api/v1/bots/my/${e(id)}/regenerate-token`, {}),
   setWebhook: (id: string, body: object) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook`, body),
   deleteWebhook: (id: string, drop: boolean) => request<Bot>('DELETE', `/api/v1/bots/my/${e(id)}/webhook`, { drop_pending_updates: drop }),
-  deliveries: (id: string, page: number, limit = 20) =>
-    request<{ items: Delivery[]; pagination: Pagination }>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit })}`),
+  deliveries: (id: string, page: number, limit = 20, status: Delivery['status'] | '' = '') =>
+    request<{ items: Delivery[]; pagination: Pagination }>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit, status })}`),
+  /** Queues again the dead_letter deliveries created since `since`; answers how many. */
+  recoverDeliveries: (id: string, since: Date) =>
+    request<{ recovered: number }>('POST', `/api/v1/bots/my/${e(id)}/deliveries/recover`, { since: since.toISOString() }),
+  enableWebhook: (id: string) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook/enable`, {}),
   retryDelivery: (id: string, deliveryId: string) => request<Delivery>('POST', `/api/v1/bots/my/${e(id)}/deliveries/${e(deliveryId)}/retry`, {}),
   metrics: (id: string, windowSeconds: number) => request<Metrics>('GET', `/api/v1/bots/my/${e(id)}/metrics${q({ window_seconds: windowSeconds })}`),
   testUpdate: (id: string, text: string) => request<{ update_id: number; update_seq: number }>('POST', `/api/v1/bots/my/${e(id)}/test-updates`, { text }),

@@ -247,7 +247,7 @@ function newSecret(): string {
   return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
-const WEBHOOK_FIELDS = ['url', 'secret_token', 'allowed_updates', 'allowed_ips', 'max_connections', 'drop_pending_updates'];
+const WEBHOOK_FIELDS = ['url', 'secret_token', 'allowed_updates', 'allowed_ips', 'max_connections', 'max_deliveries_per_second', 'drop_pending_updates'];
 
 function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }) {
   const [url, setUrl] = useState(bot.webhook?.url ?? '');
@@ -255,6 +255,7 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
   const [updates, setUpdates] = useState<string[]>(bot.webhook?.allowed_updates ?? []);
   const [ips, setIps] = useState((bot.webhook?.allowed_ips ?? []).join(', '));
   const [maxConn, setMaxConn] = useState(String(bot.webhook?.max_connections ?? 40));
+  const [perSecond, setPerSecond] = useState(bot.webhook?.max_deliveries_per_second ? String(bot.webhook.max_deliveries_per_second) : '');
   const [drop, setDrop] = useState(false);
   const [error, setError] = useState<unknown>();
   const [done, setDone] = useState<string>();
@@ -276,6 +277,7 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
       allowed_ips: ips.split(/[\s,]+/).filter(Boolean), drop_pending_updates: drop,
     };
     if (maxConn.trim() !== '') body.max_connections = Number(maxConn);
+    if (perSecond.trim() !== '') body.max_deliveries_per_second = Number(perSecond);
     try {
       onChange(await api.setWebhook(bot.id, body));
       setDone('Webhook set: updates are now POSTed to it.');
@@ -292,6 +294,15 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
       setError(err);
     }
   };
+  const enable = async () => {
+    setError(undefined);
+    try {
+      onChange(await api.enableWebhook(bot.id));
+      setDone('Webhook enabled: deliveries resume.');
+    } catch (err) {
+      setError(err);
+    }
+  };
   const toggle = (u: string) => setUpdates(updates.includes(u) ? updates.filter((x) => x !== u) : [...updates, u]);
   return (
     <>
@@ -302,9 +313,17 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
           <dt>URL</dt><dd>{bot.webhook ? <code>{bot.webhook.url}</code> : 'none (polling)'}</dd>
           {bot.webhook && <><dt>Secret</dt><dd>{bot.webhook.has_secret_token ? 'set (never shown again)' : 'none'}</dd></>}
           {bot.webhook && <><dt>Max connections</dt><dd>{bot.webhook.max_connections}</dd></>}
+          {bot.webhook && <><dt>Max deliveries per second</dt><dd>{bot.webhook.max_deliveries_per_second ?? 'no limit'}</dd></>}
+          {bot.webhook && <><dt>State</dt><dd id="webhook-disabled">{bot.webhook.disabled ? <>disabled <span class="muted">({fmtTime(bot.webhook.disabled_at)})</span></> : 'enabled'}</dd></>}
           <dt>Pending updates</dt><dd id="pending-count">{state ? state.pending : '…'}</dd>
           <dt>Last error</dt><dd id="last-error">{state?.lastError ? <>{state.lastError} <span class="muted">({fmtTime(state.lastErrorAt)})</span></> : 'none'}</dd>
         </dl>
+        {bot.webhook?.disabled && (
+          <Alert kind="error">
+            Deliveries are stopped: {bot.webhook.disabled_reason}. Updates keep queueing.{' '}
+            <button type="button" onClick={enable}>Enable the webhook</button>
+          </Alert>
+        )}
       </section>
       <section>
         <h2>{bot.webhook ? 'Change the webhook' : 'Set a webhook'}</h2>
@@ -334,6 +353,8 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
           <Field id="wh-ips" label="Allowed IPs (optional)" value={ips} onInput={setIps} error={fieldError(error, 'allowed_ips')}
             hint="IPs or CIDRs, comma separated; empty: any public address" />
           <Field id="wh-max" label="Max connections" type="number" value={maxConn} onInput={setMaxConn} error={fieldError(error, 'max_connections')} hint="1 to 100" />
+          <Field id="wh-rate" label="Max deliveries per second (optional)" type="number" value={perSecond} onInput={setPerSecond}
+            error={fieldError(error, 'max_deliveries_per_second')} hint="1 to 10000; empty: no limit" />
           <label class="check"><input type="checkbox" checked={drop} onChange={(e) => setDrop((e.target as HTMLInputElement).checked)} /> Drop pending updates</label>
           <div class="row">
             <button type="submit" class="primary">Save webhook</button>
@@ -354,7 +375,18 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
   const [error, setError] = useState<unknown>();
   const [note, setNote] = useState<string>();
   const [tick, setTick] = useState(0);
-  usePoll(() => { api.deliveries(bot.id, page, 20).then(setData, setError); }, 3000, [bot.id, page, tick]);
+  usePoll(() => { api.deliveries(bot.id, page, 20, filter as Delivery['status'] | '').then(setData, setError); }, 3000, [bot.id, page, tick, filter]);
+  const recover = async () => {
+    setNote(undefined);
+    setError(undefined);
+    try {
+      const { recovered } = await api.recoverDeliveries(bot.id, new Date(0));
+      setNote(recovered > 0 ? `Queued ${recovered} dead-letter ${recovered === 1 ? 'delivery' : 'deliveries'} again, oldest update first.` : 'No dead-letter deliveries to queue again.');
+      setTick(tick + 1);
+    } catch (err) {
+      setError(err);
+    }
+  };
   const retry = async (d: Delivery) => {
     setNote(undefined);
     setError(undefined);
@@ -366,21 +398,22 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
       setError(err);
     }
   };
-  const items = (data?.items ?? []).filter((d) => !filter || d.status === filter);
+  const items = data?.items ?? [];
   return (
     <section>
       <h2>Deliveries</h2>
       {bot.delivery_mode !== 'webhook' && <Alert kind="info">The bot is polling: deliveries are made only in webhook mode.</Alert>}
       <div class="row">
-        <label for="dl-filter">Status (on this page)</label>
-        <select id="dl-filter" value={filter} onChange={(e) => setFilter((e.target as HTMLSelectElement).value)}>
+        <label for="dl-filter">Status</label>
+        <select id="dl-filter" value={filter} onChange={(e) => { setFilter((e.target as HTMLSelectElement).value); setPage(1); }}>
           {STATUSES.map((s) => <option key={s} value={s}>{s ? s.replace(/_/g, ' ') : 'All'}</option>)}
         </select>
         <button type="button" onClick={() => setTick(tick + 1)}>Refresh</button>
+        {bot.delivery_mode === 'webhook' && <button type="button" onClick={recover}>Queue dead letters again</button>}
       </div>
       {note && <Alert kind="ok">{note}</Alert>}
       <ErrorAlert error={error} />
-      {data && items.length === 0 && <p class="muted">No deliveries{filter ? ` with status ${filter.replace(/_/g, ' ')} on this page` : ''}.</p>}
+      {data && items.length === 0 && <p class="muted">No deliveries{filter ? ` with status ${filter.replace(/_/g, ' ')}` : ''}.</p>}
       {items.length > 0 && (
         <div class="table-wrap">
           <table>

@@ -49,6 +49,14 @@ export interface paths {
     /** RetryDelivery makes one attempt now and answers with the delivery as it stands after it. delivery_id is a delivery id or an update_id. */
     post: operations["ConsoleService_RetryDelivery"];
   };
+  "/api/v1/bots/my/{id}/deliveries/recover": {
+    /** RecoverDeliveries queues again, in update_seq order, every dead_letter (or retrying) delivery of the bot created in [since, until), and answers how many. A recovered delivery is pending and due now; its attempts count on from where it was, so one more failure makes it dead_letter again. */
+    post: operations["ConsoleService_RecoverDeliveries"];
+  };
+  "/api/v1/bots/my/{id}/webhook/enable": {
+    /** EnableBotWebhook resumes deliveries to a webhook disabled after failing for too long (a no-op when it is enabled). */
+    post: operations["ConsoleService_EnableBotWebhook"];
+  };
   "/api/v1/bots/my/{id}/metrics": {
     /** GetBotMetrics summarises the bot's recent activity over a window: runtime calls by method and by status, its quota, its updates and its webhook deliveries. */
     get: operations["ConsoleService_GetBotMetrics"];
@@ -507,6 +515,16 @@ export interface components {
        */
       last_duration_ms?: number;
     };
+    /** @description EnableBotWebhookRequest names the bot whose disabled webhook should resume. */
+    "botplatform.v1.EnableBotWebhookRequest": {
+      /** @description The bot id. */
+      id: string;
+    };
+    /** @description EnableBotWebhookResponse carries the bot with its webhook enabled. */
+    "botplatform.v1.EnableBotWebhookResponse": {
+      /** @description The bot, with its redacted webhook. */
+      bot?: components["schemas"]["botplatform.v1.Bot"] | null;
+    };
     /** @description File is a registered file. Each send gets its own logical file_id; files with the same content share one stored blob and one file_unique_id. */
     "botplatform.v1.File": {
       /** @description Identifier of this logical file; usable only by the bot that registered it. */
@@ -652,6 +670,21 @@ export interface components {
        * @description Page size, 1 to 100 (default 20).
        */
       limit?: number;
+      /**
+       * @description Only deliveries in this status, e.g. ?status=dead_letter.
+       * @enum {string}
+       */
+      status?: "pending" | "succeeded" | "retrying" | "dead_letter";
+      /**
+       * Format: date-time
+       * @description Only deliveries created at or after this time (RFC 3339).
+       */
+      since?: string | null;
+      /**
+       * Format: date-time
+       * @description Only deliveries created before this time (RFC 3339).
+       */
+      until?: string | null;
     };
     /** @description ListDeliveriesResponse is one page of deliveries. */
     "botplatform.v1.ListDeliveriesResponse": {
@@ -794,6 +827,34 @@ export interface components {
        */
       window_seconds: number;
     };
+    /** @description RecoverDeliveriesRequest names the bot and the window of deliveries to send again. */
+    "botplatform.v1.RecoverDeliveriesRequest": {
+      /** @description The bot id. */
+      id: string;
+      /**
+       * Format: date-time
+       * @description Deliveries created at or after this time (RFC 3339).
+       */
+      since: string | null;
+      /**
+       * Format: date-time
+       * @description Deliveries created before this time (default: now).
+       */
+      until?: string | null;
+      /**
+       * @description Which deliveries: dead_letter (default), or retrying (made due now).
+       * @enum {string}
+       */
+      status?: "pending" | "succeeded" | "retrying" | "dead_letter";
+    };
+    /** @description RecoverDeliveriesResponse tells how many deliveries were queued again. */
+    "botplatform.v1.RecoverDeliveriesResponse": {
+      /**
+       * Format: int64
+       * @description Deliveries queued again (0 when there were none: running it twice queues nothing twice). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      recovered: number;
+    };
     /** @description RegenerateTokenRequest names the bot whose token is replaced. */
     "botplatform.v1.RegenerateTokenRequest": {
       /** @description The bot id. */
@@ -922,6 +983,11 @@ export interface components {
       max_connections?: number;
       /** @description Forget the updates not yet received. */
       drop_pending_updates?: boolean;
+      /**
+       * Format: int32
+       * @description Most delivery attempts per second, 1 to 10000; absent: unlimited.
+       */
+      max_deliveries_per_second?: number;
     };
     /** @description SetBotWebhookResponse carries the bot with its redacted webhook. */
     "botplatform.v1.SetBotWebhookResponse": {
@@ -955,6 +1021,11 @@ export interface components {
       max_connections?: number;
       /** @description Forget the updates not yet received. */
       drop_pending_updates?: boolean;
+      /**
+       * Format: int32
+       * @description Most delivery attempts per second, 1 to 10000; absent: unlimited.
+       */
+      max_deliveries_per_second?: number;
     };
     /** @description SetWebhookResponse answers true. */
     "botplatform.v1.SetWebhookResponse": {
@@ -1079,6 +1150,20 @@ export interface components {
       platform_egress_ips: string[];
       /** @description IPs or CIDRs deliveries may go to. */
       allowed_ips: string[];
+      /**
+       * Format: int32
+       * @description Most delivery attempts per second; absent when unlimited.
+       */
+      max_deliveries_per_second?: number;
+      /** @description Whether deliveries are stopped because the endpoint kept failing; setting the webhook again resumes them. */
+      disabled: boolean;
+      /** @description Why the webhook was disabled; absent while it is enabled. */
+      disabled_reason?: string;
+      /**
+       * Format: int64
+       * @description Unix time the webhook was disabled; absent while it is enabled. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      disabled_date?: number;
     };
     /** @description WebhookStats summarises webhook delivery attempts in the window. */
     "botplatform.v1.WebhookStats": {
@@ -1122,6 +1207,20 @@ export interface components {
        * @description Most parallel deliveries to this bot, 1 to 100.
        */
       max_connections: number;
+      /**
+       * Format: int32
+       * @description Most delivery attempts per second to this bot; absent when unlimited.
+       */
+      max_deliveries_per_second?: number;
+      /** @description Whether deliveries are stopped because the endpoint kept failing (WEBHOOK_DISABLE_AFTER); setting the webhook again or enabling it resumes them. */
+      disabled: boolean;
+      /** @description Why the webhook was disabled; absent while it is enabled. */
+      disabled_reason?: string;
+      /**
+       * Format: date-time
+       * @description When the webhook was disabled; null while it is enabled.
+       */
+      disabled_at?: string | null;
     };
     /** @description Console and admin error body: the gRPC status name, its HTTP code, a message and, for INVALID_ARGUMENT, the bad fields. */
     ConsoleError: {
@@ -1755,6 +1854,11 @@ export interface operations {
           max_connections?: number;
           /** @description Forget the updates not yet received. */
           drop_pending_updates?: boolean;
+          /**
+           * Format: int32
+           * @description Most delivery attempts per second, 1 to 10000; absent: unlimited.
+           */
+          max_deliveries_per_second?: number;
         };
       };
     };
@@ -1897,6 +2001,12 @@ export interface operations {
         page?: number;
         /** @description Page size, 1 to 100 (default 20). */
         limit?: number;
+        /** @description Only deliveries in this status, e.g. ?status=dead_letter. */
+        status?: "pending" | "succeeded" | "retrying" | "dead_letter";
+        /** @description Only deliveries created at or after this time (RFC 3339). */
+        since?: string | null;
+        /** @description Only deliveries created before this time (RFC 3339). */
+        until?: string | null;
       };
       path: {
         id: string;
@@ -1972,6 +2082,162 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["botplatform.v1.Delivery"] | null;
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** RecoverDeliveries queues again, in update_seq order, every dead_letter (or retrying) delivery of the bot created in [since, until), and answers how many. A recovered delivery is pending and due now; its attempts count on from where it was, so one more failure makes it dead_letter again. */
+  ConsoleService_RecoverDeliveries: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: date-time
+           * @description Deliveries created at or after this time (RFC 3339).
+           */
+          since: string | null;
+          /**
+           * Format: date-time
+           * @description Deliveries created before this time (default: now).
+           */
+          until?: string | null;
+          /**
+           * @description Which deliveries: dead_letter (default), or retrying (made due now).
+           * @enum {string}
+           */
+          status?: "pending" | "succeeded" | "retrying" | "dead_letter";
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.RecoverDeliveriesResponse"];
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** EnableBotWebhook resumes deliveries to a webhook disabled after failing for too long (a no-op when it is enabled). */
+  ConsoleService_EnableBotWebhook: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.Bot"] | null;
         };
       };
       /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
@@ -2407,6 +2673,11 @@ export interface operations {
           max_connections?: number;
           /** @description Forget the updates not yet received. */
           drop_pending_updates?: boolean;
+          /**
+           * Format: int32
+           * @description Most delivery attempts per second, 1 to 10000; absent: unlimited.
+           */
+          max_deliveries_per_second?: number;
         };
       };
     };

@@ -18,6 +18,8 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","method":"DELETE","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotWebhookRequest","responseType":"botplatform.v1.DeleteBotWebhookResponse", "grpc": ConsoleServiceService.deleteBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","method":"GET","template":"/api/v1/bots/my/{id}/deliveries","fastifyPath":"/api/v1/bots/my/:id/deliveries","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListDeliveriesRequest","responseType":"botplatform.v1.ListDeliveriesResponse", "grpc": ConsoleServiceService.listDeliveries },
   {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","fastifyPath":"/api/v1/bots/my/:id/deliveries/:delivery_id/retry","pathParams":[{"param":"id","field":["id"]},{"param":"delivery_id","field":["delivery_id"]}],"body":"*","responseBody":"delivery","successCode":200,"surface":"console","requestType":"botplatform.v1.RetryDeliveryRequest","responseType":"botplatform.v1.RetryDeliveryResponse", "grpc": ConsoleServiceService.retryDelivery },
+  {"rpc":"botplatform.v1.ConsoleService/RecoverDeliveries","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/recover","fastifyPath":"/api/v1/bots/my/:id/deliveries/recover","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RecoverDeliveriesRequest","responseType":"botplatform.v1.RecoverDeliveriesResponse", "grpc": ConsoleServiceService.recoverDeliveries },
+  {"rpc":"botplatform.v1.ConsoleService/EnableBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook/enable","fastifyPath":"/api/v1/bots/my/:id/webhook/enable","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.EnableBotWebhookRequest","responseType":"botplatform.v1.EnableBotWebhookResponse", "grpc": ConsoleServiceService.enableBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/GetBotMetrics","method":"GET","template":"/api/v1/bots/my/{id}/metrics","fastifyPath":"/api/v1/bots/my/:id/metrics","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":"metrics","successCode":200,"surface":"console","requestType":"botplatform.v1.GetBotMetricsRequest","responseType":"botplatform.v1.GetBotMetricsResponse", "grpc": ConsoleServiceService.getBotMetrics },
   {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","method":"POST","template":"/api/v1/bots/my/{id}/test-updates","fastifyPath":"/api/v1/bots/my/:id/test-updates","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":201,"surface":"console","requestType":"botplatform.v1.CreateTestUpdateRequest","responseType":"botplatform.v1.CreateTestUpdateResponse", "grpc": ConsoleServiceService.createTestUpdate },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"POST","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
@@ -517,6 +519,49 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "scalar",
             "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "max_deliveries_per_second",
+          "json": "max_deliveries_per_second",
+          "ts": "maxDeliveriesPerSecond",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "disabled",
+          "json": "disabled",
+          "ts": "disabled",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "disabled_reason",
+          "json": "disabled_reason",
+          "ts": "disabledReason",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "disabled_at",
+          "json": "disabled_at",
+          "ts": "disabledAt",
+          "type": {
+            "kind": "timestamp"
           },
           "repeated": false,
           "optional": false
@@ -1163,6 +1208,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "max_deliveries_per_second",
+          "json": "max_deliveries_per_second",
+          "ts": "maxDeliveriesPerSecond",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -1256,6 +1312,37 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "status",
+          "json": "status",
+          "ts": "status",
+          "type": {
+            "kind": "enum",
+            "ref": "botplatform.v1.DeliveryStatus"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "since",
+          "json": "since",
+          "ts": "since",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "until",
+          "json": "until",
+          "ts": "until",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -1442,6 +1529,97 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.Delivery"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.RecoverDeliveriesRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "since",
+          "json": "since",
+          "ts": "since",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "until",
+          "json": "until",
+          "ts": "until",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "status",
+          "json": "status",
+          "ts": "status",
+          "type": {
+            "kind": "enum",
+            "ref": "botplatform.v1.DeliveryStatus"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.RecoverDeliveriesResponse": {
+      "fields": [
+        {
+          "proto": "recovered",
+          "json": "recovered",
+          "ts": "recovered",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EnableBotWebhookRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EnableBotWebhookResponse": {
+      "fields": [
+        {
+          "proto": "bot",
+          "json": "bot",
+          "ts": "bot",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Bot"
           },
           "repeated": false,
           "optional": false
@@ -2421,6 +2599,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "max_deliveries_per_second",
+          "json": "max_deliveries_per_second",
+          "ts": "maxDeliveriesPerSecond",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -2587,6 +2776,50 @@ export const routeTable: RouteTable = {
           },
           "repeated": true,
           "optional": false
+        },
+        {
+          "proto": "max_deliveries_per_second",
+          "json": "max_deliveries_per_second",
+          "ts": "maxDeliveriesPerSecond",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "disabled",
+          "json": "disabled",
+          "ts": "disabled",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "disabled_reason",
+          "json": "disabled_reason",
+          "ts": "disabledReason",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "disabled_date",
+          "json": "disabled_date",
+          "ts": "disabledDate",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },

@@ -13,6 +13,14 @@
  * never changes `attempts`, `next_attempt_at` or the status, except that a success
  * ends the delivery as succeeded. Every attempt, manual or not, is recorded as the
  * delivery's last one (status code, error, time, duration).
+ *
+ * A recovery (the console's bulk recover) queues a delivery again without an attempt:
+ *
+ *   dead_letter ──recover──▶ pending (due now)      retrying ──recover──▶ retrying (due now)
+ *
+ * It keeps `attempts`: the schedule is not restarted, so a recovered dead_letter
+ * delivery gets one more automatic attempt, and its failure makes it dead_letter
+ * again (recover it again to retry once more). Other deliveries are not recoverable.
  */
 import type { DeliveryStatusValue } from '../storage/deliveries-repo.js';
 
@@ -98,4 +106,19 @@ export function nextDeliveryState(
     return { status: 'retrying', attempts, nextAttemptAt: result.at + delay, ...last, closed: false, deadLettered: false };
   }
   return { status: 'dead_letter', attempts, nextAttemptAt: result.at, ...last, closed: true, deadLettered: true };
+}
+
+/** Deliveries a recovery may take: dead_letter (the default) and retrying. */
+export type RecoverableStatus = 'dead_letter' | 'retrying';
+
+/**
+ * The state of a `status` delivery after a recovery at `now` (attempts unchanged),
+ * or null when a delivery in that status is not recoverable.
+ */
+export function recoveredState(
+  status: DeliveryStatusValue, now: number,
+): { status: DeliveryStatusValue; nextAttemptAt: number } | null {
+  if (status === 'dead_letter') return { status: 'pending', nextAttemptAt: now };
+  if (status === 'retrying') return { status: 'retrying', nextAttemptAt: now };
+  return null;
 }

@@ -17,9 +17,22 @@
  * that says the receiver is overloaded (timeout, connection failure, 429/502/503/504).
  * A backlog thus reaches a receiver gradually instead of all at once.
  *
+ * Rate: a bot whose webhook has max_deliveries_per_second gets at most that many
+ * attempts started per second, from a token bucket in its state object (refilled
+ * continuously, holding at most a tenth of a second's worth, at least one token), so
+ * a backlog after an outage reaches the bot's server at that pace. A bot out of
+ * tokens is kicked again when its next token is due. The bucket is this process's:
+ * a bot's updates go to one dispatcher at a time (the bus's partitioning), but
+ * during a rebalance, or when several dispatchers' sweeps find the same bot's
+ * retries, each may use its own bucket for a moment.
+ *
+ * Disabled webhooks (failing for WEBHOOK_DISABLE_AFTER): their max reads as 0, so
+ * nothing is claimed for them; the sweep leaves them out.
+ *
  * Per bot, the dispatcher keeps one small state object (attempts in flight, the
- * max_connections read last, the window): kept while the bot has attempts in flight
- * or its limit is fresh, dropped after, so the process holds nothing for idle bots.
+ * limits read last, the window, the token bucket): kept while the bot has attempts
+ * in flight or its limits are fresh, dropped after, so the process holds nothing
+ * for idle bots.
  *
  * Isolation: the process-wide budget (maxInFlight) counts only attempts that are
  * progressing. An attempt still waiting for its answer after slowMs is parked: it
@@ -47,7 +60,7 @@ export interface DispatcherOptions {
   sweepMs: number;
   /** After how long an unanswered attempt leaves the budget (default: a quarter of the timeout, at most 1 s). */
   slowMs?: number;
-  /** How long a bot's max_connections is used before it is read again (default 5 s). */
+  /** How long a bot's limits (max_connections, max_deliveries_per_second, disabled) are used before they are read again (default 5 s). */
   limitTtlMs?: number;
 }
 
@@ -66,9 +79,27 @@ interface BotState {
   readAt: number;
   /** How many attempts it may have in flight now (at most max): see Ramp-up above. */
   window: number;
+  /** Its max_deliveries_per_second (null: none), and its token bucket: tokens as of refilledAt. */
+  perSecond: number | null;
+  tokens: number;
+  refilledAt: number;
+  /** A kick is scheduled for when its next token is due. */
+  waking: boolean;
 }
 
-const newBotState = (max: number, readAt: number): BotState => ({ inFlight: 0, max, readAt, window: 1 });
+const newBotState = (max: number, readAt: number, perSecond: number | null = null): BotState =>
+  ({ inFlight: 0, max, readAt, window: 1, perSecond, tokens: perSecond === null ? 0 : burstOf(perSecond), refilledAt: readAt, waking: false });
+
+/** The most tokens a bucket holds: a tenth of a second's worth, at least one. */
+const burstOf = (perSecond: number) => Math.max(1, perSecond / 10);
+
+/** Refills the bot's bucket up to `now`; answers the whole tokens it holds (Infinity: no limit). */
+function tokensOf(s: BotState, now: number): number {
+  if (s.perSecond === null) return Infinity;
+  s.tokens = Math.min(burstOf(s.perSecond), s.tokens + ((now - s.refilledAt) * s.perSecond) / 1000);
+  s.refilledAt = now;
+  return Math.floor(s.tokens);
+}
 
 export function createDispatcher(opts: DispatcherOptions) {
   const holder = `dispatcher-${crypto.randomUUID()}`;
@@ -88,25 +119,35 @@ export function createDispatcher(opts: DispatcherOptions) {
   let sweepTimer: NodeJS.Timeout | null = null;
   const kicked = new Set<string>();
   let kicking: Promise<void> | null = null;
+  /** Timers that kick rate-limited bots when their next token is due. */
+  const wakers = new Set<NodeJS.Timeout>();
 
-  const fresh = (s: BotState, now: number) => now - s.readAt < limitTtlMs;
+  // A bot that may have nothing in flight (its webhook disabled or gone) is read again on
+  // each kick: an enabled webhook resumes at once. Such bots are not swept, only woken by
+  // their new updates.
+  const fresh = (s: BotState, now: number) => s.max > 0 && now - s.readAt < limitTtlMs;
   /** Drops the state of bots with nothing in flight whose limit is stale (`all`: any idle bot). */
   function forgetIdle(all = false) {
     const now = Date.now();
     for (const [botId, s] of bots) if (s.inFlight === 0 && (all || !fresh(s, now))) bots.delete(botId);
   }
 
-  /** max_connections of each bot (read in one query for those not read in the last limitTtlMs). */
+  /** max_connections of each bot (its limits read in one query for those not read in the last limitTtlMs). */
   async function maxConnections(botIds: string[]): Promise<Map<string, number>> {
     const stale = botIds.filter((b) => !(bots.has(b) && fresh(bots.get(b)!, Date.now())));
     if (stale.length > 0) {
-      const found = await opts.webhooks.maxConnectionsOf(stale);
+      const found = await opts.webhooks.limitsOf(stale);
       const readAt = Date.now();
       if (bots.size + stale.length > MAX_IDLE_BOTS) forgetIdle(true);
       for (const b of stale) {
+        const { max, perSecond } = found.get(b) ?? { max: 0, perSecond: null };
         const s = bots.get(b);
-        if (s) Object.assign(s, { max: found.get(b) ?? 0, readAt });
-        else bots.set(b, newBotState(found.get(b) ?? 0, readAt));
+        if (!s) bots.set(b, newBotState(max, readAt, perSecond));
+        else {
+          tokensOf(s, readAt);
+          if (s.perSecond === null && perSecond !== null) s.tokens = burstOf(perSecond);
+          Object.assign(s, { max, readAt, perSecond });
+        }
       }
     }
     return new Map(botIds.map((b) => [b, bots.get(b)?.max ?? 0]));
@@ -166,19 +207,46 @@ export function createDispatcher(opts: DispatcherOptions) {
     const max = await maxConnections(botIds);
     let budget = opts.maxInFlight - total;
     const free = new Map<string, number>();
+    const at = Date.now();
     for (const b of botIds) {
       const s = bots.get(b);
-      const own = Math.min(max.get(b)!, s?.window ?? 1) - (s?.inFlight ?? 0);
+      const slots = Math.min(max.get(b)!, s?.window ?? 1) - (s?.inFlight ?? 0);
+      const tokens = s ? tokensOf(s, at) : Infinity;
+      const own = Math.min(slots, tokens);
       const n = Math.min(own, budget);
       if (n > 0) {
         free.set(b, n);
         budget -= n;
       } else if (own > 0) starved.add(b); // its own slots are free, the budget is not
+      else if (slots > 0 && s) wakeForToken(b, s, at); // its slots are free, its rate is used up
     }
     if (free.size === 0 || stopped) return;
     const now = Date.now();
     const claimed = await opts.deliveries.claimForBots({ now, leaseMs, holder, free });
-    for (const d of claimed) launch(d, now);
+    for (const d of claimed) {
+      const s = bots.get(d.botId);
+      if (s && s.perSecond !== null) s.tokens -= 1;
+      launch(d, now);
+    }
+    // A rate-limited bot that used its tokens may have more due: it goes on when the next token is.
+    for (const [b] of free) {
+      const s = bots.get(b);
+      if (s && s.perSecond !== null && s.tokens < 1) wakeForToken(b, s, now);
+    }
+  }
+
+  /** Kicks the bot again once its bucket holds a whole token. */
+  function wakeForToken(botId: string, s: BotState, now: number) {
+    if (s.waking || stopped || s.perSecond === null) return;
+    s.waking = true;
+    const waitMs = Math.max(1, Math.ceil(((1 - s.tokens) * 1000) / s.perSecond));
+    const t = setTimeout(() => {
+      wakers.delete(t);
+      s.waking = false;
+      kick(botId);
+    }, waitMs);
+    t.unref();
+    wakers.add(t);
   }
 
   function kick(botId: string) {
@@ -262,6 +330,7 @@ export function createDispatcher(opts: DispatcherOptions) {
     async stop() {
       stopped = true;
       if (sweepTimer) clearTimeout(sweepTimer);
+      for (const t of wakers) clearTimeout(t);
       await kicking;
       await Promise.allSettled([...running]);
       // Leases were renewed until the last outcome was written.

@@ -2,10 +2,11 @@
 import crypto from 'node:crypto';
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import { leaseFor, type Attempts } from '../dispatch/attempts.js';
+import { recoveredState } from '../dispatch/delivery-state.js';
 import { ApiError, Code } from '../errors.js';
 import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
-import type { DeliveriesRepo, DeliveryRecord } from '../storage/deliveries-repo.js';
+import type { DeliveriesRepo, DeliveryRecord, DeliveryStatusValue } from '../storage/deliveries-repo.js';
 import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -15,6 +16,10 @@ const STATUS = {
   retrying: DeliveryStatus.DELIVERY_STATUS_RETRYING,
   dead_letter: DeliveryStatus.DELIVERY_STATUS_DEAD_LETTER,
 };
+
+const STATUS_VALUE = new Map<DeliveryStatus, DeliveryStatusValue>(
+  Object.entries(STATUS).map(([k, v]) => [v, k as DeliveryStatusValue]),
+);
 
 export function toDeliveryMessage(d: DeliveryRecord): Delivery {
   const open = d.status === 'pending' || d.status === 'retrying';
@@ -41,7 +46,7 @@ export interface DeliveriesDeps {
   now?: () => number;
 }
 
-export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 'listDeliveries' | 'retryDelivery'> {
+export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 'listDeliveries' | 'retryDelivery' | 'recoverDeliveries'> {
   const now = deps.now ?? Date.now;
   const holder = `console-${crypto.randomUUID()}`;
 
@@ -54,9 +59,40 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
   return {
     async listDeliveries(req, { principal }) {
       const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      const v = new check.Violations();
+      const status = req.status === undefined ? undefined : STATUS_VALUE.get(req.status);
+      if (req.status !== undefined && !status) v.add('status', 'INVALID_VALUE', 'must be one of pending, succeeded, retrying, dead_letter');
+      if (req.since && req.until && req.until <= req.since) v.add('until', 'OUT_OF_RANGE', 'must be after since');
+      v.throwIfAny();
       const botId = await ownBotId(principal, req.id);
-      const { items, total } = await deps.deliveries.listForBot(botId, page, limit);
+      const { items, total } = await deps.deliveries.listForBot(botId, page, limit, {
+        status, since: req.since?.getTime(), until: req.until?.getTime(),
+      });
       return { items: items.map(toDeliveryMessage), pagination: { page, limit, total, hasMore: page * limit < total } };
+    },
+
+    /**
+     * Queues again every dead_letter (or, asked, retrying) delivery created in
+     * [since, until): each is due now, and the dispatcher takes them in update_seq
+     * order. Deliveries already queued are not touched: a second run answers 0.
+     */
+    async recoverDeliveries(req, { principal }) {
+      const v = new check.Violations();
+      const at = now();
+      if (!req.since) v.add('since', 'REQUIRED', 'is required');
+      const from = req.status === undefined ? 'dead_letter' : STATUS_VALUE.get(req.status);
+      const to = from ? recoveredState(from, at) : null;
+      if (!from || !to) v.add('status', 'INVALID_VALUE', 'must be dead_letter or retrying');
+      const until = req.until?.getTime() ?? at + 1;
+      if (req.since && until <= req.since.getTime()) v.add('until', 'OUT_OF_RANGE', 'must be after since');
+      v.throwIfAny();
+      const bot = await deps.bots.findForOwner(principal.accountId, req.id);
+      if (!bot) throw ApiError.notFound('bot');
+      // Without a webhook nothing would send them (and removing one drops what is queued).
+      if (bot.deliveryMode !== 'webhook') throw ApiError.failedPrecondition('the bot has no webhook set');
+      const botId = bot.id;
+      const recovered = await deps.deliveries.recover(botId, { from: from!, to: to!.status, since: req.since!.getTime(), until, now: to!.nextAttemptAt });
+      return { recovered };
     },
 
     /** One attempt now; answers with the delivery as it stands after it. */

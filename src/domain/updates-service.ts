@@ -49,6 +49,8 @@ export interface WebhookInput {
   allowedUpdates: string[];
   allowedIps: string[];
   maxConnections?: number;
+  /** Most attempts per second; absent: no limit. */
+  maxDeliveriesPerSecond?: number;
   dropPendingUpdates: boolean;
 }
 
@@ -75,7 +77,7 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
 }
 
 type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
-  & Pick<ConsoleRpc, 'setBotWebhook' | 'deleteBotWebhook' | 'createTestUpdate'>
+  & Pick<ConsoleRpc, 'setBotWebhook' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate'>
   & InternalRpc;
 
 export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
@@ -111,6 +113,10 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     });
     const max = input.maxConnections ?? 40;
     if (max < 1 || max > 100) v.add('max_connections', 'OUT_OF_RANGE', 'must be 1 to 100');
+    const perSecond = input.maxDeliveriesPerSecond ?? null;
+    if (perSecond !== null && (perSecond < 1 || perSecond > 10_000)) {
+      v.add('max_deliveries_per_second', 'OUT_OF_RANGE', 'must be 1 to 10000');
+    }
     v.throwIfAny();
     const policy = { allowedCidrs: deps.allowedCidrs, allowedPorts: deps.allowedPorts ?? DEFAULT_WEBHOOK_PORTS };
     const target = await checkTarget(new URL(input.url), policy, deps.lookup);
@@ -122,6 +128,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       secretSealed: deps.secretBox.seal(input.secretToken),
       allowedIps: input.allowedIps,
       maxConnections: max,
+      maxDeliveriesPerSecond: perSecond,
       allowedUpdates: kinds,
     }, input.dropPendingUpdates, now());
     await deps.waiters.modeChanged(botId, 'webhook');
@@ -137,7 +144,17 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     const w = await deps.webhooks.get(botId);
     if (!w) return undefined;
     const kinds = await deps.bots.allowedUpdates(botId);
-    return { url: w.url, hasSecretToken: true, allowedUpdates: kinds ?? [], allowedIps: w.allowedIps, maxConnections: w.maxConnections };
+    return {
+      url: w.url,
+      hasSecretToken: true,
+      allowedUpdates: kinds ?? [],
+      allowedIps: w.allowedIps,
+      maxConnections: w.maxConnections,
+      maxDeliveriesPerSecond: w.maxDeliveriesPerSecond ?? undefined,
+      disabled: w.disabledAt !== null,
+      disabledReason: w.disabledReason ?? undefined,
+      disabledAt: w.disabledAt === null ? undefined : new Date(w.disabledAt),
+    };
   }
 
   /** The console's detail of an own bot as it stands now (the one-time token stays unread). */
@@ -285,6 +302,13 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       return { bot: await ownBotDetail(principal, bot.id) };
     },
 
+    /** Resumes deliveries to a webhook disabled for failing too long. */
+    async enableBotWebhook(req, { principal }) {
+      const bot = await approvedOwnBot(principal, req.id);
+      if (!(await deps.webhooks.enable(bot.id))) throw ApiError.failedPrecondition('the bot has no webhook set');
+      return { bot: await ownBotDetail(principal, bot.id) };
+    },
+
     async getWebhookInfo(_req, { principal }) {
       const [bot, webhook, kinds] = await Promise.all([
         deps.bots.findById(principal.botId),
@@ -305,6 +329,10 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
         lastErrorMessage: webhook?.lastErrorMessage ?? undefined,
         platformEgressIps: deps.egressIps,
         allowedIps: webhook?.allowedIps ?? [],
+        maxDeliveriesPerSecond: webhook?.maxDeliveriesPerSecond ?? undefined,
+        disabled: Boolean(webhook?.disabledAt),
+        disabledReason: webhook?.disabledReason ?? undefined,
+        disabledDate: webhook?.disabledAt ? Math.floor(webhook.disabledAt / 1000) : undefined,
       };
       return { result: info };
     },

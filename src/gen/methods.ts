@@ -66,6 +66,16 @@ const settings = {
     "surface": "console",
     "chatLimited": false
   },
+  "/botplatform.v1.ConsoleService/RecoverDeliveries": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
+  "/botplatform.v1.ConsoleService/EnableBotWebhook": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
   "/botplatform.v1.ConsoleService/GetBotMetrics": {
     "credential": "account_jwt",
     "surface": "console",

@@ -9,7 +9,7 @@
 import crypto from 'node:crypto';
 import { statement, type Db, type Tx } from './db.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
-import type { WebhookTarget } from './webhooks-repo.js';
+import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
 export type DeliveryStatusValue = 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
 
@@ -65,8 +65,28 @@ export interface WrittenOutcomes {
   results: boolean[];
   /** Per bot (in id order): the updates whose deliveries closed. */
   closed: [string, number[]][];
-  /** Per bot (in id order): its latest failed attempt (ms) and error. */
-  lastErrors: [string, { at: number; error: string }][];
+  /** Per bot (in id order): its latest failed attempt (ms) and error, and where its run of failures starts. */
+  failures: [string, FailureRun][];
+  /** Bots (in id order) with an attempt that succeeded, whose webhook was in a run of failures. */
+  succeeded: string[];
+}
+
+/** Which deliveries a bulk recovery takes (from), what they become (to), in which window of created_at. */
+export interface RecoverWrite {
+  from: DeliveryStatusValue;
+  to: DeliveryStatusValue;
+  since: number;
+  until: number;
+  now: number;
+}
+
+/** Filters of the console's delivery log. */
+export interface DeliveryFilter {
+  status?: DeliveryStatusValue;
+  /** created_at at or after (ms). */
+  since?: number;
+  /** created_at before (ms). */
+  until?: number;
 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -135,11 +155,15 @@ export function createDeliveriesRepo(db: Db) {
       const leased = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
         .whereIn('deliveries.id', ids).andWhere('deliveries.leased_by', token)
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
-        .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips');
+        .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
+          'webhooks.disabled_at as webhook_disabled_at');
+      // A webhook disabled meanwhile is as good as none: the lease is given back unattempted.
       return leased.map((r) => ({
         ...fromRow(r),
         leaseToken: token,
-        webhook: r.webhook_url === null ? null : { url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips) },
+        webhook: r.webhook_url === null || r.webhook_disabled_at !== null
+          ? null
+          : { url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips) },
       }));
     },
 
@@ -160,10 +184,17 @@ export function createDeliveriesRepo(db: Db) {
       return n;
     },
 
-    /** Bots that have deliveries due and not leased (a bounded scan of the due index). */
+    /**
+     * Bots that have deliveries due and not leased (a bounded scan of the due index),
+     * bots whose webhook is disabled left out (their deliveries wait, and must not
+     * crowd out the others).
+     */
     async botsWithDue(now: number, limit: number, tx?: Tx): Promise<string[]> {
-      const ids = (await (tx ?? db)('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now)
-        .andWhere('lease_until', '<', now).limit(limit).pluck('bot_id')) as string[];
+      const q = tx ?? db;
+      const ids = (await q('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now)
+        .andWhere('lease_until', '<', now)
+        .whereNotIn('bot_id', q('webhooks').whereNotNull('disabled_at').select('bot_id'))
+        .limit(limit).pluck('bot_id')) as string[];
       return [...new Set(ids)];
     },
 
@@ -203,10 +234,17 @@ export function createDeliveriesRepo(db: Db) {
     async writeOutcomes(items: OutcomeWrite[], tx?: Tx): Promise<WrittenOutcomes> {
       const q = tx ?? db;
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
-      const rows = await q('deliveries').whereIn('id', items.map((i) => i.id)).select('id', 'leased_by', 'bot_id', 'update_id');
+      // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
+      const rows = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
+        .whereIn('deliveries.id', items.map((i) => i.id))
+        .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since');
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
       const errors = new Map<string, { at: number; error: string }>();
+      // Per bot: its latest success, and its failures (time order is settled after the loop).
+      const lastOk = new Map<string, number>();
+      const failedAt = new Map<string, number[]>();
+      const failing = new Set<string>();
       const results: boolean[] = new Array(items.length);
       for (const { item: { id, leaseToken, next }, i } of order) {
         const row = byId.get(id);
@@ -229,9 +267,35 @@ export function createDeliveriesRepo(db: Db) {
         if (next.lastError !== null && !((errors.get(row.bot_id)?.at ?? -1) > next.lastAttemptAt)) {
           errors.set(row.bot_id, { at: next.lastAttemptAt, error: next.lastError });
         }
+        if (next.lastError === null) lastOk.set(row.bot_id, Math.max(lastOk.get(row.bot_id) ?? -1, next.lastAttemptAt));
+        else failedAt.set(row.bot_id, [...(failedAt.get(row.bot_id) ?? []), next.lastAttemptAt]);
+        if (row.failing_since !== null && row.failing_since !== undefined) failing.add(row.bot_id);
         results[i] = true;
       }
-      return { results, closed: groupBy(done), lastErrors: [...errors].sort(([a], [b]) => compareIds(a, b)) };
+      const failures: [string, FailureRun][] = [...errors].map(([botId, e]) => {
+        const ok = lastOk.get(botId) ?? -1;
+        const after = failedAt.get(botId)!.filter((at) => at > ok);
+        return [botId, { ...e, runStart: after.length > 0 ? Math.min(...after) : null }];
+      });
+      return {
+        results,
+        closed: groupBy(done),
+        failures: failures.sort(([a], [b]) => compareIds(a, b)),
+        // A run of failures that began after this read is not ended by these successes; the next success ends it.
+        succeeded: [...lastOk.keys()].filter((b) => failing.has(b)).sort(compareIds),
+      };
+    },
+
+    /**
+     * Queues again the bot's deliveries in status `from` created in [since, until) and
+     * not leased: each becomes `to`, due `now` (attempts unchanged). Answers how many.
+     * The dispatcher takes them in update_seq order.
+     */
+    async recover(botId: string, w: RecoverWrite, tx?: Tx): Promise<number> {
+      return statement(db, tx, (q) => q('deliveries').where({ bot_id: botId, status: w.from })
+        .andWhere('created_at', '>=', w.since).andWhere('created_at', '<', w.until)
+        .andWhere('lease_until', '<', w.now)
+        .update({ status: w.to, next_attempt_at: w.now }));
     },
 
     /** Gives a lease back without an attempt (e.g. the webhook went away meanwhile). */
@@ -245,12 +309,19 @@ export function createDeliveriesRepo(db: Db) {
       return row && fromRow(row);
     },
 
-    async listForBot(botId: string, page: number, limit: number, tx?: Tx): Promise<{ items: DeliveryRecord[]; total: number }> {
+    async listForBot(botId: string, page: number, limit: number, filter: DeliveryFilter = {}, tx?: Tx): Promise<{ items: DeliveryRecord[]; total: number }> {
       const q = tx ?? db;
+      const where = () => {
+        const b = q('deliveries').where({ bot_id: botId });
+        if (filter.status) b.andWhere('status', filter.status);
+        if (filter.since !== undefined) b.andWhere('created_at', '>=', filter.since);
+        if (filter.until !== undefined) b.andWhere('created_at', '<', filter.until);
+        return b;
+      };
       const [rows, [{ n }]] = await Promise.all([
-        q('deliveries').where({ bot_id: botId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
+        where().orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
           .limit(limit).offset((page - 1) * limit),
-        q('deliveries').where({ bot_id: botId }).count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
+        where().count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
       ]);
       return { items: rows.map(fromRow), total: Number(n) };
     },

@@ -7,7 +7,9 @@
  * Lock order (MySQL): ingest locks the bots' rows first (in id order), then inserts
  * into updates, outbox, deliveries, ingest_keys, chats (in key order) and messages;
  * recording attempts writes deliveries (in primary-key order, as a claim locks them),
- * then deletes updates and sets webhooks' last errors, bots in id order.
+ * then deletes updates, ends the runs of failures of the webhooks that answered (one
+ * statement) and sets webhooks' last errors and health, bots in id order (a deadlock
+ * between those is retried whole).
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo } from './bots-repo.js';
@@ -41,10 +43,25 @@ export type IngestOutcome =
 export interface UnitsOptions {
   /** How long an ingest idempotency key is remembered (ms). */
   idempotencyWindowMs?: number;
+  /** How long a webhook may fail without a success before it is disabled (ms; WEBHOOK_DISABLE_AFTER, default 5 days). */
+  webhookDisableAfterMs?: number;
+}
+
+/** A duration as the disabled reason tells it: "5d", "2s", "1h30m". */
+function spell(ms: number): string {
+  const parts: string[] = [];
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+    if (ms >= size) {
+      parts.push(`${Math.floor(ms / size)}${unit}`);
+      ms %= size;
+    }
+  }
+  return parts.join('') || `${ms}ms`;
 }
 
 export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
+  const disableAfterMs = opts.webhookDisableAfterMs ?? 5 * 86_400_000;
   const bots = createBotsRepo(db);
   const updates = createUpdatesRepo(db, { idempotencyWindowMs });
   const outbox = createOutboxRepo(db);
@@ -213,15 +230,21 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
     /**
      * Records attempts made under their leases, all in one transaction: each new
      * state as given, the update of each closed delivery leaves the bot's queue, and
-     * each bot's latest failure becomes its webhook's last error. Per item: false
-     * when its lease was lost.
+     * each bot's latest failure becomes its webhook's last error. A success ends the
+     * webhook's run of failures; a run that has lasted webhookDisableAfterMs disables
+     * it. Per item: false when its lease was lost.
      */
     async recordAttempts(items: OutcomeWrite[]): Promise<boolean[]> {
       // A deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
       return transaction(db, async (tx) => {
         const written = await deliveries.writeOutcomes(items, tx);
         for (const [botId, ids] of written.closed) await updates.deleteOfBot(botId, ids, tx);
-        for (const [botId, e] of written.lastErrors) await webhooks.setLastError(botId, e.at, e.error, tx);
+        // Successes first: a failure after a bot's success in this batch starts its next run.
+        await webhooks.recordSuccesses(written.succeeded, tx);
+        for (const [botId, f] of written.failures) {
+          const reason = `every delivery attempt failed for ${spell(disableAfterMs)} (WEBHOOK_DISABLE_AFTER); last error: ${f.error}`;
+          await webhooks.recordFailures(botId, f, disableAfterMs, reason, tx);
+        }
         return written.results;
       });
     },

@@ -16,8 +16,29 @@ export interface WebhookTarget {
 export interface WebhookRecord extends WebhookTarget {
   botId: string;
   maxConnections: number;
+  /** Most attempts per second; null: no limit. */
+  maxDeliveriesPerSecond: number | null;
   lastErrorDate: number | null;
   lastErrorMessage: string | null;
+  /** When deliveries were stopped for failing too long (ms); null while enabled. */
+  disabledAt: number | null;
+  disabledReason: string | null;
+}
+
+/** What the dispatcher needs of a bot's webhook: its limits (max 0: nothing may be attempted). */
+export interface DeliveryLimits {
+  max: number;
+  /** Attempts per second; null: no limit. */
+  perSecond: number | null;
+}
+
+/** One bot's failed attempts in one batch of outcomes (see recordFailures). */
+export interface FailureRun {
+  /** The latest failed attempt (ms) and its error. */
+  at: number;
+  error: string;
+  /** The first failure after the batch's last success (ms); null when a success came last. */
+  runStart: number | null;
 }
 
 export interface WebhookConfig {
@@ -25,6 +46,7 @@ export interface WebhookConfig {
   secretSealed: string;
   allowedIps: string[];
   maxConnections: number;
+  maxDeliveriesPerSecond: number | null;
   /** Kinds to queue; null for all. */
   allowedUpdates: string[] | null;
 }
@@ -39,15 +61,25 @@ export function createWebhooksRepo(db: Db) {
         secretSealed: r.secret_sealed,
         allowedIps: JSON.parse(r.allowed_ips),
         maxConnections: Number(r.max_connections),
+        maxDeliveriesPerSecond: r.max_deliveries_per_second === null ? null : Number(r.max_deliveries_per_second),
         lastErrorDate: r.last_error_date === null ? null : Number(r.last_error_date),
         lastErrorMessage: r.last_error_message,
+        disabledAt: r.disabled_at === null ? null : Number(r.disabled_at),
+        disabledReason: r.disabled_reason,
       };
     },
 
-    /** max_connections of the bots that have a webhook. */
-    async maxConnectionsOf(botIds: string[], tx?: Tx): Promise<Map<string, number>> {
-      const rows = await (tx ?? db)('webhooks').whereIn('bot_id', botIds).select('bot_id', 'max_connections');
-      return new Map(rows.map((r) => [r.bot_id as string, Number(r.max_connections)]));
+    /**
+     * The delivery limits of the bots that have a webhook: max_connections (0 while the
+     * webhook is disabled) and max_deliveries_per_second.
+     */
+    async limitsOf(botIds: string[], tx?: Tx): Promise<Map<string, DeliveryLimits>> {
+      const rows = await (tx ?? db)('webhooks').whereIn('bot_id', botIds)
+        .select('bot_id', 'max_connections', 'max_deliveries_per_second', 'disabled_at');
+      return new Map(rows.map((r) => [r.bot_id as string, {
+        max: r.disabled_at === null ? Number(r.max_connections) : 0,
+        perSecond: r.max_deliveries_per_second === null ? null : Number(r.max_deliveries_per_second),
+      }]));
     },
 
     /** Stores the bot's webhook (a new one, or replacing its settings). */
@@ -57,6 +89,11 @@ export function createWebhooksRepo(db: Db) {
         secret_sealed: config.secretSealed,
         allowed_ips: JSON.stringify(config.allowedIps),
         max_connections: config.maxConnections,
+        max_deliveries_per_second: config.maxDeliveriesPerSecond,
+        // Setting the webhook (again) enables it, with a fresh start for its health.
+        failing_since: null,
+        disabled_at: null,
+        disabled_reason: null,
         updated_at: now,
       };
       // One statement (INSERT … ON DUPLICATE KEY UPDATE): an UPDATE-then-INSERT takes gap
@@ -68,9 +105,40 @@ export function createWebhooksRepo(db: Db) {
       await (tx ?? db)('webhooks').where({ bot_id: botId }).delete();
     },
 
-    /** Records the latest failed attempt (ms) of the bot's webhook, shown as its last error. */
-    async setLastError(botId: string, at: number, error: string, tx?: Tx): Promise<void> {
-      await (tx ?? db)('webhooks').where({ bot_id: botId }).update({ last_error_date: Math.floor(at / 1000), last_error_message: error });
+    /** Resumes deliveries to a disabled webhook (its health starts afresh). Answers whether the bot has a webhook. */
+    async enable(botId: string, tx?: Tx): Promise<boolean> {
+      const n = await (tx ?? db)('webhooks').where({ bot_id: botId }).update({ failing_since: null, disabled_at: null, disabled_reason: null });
+      return n > 0;
+    },
+
+    /** These bots' webhooks answered: their run of failures, if any, is over (one statement). */
+    async recordSuccesses(botIds: string[], tx?: Tx): Promise<void> {
+      if (botIds.length === 0) return;
+      await (tx ?? db)('webhooks').whereIn('bot_id', botIds).whereNotNull('failing_since').update({ failing_since: null });
+    },
+
+    /**
+     * Records failed attempts of the bot's webhook: the latest becomes its last error, and
+     * a run of failures (no success between) that has lasted `disableAfterMs` disables it
+     * (deliveries stop until it is set again or enabled), with `reason`. One statement.
+     */
+    async recordFailures(botId: string, f: FailureRun, disableAfterMs: number, reason: string, tx?: Tx): Promise<void> {
+      const q = tx ?? db;
+      const lastError = { last_error_date: Math.floor(f.at / 1000), last_error_message: f.error };
+      if (f.runStart === null) {
+        await q('webhooks').where({ bot_id: botId }).update(lastError);
+        return;
+      }
+      // MySQL assigns left to right, each seeing the ones before: the columns the
+      // conditions read (disabled_at, failing_since) are assigned after them.
+      const due = 'disabled_at IS NULL AND COALESCE(failing_since, ?) <= ?';
+      const before = f.at - disableAfterMs;
+      await q('webhooks').where({ bot_id: botId }).update({
+        disabled_reason: q.raw(`CASE WHEN ${due} THEN ? ELSE disabled_reason END`, [f.runStart, before, reason]),
+        disabled_at: q.raw(`CASE WHEN ${due} THEN ? ELSE disabled_at END`, [f.runStart, before, f.at]),
+        ...lastError,
+        failing_since: q.raw('COALESCE(failing_since, ?)', [f.runStart]),
+      });
     },
   };
 }

@@ -269,6 +269,7 @@ describe('console: a developer and a reviewer', () => {
     await page.getByRole('link', { name: 'Webhook' }).click();
     await expect.poll(() => page.locator('#pending-count').textContent()).toBe('1');
     await expect.poll(() => page.locator('#last-error').textContent()).toMatch(/500/);
+    expect(await page.locator('#webhook-disabled').textContent()).toBe('enabled');
 
     await page.getByRole('link', { name: 'Deliveries' }).click();
     const row = page.locator('tbody tr').first();
@@ -283,6 +284,10 @@ describe('console: a developer and a reviewer', () => {
     await expect.poll(() => page.getByText(/Retried update \d+: succeeded, HTTP 200/).count()).toBe(1);
     await page.getByLabel(/^Status/).selectOption('');
     await expect.poll(() => page.locator('tbody tr').first().textContent()).toMatch(/succeeded.*200/);
+    expect(receiver.received.length).toBe(2);
+    // Bulk recovery: nothing is dead_letter, so nothing is queued again.
+    await page.getByRole('button', { name: 'Queue dead letters again' }).click();
+    await expect.poll(() => page.getByText('No dead-letter deliveries to queue again.').count()).toBe(1);
     expect(receiver.received.length).toBe(2);
   });
 

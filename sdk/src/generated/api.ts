@@ -325,6 +325,12 @@ export interface Delivery {
   last_duration_ms?: number;
 }
 
+/** EnableBotWebhookRequest names the bot whose disabled webhook should resume. */
+export interface EnableBotWebhookRequest {
+  /** The bot id. */
+  id: string;
+}
+
 /** File is a registered file. Each send gets its own logical file_id; files with the same content share one stored blob and one file_unique_id. */
 export interface File {
   /** Identifier of this logical file; usable only by the bot that registered it. */
@@ -415,6 +421,12 @@ export interface ListDeliveriesRequest {
   page?: number;
   /** Page size, 1 to 100 (default 20). */
   limit?: number;
+  /** Only deliveries in this status, e.g. ?status=dead_letter. */
+  status?: DeliveryStatus;
+  /** Only deliveries created at or after this time (RFC 3339). */
+  since?: string;
+  /** Only deliveries created before this time (RFC 3339). */
+  until?: string;
 }
 
 /** ListDeliveriesResponse is one page of deliveries. */
@@ -517,6 +529,24 @@ export interface RateLimit {
   window_seconds: number;
 }
 
+/** RecoverDeliveriesRequest names the bot and the window of deliveries to send again. */
+export interface RecoverDeliveriesRequest {
+  /** The bot id. */
+  id: string;
+  /** Deliveries created at or after this time (RFC 3339). */
+  since: string;
+  /** Deliveries created before this time (default: now). */
+  until?: string;
+  /** Which deliveries: dead_letter (default), or retrying (made due now). */
+  status?: DeliveryStatus;
+}
+
+/** RecoverDeliveriesResponse tells how many deliveries were queued again. */
+export interface RecoverDeliveriesResponse {
+  /** Deliveries queued again (0 when there were none: running it twice queues nothing twice). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  recovered: number;
+}
+
 /** RegenerateTokenRequest names the bot whose token is replaced. */
 export interface RegenerateTokenRequest {
   /** The bot id. */
@@ -607,6 +637,8 @@ export interface SetBotWebhookRequest {
   max_connections?: number;
   /** Forget the updates not yet received. */
   drop_pending_updates?: boolean;
+  /** Most delivery attempts per second, 1 to 10000; absent: unlimited. */
+  max_deliveries_per_second?: number;
 }
 
 /** SetMyCommandsRequest is the new command menu. */
@@ -629,6 +661,8 @@ export interface SetWebhookRequest {
   max_connections?: number;
   /** Forget the updates not yet received. */
   drop_pending_updates?: boolean;
+  /** Most delivery attempts per second, 1 to 10000; absent: unlimited. */
+  max_deliveries_per_second?: number;
 }
 
 /** Update is one event for a bot. Exactly one of message and edited_message is set. */
@@ -729,6 +763,14 @@ export interface WebhookInfo {
   platform_egress_ips: string[];
   /** IPs or CIDRs deliveries may go to. */
   allowed_ips: string[];
+  /** Most delivery attempts per second; absent when unlimited. */
+  max_deliveries_per_second?: number;
+  /** Whether deliveries are stopped because the endpoint kept failing; setting the webhook again resumes them. */
+  disabled: boolean;
+  /** Why the webhook was disabled; absent while it is enabled. */
+  disabled_reason?: string;
+  /** Unix time the webhook was disabled; absent while it is enabled. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  disabled_date?: number;
 }
 
 /** WebhookStats summarises webhook delivery attempts in the window. */
@@ -759,6 +801,14 @@ export interface WebhookSummary {
   allowed_ips: string[];
   /** Most parallel deliveries to this bot, 1 to 100. */
   max_connections: number;
+  /** Most delivery attempts per second to this bot; absent when unlimited. */
+  max_deliveries_per_second?: number;
+  /** Whether deliveries are stopped because the endpoint kept failing (WEBHOOK_DISABLE_AFTER); setting the webhook again or enabling it resumes them. */
+  disabled: boolean;
+  /** Why the webhook was disabled; absent while it is enabled. */
+  disabled_reason?: string;
+  /** When the webhook was disabled; null while it is enabled. */
+  disabled_at?: string | null;
 }
 
 /** How one method is called over HTTP. */
@@ -802,6 +852,8 @@ export const consoleMethods = {
   deleteBotWebhook: {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","httpMethod":"DELETE","path":"/api/v1/bots/my/{id}/webhook","pathParams":["id"],"body":"*","successCode":200},
   listDeliveries: {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","httpMethod":"GET","path":"/api/v1/bots/my/{id}/deliveries","pathParams":["id"],"body":null,"successCode":200},
   retryDelivery: {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","httpMethod":"POST","path":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","pathParams":["id","delivery_id"],"body":"*","successCode":200},
+  recoverDeliveries: {"rpc":"botplatform.v1.ConsoleService/RecoverDeliveries","httpMethod":"POST","path":"/api/v1/bots/my/{id}/deliveries/recover","pathParams":["id"],"body":"*","successCode":200},
+  enableBotWebhook: {"rpc":"botplatform.v1.ConsoleService/EnableBotWebhook","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook/enable","pathParams":["id"],"body":"*","successCode":200},
   getBotMetrics: {"rpc":"botplatform.v1.ConsoleService/GetBotMetrics","httpMethod":"GET","path":"/api/v1/bots/my/{id}/metrics","pathParams":["id"],"body":null,"successCode":200},
   createTestUpdate: {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","httpMethod":"POST","path":"/api/v1/bots/my/{id}/test-updates","pathParams":["id"],"body":"*","successCode":201},
 } as const satisfies Record<string, MethodBinding>;
@@ -826,6 +878,10 @@ export interface ConsoleMethodTypes {
   listDeliveries: { request: ListDeliveriesRequest; result: ListDeliveriesResponse; optionalRequest: false };
   /** RetryDelivery makes one attempt now and answers with the delivery as it stands after it. delivery_id is a delivery id or an update_id. */
   retryDelivery: { request: RetryDeliveryRequest; result: Delivery; optionalRequest: false };
+  /** RecoverDeliveries queues again, in update_seq order, every dead_letter (or retrying) delivery of the bot created in [since, until), and answers how many. A recovered delivery is pending and due now; its attempts count on from where it was, so one more failure makes it dead_letter again. */
+  recoverDeliveries: { request: RecoverDeliveriesRequest; result: RecoverDeliveriesResponse; optionalRequest: false };
+  /** EnableBotWebhook resumes deliveries to a webhook disabled after failing for too long (a no-op when it is enabled). */
+  enableBotWebhook: { request: EnableBotWebhookRequest; result: Bot; optionalRequest: false };
   /** GetBotMetrics summarises the bot's recent activity over a window: runtime calls by method and by status, its quota, its updates and its webhook deliveries. */
   getBotMetrics: { request: GetBotMetricsRequest; result: BotMetrics; optionalRequest: false };
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */

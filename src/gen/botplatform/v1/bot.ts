@@ -71,13 +71,13 @@ export enum FriendRequestMode {
 export enum DeliveryStatus {
   /** DELIVERY_STATUS_UNSPECIFIED - Never stored. */
   DELIVERY_STATUS_UNSPECIFIED = 0,
-  /** DELIVERY_STATUS_PENDING - Not attempted yet. */
+  /** DELIVERY_STATUS_PENDING - Not attempted yet, or recovered (RecoverDeliveries) and due again. */
   DELIVERY_STATUS_PENDING = 1,
   /** DELIVERY_STATUS_SUCCEEDED - The receiver answered 2xx. */
   DELIVERY_STATUS_SUCCEEDED = 2,
   /** DELIVERY_STATUS_RETRYING - Failed; another attempt is scheduled (next_attempt_at). */
   DELIVERY_STATUS_RETRYING = 3,
-  /** DELIVERY_STATUS_DEAD_LETTER - Failed on every scheduled attempt; only a manual retry sends it again. */
+  /** DELIVERY_STATUS_DEAD_LETTER - Failed on every scheduled attempt; only a manual retry or a recovery sends it again. */
   DELIVERY_STATUS_DEAD_LETTER = 4,
   UNRECOGNIZED = -1,
 }
@@ -127,6 +127,21 @@ export interface WebhookSummary {
   allowedIps: string[];
   /** Most parallel deliveries to this bot, 1 to 100. */
   maxConnections: number;
+  /** Most delivery attempts per second to this bot; absent when unlimited. */
+  maxDeliveriesPerSecond?:
+    | number
+    | undefined;
+  /**
+   * Whether deliveries are stopped because the endpoint kept failing
+   * (WEBHOOK_DISABLE_AFTER); setting the webhook again or enabling it resumes them.
+   */
+  disabled: boolean;
+  /** Why the webhook was disabled; absent while it is enabled. */
+  disabledReason?:
+    | string
+    | undefined;
+  /** When the webhook was disabled; null while it is enabled. */
+  disabledAt: Date | undefined;
 }
 
 /** Bot is a bot application as its owner sees it. */
@@ -486,7 +501,17 @@ export const BotCommand: MessageFns<BotCommand> = {
 };
 
 function createBaseWebhookSummary(): WebhookSummary {
-  return { url: "", hasSecretToken: false, allowedUpdates: [], allowedIps: [], maxConnections: 0 };
+  return {
+    url: "",
+    hasSecretToken: false,
+    allowedUpdates: [],
+    allowedIps: [],
+    maxConnections: 0,
+    maxDeliveriesPerSecond: undefined,
+    disabled: false,
+    disabledReason: undefined,
+    disabledAt: undefined,
+  };
 }
 
 export const WebhookSummary: MessageFns<WebhookSummary> = {
@@ -505,6 +530,18 @@ export const WebhookSummary: MessageFns<WebhookSummary> = {
     }
     if (message.maxConnections !== 0) {
       writer.uint32(40).int32(message.maxConnections);
+    }
+    if (message.maxDeliveriesPerSecond !== undefined) {
+      writer.uint32(48).int32(message.maxDeliveriesPerSecond);
+    }
+    if (message.disabled !== false) {
+      writer.uint32(56).bool(message.disabled);
+    }
+    if (message.disabledReason !== undefined) {
+      writer.uint32(66).string(message.disabledReason);
+    }
+    if (message.disabledAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.disabledAt), writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -562,6 +599,38 @@ export const WebhookSummary: MessageFns<WebhookSummary> = {
             message.maxConnections = reader.int32();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxDeliveriesPerSecond = reader.int32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.disabled = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.disabledReason = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.disabledAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -584,6 +653,10 @@ export const WebhookSummary: MessageFns<WebhookSummary> = {
     message.allowedUpdates = object.allowedUpdates?.map((e) => e) || [];
     message.allowedIps = object.allowedIps?.map((e) => e) || [];
     message.maxConnections = object.maxConnections ?? 0;
+    message.maxDeliveriesPerSecond = object.maxDeliveriesPerSecond ?? undefined;
+    message.disabled = object.disabled ?? false;
+    message.disabledReason = object.disabledReason ?? undefined;
+    message.disabledAt = object.disabledAt ?? undefined;
     return message;
   },
 };

@@ -20,7 +20,16 @@ import {
 } from "@grpc/grpc-js";
 import { FieldMask } from "../../google/protobuf/field_mask.js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
-import { Bot, BotCommand, BotContact, BotLink, Delivery, FriendRequestMode, Pagination } from "./bot.js";
+import {
+  Bot,
+  BotCommand,
+  BotContact,
+  BotLink,
+  Delivery,
+  DeliveryStatus,
+  FriendRequestMode,
+  Pagination,
+} from "./bot.js";
 import { User } from "./update.js";
 
 /** CreateApplicationRequest is a new bot application. */
@@ -188,6 +197,8 @@ export interface SetBotWebhookRequest {
     | undefined;
   /** Forget the updates not yet received. */
   dropPendingUpdates: boolean;
+  /** Most delivery attempts per second, 1 to 10000; absent: unlimited. */
+  maxDeliveriesPerSecond?: number | undefined;
 }
 
 /** SetBotWebhookResponse carries the bot with its redacted webhook. */
@@ -250,7 +261,19 @@ export interface ListDeliveriesRequest {
     | number
     | undefined;
   /** Page size, 1 to 100 (default 20). */
-  limit?: number | undefined;
+  limit?:
+    | number
+    | undefined;
+  /** Only deliveries in this status, e.g. ?status=dead_letter. */
+  status?:
+    | DeliveryStatus
+    | undefined;
+  /** Only deliveries created at or after this time (RFC 3339). */
+  since:
+    | Date
+    | undefined;
+  /** Only deliveries created before this time (RFC 3339). */
+  until: Date | undefined;
 }
 
 /** ListDeliveriesResponse is one page of deliveries. */
@@ -273,6 +296,43 @@ export interface RetryDeliveryRequest {
 export interface RetryDeliveryResponse {
   /** The delivery as it stands now. */
   delivery: Delivery | undefined;
+}
+
+/** RecoverDeliveriesRequest names the bot and the window of deliveries to send again. */
+export interface RecoverDeliveriesRequest {
+  /** The bot id. */
+  id: string;
+  /** Deliveries created at or after this time (RFC 3339). */
+  since:
+    | Date
+    | undefined;
+  /** Deliveries created before this time (default: now). */
+  until:
+    | Date
+    | undefined;
+  /** Which deliveries: dead_letter (default), or retrying (made due now). */
+  status?: DeliveryStatus | undefined;
+}
+
+/** RecoverDeliveriesResponse tells how many deliveries were queued again. */
+export interface RecoverDeliveriesResponse {
+  /**
+   * Deliveries queued again (0 when there were none: running it twice queues nothing twice).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  recovered: number;
+}
+
+/** EnableBotWebhookRequest names the bot whose disabled webhook should resume. */
+export interface EnableBotWebhookRequest {
+  /** The bot id. */
+  id: string;
+}
+
+/** EnableBotWebhookResponse carries the bot with its webhook enabled. */
+export interface EnableBotWebhookResponse {
+  /** The bot, with its redacted webhook. */
+  bot: Bot | undefined;
 }
 
 /** GetBotMetricsRequest names the bot and the window to summarise. */
@@ -1347,6 +1407,7 @@ function createBaseSetBotWebhookRequest(): SetBotWebhookRequest {
     allowedIps: [],
     maxConnections: undefined,
     dropPendingUpdates: false,
+    maxDeliveriesPerSecond: undefined,
   };
 }
 
@@ -1372,6 +1433,9 @@ export const SetBotWebhookRequest: MessageFns<SetBotWebhookRequest> = {
     }
     if (message.dropPendingUpdates !== false) {
       writer.uint32(56).bool(message.dropPendingUpdates);
+    }
+    if (message.maxDeliveriesPerSecond !== undefined) {
+      writer.uint32(64).int32(message.maxDeliveriesPerSecond);
     }
     return writer;
   },
@@ -1445,6 +1509,14 @@ export const SetBotWebhookRequest: MessageFns<SetBotWebhookRequest> = {
             message.dropPendingUpdates = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.maxDeliveriesPerSecond = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1469,6 +1541,7 @@ export const SetBotWebhookRequest: MessageFns<SetBotWebhookRequest> = {
     message.allowedIps = object.allowedIps?.map((e) => e) || [];
     message.maxConnections = object.maxConnections ?? undefined;
     message.dropPendingUpdates = object.dropPendingUpdates ?? false;
+    message.maxDeliveriesPerSecond = object.maxDeliveriesPerSecond ?? undefined;
     return message;
   },
 };
@@ -1809,7 +1882,7 @@ export const CreateTestUpdateResponse: MessageFns<CreateTestUpdateResponse> = {
 };
 
 function createBaseListDeliveriesRequest(): ListDeliveriesRequest {
-  return { id: "", page: undefined, limit: undefined };
+  return { id: "", page: undefined, limit: undefined, status: undefined, since: undefined, until: undefined };
 }
 
 export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
@@ -1822,6 +1895,15 @@ export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
     }
     if (message.limit !== undefined) {
       writer.uint32(24).int32(message.limit);
+    }
+    if (message.status !== undefined) {
+      writer.uint32(32).int32(message.status);
+    }
+    if (message.since !== undefined) {
+      Timestamp.encode(toTimestamp(message.since), writer.uint32(42).fork()).join();
+    }
+    if (message.until !== undefined) {
+      Timestamp.encode(toTimestamp(message.until), writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -1863,6 +1945,30 @@ export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
             message.limit = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.since = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.until = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1883,6 +1989,9 @@ export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
     message.id = object.id ?? "";
     message.page = object.page ?? undefined;
     message.limit = object.limit ?? undefined;
+    message.status = object.status ?? undefined;
+    message.since = object.since ?? undefined;
+    message.until = object.until ?? undefined;
     return message;
   },
 };
@@ -2076,6 +2185,262 @@ export const RetryDeliveryResponse: MessageFns<RetryDeliveryResponse> = {
     message.delivery = (object.delivery !== undefined && object.delivery !== null)
       ? Delivery.fromPartial(object.delivery)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseRecoverDeliveriesRequest(): RecoverDeliveriesRequest {
+  return { id: "", since: undefined, until: undefined, status: undefined };
+}
+
+export const RecoverDeliveriesRequest: MessageFns<RecoverDeliveriesRequest> = {
+  encode(message: RecoverDeliveriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.since !== undefined) {
+      Timestamp.encode(toTimestamp(message.since), writer.uint32(18).fork()).join();
+    }
+    if (message.until !== undefined) {
+      Timestamp.encode(toTimestamp(message.until), writer.uint32(26).fork()).join();
+    }
+    if (message.status !== undefined) {
+      writer.uint32(32).int32(message.status);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecoverDeliveriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecoverDeliveriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.since = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.until = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecoverDeliveriesRequest>, I>>(base?: I): RecoverDeliveriesRequest {
+    return RecoverDeliveriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecoverDeliveriesRequest>, I>>(object: I): RecoverDeliveriesRequest {
+    const message = createBaseRecoverDeliveriesRequest();
+    message.id = object.id ?? "";
+    message.since = object.since ?? undefined;
+    message.until = object.until ?? undefined;
+    message.status = object.status ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRecoverDeliveriesResponse(): RecoverDeliveriesResponse {
+  return { recovered: 0 };
+}
+
+export const RecoverDeliveriesResponse: MessageFns<RecoverDeliveriesResponse> = {
+  encode(message: RecoverDeliveriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.recovered !== 0) {
+      writer.uint32(8).int64(message.recovered);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecoverDeliveriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecoverDeliveriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.recovered = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecoverDeliveriesResponse>, I>>(base?: I): RecoverDeliveriesResponse {
+    return RecoverDeliveriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecoverDeliveriesResponse>, I>>(object: I): RecoverDeliveriesResponse {
+    const message = createBaseRecoverDeliveriesResponse();
+    message.recovered = object.recovered ?? 0;
+    return message;
+  },
+};
+
+function createBaseEnableBotWebhookRequest(): EnableBotWebhookRequest {
+  return { id: "" };
+}
+
+export const EnableBotWebhookRequest: MessageFns<EnableBotWebhookRequest> = {
+  encode(message: EnableBotWebhookRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnableBotWebhookRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnableBotWebhookRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EnableBotWebhookRequest>, I>>(base?: I): EnableBotWebhookRequest {
+    return EnableBotWebhookRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnableBotWebhookRequest>, I>>(object: I): EnableBotWebhookRequest {
+    const message = createBaseEnableBotWebhookRequest();
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseEnableBotWebhookResponse(): EnableBotWebhookResponse {
+  return { bot: undefined };
+}
+
+export const EnableBotWebhookResponse: MessageFns<EnableBotWebhookResponse> = {
+  encode(message: EnableBotWebhookResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bot !== undefined) {
+      Bot.encode(message.bot, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnableBotWebhookResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnableBotWebhookResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bot = Bot.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EnableBotWebhookResponse>, I>>(base?: I): EnableBotWebhookResponse {
+    return EnableBotWebhookResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnableBotWebhookResponse>, I>>(object: I): EnableBotWebhookResponse {
+    const message = createBaseEnableBotWebhookResponse();
+    message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
     return message;
   },
 };
@@ -3044,6 +3409,38 @@ export const ConsoleServiceService = {
     responseDeserialize: (value: Buffer): RetryDeliveryResponse => RetryDeliveryResponse.decode(value),
   },
   /**
+   * RecoverDeliveries queues again, in update_seq order, every dead_letter (or
+   * retrying) delivery of the bot created in [since, until), and answers how many.
+   * A recovered delivery is pending and due now; its attempts count on from where
+   * it was, so one more failure makes it dead_letter again.
+   */
+  recoverDeliveries: {
+    path: "/botplatform.v1.ConsoleService/RecoverDeliveries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecoverDeliveriesRequest): Buffer =>
+      Buffer.from(RecoverDeliveriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecoverDeliveriesRequest => RecoverDeliveriesRequest.decode(value),
+    responseSerialize: (value: RecoverDeliveriesResponse): Buffer =>
+      Buffer.from(RecoverDeliveriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecoverDeliveriesResponse => RecoverDeliveriesResponse.decode(value),
+  },
+  /**
+   * EnableBotWebhook resumes deliveries to a webhook disabled after failing for too
+   * long (a no-op when it is enabled).
+   */
+  enableBotWebhook: {
+    path: "/botplatform.v1.ConsoleService/EnableBotWebhook" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EnableBotWebhookRequest): Buffer =>
+      Buffer.from(EnableBotWebhookRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EnableBotWebhookRequest => EnableBotWebhookRequest.decode(value),
+    responseSerialize: (value: EnableBotWebhookResponse): Buffer =>
+      Buffer.from(EnableBotWebhookResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EnableBotWebhookResponse => EnableBotWebhookResponse.decode(value),
+  },
+  /**
    * GetBotMetrics summarises the bot's recent activity over a window: runtime
    * calls by method and by status, its quota, its updates and its webhook
    * deliveries.
@@ -3103,6 +3500,18 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
    * after it. delivery_id is a delivery id or an update_id.
    */
   retryDelivery: handleUnaryCall<RetryDeliveryRequest, RetryDeliveryResponse>;
+  /**
+   * RecoverDeliveries queues again, in update_seq order, every dead_letter (or
+   * retrying) delivery of the bot created in [since, until), and answers how many.
+   * A recovered delivery is pending and due now; its attempts count on from where
+   * it was, so one more failure makes it dead_letter again.
+   */
+  recoverDeliveries: handleUnaryCall<RecoverDeliveriesRequest, RecoverDeliveriesResponse>;
+  /**
+   * EnableBotWebhook resumes deliveries to a webhook disabled after failing for too
+   * long (a no-op when it is enabled).
+   */
+  enableBotWebhook: handleUnaryCall<EnableBotWebhookRequest, EnableBotWebhookResponse>;
   /**
    * GetBotMetrics summarises the bot's recent activity over a window: runtime
    * calls by method and by status, its quota, its updates and its webhook
@@ -3269,6 +3678,46 @@ export interface ConsoleServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RetryDeliveryResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RecoverDeliveries queues again, in update_seq order, every dead_letter (or
+   * retrying) delivery of the bot created in [since, until), and answers how many.
+   * A recovered delivery is pending and due now; its attempts count on from where
+   * it was, so one more failure makes it dead_letter again.
+   */
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  recoverDeliveries(
+    request: RecoverDeliveriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecoverDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * EnableBotWebhook resumes deliveries to a webhook disabled after failing for too
+   * long (a no-op when it is enabled).
+   */
+  enableBotWebhook(
+    request: EnableBotWebhookRequest,
+    callback: (error: ServiceError | null, response: EnableBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  enableBotWebhook(
+    request: EnableBotWebhookRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EnableBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  enableBotWebhook(
+    request: EnableBotWebhookRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EnableBotWebhookResponse) => void,
   ): ClientUnaryCall;
   /**
    * GetBotMetrics summarises the bot's recent activity over a window: runtime

@@ -69,6 +69,8 @@ export interface SetWebhookRequest {
     | undefined;
   /** Forget the updates not yet received. */
   dropPendingUpdates: boolean;
+  /** Most delivery attempts per second, 1 to 10000; absent: unlimited. */
+  maxDeliveriesPerSecond?: number | undefined;
 }
 
 /** SetWebhookResponse answers true. */
@@ -550,6 +552,7 @@ function createBaseSetWebhookRequest(): SetWebhookRequest {
     allowedIps: [],
     maxConnections: undefined,
     dropPendingUpdates: false,
+    maxDeliveriesPerSecond: undefined,
   };
 }
 
@@ -572,6 +575,9 @@ export const SetWebhookRequest: MessageFns<SetWebhookRequest> = {
     }
     if (message.dropPendingUpdates !== false) {
       writer.uint32(48).bool(message.dropPendingUpdates);
+    }
+    if (message.maxDeliveriesPerSecond !== undefined) {
+      writer.uint32(56).int32(message.maxDeliveriesPerSecond);
     }
     return writer;
   },
@@ -637,6 +643,14 @@ export const SetWebhookRequest: MessageFns<SetWebhookRequest> = {
             message.dropPendingUpdates = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.maxDeliveriesPerSecond = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -660,6 +674,7 @@ export const SetWebhookRequest: MessageFns<SetWebhookRequest> = {
     message.allowedIps = object.allowedIps?.map((e) => e) || [];
     message.maxConnections = object.maxConnections ?? undefined;
     message.dropPendingUpdates = object.dropPendingUpdates ?? false;
+    message.maxDeliveriesPerSecond = object.maxDeliveriesPerSecond ?? undefined;
     return message;
   },
 };

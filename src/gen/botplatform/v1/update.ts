@@ -152,6 +152,24 @@ export interface WebhookInfo {
   platformEgressIps: string[];
   /** IPs or CIDRs deliveries may go to. */
   allowedIps: string[];
+  /** Most delivery attempts per second; absent when unlimited. */
+  maxDeliveriesPerSecond?:
+    | number
+    | undefined;
+  /**
+   * Whether deliveries are stopped because the endpoint kept failing; setting the
+   * webhook again resumes them.
+   */
+  disabled: boolean;
+  /** Why the webhook was disabled; absent while it is enabled. */
+  disabledReason?:
+    | string
+    | undefined;
+  /**
+   * Unix time the webhook was disabled; absent while it is enabled.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  disabledDate?: number | undefined;
 }
 
 function createBaseChat(): Chat {
@@ -716,6 +734,10 @@ function createBaseWebhookInfo(): WebhookInfo {
     lastErrorMessage: undefined,
     platformEgressIps: [],
     allowedIps: [],
+    maxDeliveriesPerSecond: undefined,
+    disabled: false,
+    disabledReason: undefined,
+    disabledDate: undefined,
   };
 }
 
@@ -747,6 +769,18 @@ export const WebhookInfo: MessageFns<WebhookInfo> = {
     }
     for (const v of message.allowedIps) {
       writer.uint32(74).string(v!);
+    }
+    if (message.maxDeliveriesPerSecond !== undefined) {
+      writer.uint32(80).int32(message.maxDeliveriesPerSecond);
+    }
+    if (message.disabled !== false) {
+      writer.uint32(88).bool(message.disabled);
+    }
+    if (message.disabledReason !== undefined) {
+      writer.uint32(98).string(message.disabledReason);
+    }
+    if (message.disabledDate !== undefined) {
+      writer.uint32(104).int64(message.disabledDate);
     }
     return writer;
   },
@@ -836,6 +870,38 @@ export const WebhookInfo: MessageFns<WebhookInfo> = {
             message.allowedIps.push(reader.string());
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.maxDeliveriesPerSecond = reader.int32();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.disabled = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.disabledReason = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.disabledDate = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -862,6 +928,10 @@ export const WebhookInfo: MessageFns<WebhookInfo> = {
     message.lastErrorMessage = object.lastErrorMessage ?? undefined;
     message.platformEgressIps = object.platformEgressIps?.map((e) => e) || [];
     message.allowedIps = object.allowedIps?.map((e) => e) || [];
+    message.maxDeliveriesPerSecond = object.maxDeliveriesPerSecond ?? undefined;
+    message.disabled = object.disabled ?? false;
+    message.disabledReason = object.disabledReason ?? undefined;
+    message.disabledDate = object.disabledDate ?? undefined;
     return message;
   },
 };
