@@ -12,6 +12,7 @@ import * as possessionTries from './20261122000100_possession_tries.js';
 import * as accountIdsExact from './20261123000001_account_ids_exact.js';
 import * as outboxClaimsIngestKeys from './20261201000001_outbox_claims_ingest_keys.js';
 import * as webhookHealthRate from './20261210000001_webhook_health_rate.js';
+import * as webhookSecretHeader from './20261211000001_webhook_secret_header.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -23,6 +24,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261123000001_account_ids_exact': accountIdsExact,
   '20261201000001_outbox_claims_ingest_keys': outboxClaimsIngestKeys,
   '20261210000001_webhook_health_rate': webhookHealthRate,
+  '20261211000001_webhook_secret_header': webhookSecretHeader,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -57,6 +57,9 @@ describe('webhook delivery', () => {
     const ts = String(req!.headers['x-service-timestamp']);
     const expected = crypto.createHmac('sha256', SECRET).update(`${ts}.${req!.raw.toString('utf8')}`).digest('hex');
     expect(req!.headers['x-service-signature-v2']).toBe(expected);
+    // A webhook set through the native API is signed only: the secret itself never travels.
+    expect(req!.headers['x-telegram-bot-api-secret-token']).toBeUndefined();
+    expect(Object.values(req!.headers).join(' ')).not.toContain(SECRET);
     expect(Math.abs(Number(ts) - Date.now() / 1000)).toBeLessThan(5);
     expect(req!.headers['x-service-update-id']).toBe(String(created.body.update_id));
     expect(req!.headers['content-type']).toBe('application/json');

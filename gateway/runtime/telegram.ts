@@ -15,6 +15,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobMismatch, stagingKey } from '../../src/blobs/blob-store.js';
 import { botUserId } from '../../src/domain/messages-service.js';
+import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
 import type { Codec } from './codec.js';
 import { routeNotFound, unsupportedMediaType } from './errors.js';
@@ -355,7 +356,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
           throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
         }
         const params: Params = { ...(request.query as Params), ...(body as Params | undefined) };
-        const metadata = { authorization: `Bearer ${token}` };
+        const metadata = { authorization: `Bearer ${token}`, [SURFACE_METADATA]: 'telegram' };
         const ctx: Ctx = {
           params,
           files: opts.files,

@@ -4,6 +4,7 @@
  */
 export {
   PUBLIC_BASE_URL_METADATA,
+  SURFACE_METADATA,
   type BotPrincipal,
   type CallContext,
   type CallMetadata,

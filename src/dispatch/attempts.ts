@@ -87,6 +87,7 @@ export function createAttempts(deps: AttemptDeps) {
         secret: deps.secretBox.open(webhook.secretSealed),
         updateId: delivery.updateId,
         allowedIps: webhook.allowedIps,
+        secretHeader: webhook.secretHeader,
       });
       const result = attemptResultOf(sent, now());
       opts.onResult?.(result);

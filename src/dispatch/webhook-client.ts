@@ -41,6 +41,8 @@ export interface WebhookRequest {
   updateId: number;
   /** The bot's allowed_ips: when set, the target address must be inside one of them. */
   allowedIps: string[];
+  /** Also send X-Telegram-Bot-Api-Secret-Token (webhooks set through the Telegram-compatible surface). */
+  secretHeader?: boolean;
 }
 
 export interface WebhookResult {
@@ -56,11 +58,12 @@ export interface WebhookResult {
 }
 
 /**
- * The signature headers of contract §5, and Telegram's secret-token header (the
- * secret itself, over the HTTPS-only webhook) so Telegram frameworks' webhook
- * handlers accept the delivery.
+ * The signature headers of contract §5; with `secretHeader` (a webhook set through the
+ * Telegram-compatible surface) also Telegram's secret-token header — the secret itself,
+ * over the HTTPS-only webhook — so Telegram frameworks' webhook handlers accept the
+ * delivery. Native webhooks never send the secret.
  */
-export function signatureHeaders(secret: string, body: string, updateId: number, now = Date.now()): Record<string, string> {
+export function signatureHeaders(secret: string, body: string, updateId: number, now = Date.now(), secretHeader = false): Record<string, string> {
   const timestamp = String(Math.floor(now / 1000));
   const signature = crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
   return {
@@ -68,7 +71,7 @@ export function signatureHeaders(secret: string, body: string, updateId: number,
     'x-service-timestamp': timestamp,
     'x-service-signature-v2': signature,
     'x-service-update-id': String(updateId),
-    'x-telegram-bot-api-secret-token': secret,
+    ...(secretHeader ? { 'x-telegram-bot-api-secret-token': secret } : {}),
   };
 }
 
@@ -148,7 +151,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
           method: 'POST',
           agent: poolFor(req.allowedIps),
           lookup: guardedLookup(port, allowedIps),
-          headers: { ...signatureHeaders(req.secret, req.body, req.updateId), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
+          headers: { ...signatureHeaders(req.secret, req.body, req.updateId, Date.now(), req.secretHeader), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
         }, (res) => {
           res.resume(); // the body is not used; drain it so the socket can be reused
           res.on('end', () => {

@@ -36,6 +36,13 @@ export interface PrincipalByCredential extends Record<Credential, Principal> {
 
 /** Metadata key in which the gateway tells the core the base URL a request came in on. */
 export const PUBLIC_BASE_URL_METADATA = 'x-public-base-url';
+/**
+ * Call metadata the Telegram-compatible surface sets on its calls. A webhook set with it
+ * also gets Telegram's secret-token header on its deliveries (what Telegram frameworks
+ * check); one set any other way is signed only. It can only ask for the caller's own
+ * webhook to carry the caller's own secret, so it needs no credential of its own.
+ */
+export const SURFACE_METADATA = 'x-botplatform-surface';
 
 /** Call metadata as plain lower-case keys (gRPC metadata or forwarded HTTP headers). */
 export type CallMetadata = Record<string, string | undefined>;

@@ -10,7 +10,7 @@ import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
 import { toBotMessage } from './bot-view.js';
-import type { ConsoleRpc, InternalRpc, RuntimeRpc } from './rpc.js';
+import { SURFACE_METADATA, type ConsoleRpc, type InternalRpc, type RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 import type { IngestOutcome, UnitsOfWork } from '../storage/units.js';
@@ -55,6 +55,7 @@ export interface WebhookInput {
 }
 
 const SECRET = /^[A-Za-z0-9_-]{1,256}$/;
+
 const MAX_INGEST = 500;
 
 function checkKinds(v: check.Violations, field: string, kinds: string[]) {
@@ -100,7 +101,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     }
   }
 
-  async function applyWebhook(botId: string, input: WebhookInput): Promise<void> {
+  async function applyWebhook(botId: string, input: WebhookInput, secretHeader = false): Promise<void> {
     const v = new check.Violations();
     if (!input.url) v.add('url', 'REQUIRED', 'is required');
     else check.httpsUrl(v, 'url', input.url);
@@ -127,6 +128,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       url: input.url,
       secretSealed: deps.secretBox.seal(input.secretToken),
       allowedIps: input.allowedIps,
+      secretHeader,
       maxConnections: max,
       maxDeliveriesPerSecond: perSecond,
       allowedUpdates: kinds,
@@ -280,8 +282,8 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       }
     },
 
-    async setWebhook(req, { principal }) {
-      await applyWebhook(principal.botId, req);
+    async setWebhook(req, { principal, metadata }) {
+      await applyWebhook(principal.botId, req, metadata[SURFACE_METADATA] === 'telegram');
       return { result: true };
     },
 

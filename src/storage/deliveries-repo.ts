@@ -156,14 +156,17 @@ export function createDeliveriesRepo(db: Db) {
         .whereIn('deliveries.id', ids).andWhere('deliveries.leased_by', token)
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
         .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
-          'webhooks.disabled_at as webhook_disabled_at');
+          'webhooks.secret_header as webhook_secret_header', 'webhooks.disabled_at as webhook_disabled_at');
       // A webhook disabled meanwhile is as good as none: the lease is given back unattempted.
       return leased.map((r) => ({
         ...fromRow(r),
         leaseToken: token,
         webhook: r.webhook_url === null || r.webhook_disabled_at !== null
           ? null
-          : { url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips) },
+          : {
+            url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips),
+            secretHeader: Boolean(Number(r.webhook_secret_header)),
+          },
       }));
     },
 

@@ -11,6 +11,8 @@ export interface WebhookTarget {
   url: string;
   secretSealed: string;
   allowedIps: string[];
+  /** Set through the Telegram-compatible surface: deliveries also carry X-Telegram-Bot-Api-Secret-Token. */
+  secretHeader: boolean;
 }
 
 export interface WebhookRecord extends WebhookTarget {
@@ -45,6 +47,7 @@ export interface WebhookConfig {
   url: string;
   secretSealed: string;
   allowedIps: string[];
+  secretHeader: boolean;
   maxConnections: number;
   maxDeliveriesPerSecond: number | null;
   /** Kinds to queue; null for all. */
@@ -60,6 +63,7 @@ export function createWebhooksRepo(db: Db) {
         url: r.url,
         secretSealed: r.secret_sealed,
         allowedIps: JSON.parse(r.allowed_ips),
+        secretHeader: Boolean(Number(r.secret_header)),
         maxConnections: Number(r.max_connections),
         maxDeliveriesPerSecond: r.max_deliveries_per_second === null ? null : Number(r.max_deliveries_per_second),
         lastErrorDate: r.last_error_date === null ? null : Number(r.last_error_date),
@@ -88,6 +92,7 @@ export function createWebhooksRepo(db: Db) {
         url: config.url,
         secret_sealed: config.secretSealed,
         allowed_ips: JSON.stringify(config.allowedIps),
+        secret_header: config.secretHeader,
         max_connections: config.maxConnections,
         max_deliveries_per_second: config.maxDeliveriesPerSecond,
         // Setting the webhook (again) enables it, with a fresh start for its health.
