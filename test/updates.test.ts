@@ -149,7 +149,10 @@ describe('updates', () => {
 
       const detail = await owner.get(`/api/v1/bots/my/${id}`);
       expect(detail.body.delivery_mode).toBe('webhook');
-      expect(detail.body.webhook).toEqual({ url: 'https://127.0.0.1:9/hook', has_secret_token: true, allowed_updates: [], allowed_ips: [], max_connections: 40 });
+      expect(detail.body.webhook).toEqual({
+        url: 'https://127.0.0.1:9/hook', has_secret_token: true, allowed_updates: [], allowed_ips: [], max_connections: 40,
+        disabled: false, disabled_at: null,
+      });
       expect(JSON.stringify(detail.body)).not.toContain('sec_ret-1');
 
       const info = await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token });
