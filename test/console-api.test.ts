@@ -454,6 +454,18 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect((await alice.get(`/api/v1/bots/my/${id}`)).body.command_menu).toEqual(patch.command_menu);
     });
 
+    it('getMe shows a profile change at once, though it answered from a kept principal just before', async () => {
+      const { id, token } = await approvedBot(h, aliceJwt, 'getme_fresh_bot');
+      const bot = client(h.url, token);
+      expect((await bot.post('/api/v1/bots/getMe')).body.result).toMatchObject({ name: expect.any(String), can_join_groups: true });
+      expect((await bot.post('/api/v1/bots/getMe')).status).toBe(200); // answered from the kept principal
+      const patched = await alice.patch(`/api/v1/bots/my/${id}`, { name: 'Renamed Bot', supports_inline_queries: true, can_join_groups: false });
+      expect(patched.status).toBe(200);
+      expect((await bot.post('/api/v1/bots/getMe')).body).toEqual({
+        ok: true, result: { id, is_bot: true, name: 'Renamed Bot', username: 'getme_fresh_bot', supports_inline_queries: true, can_join_groups: false },
+      });
+    });
+
     it.each([
       [{ username: 'renamed' }, 'username'],
       [{ name: '' }, 'name'],

@@ -9,6 +9,12 @@
  * regenerated, bot suspended or revoked, here or, through the control topic, on
  * another instance), and none is used while the bus that carries those signals is
  * down (`cacheUsable`): then every call reads the database.
+ *
+ * The principal carries getMe's fields as read with it (`profile`), so getMe reads
+ * nothing more; a profile change drops the kept principal the same way (the console
+ * signals it as a credential change), so getMe shows the change at once on the
+ * instance that made it and within the bus's delivery elsewhere (at most the TTL
+ * when the signal is lost).
  */
 import type { AccountJwtVerifier } from '../auth/account-jwt.js';
 import { hashBotToken, hashesEqual, looksLikeBotToken } from '../auth/bot-token.js';
@@ -73,7 +79,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const found = await deps.bots.findByTokenHash(hash);
     if (!found || !hashesEqual(found.tokenHash, hash)) throw ApiError.unauthenticated('invalid or revoked bot token');
     if (found.status !== 'active') throw new ApiError(Code.PERMISSION_DENIED, `bot is ${found.status}`);
-    const principal: BotPrincipal = { kind: 'bot', botId: found.id, ownerId: found.ownerId };
+    const principal: BotPrincipal = {
+      kind: 'bot',
+      botId: found.id,
+      ownerId: found.ownerId,
+      profile: { name: found.name, username: found.username, supportsInlineQueries: found.supportsInlineQueries, canJoinGroups: found.canJoinGroups },
+    };
     if (usable && started === epoch) {
       if (kept.size >= maxKept) kept.delete(kept.keys().next().value!);
       kept.set(hash, { principal, expires: now() + ttl });
@@ -119,7 +130,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       }
     },
 
-    /** The bot's credentials changed (token regenerated, bot suspended or revoked): forget what was kept of it. */
+    /** The bot's credentials or profile changed (token regenerated, bot suspended or revoked, profile edited): forget what was kept of it. */
     invalidateBot(botId: string) {
       epoch++;
       for (const [hash, k] of kept) if (k.principal.botId === botId) kept.delete(hash);

@@ -221,6 +221,8 @@ export function createConsoleService(
       if (Object.keys(patch).length > 0 && !(await deps.bots.updateProfile(principal.accountId, bot.id, patch, now()))) {
         throw ApiError.failedPrecondition('bot is not approved');
       }
+      // getMe answers from kept principals: drop them here and on every instance.
+      if (Object.keys(patch).length > 0) await deps.credentialsChanged?.(bot.id);
       return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, bot.id))!) };
     },
 

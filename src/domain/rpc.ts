@@ -18,6 +18,20 @@ export interface BotPrincipal {
   kind: 'bot';
   botId: string;
   ownerId: string;
+  /**
+   * getMe's fields as the auth step read them with the token (kept with the principal
+   * for at most AUTH_CACHE_TTL; a profile change drops it like a credential change).
+   * Absent when the principal was not proved by a bot lookup.
+   */
+  profile?: BotProfileSnapshot;
+}
+
+/** The bot's public identity, as getMe answers it. */
+export interface BotProfileSnapshot {
+  name: string;
+  username: string;
+  supportsInlineQueries: boolean;
+  canJoinGroups: boolean;
 }
 
 export interface InternalPrincipal {

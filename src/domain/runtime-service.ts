@@ -27,7 +27,8 @@ export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe
 
   return {
     async getMe(_req, { principal }) {
-      const bot = await botOf(principal.botId);
+      // The auth step's read (or its kept principal, dropped on a profile change) answers, else the row.
+      const bot = principal.profile ? { id: principal.botId, ...principal.profile } : await botOf(principal.botId);
       return {
         result: {
           id: bot.id,

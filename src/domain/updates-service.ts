@@ -246,8 +246,10 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       if (req.timeout !== undefined && (req.timeout < 0 || req.timeout > 50)) v.add('timeout', 'OUT_OF_RANGE', 'must be 0 to 50');
       checkKinds(v, 'allowed_updates', req.allowedUpdates);
       v.throwIfAny();
-      const bot = (await deps.bots.findById(principal.botId))!;
-      if (bot.deliveryMode === 'webhook') throw webhookActive();
+      // One cheap read of the bot row: its delivery mode and newest update_seq.
+      const state = (await deps.bots.pollingState(principal.botId))!;
+      if (state.deliveryMode === 'webhook') throw webhookActive();
+      const bot = { id: principal.botId };
       const limit = req.limit ?? 100;
       const timeoutMs = (req.timeout ?? 0) * 1000;
       let offset = req.offset ?? 0;
@@ -258,10 +260,10 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
         if (req.allowedUpdates.length > 0) await deps.bots.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
         if (req.tail !== undefined) {
           // Telegram's negative offset: the newest `tail`, everything before them confirmed.
-          offset = Math.max(1, (await deps.bots.lastUpdateSeq(bot.id)) + 1 - req.tail);
+          offset = Math.max(1, state.lastUpdateSeq + 1 - req.tail);
           await deps.updates.confirmBelow(bot.id, offset);
         } else if (offset > 1) {
-          const last = await deps.bots.lastUpdateSeq(bot.id);
+          const last = state.lastUpdateSeq;
           if (offset > last + 1) {
             throw ApiError.invalid('offset', 'OUT_OF_RANGE', `is past the newest update (update_seq ${last}); use at most ${last + 1}`);
           }

@@ -161,9 +161,26 @@ export interface BotCounters {
 /** How a bot's updates reach it: a webhook (with the kinds it takes; null for all), or polling. */
 export type DeliveryModeChange = { mode: 'webhook'; allowedUpdates: string[] | null } | { mode: 'polling' };
 
+/** What the auth step reads of a bot by its token hash: enough to decide, and to answer getMe. */
+export interface BotAuthRecord {
+  id: string;
+  ownerId: string;
+  status: BotStatusValue;
+  tokenHash: string;
+  name: string;
+  username: string;
+  supportsInlineQueries: boolean;
+  canJoinGroups: boolean;
+}
+
+/** A literal `LIMIT 1`: knex binds `.first()`'s as `LIMIT ?`, which costs SQLite (STAT4) about twice the lookup. */
+export const LITERAL = { skipBinding: true } as const;
+
 export function createBotsRepo(db: Db) {
   const mysql = isMysql(db);
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
+  /** The first row of a query, fetched with a literal `LIMIT 1`. */
+  const one = async <R>(query: Knex.QueryBuilder): Promise<R | undefined> => ((await query.limit(1, LITERAL)) as R[])[0];
 
   /**
    * One page and the total in one query (a window count, on SQLite 3.25+, MariaDB
@@ -173,8 +190,8 @@ export function createBotsRepo(db: Db) {
     const rows = (await base()
       .select('*', db.raw('count(*) over () as total_count'))
       .orderBy([{ column: 'created_at', order }, { column: 'id', order }])
-      .limit(limit)
-      .offset((page - 1) * limit)) as (BotRow & { total_count: number | string })[];
+      .limit(limit, LITERAL)
+      .offset((page - 1) * limit, LITERAL)) as (BotRow & { total_count: number | string })[];
     if (rows.length > 0) return { items: rows.map(fromRow), total: Number(rows[0]!.total_count) };
     if (page === 1) return { items: [], total: 0 };
     const [{ n }] = (await base().count({ n: '*' })) as unknown as [{ n: number | string }];
@@ -206,12 +223,12 @@ export function createBotsRepo(db: Db) {
           created_at: bot.now,
           updated_at: bot.now,
         });
-        return fromRow((await q(tx).where({ id: bot.id }).first())!);
+        return fromRow((await one<BotRow>(q(tx).where({ id: bot.id })))!);
       });
     },
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = await q(tx).where({ owner_id: ownerId, id }).first();
+      const row = await one<BotRow>(q(tx).where({ owner_id: ownerId, id }));
       return row && fromRow(row);
     },
 
@@ -226,7 +243,7 @@ export function createBotsRepo(db: Db) {
 
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = await q(tx).where({ id }).first();
+      const row = await one<BotRow>(q(tx).where({ id }));
       return row && fromRow(row);
     },
 
@@ -237,9 +254,25 @@ export function createBotsRepo(db: Db) {
     },
 
     /** The bot whose current token has this hash. */
-    async findByTokenHash(hash: string, tx?: Tx): Promise<(BotRecord & { tokenHash: string }) | undefined> {
-      const row = await q(tx).where({ token_hash: hash }).first();
-      return row && { ...fromRow(row), tokenHash: row.token_hash! };
+    async findByTokenHash(hash: string, tx?: Tx): Promise<BotAuthRecord | undefined> {
+      const row = await one<BotRow>(q(tx).where({ token_hash: hash })
+        .select('id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'));
+      return row && {
+        id: row.id,
+        ownerId: row.owner_id,
+        status: row.status as BotStatusValue,
+        tokenHash: row.token_hash!,
+        name: row.name,
+        username: row.username,
+        supportsInlineQueries: Boolean(row.supports_inline_queries),
+        canJoinGroups: Boolean(row.can_join_groups),
+      };
+    },
+
+    /** What getUpdates decides by, in one cheap read: the delivery mode and the newest update_seq. */
+    async pollingState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; lastUpdateSeq: number } | undefined> {
+      const row = await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
+      return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, lastUpdateSeq: Number(row.last_update_seq) };
     },
 
     /** Owner's profile change, only while approved. Returns false when no approved bot matched. */
@@ -314,9 +347,9 @@ export function createBotsRepo(db: Db) {
 
     /** The bot's last message id, username and name, its row locked (on MySQL) until the transaction ends. */
     async lockMessageCounter(id: string, tx?: Tx): Promise<{ lastMessageId: number; username: string; name: string }> {
-      let sel = q(tx).where({ id }).first('last_message_id', 'username', 'name');
+      let sel = q(tx).where({ id }).select('last_message_id', 'username', 'name');
       if (mysql) sel = sel.forUpdate();
-      const row = (await sel)!;
+      const row = (await one<BotRow>(sel))!;
       return { lastMessageId: Number(row.last_message_id), username: row.username, name: row.name };
     },
 
@@ -337,13 +370,13 @@ export function createBotsRepo(db: Db) {
     },
 
     async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
-      const row = await q(tx).where({ id }).first('allowed_updates');
+      const row = await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
       return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
     },
 
     /** The newest update_seq the bot has had (0 before its first update). */
     async lastUpdateSeq(id: string, tx?: Tx): Promise<number> {
-      const row = await q(tx).where({ id }).first('last_update_seq');
+      const row = await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
       return row ? Number(row.last_update_seq) : 0;
     },
   };

@@ -7,6 +7,11 @@
  */
 import { inTransaction, isDeadlockOrLockWait, statement, type Db, type Tx } from './db.js';
 
+/** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
+const LITERAL = { skipBinding: true } as const;
+/** Bots whose confirmed offset is remembered. */
+const CONFIRMED_KEPT = 10_000;
+
 export interface StoredUpdate {
   updateId: number;
   botId: string;
@@ -31,6 +36,8 @@ export interface UpdatesRepoOptions {
 
 export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
+  /** Per bot, the update_seq below which this process has confirmed (deleted) everything; bounded. */
+  const confirmed = new Map<string, number>();
 
   /* eslint-disable @typescript-eslint/no-explicit-any */
   const updateOf = (r: any): StoredUpdate => ({
@@ -67,7 +74,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
         .where({ bot_id: botId })
         .andWhere('update_seq', '>=', from)
         .orderBy('update_seq', 'asc')
-        .limit(limit);
+        .limit(limit, LITERAL); // literal: a bound LIMIT costs SQLite about twice the read
       return rows.map(updateOf);
     },
 
@@ -87,14 +94,22 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
      * run again.
      */
     async confirmBelow(botId: string, below: number, tx?: Tx): Promise<number> {
+      // Already confirmed by this process: nothing can be below it again (a bot's
+      // update_seq only grows, and a client's offset is at most its newest + 1).
+      if (!tx && (confirmed.get(botId) ?? 0) >= below) return 0;
       let total = 0;
       for (;;) {
         const ids = (await (tx ?? db)('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below)
-          .orderBy('update_seq', 'asc').limit(1000).pluck('update_id')) as number[];
-        if (ids.length === 0) return total;
-        total += await statement(db, tx, (q) => q('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
-        if (ids.length < 1000) return total;
+          .orderBy('update_seq', 'asc').limit(1000, LITERAL).pluck('update_id')) as number[];
+        if (ids.length > 0) total += await statement(db, tx, (q) => q('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
+        if (ids.length < 1000) break;
       }
+      if (!tx) {
+        confirmed.delete(botId);
+        if (confirmed.size >= CONFIRMED_KEPT) confirmed.delete(confirmed.keys().next().value!);
+        confirmed.set(botId, below);
+      }
+      return total;
     },
 
     /** Forgets these updates of the bot (their deliveries closed). */
