@@ -58,16 +58,18 @@ describe('database outage', () => {
     const created = await client(base, jwt).post('/api/v1/bots/applications', { name: 'Outage', username: 'outage_bot' });
     await client(base, await mintAccountJwt(TEST_JWT_SECRET, { sub: 'r', roles: ['admin'] })).post(`/api/v1/admin/bots/${created.body.id}/approve`);
     const token = (await client(base, jwt).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token as string;
-    expect((await call(base, 'POST', '/api/v1/bots/getMe', { token })).status).toBe(200);
+    expect((await call(base, 'POST', '/api/v1/bots/getUpdates', { token, body: { timeout: 0 } })).status).toBe(200);
 
     let unavailableMs = NaN;
     const outageMs = Number(process.env.DB_OUTAGE_MS ?? 10_000);
+    // getUpdates rather than getMe: a getMe may be answered from the verified-principal
+    // cache (1 s) without the database; the queue read always needs it.
     await proxy.cut();
     const cutAt = Date.now();
     try {
       // Runtime surface: 503 in Telegram's envelope, with a retry hint, within the acquire timeout.
       const started = Date.now();
-      const me = await call(base, 'POST', '/api/v1/bots/getMe', { token });
+      const me = await call(base, 'POST', '/api/v1/bots/getUpdates', { token, body: { timeout: 0 } });
       unavailableMs = Date.now() - started;
       expect(unavailableMs).toBeLessThan(5000);
       expect(me.status).toBe(503);
@@ -81,7 +83,7 @@ describe('database outage', () => {
       const grpcClient = new RuntimeServiceClient(`127.0.0.1:${env.GRPC_PORT}`, grpc.credentials.createInsecure());
       const md = new grpc.Metadata();
       md.set('authorization', `Bearer ${token}`);
-      const code = await new Promise<number | undefined>((resolve) => grpcClient.getMe({}, md, (err) => resolve(err?.code)));
+      const code = await new Promise<number | undefined>((resolve) => grpcClient.getUpdates({ timeout: 0, allowedUpdates: [] } as never, md, (err) => resolve(err?.code)));
       grpcClient.close();
       expect(code).toBe(grpc.status.UNAVAILABLE);
       // Health reflects it.
@@ -90,7 +92,7 @@ describe('database outage', () => {
       const seen = new Set<number>();
       while (Date.now() - cutAt < outageMs) {
         const t0 = Date.now();
-        seen.add((await call(base, 'POST', '/api/v1/bots/getMe', { token })).status);
+        seen.add((await call(base, 'POST', '/api/v1/bots/getUpdates', { token, body: { timeout: 0 } })).status);
         unavailableMs = Math.max(unavailableMs, Date.now() - t0);
         await new Promise((r) => setTimeout(r, 500));
       }
@@ -100,7 +102,7 @@ describe('database outage', () => {
       await proxy.restore();
     }
     const back = Date.now();
-    expect(await until(async () => (await call(base, 'POST', '/api/v1/bots/getMe', { token })).status, (s) => s === 200, 10_000)).toBe(200);
+    expect(await until(async () => (await call(base, 'POST', '/api/v1/bots/getUpdates', { token, body: { timeout: 0 } })).status, (s) => s === 200, 10_000)).toBe(200);
     expect(await until(async () => (await fetch(`${base}/healthz`)).status, (s) => s === 200, 10_000)).toBe(200);
     const recoveredMs = Date.now() - back;
     console.log(`[fault figures] database away ${outageMs / 1000} s: every call answered 503 (Retry-After) within ${unavailableMs} ms; calls and /healthz back ${recoveredMs} ms after the database returned`);
