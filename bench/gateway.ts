@@ -24,7 +24,9 @@
  *
  * Settings (env): BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_DATABASE_URL
  * (default: a fresh SQLite file), BENCH_ROUNDS (3), BENCH_ONLY (calls | paths |
- * overhead | all), BENCH_PIN (0).
+ * overhead | all), BENCH_PIN (0), BENCH_CALLS (calls: only the service's calls whose
+ * names contain one of these comma-separated strings), BENCH_CPU_PROF (a directory: each
+ * service process writes a V8 CPU profile there when it exits).
  */
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -289,6 +291,12 @@ async function calls() {
       runtime.getMe({}, md, (err) => resolve(!err))), pid, w) },
   ];
 
+  // BENCH_CALLS=a,b keeps only the service's calls whose names contain one of these (the
+  // baselines always run): with BENCH_CPU_PROF, a profile of those calls alone.
+  const wanted = process.env.BENCH_CALLS?.split(',').map((s) => s.trim()).filter(Boolean);
+  if (wanted?.length) {
+    for (let j = targets.length - 1; j >= 3; j--) if (!wanted.some((w) => targets[j]!.name.includes(w))) targets.splice(j, 1);
+  }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const results = targets.map(() => [] as Figures[]);
   for (let i = 0; i < rounds; i++) {
