@@ -246,9 +246,6 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       if (req.timeout !== undefined && (req.timeout < 0 || req.timeout > 50)) v.add('timeout', 'OUT_OF_RANGE', 'must be 0 to 50');
       checkKinds(v, 'allowed_updates', req.allowedUpdates);
       v.throwIfAny();
-      // One cheap read of the bot row: its delivery mode and newest update_seq.
-      const state = (await deps.bots.pollingState(principal.botId))!;
-      if (state.deliveryMode === 'webhook') throw webhookActive();
       const bot = { id: principal.botId };
       const limit = req.limit ?? 100;
       const timeoutMs = (req.timeout ?? 0) * 1000;
@@ -257,6 +254,10 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       // Newest call wins: claim before reading, so an update committed meanwhile wakes us.
       const waiter = deps.waiters.claim(bot.id, true);
       try {
+        // One cheap read of the bot row: its delivery mode and newest update_seq. Read
+        // after the claim, so what it does not show yet marks the waiter dirty.
+        const state = (await deps.bots.pollingState(bot.id))!;
+        if (state.deliveryMode === 'webhook') throw webhookActive();
         if (req.allowedUpdates.length > 0) await deps.bots.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
         if (req.tail !== undefined) {
           // Telegram's negative offset: the newest `tail`, everything before them confirmed.
@@ -270,9 +271,13 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
           await deps.updates.confirmBelow(bot.id, offset);
         }
         const until = now() + timeoutMs;
+        // Nothing at or past the offset yet (the bot row's newest update_seq says so):
+        // the first read is skipped, and a commit since the state read wakes the waiter.
+        let mayHave = Math.max(offset, 1) <= state.lastUpdateSeq;
         for (;;) {
-          waiter.takeDirty();
-          const rows = await deps.updates.read(bot.id, offset, limit);
+          mayHave = waiter.takeDirty() || mayHave;
+          const rows = mayHave ? await deps.updates.read(bot.id, offset, limit) : [];
+          mayHave = true;
           if (rows.length > 0 || timeoutMs === 0 || now() >= until) {
             deps.usage?.delivered(bot.id, rows.length);
             return { result: rows.map(toUpdateMessage) };
@@ -314,10 +319,9 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     },
 
     async getWebhookInfo(_req, { principal }) {
-      const [bot, webhook, kinds] = await Promise.all([
-        deps.bots.findById(principal.botId),
+      const [bot, webhook] = await Promise.all([
+        deps.bots.webhookInfoState(principal.botId),
         deps.webhooks.get(principal.botId),
-        deps.bots.allowedUpdates(principal.botId),
       ]);
       // Pending: not yet received — by polling, the queue; by webhook, the open deliveries.
       const pending = bot!.deliveryMode === 'webhook'
@@ -328,7 +332,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
         deliveryMode: bot!.deliveryMode,
         pendingUpdateCount: pending,
         maxConnections: webhook?.maxConnections ?? 0,
-        allowedUpdates: kinds ?? [],
+        allowedUpdates: bot!.allowedUpdates ?? [],
         lastErrorDate: webhook?.lastErrorDate ?? undefined,
         lastErrorMessage: webhook?.lastErrorMessage ?? undefined,
         platformEgressIps: deps.egressIps,

@@ -183,19 +183,19 @@ export function createBotsRepo(db: Db) {
   const one = async <R>(query: Knex.QueryBuilder): Promise<R | undefined> => ((await query.limit(1, LITERAL)) as R[])[0];
 
   /**
-   * One page and the total in one query (a window count, on SQLite 3.25+, MariaDB
-   * 10.2+ and MySQL 8); a page past the end costs a second, counting query.
+   * One page and the total. A first page that is not full is the whole list, so its
+   * length is the total: the common case (an owner's few bots) costs one plain query.
+   * A full page, or a later one, also counts (a window count costs more than a
+   * separate count on SQLite, which sorts the whole match into a temporary tree).
    */
   async function paged(base: () => Knex.QueryBuilder<BotRow>, order: 'asc' | 'desc', page: number, limit: number) {
     const rows = (await base()
-      .select('*', db.raw('count(*) over () as total_count'))
       .orderBy([{ column: 'created_at', order }, { column: 'id', order }])
       .limit(limit, LITERAL)
-      .offset((page - 1) * limit, LITERAL)) as (BotRow & { total_count: number | string })[];
-    if (rows.length > 0) return { items: rows.map(fromRow), total: Number(rows[0]!.total_count) };
-    if (page === 1) return { items: [], total: 0 };
+      .offset((page - 1) * limit, LITERAL)) as BotRow[];
+    if (page === 1 && rows.length < limit) return { items: rows.map(fromRow), total: rows.length };
     const [{ n }] = (await base().count({ n: '*' })) as unknown as [{ n: number | string }];
-    return { items: [], total: Number(n) };
+    return { items: rows.map(fromRow), total: Number(n) };
   }
 
   return {
@@ -270,6 +270,7 @@ export function createBotsRepo(db: Db) {
     },
 
     /** What getUpdates decides by, in one cheap read: the delivery mode and the newest update_seq. */
+    /** What getUpdates decides by: the delivery mode and the newest update_seq. */
     async pollingState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; lastUpdateSeq: number } | undefined> {
       const row = await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, lastUpdateSeq: Number(row.last_update_seq) };
@@ -367,6 +368,12 @@ export function createBotsRepo(db: Db) {
     /** Sets which update kinds are queued for the bot (null: all). */
     async setAllowedUpdates(id: string, kinds: string[] | null, tx?: Tx): Promise<void> {
       await q(tx).where({ id }).update({ allowed_updates: kinds ? JSON.stringify(kinds) : null });
+    },
+
+    /** What getWebhookInfo reads of the bot: its delivery mode and update filter, in one read. */
+    async webhookInfoState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; allowedUpdates: string[] | null } | undefined> {
+      const row = await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
+      return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, allowedUpdates: row.allowed_updates ? JSON.parse(row.allowed_updates) : null };
     },
 
     async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
