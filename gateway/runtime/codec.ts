@@ -49,6 +49,20 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     return s;
   };
   const enumOf = (ref: string): EnumSchema => table.enums[ref]!;
+  /** Each enum's number → its wire name ("REVIEW_STATUS_APPROVED" → "approved"); UNSPECIFIED has none. */
+  const wireNameMaps = new Map<string, Map<number, string>>();
+  const wireNames = (ref: string) => {
+    let m = wireNameMaps.get(ref);
+    if (!m) {
+      const e = enumOf(ref);
+      m = new Map();
+      for (const [name, n] of Object.entries(e.values)) {
+        if (!name.endsWith('_UNSPECIFIED') && !m.has(n)) m.set(n, name.slice(e.prefix.length).toLowerCase());
+      }
+      wireNameMaps.set(ref, m);
+    }
+    return m;
+  };
   const enumNames = (e: EnumSchema) =>
     Object.keys(e.values).filter((n) => !n.endsWith('_UNSPECIFIED')).map((n) => n.slice(e.prefix.length).toLowerCase());
 
@@ -209,11 +223,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     switch (t.kind) {
       case 'scalar':
         return t.scalar === 'bytes' ? Buffer.from(v as Uint8Array).toString('base64') : v;
-      case 'enum': {
-        const e = enumOf(t.ref);
-        const name = Object.keys(e.values).find((k) => e.values[k] === v);
-        return name && !name.endsWith('_UNSPECIFIED') ? name.slice(e.prefix.length).toLowerCase() : null;
-      }
+      case 'enum':
+        return wireNames(t.ref).get(v as number) ?? null;
       case 'message':
         return encodeMessage(t.ref, v as Obj, surface);
       case 'timestamp':
