@@ -133,6 +133,69 @@ describe('Telegram surface', () => {
     expect((await tg(token, 'getWebhookInfo')).body.result.url).toBe('');
   });
 
+  it('a token in Telegram\'s "<bot id>:<token>" form works when the id is the bot\'s, and is refused otherwise', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_idtoken');
+    const me = (await tg(token, 'getMe')).body.result;
+    const withId = await tg(`${me.id}:${token}`, 'getMe');
+    expect(withId.status).toBe(200);
+    expect(withId.body.result).toEqual(me);
+    await testUpdate(id, 'hi', 66);
+    const sent = await tg(`${me.id}:${token}`, 'sendMessage', { chat_id: 66, text: 'hello' });
+    expect(sent.body.result.from.id).toBe(me.id);
+    // The file URL takes the same form.
+    const doc = new FormData();
+    doc.set('chat_id', '66');
+    doc.set('document', new Blob([new Uint8Array(Buffer.from('id form'))], { type: 'text/plain' }), 'a.txt');
+    const d = await (await fetch(`${h.url}/bot${me.id}:${token}/sendDocument`, { method: 'POST', body: doc })).json();
+    const path = (await tg(`${me.id}:${token}`, 'getFile', { file_id: d.result.document.file_id })).body.result.file_path;
+    const dl = await fetch(`${h.url}/file/bot${me.id}:${token}/${path}`);
+    expect(dl.status).toBe(200);
+    expect(await dl.text()).toBe('id form');
+    // Another bot's id, or any other number, is a bad token: 401, on every route, and nothing done.
+    const other = (await tg((await approvedBot(h, ownerJwt, 'tg_idtoken_other')).token, 'getMe')).body.result;
+    for (const wrong of [`${other.id}:${token}`, `${me.id + 1}:${token}`, `0:${token}`]) {
+      const r = await tg(wrong, 'sendMessage', { chat_id: 66, text: 'must not be sent' });
+      expect(r.status).toBe(401);
+      expect(r.body).toEqual({ ok: false, error_code: 401, description: expect.stringMatching(/^Unauthorized/) });
+      expect(JSON.stringify(r.body)).not.toContain(token);
+      expect((await fetch(`${h.url}/file/bot${wrong}/${path}`)).status).toBe(401);
+    }
+    const history = await tg(token, 'getUpdates');
+    expect(history.status).toBe(200);
+    // A bad secret behind a right id is refused too.
+    expect((await tg(`${me.id}:sbot_notarealtoken000000000000000000000000000`, 'getMe')).status).toBe(401);
+  });
+
+  it('allowed_updates: kinds this platform never produces are accepted and ignored, as Telegram does', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_kinds');
+    // python-telegram-bot's Update.ALL_TYPES, as its echo bot sends it (form-encoded JSON text).
+    const all = ['message', 'edited_message', 'channel_post', 'callback_query', 'chat_member', 'message_reaction', 'business_message', 'some_future_kind'];
+    await testUpdate(id, 'm1');
+    const form = await call(h.url, 'POST', `/bot${token}/getUpdates`, {
+      rawBody: `allowed_updates=${encodeURIComponent(JSON.stringify(all))}&timeout=0`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(form.status).toBe(200);
+    expect(form.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['m1']);
+    const json = await tg(token, 'getUpdates', { allowed_updates: ['message', 'callback_query'] });
+    expect(json.status).toBe(200);
+    // The kinds delivered here are what the bot now gets (the native read shows the filter).
+    expect((await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token })).body.result.allowed_updates).toEqual(['message']);
+    // Nothing but kinds never produced here: the bot would wait forever, so it is told.
+    const none = await tg(token, 'getUpdates', { allowed_updates: ['callback_query', 'inline_query'] });
+    expect(none.status).toBe(400);
+    expect(none.body).toEqual({ ok: false, error_code: 400, description: expect.stringContaining('allowed_updates') });
+    const notList = await tg(token, 'getUpdates', { allowed_updates: 'message' });
+    expect(notList.status).toBe(400);
+    expect(notList.body.ok).toBe(false);
+    // setWebhook takes the same list.
+    receiver ??= await startReceiver(pki);
+    const set = await tg(token, 'setWebhook', { url: receiver.url, secret_token: 'kinds_secret', allowed_updates: all });
+    expect(set.body).toEqual({ ok: true, result: true });
+    expect((await tg(token, 'getWebhookInfo')).body.result.allowed_updates).toEqual(['message', 'edited_message']);
+    expect((await tg(token, 'deleteWebhook')).body.result).toBe(true);
+  });
+
   it('setMyCommands / getMyCommands / deleteMyCommands use the bot\'s command menu, seen by the console', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'tg_cmds');
     const commands = [{ command: 'start', description: 'Start' }, { command: 'help', description: 'Help' }];

@@ -15,6 +15,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobMismatch, stagingKey } from '../../src/blobs/blob-store.js';
 import { botUserId } from '../../src/domain/messages-service.js';
+import { UPDATE_KINDS } from '../../src/domain/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
 import type { Codec } from './codec.js';
@@ -138,6 +139,30 @@ async function fileParam(ctx: Ctx, field: string, photo: boolean): Promise<unkno
   return v;
 }
 
+/**
+ * allowed_updates as Telegram takes it: the kinds this platform never produces
+ * (callback_query, chat_member... — frameworks send their whole list) are accepted and
+ * left out, as Telegram ignores kinds it has nothing of; a list of nothing but those
+ * is refused, since the bot would wait for updates that never come.
+ */
+function allowedUpdates(params: Params): Params {
+  let v = params.allowed_updates;
+  if (v === undefined) return params;
+  if (typeof v === 'string') {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      throw ApiError.invalid('allowed_updates', 'MALFORMED_JSON', 'is not valid JSON');
+    }
+  }
+  if (!Array.isArray(v)) throw ApiError.invalid('allowed_updates', 'INVALID_TYPE', 'must be an array of update types');
+  const kinds = v.filter((k) => (UPDATE_KINDS as readonly unknown[]).includes(k));
+  if (v.length > 0 && kinds.length === 0) {
+    throw ApiError.invalid('allowed_updates', 'INVALID_VALUE', `only ${UPDATE_KINDS.join(', ')} updates are delivered here`);
+  }
+  return { ...params, allowed_updates: kinds };
+}
+
 const SEND = ['chat_id', 'caption', 'reply_to_message_id'];
 
 /** reply_parameters.message_id (the newer spelling) as reply_to_message_id. */
@@ -171,7 +196,7 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   },
 
   async getupdates(ctx) {
-    const p = pick(ctx.params, ['offset', 'limit', 'timeout', 'allowed_updates']);
+    const p = pick(allowedUpdates(ctx.params), ['offset', 'limit', 'timeout', 'allowed_updates']);
     const offset = p.offset === undefined ? undefined : Number(p.offset);
     if (offset !== undefined && Number.isInteger(offset) && offset < 0) {
       delete p.offset;
@@ -184,7 +209,7 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   },
 
   async setwebhook(ctx) {
-    return ctx.rpc('SetWebhook', pick(ctx.params, ['url', 'secret_token', 'allowed_updates', 'max_connections', 'drop_pending_updates']));
+    return ctx.rpc('SetWebhook', pick(allowedUpdates(ctx.params), ['url', 'secret_token', 'allowed_updates', 'max_connections', 'drop_pending_updates']));
   },
 
   async deletewebhook(ctx) {
@@ -245,11 +270,22 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   },
 };
 
-/** Splits "<token>/<rest>" (the part of the path after /bot); the token is never reported. */
-function splitPath(rest: string): { token: string; tail: string } {
+/**
+ * Splits "<token>/<rest>" (the part of the path after /bot); the token is never reported.
+ * The token may come in Telegram's form "<bot user id>:<token>" (aiogram and
+ * pyTelegramBotAPI refuse a token without it, and aiogram reads the bot's id from it):
+ * then `claimedId` is that id, checked against the bot's before anything else.
+ */
+function splitPath(rest: string): { token: string; tail: string; claimedId?: string } {
   const slash = rest.indexOf('/');
-  return slash < 0 ? { token: rest, tail: '' } : { token: rest.slice(0, slash), tail: rest.slice(slash + 1) };
+  const raw = slash < 0 ? rest : rest.slice(0, slash);
+  const tail = slash < 0 ? '' : rest.slice(slash + 1);
+  const m = /^(\d{1,20}):(.+)$/.exec(raw);
+  return m ? { token: m[2]!, tail, claimedId: m[1]! } : { token: raw, tail };
 }
+
+/** Most tokens whose bot user id is remembered (the map starts over past this). */
+const MAX_VERIFIED = 10_000;
 
 /** A buffered multipart/form-data body: text fields, and file parts. */
 export function parseMultipart(body: Buffer, contentType: string): Params {
@@ -317,6 +353,22 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
 
   const config = { surface: 'runtime' as const };
 
+  // SHA-256 of a token → its bot's user id, learnt from one GetMe: a token's bot never
+  // changes (a revoked token still fails its own call).
+  const userIds = new Map<string, number>();
+  /** A Telegram-form token's id must be its bot's user id (else 401, as any bad token). */
+  async function checkClaimedId(token: string, claimedId: string | undefined, getMe: () => Promise<Wire>): Promise<void> {
+    if (claimedId === undefined) return;
+    const key = crypto.createHash('sha256').update(token).digest('hex');
+    let id = userIds.get(key);
+    if (id === undefined) {
+      id = botUserId(String((await getMe()).id));
+      if (userIds.size >= MAX_VERIFIED) userIds.clear();
+      userIds.set(key, id);
+    }
+    if (String(id) !== claimedId) throw ApiError.unauthenticated('invalid bot token');
+  }
+
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
@@ -348,7 +400,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
       url: '/bot*',
       config,
       handler: async (request, reply) => {
-        const { token, tail } = splitPath((request.params as { '*': string })['*']);
+        const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
         const method = METHODS[tail.toLowerCase()];
         if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
         const body = request.body;
@@ -365,17 +417,23 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
             return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
           },
         };
+        await checkClaimedId(token, claimedId, () => ctx.rpc('GetMe', {}));
         const result = await method(ctx);
         return reply.code(200).type('application/json').send({ ok: true, result: result ?? null });
       },
     });
 
     scope.get('/file/bot*', { config }, async (request, reply) => {
-      const { token, tail } = splitPath((request.params as { '*': string })['*']);
+      const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
       if (!tail) throw routeNotFound('runtime', request.method);
       if (!opts.files) throw ApiError.notFound('file');
-      const spec = specs.get('GetFile')!;
-      const file = (await opts.call(spec, bind(spec, { file_id: tail }), { authorization: `Bearer ${token}` }, request, reply)) as Wire;
+      const metadata = { authorization: `Bearer ${token}`, [SURFACE_METADATA]: 'telegram' };
+      const rpc = (name: string, p: Params) => {
+        const spec = specs.get(name)!;
+        return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
+      };
+      await checkClaimedId(token, claimedId, () => rpc('GetMe', {}));
+      const file = await rpc('GetFile', { file_id: tail });
       const grant = String(file.download_url ?? '').split('/api/v1/files/download/')[1];
       if (!grant) throw ApiError.notFound('file');
       return sendDownload(opts.files, grant, reply);
