@@ -126,6 +126,15 @@ describe('Telegram surface', () => {
     await receiver.waitFor(1);
     expect(receiver.received[0]!.headers['x-telegram-bot-api-secret-token']).toBe('s3cret_tok');
     expect(receiver.received[0]!.headers['x-service-signature-v2']).toEqual(expect.any(String));
+    // The body is a Telegram Update, as getUpdates on this surface answers it (update_id is
+    // the bot's update_seq), signed as sent.
+    const raw = receiver.received[0]!.raw.toString('utf8');
+    expect(JSON.parse(raw)).toEqual({
+      update_id: 1,
+      message: { message_id: expect.any(Number), date: expect.any(Number), text: 'to the hook', chat: { id: 777, type: 'private' }, from: { id: 777, is_bot: false, first_name: 'Carol', username: 'carol' } },
+    });
+    const ts = String(receiver.received[0]!.headers['x-service-timestamp']);
+    expect(receiver.received[0]!.headers['x-service-signature-v2']).toBe(crypto.createHmac('sha256', 's3cret_tok').update(`${ts}.${raw}`).digest('hex'));
     const polled = await tg(token, 'getUpdates');
     expect(polled.status).toBe(409);
     expect(polled.body.ok).toBe(false);

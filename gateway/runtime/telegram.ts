@@ -15,6 +15,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BlobMismatch, stagingKey } from '../../src/blobs/blob-store.js';
 import { botUserId } from '../../src/domain/messages-service.js';
+import { compact, tgMessage, tgUpdate } from '../../src/domain/telegram-types.js';
 import { UPDATE_KINDS } from '../../src/domain/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
@@ -54,38 +55,6 @@ interface Ctx {
 }
 
 const num = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
-
-/** Drops undefined values (Telegram leaves absent optional fields out). */
-function compact(o: Obj): Obj {
-  const out: Obj = {};
-  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v;
-  return out;
-}
-
-function tgUser(u: Wire) {
-  if (!u) return undefined;
-  return compact({ id: num(u.id), is_bot: Boolean(u.is_bot), first_name: u.first_name ?? u.username ?? '', username: u.username });
-}
-
-function tgMessage(m: Wire): Obj | undefined {
-  if (!m) return undefined;
-  return compact({
-    message_id: num(m.message_id),
-    from: tgUser(m.from),
-    chat: m.chat ? { id: num(m.chat.id), type: m.chat.type } : undefined,
-    date: num(m.date),
-    text: m.text,
-    caption: m.caption,
-    photo: m.photo ? [compact({ file_id: m.photo.file_id, file_unique_id: m.photo.file_unique_id, width: 0, height: 0, file_size: num(m.photo.file_size) })] : undefined,
-    document: m.document
-      ? compact({ file_id: m.document.file_id, file_unique_id: m.document.file_unique_id, file_name: m.document.file_name, mime_type: m.document.mime_type, file_size: num(m.document.file_size) })
-      : undefined,
-  });
-}
-
-function tgUpdate(u: Wire): Obj {
-  return compact({ update_id: num(u.update_seq), message: tgMessage(u.message), edited_message: tgMessage(u.edited_message) });
-}
 
 /** Only the named parameters, renamed where Telegram's name differs from the RPC's. */
 function pick(params: Params, names: string[], rename: Record<string, string> = {}): Params {
