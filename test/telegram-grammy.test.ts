@@ -1,12 +1,17 @@
 /**
  * An unmodified grammY echo bot, configured only with this service's API root and a
  * token: getMe at start, long polling across several batches with offsets confirmed,
- * nothing received twice (also across a restart), and replies with sendMessage.
+ * nothing received twice (also across a restart), and replies with sendMessage; and the
+ * same bot in webhook mode, grammY's webhookCallback behind a real HTTPS server.
  */
 import crypto from 'node:crypto';
-import { Bot, InputFile } from 'grammy';
+import fs from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { Bot, InputFile, webhookCallback } from 'grammy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';
+import { createTestPki, type TestPki } from './helpers/tls.js';
 import { until } from './helpers/until.js';
 
 /** Waits for cond, failing the test when it does not hold within ms. */
@@ -18,9 +23,12 @@ describe('grammY on the Telegram surface', () => {
   let h: Harness;
   let ownerJwt: string;
   let owner: ReturnType<typeof client>;
+  let pki: TestPki;
 
   beforeAll(async () => {
-    h = await startHarness('in-process');
+    pki = createTestPki();
+    // Webhooks to this machine's loopback, over TLS the test CA signs.
+    h = await startHarness('in-process', { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_RETRY_SCHEDULE: '200ms' });
     ownerJwt = await h.jwt('grammy-owner');
     owner = client(h.url, ownerJwt);
   });
@@ -84,5 +92,48 @@ describe('grammY on the Telegram surface', () => {
     expect(Buffer.from(await dl.arrayBuffer()).equals(bytes)).toBe(true);
     await second.bot.api.setMyCommands([{ command: 'start', description: 'Start the bot' }]);
     expect(await second.bot.api.getMyCommands()).toEqual([{ command: 'start', description: 'Start the bot' }]);
+  }, 60_000);
+
+  it('webhook mode: webhookCallback behind HTTPS checks the secret token, handles the Telegram Update and replies', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'grammy_hook');
+    const { bot, received, replies } = echoBot(token);
+    const secret = 'grammy_hook_secret';
+    const handle = webhookCallback(bot, 'https', { secretToken: secret });
+    const answered: number[] = [];
+    const server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
+      res.once('finish', () => answered.push(res.statusCode));
+      void handle(req, res);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/grammy`;
+    try {
+      // The webhook is set by grammY itself, through the Telegram surface.
+      expect(await bot.api.setWebhook(url, { secret_token: secret })).toBe(true);
+      expect(await bot.api.getWebhookInfo()).toMatchObject({ url, pending_update_count: 0 });
+      for (const t of ['w1', 'w2']) expect((await owner.post(`/api/v1/bots/my/${id}/test-updates`, { text: t, chat_id: 9002 })).status).toBe(201);
+      await waitFor(() => replies.length === 2, 15_000);
+      // update_id is the bot's update_seq, as getUpdates on this surface would have it.
+      expect(received).toEqual([{ updateId: 1, text: 'w1' }, { updateId: 2, text: 'w2' }]);
+      expect(replies).toEqual([{ chat: 9002, text: 'w1', from: bot.botInfo.id }, { chat: 9002, text: 'w2', from: bot.botInfo.id }]);
+      await waitFor(() => answered.length === 2);
+      expect(answered).toEqual([200, 200]);
+      const deliveries = await until(() => owner.get(`/api/v1/bots/my/${id}/deliveries`), (r) => r.body.items?.every((d: { status: string }) => d.status === 'succeeded'));
+      expect(deliveries.body.items.map((d: { update_seq: number; status: string }) => [d.update_seq, d.status])).toEqual([[2, 'succeeded'], [1, 'succeeded']]);
+
+      // The handler verifies: an update without the right secret token is refused, unhandled.
+      const forged = await new Promise<number>((resolve, reject) => {
+        const req = https.request(url, { method: 'POST', ca: fs.readFileSync(pki.caFile), headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'wrong' } }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ update_id: 3, message: { message_id: 1, date: 1, chat: { id: 9002, type: 'private' }, text: 'forged' } }));
+      });
+      expect(forged).toBe(401);
+      expect(received).toHaveLength(2);
+      expect(await bot.api.deleteWebhook()).toBe(true);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   }, 60_000);
 });

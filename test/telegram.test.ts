@@ -5,11 +5,15 @@
  * file download at /file/bot<token>/<path>, and the token kept out of bodies and logs.
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
+import { until } from './helpers/until.js';
 
 describe('Telegram surface', () => {
   let h: Harness;
@@ -126,11 +130,83 @@ describe('Telegram surface', () => {
     await receiver.waitFor(1);
     expect(receiver.received[0]!.headers['x-telegram-bot-api-secret-token']).toBe('s3cret_tok');
     expect(receiver.received[0]!.headers['x-service-signature-v2']).toEqual(expect.any(String));
+    // The body is a Telegram Update, as getUpdates on this surface answers it (update_id is
+    // the bot's update_seq), signed as sent.
+    const raw = receiver.received[0]!.raw.toString('utf8');
+    expect(JSON.parse(raw)).toEqual({
+      update_id: 1,
+      message: { message_id: expect.any(Number), date: expect.any(Number), text: 'to the hook', chat: { id: 777, type: 'private' }, from: { id: 777, is_bot: false, first_name: 'Carol', username: 'carol' } },
+    });
+    const ts = String(receiver.received[0]!.headers['x-service-timestamp']);
+    expect(receiver.received[0]!.headers['x-service-signature-v2']).toBe(crypto.createHmac('sha256', 's3cret_tok').update(`${ts}.${raw}`).digest('hex'));
     const polled = await tg(token, 'getUpdates');
     expect(polled.status).toBe(409);
     expect(polled.body.ok).toBe(false);
     expect((await tg(token, 'deleteWebhook', { drop_pending_updates: true })).body).toEqual({ ok: true, result: true });
     expect((await tg(token, 'getWebhookInfo')).body.result.url).toBe('');
+  });
+
+  it('a token in Telegram\'s "<bot id>:<token>" form works when the id is the bot\'s, and is refused otherwise', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_idtoken');
+    const me = (await tg(token, 'getMe')).body.result;
+    const withId = await tg(`${me.id}:${token}`, 'getMe');
+    expect(withId.status).toBe(200);
+    expect(withId.body.result).toEqual(me);
+    await testUpdate(id, 'hi', 66);
+    const sent = await tg(`${me.id}:${token}`, 'sendMessage', { chat_id: 66, text: 'hello' });
+    expect(sent.body.result.from.id).toBe(me.id);
+    // The file URL takes the same form.
+    const doc = new FormData();
+    doc.set('chat_id', '66');
+    doc.set('document', new Blob([new Uint8Array(Buffer.from('id form'))], { type: 'text/plain' }), 'a.txt');
+    const d = await (await fetch(`${h.url}/bot${me.id}:${token}/sendDocument`, { method: 'POST', body: doc })).json();
+    const path = (await tg(`${me.id}:${token}`, 'getFile', { file_id: d.result.document.file_id })).body.result.file_path;
+    const dl = await fetch(`${h.url}/file/bot${me.id}:${token}/${path}`);
+    expect(dl.status).toBe(200);
+    expect(await dl.text()).toBe('id form');
+    // Another bot's id, or any other number, is a bad token: 401, on every route, and nothing done.
+    const other = (await tg((await approvedBot(h, ownerJwt, 'tg_idtoken_other')).token, 'getMe')).body.result;
+    for (const wrong of [`${other.id}:${token}`, `${me.id + 1}:${token}`, `0:${token}`]) {
+      const r = await tg(wrong, 'sendMessage', { chat_id: 66, text: 'must not be sent' });
+      expect(r.status).toBe(401);
+      expect(r.body).toEqual({ ok: false, error_code: 401, description: expect.stringMatching(/^Unauthorized/) });
+      expect(JSON.stringify(r.body)).not.toContain(token);
+      expect((await fetch(`${h.url}/file/bot${wrong}/${path}`)).status).toBe(401);
+    }
+    const history = await tg(token, 'getUpdates');
+    expect(history.status).toBe(200);
+    // A bad secret behind a right id is refused too.
+    expect((await tg(`${me.id}:sbot_notarealtoken000000000000000000000000000`, 'getMe')).status).toBe(401);
+  });
+
+  it('allowed_updates: kinds this platform never produces are accepted and ignored, as Telegram does', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_kinds');
+    // python-telegram-bot's Update.ALL_TYPES, as its echo bot sends it (form-encoded JSON text).
+    const all = ['message', 'edited_message', 'channel_post', 'callback_query', 'chat_member', 'message_reaction', 'business_message', 'some_future_kind'];
+    await testUpdate(id, 'm1');
+    const form = await call(h.url, 'POST', `/bot${token}/getUpdates`, {
+      rawBody: `allowed_updates=${encodeURIComponent(JSON.stringify(all))}&timeout=0`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(form.status).toBe(200);
+    expect(form.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['m1']);
+    const json = await tg(token, 'getUpdates', { allowed_updates: ['message', 'callback_query'] });
+    expect(json.status).toBe(200);
+    // The kinds delivered here are what the bot now gets (the native read shows the filter).
+    expect((await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token })).body.result.allowed_updates).toEqual(['message']);
+    // Nothing but kinds never produced here: the bot would wait forever, so it is told.
+    const none = await tg(token, 'getUpdates', { allowed_updates: ['callback_query', 'inline_query'] });
+    expect(none.status).toBe(400);
+    expect(none.body).toEqual({ ok: false, error_code: 400, description: expect.stringContaining('allowed_updates') });
+    const notList = await tg(token, 'getUpdates', { allowed_updates: 'message' });
+    expect(notList.status).toBe(400);
+    expect(notList.body.ok).toBe(false);
+    // setWebhook takes the same list.
+    receiver ??= await startReceiver(pki);
+    const set = await tg(token, 'setWebhook', { url: receiver.url, secret_token: 'kinds_secret', allowed_updates: all });
+    expect(set.body).toEqual({ ok: true, result: true });
+    expect((await tg(token, 'getWebhookInfo')).body.result.allowed_updates).toEqual(['message', 'edited_message']);
+    expect((await tg(token, 'deleteWebhook')).body.result).toBe(true);
   });
 
   it('setMyCommands / getMyCommands / deleteMyCommands use the bot\'s command menu, seen by the console', async () => {
@@ -241,4 +317,147 @@ describe('Telegram surface on a gateway of its own (over gRPC)', () => {
       await h.close();
     }
   });
+});
+
+describe('Telegram surface: multipart bodies past MAX_BODY_BYTES', () => {
+  const MIB = 1024 * 1024;
+  let h: Harness;
+  let token: string;
+  let staging: string;
+
+  beforeAll(async () => {
+    h = await startHarness('in-process', { MAX_BODY_BYTES: String(MIB), MAX_FILE_BYTES: String(100 * MIB) });
+    const ownerJwt = await h.jwt('tg-big-owner');
+    const bot = await approvedBot(h, ownerJwt, 'tg_big');
+    token = bot.token;
+    staging = path.join(h.env.DATA_DIR!, 'files', 'staging');
+    await client(h.url, ownerJwt).post(`/api/v1/bots/my/${bot.id}/test-updates`, { text: 'hi', chat_id: 88 });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  /**
+   * POSTs a multipart body: text fields, then one file part of `fileBytes` (sent in 1 MiB
+   * blocks, honouring backpressure), with or without Content-Length. The answer may come
+   * before the body is all sent (a refusal): writing then stops.
+   */
+  function postMultipart(method: string, fields: Record<string, string>, file: { field: string; name: string; bytes: number; data?: Buffer }, chunked = false, botToken = token) {
+    const boundary = `----tgtest${crypto.randomBytes(8).toString('hex')}`;
+    let head = '';
+    for (const [k, v] of Object.entries(fields)) head += `--${boundary}\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`;
+    head += `--${boundary}\r\ncontent-disposition: form-data; name="${file.field}"; filename="${file.name}"\r\ncontent-type: application/octet-stream\r\n\r\n`;
+    const tail = `\r\n--${boundary}--\r\n`;
+    const data = file.data ?? Buffer.alloc(0);
+    const block = crypto.randomBytes(MIB);
+    const hash = crypto.createHash('sha256');
+    const headers: Record<string, string> = { 'content-type': `multipart/form-data; boundary=${boundary}` };
+    if (!chunked) headers['content-length'] = String(Buffer.byteLength(head) + file.bytes + Buffer.byteLength(tail));
+    return new Promise<{ status: number; body: any; sha256: string }>((resolve, reject) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+      const req = http.request(`${h.url}/bot${botToken}/${method}`, { method: 'POST', headers }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text), sha256: hash.digest('hex') }));
+        res.on('error', reject);
+      });
+      let answered = false;
+      req.on('response', () => (answered = true));
+      req.on('error', (err) => {
+        if (!answered) reject(err);
+      });
+      (async () => {
+        const write = async (b: Buffer | string) => {
+          if (answered || req.destroyed) return;
+          if (!req.write(b)) await new Promise((r) => req.once('drain', r).once('close', r));
+        };
+        await write(head);
+        if (file.data) {
+          hash.update(data);
+          await write(data);
+        } else {
+          for (let sent = 0; sent < file.bytes; sent += MIB) {
+            const b = block.subarray(0, Math.min(MIB, file.bytes - sent));
+            hash.update(b);
+            await write(b);
+          }
+        }
+        await write(tail);
+        if (!answered && !req.destroyed) req.end();
+      })().catch(reject);
+    });
+  }
+
+  const stagedNow = () => fs.readdirSync(staging);
+
+  it('a file part larger than MAX_BODY_BYTES (within MAX_FILE_BYTES) is streamed into the blob store and sent', async () => {
+    for (const chunked of [false, true]) {
+      const r = await postMultipart('sendDocument', { chat_id: '88', caption: 'big' }, { field: 'document', name: 'big.bin', bytes: 20 * MIB }, chunked);
+      expect(r.status).toBe(200);
+      expect(r.body.result).toMatchObject({ caption: 'big', document: { file_name: 'big.bin', file_size: 20 * MIB } });
+      const file = await call(h.url, 'POST', `/bot${token}/getFile`, { body: { file_id: r.body.result.document.file_id } });
+      const dl = await fetch(`${h.url}/file/bot${token}/${file.body.result.file_path}`);
+      expect(crypto.createHash('sha256').update(Buffer.from(await dl.arrayBuffer())).digest('hex')).toBe(r.sha256);
+    }
+    // attach://, as aiogram sends a photo: the file part named by another field.
+    const r = await postMultipart('sendPhoto', { chat_id: '88', photo: 'attach://f1' }, { field: 'f1', name: 'p.png', bytes: 2 * MIB });
+    expect(r.body.result.photo[0]).toMatchObject({ file_size: 2 * MIB });
+    await until(async () => stagedNow().length, (n) => n === 0, 2000);
+    expect(stagedNow()).toEqual([]);
+  }, 60_000);
+
+  it('content another account already stored: the possession proof is answered from the staged part', async () => {
+    const data = crypto.randomBytes(3 * MIB);
+    const first = await postMultipart('sendDocument', { chat_id: '88' }, { field: 'document', name: 'same.bin', bytes: data.length, data });
+    expect(first.status).toBe(200);
+    const otherJwt = await h.jwt('tg-big-other-owner');
+    const other = await approvedBot(h, otherJwt, 'tg_big_other');
+    await client(h.url, otherJwt).post(`/api/v1/bots/my/${other.id}/test-updates`, { text: 'hi', chat_id: 89 });
+    const second = await postMultipart('sendDocument', { chat_id: '89' }, { field: 'document', name: 'same.bin', bytes: data.length, data }, false, other.token);
+    expect(second.status).toBe(200);
+    expect(second.body.result.document).toMatchObject({ file_size: 3 * MIB });
+    expect(second.body.result.document.file_id).not.toBe(first.body.result.document.file_id);
+    const file = await call(h.url, 'POST', `/bot${other.token}/getFile`, { body: { file_id: second.body.result.document.file_id } });
+    const dl = await fetch(`${h.url}/file/bot${other.token}/${file.body.result.file_path}`);
+    expect(Buffer.from(await dl.arrayBuffer()).equals(data)).toBe(true);
+  });
+
+  it('memory stays flat while a large file part streams through', async () => {
+    const before = process.memoryUsage();
+    let peak = 0;
+    const sample = setInterval(() => {
+      const m = process.memoryUsage();
+      peak = Math.max(peak, m.arrayBuffers - before.arrayBuffers);
+    }, 5);
+    try {
+      const r = await postMultipart('sendDocument', { chat_id: '88' }, { field: 'document', name: 'huge.bin', bytes: 96 * MIB });
+      expect(r.status).toBe(200);
+    } finally {
+      clearInterval(sample);
+    }
+    // The client here sends 1 MiB blocks; the service holds a few chunks at a time (and
+    // what the collector has not yet freed), never the whole 96 MiB.
+    expect(peak).toBeLessThan(48 * MIB);
+  }, 60_000);
+
+  it('past MAX_FILE_BYTES, or text past MAX_BODY_BYTES, is Telegram\'s 413 (declared or found while streaming), and nothing is kept', async () => {
+    const declared = await postMultipart('sendDocument', { chat_id: '88' }, { field: 'document', name: 'x.bin', bytes: 101 * MIB });
+    const streamed = await postMultipart('sendDocument', { chat_id: '88' }, { field: 'document', name: 'x.bin', bytes: 101 * MIB }, true);
+    const text = await postMultipart('sendDocument', { chat_id: '88', caption: 'x'.repeat(MIB + 10) }, { field: 'document', name: 'x.bin', bytes: 10 });
+    for (const r of [declared, streamed, text]) {
+      expect(r.status).toBe(413);
+      expect(r.body).toEqual({ ok: false, error_code: 413, description: expect.stringMatching(/^Request Entity Too Large: /) });
+    }
+    // Malformed multipart after a large file part: 400, nothing kept either.
+    const broken = await call(h.url, 'POST', `/bot${token}/sendDocument`, {
+      rawBody: `--b\r\ncontent-disposition: form-data; name="document"; filename="a"\r\n\r\n${'y'.repeat(3 * MIB)}`,
+      headers: { 'content-type': 'multipart/form-data; boundary=b' },
+    });
+    expect(broken.status).toBe(400);
+    expect(broken.body).toEqual({ ok: false, error_code: 400, description: expect.stringMatching(/^Bad Request: /) });
+    await until(async () => stagedNow().length, (n) => n === 0, 2000);
+    expect(stagedNow()).toEqual([]);
+    // The service is fine afterwards.
+    expect((await call(h.url, 'GET', `/bot${token}/getMe`)).status).toBe(200);
+  }, 60_000);
 });

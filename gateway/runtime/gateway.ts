@@ -26,6 +26,8 @@ export interface GatewayOptions {
   invoker: Invoker;
   logger: Logger;
   maxBodyBytes: number;
+  /** Largest file part of a multipart body on the Telegram surface (MAX_FILE_BYTES). */
+  maxFileBytes: number;
   openapi?: unknown;
   /** Serves the signed upload and download URLs of files. */
   files?: FileRoutesOptions;
@@ -126,7 +128,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   }
   if (opts.files) registerFileRoutes(app, opts.files);
   if (opts.console) registerConsoleRoutes(app, opts.console);
-  registerTelegramRoutes(app, { table: opts.table, codec, files: opts.files, call: (spec, message, metadata, request, reply) => callCore(spec, message, metadata, request, reply) });
+  registerTelegramRoutes(app, { table: opts.table, codec, files: opts.files, maxBodyBytes: opts.maxBodyBytes, maxFileBytes: opts.maxFileBytes, call: (spec, message, metadata, request, reply) => callCore(spec, message, metadata, request, reply) });
 
   for (const spec of opts.table.routes) {
     app.route({

@@ -11,28 +11,22 @@
  * log and metrics name the route template, and errors never repeat the path.
  */
 import crypto from 'node:crypto';
-import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { BlobMismatch, stagingKey } from '../../src/blobs/blob-store.js';
+import { stagingKey } from '../../src/blobs/blob-store.js';
 import { botUserId } from '../../src/domain/messages-service.js';
+import { compact, tgMessage, tgUpdate } from '../../src/domain/telegram-types.js';
+import { UPDATE_KINDS } from '../../src/domain/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
 import type { Codec } from './codec.js';
 import { routeNotFound, unsupportedMediaType } from './errors.js';
 import { sendDownload, type FileRoutesOptions } from './file-routes.js';
 import type { RouteSpec, RouteTable } from './schema.js';
+import { parseMultipartStream, tooLarge, type StagedFilePart } from './telegram-multipart.js';
 
 type Obj = Record<string, unknown>;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Wire = any;
-
-/** A file part of a multipart body. */
-interface FilePart {
-  upload: true;
-  fileName: string;
-  contentType: string;
-  data: Buffer;
-}
 
 /** Parameters by name: text (query, form, multipart field), JSON values, or an uploaded file. */
 type Params = Record<string, unknown>;
@@ -41,6 +35,10 @@ export interface TelegramRoutesOptions {
   table: RouteTable;
   codec: Codec;
   files?: FileRoutesOptions;
+  /** Text of a multipart body (and any other body), at most. */
+  maxBodyBytes: number;
+  /** File parts of a multipart body, together, at most. */
+  maxFileBytes: number;
   /** One call through the core chain; answers the RPC's result as its JSON wire value. */
   call(spec: RouteSpec, message: unknown, metadata: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
 }
@@ -54,38 +52,6 @@ interface Ctx {
 
 const num = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
 
-/** Drops undefined values (Telegram leaves absent optional fields out). */
-function compact(o: Obj): Obj {
-  const out: Obj = {};
-  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v;
-  return out;
-}
-
-function tgUser(u: Wire) {
-  if (!u) return undefined;
-  return compact({ id: num(u.id), is_bot: Boolean(u.is_bot), first_name: u.first_name ?? u.username ?? '', username: u.username });
-}
-
-function tgMessage(m: Wire): Obj | undefined {
-  if (!m) return undefined;
-  return compact({
-    message_id: num(m.message_id),
-    from: tgUser(m.from),
-    chat: m.chat ? { id: num(m.chat.id), type: m.chat.type } : undefined,
-    date: num(m.date),
-    text: m.text,
-    caption: m.caption,
-    photo: m.photo ? [compact({ file_id: m.photo.file_id, file_unique_id: m.photo.file_unique_id, width: 0, height: 0, file_size: num(m.photo.file_size) })] : undefined,
-    document: m.document
-      ? compact({ file_id: m.document.file_id, file_unique_id: m.document.file_unique_id, file_name: m.document.file_name, mime_type: m.document.mime_type, file_size: num(m.document.file_size) })
-      : undefined,
-  });
-}
-
-function tgUpdate(u: Wire): Obj {
-  return compact({ update_id: num(u.update_seq), message: tgMessage(u.message), edited_message: tgMessage(u.edited_message) });
-}
-
 /** Only the named parameters, renamed where Telegram's name differs from the RPC's. */
 function pick(params: Params, names: string[], rename: Record<string, string> = {}): Params {
   const out: Params = {};
@@ -93,26 +59,31 @@ function pick(params: Params, names: string[], rename: Record<string, string> = 
   return out;
 }
 
-const isFile = (v: unknown): v is FilePart => typeof v === 'object' && v !== null && (v as FilePart).upload === true;
+const isFile = (v: unknown): v is StagedFilePart => typeof v === 'object' && v !== null && (v as StagedFilePart).upload === true;
 
 const IMAGE_TYPES: Record<string, string> = { jpg: 'image/jpeg', jpeg: 'image/jpeg', png: 'image/png', gif: 'image/gif', webp: 'image/webp' };
 
 /**
- * A multipart file part registered as a file of the bot through the upload flow's own
- * RPCs (content reuse, possession proof, staged bytes checked against size and SHA-256).
+ * A multipart file part (already staged in the blob store, measured) registered as a file
+ * of the bot through the upload flow's own RPCs: content reuse, possession proof (read
+ * back from the staged bytes), or the staged object promoted to the upload's staging key
+ * and completed.
  */
-async function uploadedFileId(ctx: Ctx, part: FilePart, field: string, photo: boolean): Promise<string> {
+async function uploadedFileId(ctx: Ctx, part: StagedFilePart, field: string, photo: boolean): Promise<string> {
   if (!ctx.files) throw ApiError.invalid(field, 'UPLOAD_UNAVAILABLE', 'file uploads are not served here; send a file_id');
-  const checksum = crypto.createHash('sha256').update(part.data).digest('hex');
   const ext = part.fileName.split('.').pop()?.toLowerCase() ?? '';
   let type = part.contentType;
   if (!type || type === 'application/octet-stream') type = IMAGE_TYPES[ext] ?? (photo ? 'image/jpeg' : 'application/octet-stream');
   const fileName = part.fileName || (photo ? 'photo.jpg' : 'document');
-  const creds = await ctx.rpc('CreateUploadCredentials', { file_name: fileName, file_size: part.data.length, checksum, file_type: type, reuse_existing: true });
+  const creds = await ctx.rpc('CreateUploadCredentials', { file_name: fileName, file_size: part.size, checksum: part.sha256, file_type: type, reuse_existing: true });
   if (creds.possessionRequired) {
     const c = creds.possessionChallenge;
     const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
-    for (const r of c.ranges) hash.update(part.data.subarray(Number(r.offset), Number(r.offset) + Number(r.length)));
+    for (const r of c.ranges) {
+      const offset = Number(r.offset);
+      const length = Number(r.length);
+      if (length > 0) for await (const chunk of ctx.files.blobs.read(part.key, { start: offset, end: offset + length - 1 })) hash.update(chunk as Buffer);
+    }
     const proven = await ctx.rpc('ProvePossession', { challenge_id: c.challengeId, proof: hash.digest('hex') });
     return proven.file_id;
   }
@@ -120,13 +91,9 @@ async function uploadedFileId(ctx: Ctx, part: FilePart, field: string, photo: bo
   const token = String(creds.uploadUrl).split('/api/v1/files/upload/')[1] ?? '';
   const grant = ctx.files.signer.verify(token, 'upload');
   if (!('ok' in grant)) throw new Error('the core handed out an upload URL this gateway cannot verify');
-  try {
-    await ctx.files.blobs.put(stagingKey(grant.ok.id), Readable.from([part.data]), { size: grant.ok.size, sha256: grant.ok.sha256 });
-  } catch (err) {
-    if (err instanceof BlobMismatch) throw ApiError.invalid(field, err.reason, err.message);
-    throw err;
-  }
-  const done = await ctx.rpc('CompleteUpload', { checksum });
+  if (grant.ok.size !== part.size || grant.ok.sha256 !== part.sha256) throw new Error('the core granted an upload of other bytes than the staged ones');
+  await ctx.files.blobs.promote(part.key, stagingKey(grant.ok.id));
+  const done = await ctx.rpc('CompleteUpload', { checksum: part.sha256 });
   return done.file_id;
 }
 
@@ -136,6 +103,30 @@ async function fileParam(ctx: Ctx, field: string, photo: boolean): Promise<unkno
   if (isFile(v)) return uploadedFileId(ctx, v, field, photo);
   if (v === undefined) throw ApiError.invalid(field, 'REQUIRED', 'is required');
   return v;
+}
+
+/**
+ * allowed_updates as Telegram takes it: the kinds this platform never produces
+ * (callback_query, chat_member... — frameworks send their whole list) are accepted and
+ * left out, as Telegram ignores kinds it has nothing of; a list of nothing but those
+ * is refused, since the bot would wait for updates that never come.
+ */
+function allowedUpdates(params: Params): Params {
+  let v = params.allowed_updates;
+  if (v === undefined) return params;
+  if (typeof v === 'string') {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      throw ApiError.invalid('allowed_updates', 'MALFORMED_JSON', 'is not valid JSON');
+    }
+  }
+  if (!Array.isArray(v)) throw ApiError.invalid('allowed_updates', 'INVALID_TYPE', 'must be an array of update types');
+  const kinds = v.filter((k) => (UPDATE_KINDS as readonly unknown[]).includes(k));
+  if (v.length > 0 && kinds.length === 0) {
+    throw ApiError.invalid('allowed_updates', 'INVALID_VALUE', `only ${UPDATE_KINDS.join(', ')} updates are delivered here`);
+  }
+  return { ...params, allowed_updates: kinds };
 }
 
 const SEND = ['chat_id', 'caption', 'reply_to_message_id'];
@@ -171,7 +162,7 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   },
 
   async getupdates(ctx) {
-    const p = pick(ctx.params, ['offset', 'limit', 'timeout', 'allowed_updates']);
+    const p = pick(allowedUpdates(ctx.params), ['offset', 'limit', 'timeout', 'allowed_updates']);
     const offset = p.offset === undefined ? undefined : Number(p.offset);
     if (offset !== undefined && Number.isInteger(offset) && offset < 0) {
       delete p.offset;
@@ -184,7 +175,7 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   },
 
   async setwebhook(ctx) {
-    return ctx.rpc('SetWebhook', pick(ctx.params, ['url', 'secret_token', 'allowed_updates', 'max_connections', 'drop_pending_updates']));
+    return ctx.rpc('SetWebhook', pick(allowedUpdates(ctx.params), ['url', 'secret_token', 'allowed_updates', 'max_connections', 'drop_pending_updates']));
   },
 
   async deletewebhook(ctx) {
@@ -245,44 +236,22 @@ const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   },
 };
 
-/** Splits "<token>/<rest>" (the part of the path after /bot); the token is never reported. */
-function splitPath(rest: string): { token: string; tail: string } {
+/**
+ * Splits "<token>/<rest>" (the part of the path after /bot); the token is never reported.
+ * The token may come in Telegram's form "<bot user id>:<token>" (aiogram and
+ * pyTelegramBotAPI refuse a token without it, and aiogram reads the bot's id from it):
+ * then `claimedId` is that id, checked against the bot's before anything else.
+ */
+function splitPath(rest: string): { token: string; tail: string; claimedId?: string } {
   const slash = rest.indexOf('/');
-  return slash < 0 ? { token: rest, tail: '' } : { token: rest.slice(0, slash), tail: rest.slice(slash + 1) };
+  const raw = slash < 0 ? rest : rest.slice(0, slash);
+  const tail = slash < 0 ? '' : rest.slice(slash + 1);
+  const m = /^(\d{1,20}):(.+)$/.exec(raw);
+  return m ? { token: m[2]!, tail, claimedId: m[1]! } : { token: raw, tail };
 }
 
-/** A buffered multipart/form-data body: text fields, and file parts. */
-export function parseMultipart(body: Buffer, contentType: string): Params {
-  const m = /boundary=(?:"([^"]+)"|([^;]+))/i.exec(contentType);
-  if (!m) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'multipart/form-data needs a boundary');
-  const delimiter = Buffer.from(`--${(m[1] ?? m[2])!.trim()}`);
-  const out: Params = {};
-  let pos = body.indexOf(delimiter);
-  if (pos < 0) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'is not a multipart body');
-  for (;;) {
-    pos += delimiter.length;
-    if (body.subarray(pos, pos + 2).toString() === '--') break;
-    const headerEnd = body.indexOf('\r\n\r\n', pos);
-    const next = body.indexOf(delimiter, pos);
-    if (headerEnd < 0 || next < 0 || headerEnd > next) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'has a truncated part');
-    const headers = body.subarray(pos, headerEnd).toString('utf8');
-    const data = body.subarray(headerEnd + 4, next - 2); // the CRLF before the delimiter
-    const name = /content-disposition:[^\r\n]*;\s*name="([^"]*)"/i.exec(headers)?.[1];
-    const fileName = /content-disposition:[^\r\n]*;\s*filename="([^"]*)"/i.exec(headers)?.[1];
-    const type = /content-type:\s*([^\r\n;]+)/i.exec(headers)?.[1]?.trim() ?? '';
-    if (name !== undefined) {
-      out[name] = fileName !== undefined || (type !== '' && !type.startsWith('text/'))
-        ? ({ upload: true, fileName: fileName ?? '', contentType: type, data: Buffer.from(data) } satisfies FilePart)
-        : data.toString('utf8');
-    }
-    pos = next;
-  }
-  // Telegram's attach://<name> form: a parameter naming another part.
-  for (const [k, v] of Object.entries(out)) {
-    if (typeof v === 'string' && v.startsWith('attach://') && isFile(out[v.slice(9)])) out[k] = out[v.slice(9)];
-  }
-  return out;
-}
+/** Most tokens whose bot user id is remembered (the map starts over past this). */
+const MAX_VERIFIED = 10_000;
 
 export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoutesOptions): void {
   const { codec } = opts;
@@ -316,6 +285,24 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
   }
 
   const config = { surface: 'runtime' as const };
+  /** Blob keys a request's multipart file parts were staged under. */
+  const staged = new WeakMap<object, string[]>();
+
+  // SHA-256 of a token → its bot's user id, learnt from one GetMe: a token's bot never
+  // changes (a revoked token still fails its own call).
+  const userIds = new Map<string, number>();
+  /** A Telegram-form token's id must be its bot's user id (else 401, as any bad token). */
+  async function checkClaimedId(token: string, claimedId: string | undefined, getMe: () => Promise<Wire>): Promise<void> {
+    if (claimedId === undefined) return;
+    const key = crypto.createHash('sha256').update(token).digest('hex');
+    let id = userIds.get(key);
+    if (id === undefined) {
+      id = botUserId(String((await getMe()).id));
+      if (userIds.size >= MAX_VERIFIED) userIds.clear();
+      userIds.set(key, id);
+    }
+    if (String(id) !== claimedId) throw ApiError.unauthenticated('invalid bot token');
+  }
 
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
@@ -331,12 +318,32 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)));
     });
-    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (req, body, done) => {
-      try {
-        done(null, parseMultipart(body as Buffer, String(req.headers['content-type'])));
-      } catch (err) {
-        done(err as Error, undefined);
-      }
+    // Multipart bodies stream: text parts within MAX_BODY_BYTES, file parts into the blob
+    // store within MAX_FILE_BYTES (telegram-multipart.ts). Staged parts are removed once
+    // the request is answered (or abandoned).
+    const limits = { maxTextBytes: opts.maxBodyBytes, maxFileBytes: opts.maxFileBytes };
+    scope.addHook('preParsing', async (request, _reply, payload) => {
+      const declared = Number(request.headers['content-length']);
+      const multipart = /^multipart\/form-data\b/i.test(String(request.headers['content-type'] ?? ''));
+      if (multipart && declared > limits.maxTextBytes + limits.maxFileBytes) throw tooLarge('the request body');
+      return payload;
+    });
+    scope.addContentTypeParser('multipart/form-data', async (request: FastifyRequest, payload: NodeJS.ReadableStream) => {
+      const keys: string[] = [];
+      staged.set(request.raw, keys);
+      return parseMultipartStream(payload as AsyncIterable<Buffer>, String(request.headers['content-type']), opts.files?.blobs, limits, keys);
+    });
+    const unstage = async (request: FastifyRequest) => {
+      const keys = staged.get(request.raw);
+      staged.delete(request.raw);
+      if (keys && opts.files) await Promise.all(keys.map((k) => opts.files!.blobs.delete(k).catch(() => {})));
+    };
+    scope.addHook('onResponse', unstage);
+    scope.addHook('onRequestAbort', unstage);
+    // A refused oversize body is not read to its end: the connection closes after the answer.
+    scope.addHook('onSend', async (_request, reply, payload) => {
+      if (reply.statusCode === 413) reply.header('connection', 'close');
+      return payload;
     });
     scope.addContentTypeParser('*', (_req, payload, done) => {
       payload.resume();
@@ -348,7 +355,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
       url: '/bot*',
       config,
       handler: async (request, reply) => {
-        const { token, tail } = splitPath((request.params as { '*': string })['*']);
+        const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
         const method = METHODS[tail.toLowerCase()];
         if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
         const body = request.body;
@@ -365,17 +372,23 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
             return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
           },
         };
+        await checkClaimedId(token, claimedId, () => ctx.rpc('GetMe', {}));
         const result = await method(ctx);
         return reply.code(200).type('application/json').send({ ok: true, result: result ?? null });
       },
     });
 
     scope.get('/file/bot*', { config }, async (request, reply) => {
-      const { token, tail } = splitPath((request.params as { '*': string })['*']);
+      const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
       if (!tail) throw routeNotFound('runtime', request.method);
       if (!opts.files) throw ApiError.notFound('file');
-      const spec = specs.get('GetFile')!;
-      const file = (await opts.call(spec, bind(spec, { file_id: tail }), { authorization: `Bearer ${token}` }, request, reply)) as Wire;
+      const metadata = { authorization: `Bearer ${token}`, [SURFACE_METADATA]: 'telegram' };
+      const rpc = (name: string, p: Params) => {
+        const spec = specs.get(name)!;
+        return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
+      };
+      await checkClaimedId(token, claimedId, () => rpc('GetMe', {}));
+      const file = await rpc('GetFile', { file_id: tail });
       const grant = String(file.download_url ?? '').split('/api/v1/files/download/')[1];
       if (!grant) throw ApiError.notFound('file');
       return sendDownload(opts.files, grant, reply);

@@ -26,6 +26,13 @@ export interface BlobStore {
    * promise rejects with BlobMismatch. Memory stays flat whatever the size.
    */
   put(key: string, source: Readable, expected: Expected, opts?: { verify?: boolean }): Promise<void>;
+  /**
+   * Streams `source`, whose size is not known beforehand, to `key` and answers its byte
+   * count and SHA-256 (a multipart upload on the Telegram surface: the upload flow is
+   * asked for after the bytes are in). More than `maxBytes` rejects with BlobMismatch
+   * TOO_LARGE at the first byte past it, and nothing is kept. Memory stays flat.
+   */
+  putMeasured(key: string, source: Readable, maxBytes: number): Promise<Expected>;
   /** Moves `from` to `to`; when `to` exists already (same content), drops `from`. */
   promote(from: string, to: string): Promise<void>;
   /** Size in bytes, or undefined when there is no such object. */

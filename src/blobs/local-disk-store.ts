@@ -2,7 +2,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Transform } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -47,35 +47,52 @@ export function createLocalDiskStore(root: string): BlobStore {
     return path.join(root, key);
   };
 
+  /**
+   * Streams `source` to `key` through a temporary file, counting (no more than `limit`
+   * bytes: BlobMismatch TOO_LARGE past them) and hashing when asked; `check` may refuse
+   * what was written before it is kept. Nothing is kept on any failure.
+   */
+  async function write(key: string, source: Readable, limit: number, tooLarge: string, hash: crypto.Hash | undefined, check: (count: number) => void) {
+    const target = pathOf(key);
+    const tmp = path.join(root, 'tmp', `${crypto.randomBytes(12).toString('hex')}.part`);
+    let count = 0;
+    const counter = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        count += chunk.length;
+        // Stop at the first byte past the limit instead of storing the excess.
+        if (count > limit) return done(new BlobMismatch('TOO_LARGE', tooLarge));
+        hash?.update(chunk);
+        done(null, chunk);
+      },
+    });
+    try {
+      await pipeline(source, counter, scavenging(), fs.createWriteStream(tmp, { highWaterMark: 1 << 20 }));
+      check(count);
+      await fs.promises.rename(tmp, target);
+    } catch (err) {
+      await fs.promises.rm(tmp, { force: true });
+      throw err;
+    }
+    return count;
+  }
+
   return {
     async put(key, source, expected: Expected, opts = {}) {
-      const verify = opts.verify ?? true;
-      const target = pathOf(key);
-      const tmp = path.join(root, 'tmp', `${crypto.randomBytes(12).toString('hex')}.part`);
-      const hash = verify ? crypto.createHash('sha256') : undefined;
-      let count = 0;
-      const check = new Transform({
-        transform(chunk: Buffer, _enc, done) {
-          count += chunk.length;
-          // Stop at the first byte past the promise instead of storing the excess.
-          if (count > expected.size) return done(new BlobMismatch('TOO_LARGE', `more than the ${expected.size} bytes announced`));
-          hash?.update(chunk);
-          done(null, chunk);
-        },
-      });
-      try {
-        await pipeline(source, check, scavenging(), fs.createWriteStream(tmp, { highWaterMark: 1 << 20 }));
+      const hash = (opts.verify ?? true) ? crypto.createHash('sha256') : undefined;
+      await write(key, source, expected.size, `more than the ${expected.size} bytes announced`, hash, (count) => {
         if (count !== expected.size) {
           throw new BlobMismatch('SIZE_MISMATCH', `received ${count} bytes, ${expected.size} were announced`);
         }
         if (hash && hash.digest('hex') !== expected.sha256) {
           throw new BlobMismatch('CHECKSUM_MISMATCH', 'the SHA-256 of the bytes does not match checksum');
         }
-        await fs.promises.rename(tmp, target);
-      } catch (err) {
-        await fs.promises.rm(tmp, { force: true });
-        throw err;
-      }
+      });
+    },
+
+    async putMeasured(key, source, maxBytes) {
+      const hash = crypto.createHash('sha256');
+      const size = await write(key, source, maxBytes, `more than ${maxBytes} bytes`, hash, () => {});
+      return { size, sha256: hash.digest('hex') };
     },
 
     async promote(from, to) {

@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import { createGroupCommit } from '../group-commit.js';
 import type { SecretBox } from '../auth/secret-box.js';
+import { telegramWebhookBody } from '../domain/telegram-types.js';
 import type { DeliveriesRepo, DeliveryRecord, DeliveryWrite, OutcomeWrite } from '../storage/deliveries-repo.js';
 import type { UnitsOfWork } from '../storage/units.js';
 import type { WebhookTarget, WebhooksRepo } from '../storage/webhooks-repo.js';
@@ -83,7 +84,8 @@ export function createAttempts(deps: AttemptDeps) {
       }
       const sent = await deps.client.send({
         url: webhook.url,
-        body: delivery.payload,
+        // A webhook set through the Telegram-compatible surface gets a Telegram Update.
+        body: webhook.secretHeader ? telegramWebhookBody(delivery.payload) : delivery.payload,
         secret: deps.secretBox.open(webhook.secretSealed),
         updateId: delivery.updateId,
         allowedIps: webhook.allowedIps,
