@@ -1116,9 +1116,9 @@ export interface components {
       id?: number;
       /** @description Whether the user is a bot. */
       is_bot?: boolean;
-      /** @description Handle, when the user has one. */
+      /** @description Handle, when the user has one: at most 64 characters. */
       username?: string;
-      /** @description Display name, when known. */
+      /** @description Display name, when known: at most 100 characters (a bot's name as sender). */
       first_name?: string;
     };
     /** @description WebhookInfo describes how a bot receives updates. */

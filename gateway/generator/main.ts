@@ -3,6 +3,7 @@
  *   gateway/generated/routes.ts  – the Fastify route table and the JSON schemas of every routed message
  *   gateway/generated/openapi.json – an OpenAPI 3.1 document of the same routes
  *   src/gen/methods.ts           – each RPC's credential, surface and per-chat limit, for the core's auth and limits interceptors
+ *   src/gen/constraints.ts       – every field's (botplatform.v1.constraints), for the domain validation
  *   sdk/src/generated/api.ts     – the SDK's wire types and method bindings
  * Usage: tsx gateway/generator/main.ts <image.json> <repo root>
  */
@@ -12,6 +13,7 @@ import { indexImage, type FieldDescriptor, type Image, type ImageIndex } from '.
 import type { EnumSchema, FieldSchema, FieldType, HttpMethod, MessageSchema, RouteSpec, Surface } from '../runtime/schema.js';
 import { buildOpenApi, type FieldOptions } from './openapi.js';
 import { buildSdk } from './sdk.js';
+import { buildConstraints } from './constraints.js';
 
 const SETTINGS_OPTION = '[botplatform.v1.service_settings]';
 const SUCCESS_OPTION = '[botplatform.v1.http_success_code]';
@@ -240,6 +242,7 @@ function main() {
     'export type SettingsOf<P extends RpcPath> = (typeof settings)[P];\n' +
     'export const methodSettings: Readonly<Record<string, MethodSettings>> = settings;\n';
   fs.writeFileSync(path.join(root, 'src/gen/methods.ts'), methodsTs);
+  fs.writeFileSync(path.join(root, 'src/gen/constraints.ts'), buildConstraints(index, CONSTRAINTS_OPTION));
 
   const openapi = buildOpenApi({ routes, messages, enums, comments, fieldOptions, credentials: Object.fromEntries(Object.entries(methods).map(([k, v]) => [k.slice(1), v.credential])) });
   fs.writeFileSync(path.join(root, 'gateway/generated/openapi.json'), JSON.stringify(openapi, null, 2) + '\n');

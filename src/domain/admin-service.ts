@@ -1,6 +1,7 @@
 /** The review desk: admins list, approve and reject applications of every account. */
 import { ApiError, Code } from '../errors.js';
 import { ReviewStatus } from '../gen/botplatform/v1/bot.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo, ReviewStatusValue } from '../storage/bots-repo.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { REVIEW_STATUS, toBotMessage } from './bot-view.js';
@@ -14,6 +15,15 @@ export interface AdminDeps {
   oneTimeTokenRetentionMs: number;
   now?: () => number;
 }
+
+/** The limits of the admin requests, declared in the protos. */
+const LIMITS = {
+  list: {
+    page: constraintsOf('botplatform.v1.ListBotsRequest', 'page'),
+    limit: constraintsOf('botplatform.v1.ListBotsRequest', 'limit'),
+  },
+  reason: constraintsOf('botplatform.v1.RejectBotRequest', 'reason'),
+};
 
 const notPending = (status: string) =>
   new ApiError(Code.FAILED_PRECONDITION, `bot is not pending review (review_status: ${status})`);
@@ -30,7 +40,7 @@ export function createAdminService(deps: AdminDeps): AdminRpc {
 
   return {
     async listBots(req) {
-      const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      const { page, limit } = check.pageAndLimit(req.page, req.limit, LIMITS.list);
       let status: ReviewStatusValue | undefined;
       if (req.reviewStatus !== ReviewStatus.REVIEW_STATUS_UNSPECIFIED) {
         status = (Object.keys(REVIEW_STATUS) as ReviewStatusValue[]).find((k) => REVIEW_STATUS[k] === req.reviewStatus);
@@ -55,7 +65,7 @@ export function createAdminService(deps: AdminDeps): AdminRpc {
 
     async rejectBot(req) {
       const v = new check.Violations();
-      check.requiredText(v, 'reason', req.reason, 1000);
+      check.requiredText(v, 'reason', req.reason, LIMITS.reason);
       v.throwIfAny();
       const bot = await pendingBot(req.id);
       if (!(await deps.bots.reject(bot.id, req.reason, now()))) {

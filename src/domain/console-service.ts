@@ -6,6 +6,7 @@ import { generateBotToken, hashBotToken, randomBase62, tokenPrefixOf } from '../
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { ApiError, Code } from '../errors.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { Bot, BotCommand, BotContact, BotLink, WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
 import type { BotProfile } from '../gen/botplatform/v1/console_service.js';
@@ -51,12 +52,49 @@ function checkScopes(v: check.Violations, scopes: string[]): string[] {
   return [...new Set(scopes)];
 }
 
+/** The limits of the console's requests, declared in the protos. */
+const LIMITS = {
+  create: {
+    name: constraintsOf('botplatform.v1.CreateApplicationRequest', 'name'),
+    username: constraintsOf('botplatform.v1.CreateApplicationRequest', 'username'),
+    description: constraintsOf('botplatform.v1.CreateApplicationRequest', 'description'),
+    avatar: constraintsOf('botplatform.v1.CreateApplicationRequest', 'avatar'),
+  },
+  list: {
+    page: constraintsOf('botplatform.v1.ListMyBotsRequest', 'page'),
+    limit: constraintsOf('botplatform.v1.ListMyBotsRequest', 'limit'),
+  },
+  profile: {
+    name: constraintsOf('botplatform.v1.BotProfile', 'name'),
+    description: constraintsOf('botplatform.v1.BotProfile', 'description'),
+    avatar: constraintsOf('botplatform.v1.BotProfile', 'avatar'),
+    shortDescription: constraintsOf('botplatform.v1.BotProfile', 'short_description'),
+    about: constraintsOf('botplatform.v1.BotProfile', 'about'),
+    coverUrl: constraintsOf('botplatform.v1.BotProfile', 'cover_url'),
+    links: constraintsOf('botplatform.v1.BotProfile', 'links'),
+    commandMenu: constraintsOf('botplatform.v1.BotProfile', 'command_menu'),
+  },
+  link: {
+    title: constraintsOf('botplatform.v1.BotLink', 'title'),
+    url: constraintsOf('botplatform.v1.BotLink', 'url'),
+  },
+  contact: {
+    email: constraintsOf('botplatform.v1.BotContact', 'email'),
+    url: constraintsOf('botplatform.v1.BotContact', 'url'),
+    note: constraintsOf('botplatform.v1.BotContact', 'note'),
+  },
+  command: {
+    command: constraintsOf('botplatform.v1.BotCommand', 'command'),
+    description: constraintsOf('botplatform.v1.BotCommand', 'description'),
+  },
+};
+
 function checkLinks(v: check.Violations, links: BotLink[]): void {
-  if (links.length > 10) v.add('links', 'TOO_MANY', 'must have at most 10 entries');
+  check.maxItems(v, 'links', links, LIMITS.profile.links);
   links.forEach((l, i) => {
-    check.requiredText(v, `links[${i}].title`, l.title, 64);
+    check.requiredText(v, `links[${i}].title`, l.title, LIMITS.link.title);
     if (!l.url) v.add(`links[${i}].url`, 'REQUIRED', 'is required');
-    else check.httpsUrl(v, `links[${i}].url`, l.url);
+    else check.httpsUrl(v, `links[${i}].url`, l.url, LIMITS.link.url);
   });
 }
 
@@ -64,48 +102,50 @@ function checkContact(v: check.Violations, c: BotContact): void {
   if (c.email === undefined && c.url === undefined && c.note === undefined) {
     v.add('contact', 'REQUIRED', 'needs at least one of email, url, note');
   }
-  check.email(v, 'contact.email', c.email);
-  check.httpsUrl(v, 'contact.url', c.url);
-  check.optionalText(v, 'contact.note', c.note, 256, { singleLine: true });
+  check.email(v, 'contact.email', c.email, LIMITS.contact.email);
+  check.httpsUrl(v, 'contact.url', c.url, LIMITS.contact.url);
+  check.optionalText(v, 'contact.note', c.note, LIMITS.contact.note, { singleLine: true });
 }
 
-const COMMAND = /^[a-z0-9_]{1,32}$/;
-
-export function checkCommands(v: check.Violations, menu: BotCommand[], field = 'command_menu'): void {
-  if (menu.length > 100) v.add(field, 'TOO_MANY', 'must have at most 100 entries');
+/**
+ * A command menu: at most `limits.maxItems` commands (BotProfile.command_menu,
+ * SetMyCommandsRequest.commands), each command unique.
+ */
+export function checkCommands(v: check.Violations, menu: BotCommand[], limits: { readonly maxItems: number }, field = 'command_menu'): void {
+  check.maxItems(v, field, menu, limits);
   const seen = new Set<string>();
   menu.forEach((c, i) => {
-    if (!COMMAND.test(c.command)) v.add(`${field}[${i}].command`, 'INVALID_FORMAT', 'must be 1 to 32 of a-z, 0-9 and underscore');
-    else if (seen.has(c.command)) v.add(`${field}[${i}].command`, 'DUPLICATE', 'must be unique');
+    const valid = check.token(v, `${field}[${i}].command`, c.command, LIMITS.command.command, 'of a-z, 0-9 and underscore');
+    if (valid && seen.has(c.command)) v.add(`${field}[${i}].command`, 'DUPLICATE', 'must be unique');
     seen.add(c.command);
-    check.requiredText(v, `${field}[${i}].description`, c.description, 256);
+    check.requiredText(v, `${field}[${i}].description`, c.description, LIMITS.command.description);
   });
 }
 
 /** Profile fields by their proto (and JSON) names, each turning a BotProfile value into a patch entry. */
 const PROFILE_FIELDS: Record<string, (p: BotProfile, v: check.Violations) => BotProfilePatch> = {
   name: (p, v) => {
-    check.requiredText(v, 'name', p.name, 100);
+    check.requiredText(v, 'name', p.name, LIMITS.profile.name);
     return { name: p.name };
   },
   description: (p, v) => {
-    check.optionalText(v, 'description', p.description, 4096);
+    check.optionalText(v, 'description', p.description, LIMITS.profile.description);
     return { description: p.description ?? null };
   },
   avatar: (p, v) => {
-    check.httpsUrl(v, 'avatar', p.avatar);
+    check.httpsUrl(v, 'avatar', p.avatar, LIMITS.profile.avatar);
     return { avatar: p.avatar ?? null };
   },
   short_description: (p, v) => {
-    check.optionalText(v, 'short_description', p.shortDescription, 120, { singleLine: true });
+    check.optionalText(v, 'short_description', p.shortDescription, LIMITS.profile.shortDescription, { singleLine: true });
     return { shortDescription: p.shortDescription ?? null };
   },
   about: (p, v) => {
-    check.optionalText(v, 'about', p.about, 512);
+    check.optionalText(v, 'about', p.about, LIMITS.profile.about);
     return { about: p.about ?? null };
   },
   cover_url: (p, v) => {
-    check.httpsUrl(v, 'cover_url', p.coverUrl);
+    check.httpsUrl(v, 'cover_url', p.coverUrl, LIMITS.profile.coverUrl);
     return { coverUrl: p.coverUrl ?? null };
   },
   links: (p, v) => {
@@ -129,7 +169,7 @@ const PROFILE_FIELDS: Record<string, (p: BotProfile, v: check.Violations) => Bot
   group_privacy: (p) => ({ groupPrivacy: p.groupPrivacy ?? true }),
   can_join_groups: (p) => ({ canJoinGroups: p.canJoinGroups ?? true }),
   command_menu: (p, v) => {
-    checkCommands(v, p.commandMenu);
+    checkCommands(v, p.commandMenu, LIMITS.profile.commandMenu);
     return { commandMenu: p.commandMenu.map(({ command, description }) => ({ command, description })) };
   },
 };
@@ -151,10 +191,10 @@ export function createConsoleService(
   return {
     async createApplication(req, { principal }) {
       const v = new check.Violations();
-      check.requiredText(v, 'name', req.name, 100);
-      check.username(v, 'username', req.username);
-      check.optionalText(v, 'description', req.description, 4096);
-      check.httpsUrl(v, 'avatar', req.avatar);
+      check.requiredText(v, 'name', req.name, LIMITS.create.name);
+      check.username(v, 'username', req.username, LIMITS.create.username);
+      check.optionalText(v, 'description', req.description, LIMITS.create.description);
+      check.httpsUrl(v, 'avatar', req.avatar, LIMITS.create.avatar);
       const scopes = checkScopes(v, req.scopes);
       v.throwIfAny();
 
@@ -182,7 +222,7 @@ export function createConsoleService(
     },
 
     async listMyBots(req, { principal }) {
-      const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      const { page, limit } = check.pageAndLimit(req.page, req.limit, LIMITS.list);
       const { items, total } = await deps.bots.listForOwner(principal.accountId, page, limit);
       return {
         items: items.map((b) => toBotMessage(b)),

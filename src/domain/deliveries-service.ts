@@ -5,10 +5,16 @@ import { leaseFor, type Attempts } from '../dispatch/attempts.js';
 import { recoveredState } from '../dispatch/delivery-state.js';
 import { ApiError, Code } from '../errors.js';
 import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo, DeliveryRecord, DeliveryStatusValue } from '../storage/deliveries-repo.js';
 import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
+
+const LIMITS = {
+  page: constraintsOf('botplatform.v1.ListDeliveriesRequest', 'page'),
+  limit: constraintsOf('botplatform.v1.ListDeliveriesRequest', 'limit'),
+};
 
 const STATUS = {
   pending: DeliveryStatus.DELIVERY_STATUS_PENDING,
@@ -58,7 +64,7 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
 
   return {
     async listDeliveries(req, { principal }) {
-      const { page, limit } = check.pageAndLimit(req.page, req.limit);
+      const { page, limit } = check.pageAndLimit(req.page, req.limit, LIMITS);
       const v = new check.Violations();
       const status = req.status === undefined ? undefined : STATUS_VALUE.get(req.status);
       if (req.status !== undefined && !status) v.add('status', 'INVALID_VALUE', 'must be one of pending, succeeded, retrying, dead_letter');

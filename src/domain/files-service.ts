@@ -10,6 +10,7 @@ import type { UrlSigner } from '../blobs/signed-token.js';
 import { ApiError, Code } from '../errors.js';
 import type { File } from '../gen/botplatform/v1/update.js';
 import type { UploadCredentials } from '../gen/botplatform/v1/runtime_service.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { FileRecord, FileSpec, FilesRepo } from '../storage/files-repo.js';
 import { PUBLIC_BASE_URL_METADATA, type CallMetadata, type RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
@@ -29,9 +30,22 @@ export interface FilesDeps {
 }
 
 
-const CHECKSUM = /^[0-9a-fA-F]{64}$/;
-const REUSE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const MIME = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$/;
+/** The limits of the files requests, declared in the protos. */
+const LIMITS = {
+  create: {
+    fileName: constraintsOf('botplatform.v1.CreateUploadCredentialsRequest', 'file_name'),
+    fileSize: constraintsOf('botplatform.v1.CreateUploadCredentialsRequest', 'file_size'),
+    checksum: constraintsOf('botplatform.v1.CreateUploadCredentialsRequest', 'checksum'),
+    fileType: constraintsOf('botplatform.v1.CreateUploadCredentialsRequest', 'file_type'),
+    reuseRequestId: constraintsOf('botplatform.v1.CreateUploadCredentialsRequest', 'reuse_request_id'),
+  },
+  complete: {
+    checksum: constraintsOf('botplatform.v1.CompleteUploadRequest', 'checksum'),
+    reuseRequestId: constraintsOf('botplatform.v1.CompleteUploadRequest', 'reuse_request_id'),
+  },
+  proof: constraintsOf('botplatform.v1.ProvePossessionRequest', 'proof'),
+};
+const HEX = 'SHA-256 hex string';
 const CHALLENGE_TTL_MS = 10 * 60_000;
 
 /**
@@ -86,15 +100,27 @@ export function toFile(f: FileRecord, downloadUrl?: string): File {
   };
 }
 
-function checksumOf(v: check.Violations, value: string): string {
-  if (!value) v.add('checksum', 'REQUIRED', 'is required (64-character SHA-256 hex of the whole file)');
-  else if (!CHECKSUM.test(value)) v.add('checksum', 'INVALID_FORMAT', 'must be a 64-character SHA-256 hex string');
+type Hex = typeof LIMITS.proof;
+
+/** A hex digest of its exact length (min_length = max_length). */
+function hexDigest(v: check.Violations, field: string, value: string, limits: Hex): void {
+  const length = check.charLength(value);
+  if (length < limits.minLength || length > limits.maxLength || !limits.pattern.test(value)) {
+    v.add(field, 'INVALID_FORMAT', `must be a ${limits.maxLength}-character ${HEX}`);
+  }
+}
+
+function checksumOf(v: check.Violations, value: string, limits: Hex): string {
+  if (!value) v.add('checksum', 'REQUIRED', `is required (${limits.maxLength}-character SHA-256 hex of the whole file)`);
+  else hexDigest(v, 'checksum', value, limits);
   return value.toLowerCase();
 }
 
-function reuseIdOf(v: check.Violations, value: string): string | null {
+function reuseIdOf(v: check.Violations, value: string, limits: typeof LIMITS.create.reuseRequestId): string | null {
   if (!value) return null;
-  if (!REUSE_ID.test(value)) v.add('reuseRequestId', 'INVALID_FORMAT', 'must be 1 to 128 of A-Z a-z 0-9 . _ : -');
+  if (check.charLength(value) > limits.maxLength || !limits.pattern.test(value)) {
+    v.add('reuseRequestId', 'INVALID_FORMAT', `must be 1 to ${limits.maxLength} of A-Z a-z 0-9 . _ : -`);
+  }
   return value;
 }
 
@@ -138,14 +164,19 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
   return {
     async createUploadCredentials(req, { principal, metadata }) {
       const v = new check.Violations();
-      check.fileName(v, 'fileName', req.fileName, 255);
-      if (!(req.fileSize >= 1 && req.fileSize <= deps.maxFileBytes)) {
-        v.add('fileSize', 'OUT_OF_RANGE', `must be 1 to ${deps.maxFileBytes} bytes`);
+      check.fileName(v, 'fileName', req.fileName, LIMITS.create.fileName);
+      // The upper bound is the deployment's (MAX_FILE_BYTES), not the proto's.
+      const minSize = LIMITS.create.fileSize.minimum;
+      if (!(req.fileSize >= minSize && req.fileSize <= deps.maxFileBytes)) {
+        v.add('fileSize', 'OUT_OF_RANGE', `must be ${minSize} to ${deps.maxFileBytes} bytes`);
       }
-      const checksum = checksumOf(v, req.checksum);
+      const checksum = checksumOf(v, req.checksum, LIMITS.create.checksum);
+      const fileType = LIMITS.create.fileType;
+      if (req.fileType && (check.charLength(req.fileType) > fileType.maxLength || !fileType.pattern.test(req.fileType))) {
+        v.add('fileType', 'INVALID_FORMAT', 'must be a MIME type such as image/png');
+      }
       const mimeType = req.fileType ? req.fileType.toLowerCase() : 'application/octet-stream';
-      if (!MIME.test(mimeType)) v.add('fileType', 'INVALID_FORMAT', 'must be a MIME type such as image/png');
-      const reuseRequestId = reuseIdOf(v, req.reuseRequestId);
+      const reuseRequestId = reuseIdOf(v, req.reuseRequestId, LIMITS.create.reuseRequestId);
       v.throwIfAny();
       const spec: FileSpec = {
         botId: principal.botId, accountId: principal.ownerId, checksum, size: req.fileSize, fileName: req.fileName, mimeType, reuseRequestId,
@@ -192,8 +223,8 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
 
     async completeUpload(req, { principal }) {
       const v = new check.Violations();
-      const checksum = checksumOf(v, req.checksum);
-      const reuseRequestId = reuseIdOf(v, req.reuseRequestId);
+      const checksum = checksumOf(v, req.checksum, LIMITS.complete.checksum);
+      const reuseRequestId = reuseIdOf(v, req.reuseRequestId, LIMITS.complete.reuseRequestId);
       v.throwIfAny();
       if (reuseRequestId) {
         const done = await deps.files.fileByReuseId(principal.botId, reuseRequestId);
@@ -220,7 +251,7 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
       const v = new check.Violations();
       if (!req.challengeId) v.add('challengeId', 'REQUIRED', 'is required');
       if (!req.proof) v.add('proof', 'REQUIRED', 'is required');
-      else if (!CHECKSUM.test(req.proof)) v.add('proof', 'INVALID_FORMAT', 'must be a 64-character SHA-256 hex string');
+      else hexDigest(v, 'proof', req.proof, LIMITS.proof);
       v.throwIfAny();
       const c = await deps.files.takeChallenge(principal.botId, req.challengeId, now());
       if (c === 'NOT_FOUND') throw ApiError.notFound('possession challenge');

@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import { ApiError } from '../errors.js';
 import type { SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message } from '../gen/botplatform/v1/update.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { MessagesRepo } from '../storage/messages-repo.js';
 import type { UnitsOfWork } from '../storage/units.js';
 import type { FilesService } from './files-service.js';
@@ -27,6 +28,19 @@ export interface MessagesDeps {
  * The bot's numeric id as a chat participant (Message.from.id): bot ids are opaque
  * strings, user ids are integers. Derived from the bot id, in [2^52, 2^53).
  */
+const LIMITS = {
+  text: constraintsOf('botplatform.v1.SendMessageRequest', 'text'),
+  replyTo: constraintsOf('botplatform.v1.SendMessageRequest', 'reply_to_message_id'),
+  photo: {
+    caption: constraintsOf('botplatform.v1.SendPhotoRequest', 'caption'),
+    replyTo: constraintsOf('botplatform.v1.SendPhotoRequest', 'reply_to_message_id'),
+  },
+  document: {
+    caption: constraintsOf('botplatform.v1.SendDocumentRequest', 'caption'),
+    replyTo: constraintsOf('botplatform.v1.SendDocumentRequest', 'reply_to_message_id'),
+  },
+};
+
 export function botUserId(botId: string): number {
   const x = parseInt(crypto.createHash('sha256').update(botId).digest('hex').slice(0, 13), 16);
   return 2 ** 52 + x;
@@ -40,9 +54,9 @@ interface SendInput {
 export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sendMessage' | 'sendPhoto' | 'sendDocument'> {
   const now = deps.now ?? Date.now;
 
-  function checkTarget(v: check.Violations, input: SendInput) {
+  function checkTarget(v: check.Violations, input: SendInput, replyTo: { readonly minimum: number }) {
     if (!input.chatId) v.add('chat_id', 'REQUIRED', 'is required');
-    if (input.replyToMessageId !== undefined && input.replyToMessageId <= 0) v.add('reply_to_message_id', 'OUT_OF_RANGE', 'must be 1 or more');
+    check.inRange(v, 'reply_to_message_id', input.replyToMessageId, replyTo);
   }
 
   /** Checks the chat and the replied-to message, then stores and queues the message. */
@@ -76,8 +90,8 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
   ): Promise<Message> {
     const v = new check.Violations();
     if (!req.fileId) v.add('file_id', 'REQUIRED', 'is required');
-    check.optionalText(v, 'caption', req.caption, 1024);
-    checkTarget(v, req);
+    check.optionalText(v, 'caption', req.caption, LIMITS[kind].caption);
+    checkTarget(v, req, LIMITS[kind].replyTo);
     v.throwIfAny();
     const file = await deps.files.fileForSend(principal.botId, req.fileId);
     if (kind === 'photo' && !file.mimeType.startsWith('image/')) {
@@ -89,8 +103,8 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
   return {
     async sendMessage(req, { principal }) {
       const v = new check.Violations();
-      check.messageText(v, 'text', req.text, 4096);
-      checkTarget(v, req);
+      check.messageText(v, 'text', req.text, LIMITS.text);
+      checkTarget(v, req, LIMITS.replyTo);
       v.throwIfAny();
       return { result: await send(principal, req, { text: req.text }) };
     },

@@ -7,6 +7,7 @@
 import type { RateSetting } from '../config.js';
 import { ApiError } from '../errors.js';
 import type { BotMetrics, RateLimit } from '../gen/botplatform/v1/console_service.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo } from '../storage/deliveries-repo.js';
 import type { LimitsRepo } from '../storage/limits-repo.js';
@@ -26,6 +27,8 @@ export interface MetricsDeps {
   now?: () => number;
 }
 
+const WINDOW = constraintsOf('botplatform.v1.GetBotMetricsRequest', 'window_seconds');
+
 const rateOf = (r: RateSetting | null): RateLimit | undefined =>
   r ? { limit: r.count, windowSeconds: Math.round(r.windowMs / 1000) } : undefined;
 
@@ -35,8 +38,8 @@ export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBo
   return {
     async getBotMetrics(req, { principal }) {
       const windowSeconds = req.windowSeconds ?? 3600;
-      if (!Number.isInteger(windowSeconds) || windowSeconds < 60 || windowSeconds > 86_400) {
-        throw ApiError.invalid('window_seconds', 'OUT_OF_RANGE', 'must be from 60 to 86400');
+      if (!Number.isInteger(windowSeconds) || windowSeconds < WINDOW.minimum || windowSeconds > WINDOW.maximum) {
+        throw ApiError.invalid('window_seconds', 'OUT_OF_RANGE', `must be from ${WINDOW.minimum} to ${WINDOW.maximum}`);
       }
       const bot = req.id ? await deps.bots.findForOwner(principal.accountId, req.id) : undefined;
       if (!bot) throw ApiError.notFound('bot');

@@ -1,5 +1,6 @@
 /** The bot API, as seen by an authenticated bot. */
 import { ApiError } from '../errors.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import { checkCommands } from './console-service.js';
 import type { RuntimeRpc } from './rpc.js';
@@ -9,6 +10,8 @@ export interface RuntimeDeps {
   bots: BotsRepo;
   now?: () => number;
 }
+
+const COMMANDS = constraintsOf('botplatform.v1.SetMyCommandsRequest', 'commands');
 
 export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe' | 'setMyCommands' | 'getMyCommands' | 'deleteMyCommands'> {
   const now = deps.now ?? Date.now;
@@ -44,7 +47,7 @@ export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe
     async setMyCommands(req, { principal }) {
       const v = new check.Violations();
       const menu = req.commands.map(({ command, description }) => ({ command, description }));
-      checkCommands(v, menu, 'commands');
+      checkCommands(v, menu, COMMANDS, 'commands');
       v.throwIfAny();
       await setMenu(principal, menu);
       return { result: true };

@@ -5,6 +5,7 @@
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { ApiError, Code } from '../errors.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
@@ -54,9 +55,43 @@ export interface WebhookInput {
   dropPendingUpdates: boolean;
 }
 
-const SECRET = /^[A-Za-z0-9_-]{1,256}$/;
+/** The limits of the webhook, polling, test-update and ingest requests, declared in the protos. */
+const LIMITS = {
+  /** The runtime's setWebhook and the console's webhook: each request declares its own. */
+  webhook: webhookLimits('botplatform.v1.SetWebhookRequest'),
+  consoleWebhook: webhookLimits('botplatform.v1.SetBotWebhookRequest'),
+  getUpdates: {
+    offset: constraintsOf('botplatform.v1.GetUpdatesRequest', 'offset'),
+    tail: constraintsOf('botplatform.v1.GetUpdatesRequest', 'tail'),
+    limit: constraintsOf('botplatform.v1.GetUpdatesRequest', 'limit'),
+    timeout: constraintsOf('botplatform.v1.GetUpdatesRequest', 'timeout'),
+  },
+  testUpdate: { text: constraintsOf('botplatform.v1.CreateTestUpdateRequest', 'text') },
+  user: {
+    username: constraintsOf('botplatform.v1.User', 'username'),
+    firstName: constraintsOf('botplatform.v1.User', 'first_name'),
+  },
+  message: {
+    text: constraintsOf('botplatform.v1.Message', 'text'),
+    caption: constraintsOf('botplatform.v1.Message', 'caption'),
+  },
+  ingest: {
+    updates: constraintsOf('botplatform.v1.IngestUpdatesRequest', 'updates'),
+    idempotencyKey: constraintsOf('botplatform.v1.IncomingUpdate', 'idempotency_key'),
+  },
+};
 
-const MAX_INGEST = 500;
+type WebhookLimits = ReturnType<typeof webhookLimits>;
+
+function webhookLimits(message: 'botplatform.v1.SetWebhookRequest' | 'botplatform.v1.SetBotWebhookRequest') {
+  return {
+    url: constraintsOf(message, 'url'),
+    secretToken: constraintsOf(message, 'secret_token'),
+    allowedIps: constraintsOf(message, 'allowed_ips'),
+    maxConnections: constraintsOf(message, 'max_connections'),
+    maxDeliveriesPerSecond: constraintsOf(message, 'max_deliveries_per_second'),
+  };
+}
 
 function checkKinds(v: check.Violations, field: string, kinds: string[]) {
   kinds.forEach((k, i) => {
@@ -68,13 +103,15 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
   if (!m) return;
   if (!m.chat || !m.chat.id) v.add(`${field}.chat.id`, 'REQUIRED', 'is required');
   if (!m.from || !m.from.id) v.add(`${field}.from.id`, 'REQUIRED', 'is required');
-  if (m.text !== undefined && check.safeText(v, `${field}.text`, m.text) && (m.text.length === 0 || check.charLength(m.text) > 4096)) {
-    v.add(`${field}.text`, 'INVALID_LENGTH', 'must be 1 to 4096 characters');
+  const text = LIMITS.message.text;
+  if (m.text !== undefined && check.safeText(v, `${field}.text`, m.text)
+    && (check.charLength(m.text) < text.minLength || check.charLength(m.text) > text.maxLength)) {
+    v.add(`${field}.text`, 'INVALID_LENGTH', `must be ${text.minLength} to ${text.maxLength} characters`);
   }
-  check.optionalText(v, `${field}.caption`, m.caption, 1024);
+  check.optionalText(v, `${field}.caption`, m.caption, LIMITS.message.caption);
   check.safeText(v, `${field}.chat.type`, m.chat?.type);
-  check.safeText(v, `${field}.from.username`, m.from?.username);
-  check.safeText(v, `${field}.from.first_name`, m.from?.firstName);
+  check.optionalText(v, `${field}.from.username`, m.from?.username, LIMITS.user.username);
+  check.optionalText(v, `${field}.from.first_name`, m.from?.firstName, LIMITS.user.firstName);
 }
 
 type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
@@ -101,23 +138,21 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     }
   }
 
-  async function applyWebhook(botId: string, input: WebhookInput, secretHeader = false): Promise<void> {
+  async function applyWebhook(botId: string, input: WebhookInput, limits: WebhookLimits, secretHeader = false): Promise<void> {
     const v = new check.Violations();
     if (!input.url) v.add('url', 'REQUIRED', 'is required');
-    else check.httpsUrl(v, 'url', input.url);
+    else check.httpsUrl(v, 'url', input.url, limits.url);
     if (!input.secretToken) v.add('secret_token', 'REQUIRED', 'is required for signed delivery');
-    else if (!SECRET.test(input.secretToken)) v.add('secret_token', 'INVALID_FORMAT', 'must be 1 to 256 of A-Z a-z 0-9 _ -');
+    else check.token(v, 'secret_token', input.secretToken, limits.secretToken, 'of A-Z a-z 0-9 _ -');
     checkKinds(v, 'allowed_updates', input.allowedUpdates);
-    if (input.allowedIps.length > 32) v.add('allowed_ips', 'TOO_MANY', 'must have at most 32 entries');
+    check.maxItems(v, 'allowed_ips', input.allowedIps, limits.allowedIps);
     input.allowedIps.forEach((ip, i) => {
       if (!isValidIpOrCidr(ip)) v.add(`allowed_ips[${i}]`, 'INVALID_FORMAT', 'must be an IP address or CIDR range');
     });
     const max = input.maxConnections ?? 40;
-    if (max < 1 || max > 100) v.add('max_connections', 'OUT_OF_RANGE', 'must be 1 to 100');
+    check.inRange(v, 'max_connections', max, limits.maxConnections);
     const perSecond = input.maxDeliveriesPerSecond ?? null;
-    if (perSecond !== null && (perSecond < 1 || perSecond > 10_000)) {
-      v.add('max_deliveries_per_second', 'OUT_OF_RANGE', 'must be 1 to 10000');
-    }
+    check.inRange(v, 'max_deliveries_per_second', perSecond, limits.maxDeliveriesPerSecond);
     v.throwIfAny();
     const policy = { allowedCidrs: deps.allowedCidrs, allowedPorts: deps.allowedPorts ?? DEFAULT_WEBHOOK_PORTS };
     const target = await checkTarget(new URL(input.url), policy, deps.lookup);
@@ -173,7 +208,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     async ingestUpdates(req) {
       const v = new check.Violations();
       if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
-      if (req.updates.length > MAX_INGEST) v.add('updates', 'TOO_MANY', `must have at most ${MAX_INGEST} updates`);
+      check.maxItems(v, 'updates', req.updates, LIMITS.ingest.updates, 'updates');
       req.updates.forEach((u, i) => {
         if (!u.botId) v.add(`updates[${i}].bot_id`, 'REQUIRED', 'is required');
         if (Boolean(u.message) === Boolean(u.editedMessage)) {
@@ -181,8 +216,9 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
         }
         checkMessage(v, `updates[${i}].message`, u.message);
         checkMessage(v, `updates[${i}].edited_message`, u.editedMessage);
-        if (u.idempotencyKey && check.charLength(u.idempotencyKey) > 128) {
-          v.add(`updates[${i}].idempotency_key`, 'INVALID_LENGTH', 'must be at most 128 characters');
+        const key = LIMITS.ingest.idempotencyKey;
+        if (u.idempotencyKey && check.charLength(u.idempotencyKey) > key.maxLength) {
+          v.add(`updates[${i}].idempotency_key`, 'INVALID_LENGTH', `must be at most ${key.maxLength} characters`);
         }
       });
       v.throwIfAny();
@@ -216,11 +252,11 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     async createTestUpdate(req, { principal }) {
       const bot = await approvedOwnBot(principal, req.id);
       const v = new check.Violations();
-      check.messageText(v, 'text', req.text, 4096);
+      check.messageText(v, 'text', req.text, LIMITS.testUpdate.text);
       if (req.chatId !== undefined && req.chatId === 0) v.add('chat_id', 'INVALID_VALUE', 'must not be 0');
       if (req.from && !req.from.id) v.add('from.id', 'REQUIRED', 'is required');
-      check.optionalText(v, 'from.username', req.from?.username, 64, { singleLine: true });
-      check.optionalText(v, 'from.first_name', req.from?.firstName, 64, { singleLine: true });
+      check.optionalText(v, 'from.username', req.from?.username, LIMITS.user.username, { singleLine: true });
+      check.optionalText(v, 'from.first_name', req.from?.firstName, LIMITS.user.firstName, { singleLine: true });
       v.throwIfAny();
       const chatId = req.chatId ?? 100_000_001;
       const from = req.from ?? { id: chatId, isBot: false, username: 'test_user', firstName: 'Test' };
@@ -239,11 +275,12 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
     async getUpdates(req, { principal, signal }) {
       const v = new check.Violations();
-      if (req.offset !== undefined && req.offset < 0) v.add('offset', 'OUT_OF_RANGE', 'must be 0 or more');
-      if (req.tail !== undefined && req.tail < 1) v.add('tail', 'OUT_OF_RANGE', 'must be 1 or more');
+      const limits = LIMITS.getUpdates;
+      check.inRange(v, 'offset', req.offset, limits.offset);
+      check.inRange(v, 'tail', req.tail, limits.tail);
       if (req.tail !== undefined && req.offset !== undefined) v.add('tail', 'CONFLICT', 'cannot be given with offset');
-      if (req.limit !== undefined && (req.limit < 1 || req.limit > 100)) v.add('limit', 'OUT_OF_RANGE', 'must be 1 to 100');
-      if (req.timeout !== undefined && (req.timeout < 0 || req.timeout > 50)) v.add('timeout', 'OUT_OF_RANGE', 'must be 0 to 50');
+      check.inRange(v, 'limit', req.limit, limits.limit);
+      check.inRange(v, 'timeout', req.timeout, limits.timeout);
       checkKinds(v, 'allowed_updates', req.allowedUpdates);
       v.throwIfAny();
       const bot = { id: principal.botId };
@@ -290,7 +327,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     },
 
     async setWebhook(req, { principal, metadata }) {
-      await applyWebhook(principal.botId, req, metadata[SURFACE_METADATA] === 'telegram');
+      await applyWebhook(principal.botId, req, LIMITS.webhook, metadata[SURFACE_METADATA] === 'telegram');
       return { result: true };
     },
 
@@ -301,7 +338,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
     async setBotWebhook(req, { principal }) {
       const bot = await approvedOwnBot(principal, req.id);
-      await applyWebhook(bot.id, req);
+      await applyWebhook(bot.id, req, LIMITS.consoleWebhook);
       return { bot: await ownBotDetail(principal, bot.id) };
     },
 

@@ -1,8 +1,18 @@
 /**
  * Request validation: each rule adds a field violation; a request with any is
- * refused once, with every violation listed.
+ * refused once, with every violation listed. The limits (lengths, patterns,
+ * ranges, counts) are not written here: callers pass the field's constraints
+ * from src/gen/constraints.ts, generated from the (botplatform.v1.constraints)
+ * the protos declare (and the OpenAPI document publishes); what no constraint
+ * can say (safe text, https URLs, file-name characters) is checked here.
  */
 import { ApiError, Code, type FieldViolation } from '../errors.js';
+
+/** Length limits of a text field, from its (botplatform.v1.constraints). */
+interface MaxLength { readonly maxLength: number }
+interface Lengths extends MaxLength { readonly minLength: number }
+interface Patterned extends Lengths { readonly pattern: RegExp }
+interface Range { readonly minimum?: number; readonly maximum?: number }
 
 export class Violations {
   readonly list: FieldViolation[] = [];
@@ -45,10 +55,10 @@ export function safeText(v: Violations, field: string, value: string | undefined
   return false;
 }
 
-/** A required single-line text of 1..max characters. */
-export function requiredText(v: Violations, field: string, value: string | undefined, max: number): void {
+/** A required single-line text of 1..maxLength characters. */
+export function requiredText(v: Violations, field: string, value: string | undefined, limits: MaxLength): void {
   if (value === undefined || value.trim() === '') v.add(field, 'REQUIRED', 'is required');
-  else optionalText(v, field, value, max, { singleLine: true });
+  else optionalText(v, field, value, limits, { singleLine: true });
 }
 
 /** An optional text of at most max characters. */
@@ -56,18 +66,55 @@ export function optionalText(
   v: Violations,
   field: string,
   value: string | undefined | null,
-  max: number,
+  limits: MaxLength,
   opts: { singleLine?: boolean } = {},
 ): void {
   if (value === undefined || value === null || !safeText(v, field, value)) return;
-  if (charLength(value) > max) v.add(field, 'TOO_LONG', `must be at most ${max} characters`);
+  if (charLength(value) > limits.maxLength) v.add(field, 'TOO_LONG', `must be at most ${limits.maxLength} characters`);
   else if (opts.singleLine && CONTROL.test(value)) v.add(field, 'INVALID_FORMAT', 'must not contain control characters');
 }
 
-/** A required message text of 1..max characters; line breaks are allowed. */
-export function messageText(v: Violations, field: string, value: string | undefined, max: number): void {
-  if (!value) v.add(field, 'REQUIRED', 'is required');
-  else if (safeText(v, field, value) && charLength(value) > max) v.add(field, 'TOO_LONG', `must be 1 to ${max} characters`);
+/** A required message text of minLength..maxLength characters; line breaks are allowed. */
+export function messageText(v: Violations, field: string, value: string | undefined, limits: Lengths): void {
+  if (!value) return v.add(field, 'REQUIRED', 'is required');
+  if (!safeText(v, field, value)) return;
+  const length = charLength(value);
+  if (length < limits.minLength || length > limits.maxLength) {
+    v.add(field, length > limits.maxLength ? 'TOO_LONG' : 'TOO_SHORT', `must be ${limits.minLength} to ${limits.maxLength} characters`);
+  }
+}
+
+/**
+ * A single-token value (an identifier, a secret, a hex digest): minLength..maxLength
+ * characters, all matching the pattern. `what` tells the characters, e.g. "of a-z,
+ * 0-9 and underscore"; the description reads "must be 1 to 32 of a-z, ...".
+ */
+export function token(v: Violations, field: string, value: string, limits: Patterned, what: string): boolean {
+  const length = charLength(value);
+  if (length >= limits.minLength && length <= limits.maxLength && limits.pattern.test(value)) return true;
+  const count = limits.minLength === limits.maxLength ? `${limits.maxLength}` : `${limits.minLength} to ${limits.maxLength}`;
+  v.add(field, 'INVALID_FORMAT', `must be ${count} ${what}`);
+  return false;
+}
+
+/** The description of a range: "must be 1 to 100", "must be 1 or more", "must be at most 50". */
+export function rangeText(limits: Range): string {
+  const { minimum: min, maximum: max } = limits;
+  if (min !== undefined && max !== undefined) return `must be ${min} to ${max}`;
+  return min !== undefined ? `must be ${min} or more` : `must be at most ${max}`;
+}
+
+/** A number within its range, when given. */
+export function inRange(v: Violations, field: string, value: number | undefined | null, limits: Range, description = rangeText(limits)): void {
+  if (value === undefined || value === null) return;
+  if ((limits.minimum !== undefined && value < limits.minimum) || (limits.maximum !== undefined && value > limits.maximum)) {
+    v.add(field, 'OUT_OF_RANGE', description);
+  }
+}
+
+/** A list of at most maxItems entries. */
+export function maxItems(v: Violations, field: string, list: readonly unknown[], limits: { readonly maxItems: number }, noun = 'entries'): void {
+  if (list.length > limits.maxItems) v.add(field, 'TOO_MANY', `must have at most ${limits.maxItems} ${noun}`);
 }
 
 /*
@@ -79,29 +126,31 @@ export function messageText(v: Violations, field: string, value: string | undefi
 // eslint-disable-next-line no-control-regex
 const BAD_FILE_NAME_CHARS = /[/\\\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/;
 
-/** A plain file name of 1..max characters, displayed as it reads. */
-export function fileName(v: Violations, field: string, value: string, max: number): void {
+/** A plain file name of 1..maxLength characters, displayed as it reads. */
+export function fileName(v: Violations, field: string, value: string, limits: MaxLength): void {
   if (!value) return v.add(field, 'REQUIRED', 'is required');
   if (!safeText(v, field, value)) return;
-  if (charLength(value) > max) return v.add(field, 'TOO_LONG', `must be at most ${max} characters`);
+  if (charLength(value) > limits.maxLength) return v.add(field, 'TOO_LONG', `must be at most ${limits.maxLength} characters`);
   if (BAD_FILE_NAME_CHARS.test(value) || value === '.' || value === '..') {
     v.add(field, 'INVALID_FORMAT', 'must be a plain file name, without path separators, control characters or bidirectional controls');
   }
 }
 
-const USERNAME = /^[a-z][a-z0-9_]*$/;
-
-export function username(v: Violations, field: string, value: string | undefined): void {
+/** A bot username: the pattern (a lowercase letter, then a-z, 0-9 and underscore) and its length. */
+export function username(v: Violations, field: string, value: string | undefined, limits: Patterned): void {
   if (value === undefined || value === '') return v.add(field, 'REQUIRED', 'is required');
   if (!/^[a-z]/.test(value)) return v.add(field, 'INVALID_FORMAT', 'must start with a lowercase letter');
-  if (!USERNAME.test(value)) return v.add(field, 'INVALID_FORMAT', 'may contain only a-z, 0-9 and underscore');
-  if (value.length < 3 || value.length > 64) v.add(field, 'INVALID_LENGTH', 'must be 3 to 64 characters');
+  if (!limits.pattern.test(value)) return v.add(field, 'INVALID_FORMAT', 'may contain only a-z, 0-9 and underscore');
+  const length = charLength(value);
+  if (length < limits.minLength || length > limits.maxLength) {
+    v.add(field, 'INVALID_LENGTH', `must be ${limits.minLength} to ${limits.maxLength} characters`);
+  }
 }
 
 /** An https URL with a host and no embedded credentials. */
-export function httpsUrl(v: Violations, field: string, value: string | undefined | null): void {
+export function httpsUrl(v: Violations, field: string, value: string | undefined | null, limits: MaxLength): void {
   if (value === undefined || value === null || !safeText(v, field, value)) return;
-  if (value.length > 2048) return v.add(field, 'TOO_LONG', 'must be at most 2048 characters');
+  if (charLength(value) > limits.maxLength) return v.add(field, 'TOO_LONG', `must be at most ${limits.maxLength} characters`);
   // The URL parser drops tabs and line breaks and trims controls: what is stored must be what is used.
   if (CONTROL.test(value)) return v.add(field, 'INVALID_URL', 'must not contain control characters');
   let url: URL;
@@ -115,18 +164,22 @@ export function httpsUrl(v: Violations, field: string, value: string | undefined
   if (url.username || url.password) v.add(field, 'INVALID_URL', 'must not contain credentials');
 }
 
-const EMAIL = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]{2,}$/;
-
-export function email(v: Violations, field: string, value: string | undefined): void {
+export function email(v: Violations, field: string, value: string | undefined, limits: MaxLength & { readonly pattern: RegExp }): void {
   if (value === undefined || !safeText(v, field, value)) return;
-  if (value.length > 254 || CONTROL.test(value) || !EMAIL.test(value)) v.add(field, 'INVALID_FORMAT', 'must be an e-mail address');
+  if (charLength(value) > limits.maxLength || CONTROL.test(value) || !limits.pattern.test(value)) {
+    v.add(field, 'INVALID_FORMAT', 'must be an e-mail address');
+  }
 }
 
-/** Page (default 1, at least 1) and limit (default 20, 1 to 100) of a listing. */
-export function pageAndLimit(page: number | undefined, limit: number | undefined): { page: number; limit: number } {
+/** Page (default 1) and limit (default 20) of a listing, within their ranges. */
+export function pageAndLimit(
+  page: number | undefined,
+  limit: number | undefined,
+  limits: { page: Range; limit: Range },
+): { page: number; limit: number } {
   const v = new Violations();
-  if (page !== undefined && page < 1) v.add('page', 'OUT_OF_RANGE', 'must be 1 or more');
-  if (limit !== undefined && (limit < 1 || limit > 100)) v.add('limit', 'OUT_OF_RANGE', 'must be 1 to 100');
+  inRange(v, 'page', page, limits.page);
+  inRange(v, 'limit', limit, limits.limit);
   v.throwIfAny();
   return { page: page ?? 1, limit: limit ?? 20 };
 }

@@ -2,7 +2,7 @@
  * Golden test of the gateway generator on a small fixture proto
  * (test/fixtures/gateway-golden/proto): buf builds its image as scripts/generate.sh
  * does for proto/, the generator runs on it, and each output — route table, method
- * settings, OpenAPI document, SDK bindings — must equal the checked-in golden file.
+ * settings, constraints table, OpenAPI document, SDK bindings — must equal the checked-in golden file.
  * After an intended change to the generator: UPDATE_GOLDEN=1 npx vitest run test/gateway/generator.test.ts
  * rewrites the golden files; review their diff.
  */
@@ -20,6 +20,7 @@ const update = process.env.UPDATE_GOLDEN === '1';
 const OUTPUTS: Record<string, string> = {
   'gateway/generated/routes.ts': 'routes.ts.golden',
   'src/gen/methods.ts': 'methods.ts.golden',
+  'src/gen/constraints.ts': 'constraints.ts.golden',
   'gateway/generated/openapi.json': 'openapi.json.golden',
   'sdk/src/generated/api.ts': 'api.ts.golden',
 };

@@ -725,9 +725,9 @@ export interface User {
   id: number;
   /** Whether the user is a bot. */
   is_bot: boolean;
-  /** Handle, when the user has one. */
+  /** Handle, when the user has one: at most 64 characters. */
   username?: string;
-  /** Display name, when known. */
+  /** Display name, when known: at most 100 characters (a bot's name as sender). */
   first_name?: string;
 }
 
@@ -737,9 +737,9 @@ export interface UserInput {
   id?: number;
   /** Whether the user is a bot. */
   is_bot?: boolean;
-  /** Handle, when the user has one. */
+  /** Handle, when the user has one: at most 64 characters. */
   username?: string;
-  /** Display name, when known. */
+  /** Display name, when known: at most 100 characters (a bot's name as sender). */
   first_name?: string;
 }
 

@@ -27,11 +27,11 @@ export interface User {
   id: number;
   /** Whether the user is a bot. */
   isBot: boolean;
-  /** Handle, when the user has one. */
+  /** Handle, when the user has one: at most 64 characters. */
   username?:
     | string
     | undefined;
-  /** Display name, when known. */
+  /** Display name, when known: at most 100 characters (a bot's name as sender). */
   firstName?: string | undefined;
 }
 

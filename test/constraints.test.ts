@@ -1,0 +1,327 @@
+/**
+ * Every limit declared with (botplatform.v1.constraints) in the protos is the one
+ * the service enforces. For each entry of the generated table (src/gen/constraints.ts)
+ * and each of its keywords, the real API is driven — HTTP through the gateway, or
+ * gRPC for what only InternalService reaches — with a value just outside the limit
+ * (refused: 400 / INVALID_ARGUMENT naming the field) and just inside it (not refused
+ * for that field, and accepted where the rest of the request allows it). A constraint
+ * added to a proto without a case here fails the completeness check.
+ */
+import crypto from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { constraintTable, type FieldConstraints } from '../src/gen/constraints.js';
+import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { fromServiceError } from '../src/grpc/status-details.js';
+import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, type Harness, type HttpResult } from './helpers/harness.js';
+
+/** What a call answered: its status and the field paths a refusal names. */
+interface Outcome { status: number | string; fields: string[] }
+
+interface Case {
+  /** Drives the API with the field set to `value`. */
+  send: (value: unknown) => Promise<Outcome>;
+  /** The field path a refusal names. */
+  path: string;
+  /** An otherwise valid value of n characters (length and pattern keywords). */
+  text?: (n: number) => string;
+  /** A value the pattern refuses (its length within the limits). */
+  mismatch?: string;
+  /** An otherwise valid entry number i of the list (max_items). */
+  item?: (i: number) => unknown;
+  /** False where a value inside the limits is still refused for another reason (e.g. no such upload). */
+  acceptsInside?: boolean;
+}
+
+const sha256 = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
+let seq = 0;
+/** A unique string of exactly n characters from `alphabet` (n >= 1). */
+const unique = (n: number, prefix: string, fill: string) => (prefix + (seq++).toString(36) + fill.repeat(n)).slice(0, n);
+const httpsUrl = (n: number, base = 'https://example.com/') => base + 'a'.repeat(n - base.length);
+const email = (n: number) => `a@${'b'.repeat(n - 6)}.com`;
+/** A MIME type of n characters (type and subtype at most 63 each). */
+const mime = (n: number) => {
+  const type = Math.min(63, n - 2);
+  return `${'a'.repeat(type)}/${'b'.repeat(n - 1 - type)}`;
+};
+
+function consoleOutcome(res: HttpResult): Outcome {
+  const details = (res.body?.error?.details ?? []) as { field: string }[];
+  return { status: res.status, fields: res.status === 400 ? details.map((d) => d.field) : [] };
+}
+
+/** The runtime (Telegram) body names the first bad field: "Bad Request: <field>: <why>". */
+function runtimeOutcome(res: HttpResult): Outcome {
+  const field = /^Bad Request: ([^:\s]+): /.exec(String(res.body?.description ?? ''))?.[1];
+  return { status: res.status, fields: res.status === 400 && field ? [field] : [] };
+}
+
+describe('constraints declared in the protos are the limits the API enforces', () => {
+  let h: Harness;
+  let internal: InternalServiceClient;
+  const ctx = {} as {
+    owner: ReturnType<typeof client>;
+    admin: ReturnType<typeof client>;
+    main: { id: string; token: string };
+    hook: { id: string; token: string };
+    photoId: string;
+    documentId: string;
+  };
+  const CHAT = 100_000_001;
+
+  beforeAll(async () => {
+    h = await startHarness('in-process', { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', LIMITS_ENABLED: 'false' });
+    const ownerJwt = await h.jwt('constraints-owner');
+    ctx.owner = client(h.url, ownerJwt);
+    ctx.admin = client(h.url, await h.jwt('constraints-admin', { admin: true }));
+    ctx.main = await approvedBot(h, ownerJwt, 'cons_main');
+    ctx.hook = await approvedBot(h, ownerJwt, 'cons_hook');
+    internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    // The test chat writes first: message 1 of the bot, in chat CHAT, which sends can reply to.
+    expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.main.id}/test-updates`, { text: 'hello' })).status).toBe(201);
+    const rt = client(h.url, ctx.main.token);
+    const upload = async (bytes: Buffer, fileType: string) => {
+      const cred = await rt.post('/api/v1/bots/files/upload-credentials', { fileName: 'f', fileSize: bytes.length, checksum: sha256(bytes), fileType });
+      const r = cred.body.result;
+      expect((await fetch(r.uploadUrl, { method: 'PUT', headers: r.headers, body: new Uint8Array(bytes) })).status).toBe(200);
+      const done = await rt.post('/api/v1/bots/files/complete', { checksum: sha256(bytes) });
+      expect(done.status).toBe(200);
+      return done.body.result.file_id as string;
+    };
+    ctx.photoId = await upload(crypto.randomBytes(64), 'image/png');
+    ctx.documentId = await upload(crypto.randomBytes(64), 'text/plain');
+  });
+  afterAll(async () => {
+    internal?.close();
+    await h?.close();
+  });
+
+  const consoleCall = (method: 'post' | 'patch' | 'get', path: () => string, body?: (v: unknown) => object) =>
+    async (v: unknown) => {
+      const c = ctx.owner;
+      const res = method === 'get' ? await c.get(`${path()}${String(v)}`) : await c[method](path(), body!(v));
+      return consoleOutcome(res);
+    };
+  const runtime = (method: string, body: (v: unknown) => object, bot: () => { token: string } = () => ctx.main) =>
+    async (v: unknown) => runtimeOutcome(await client(h.url, bot().token).post(`/api/v1/bots/${method}`, body(v)));
+  const ingest = (updates: (v: unknown) => object[]) => (v: unknown) =>
+    new Promise<Outcome>((resolve) => {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+      internal.ingestUpdates({ updates: updates(v) } as never, md, (err) => {
+        if (!err) return resolve({ status: 'OK', fields: [] });
+        const e = fromServiceError(err);
+        resolve({ status: grpc.status[err.code]!, fields: err.code === grpc.status.INVALID_ARGUMENT ? e.details.map((d) => d.field) : [] });
+      });
+    });
+  const message = (extra: object = {}) => ({ messageId: 0, date: 0, chat: { id: 555, type: 'private' }, from: { id: 555, isBot: false }, text: 'x', ...extra });
+
+  const app = (v: object) => ({ name: 'Bot', username: unique(12, 'app', 'x'), ...v });
+  const profile = (body: (v: unknown) => object) => consoleCall('patch', () => `/api/v1/bots/my/${ctx.main.id}`, body);
+  const testUpdate = (body: (v: unknown) => object) => consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-updates`, body);
+  const consoleHook = (body: (v: unknown) => object) =>
+    consoleCall('post', () => `/api/v1/bots/my/${ctx.hook.id}/webhook`, (v) => ({ url: 'https://127.0.0.1/hook', secret_token: 's', ...body(v) }));
+  const runtimeHook = (body: (v: unknown) => object) =>
+    runtime('setWebhook', (v) => ({ url: 'https://127.0.0.1/hook', secret_token: 's', ...body(v) }), () => ctx.hook);
+  const credentials = (body: (v: unknown) => object) =>
+    runtime('files/upload-credentials', (v) => ({ fileName: 'a.bin', fileSize: 10, checksum: 'a'.repeat(64), ...body(v) }));
+  const command = (i: number) => ({ command: `c${i}`, description: 'd' });
+  const secret = { text: (n: number) => 's'.repeat(n), mismatch: 'not a secret!' };
+  const hex = { text: (n: number) => 'ab'.repeat(n).slice(0, n), mismatch: 'z'.repeat(64) };
+  const webhook = (send: (b: (v: unknown) => object) => Case['send']): Record<string, Case> => ({
+    url: { send: send((v) => ({ url: v })), path: 'url', text: (n) => httpsUrl(n, 'https://127.0.0.1/') },
+    secret_token: { send: send((v) => ({ secret_token: v })), path: 'secret_token', ...secret },
+    allowed_ips: { send: send((v) => ({ allowed_ips: v })), path: 'allowed_ips', item: (i) => `127.0.${i}.0/24` },
+    max_connections: { send: send((v) => ({ max_connections: v })), path: 'max_connections' },
+    max_deliveries_per_second: { send: send((v) => ({ max_deliveries_per_second: v })), path: 'max_deliveries_per_second' },
+  });
+  const sendFile = (method: string, fileId: () => string) => ({
+    caption: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: fileId(), caption: v })), path: 'caption', text: (n: number) => 'c'.repeat(n) },
+    reply_to_message_id: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: fileId(), reply_to_message_id: v })), path: 'reply_to_message_id' },
+  });
+
+  /** message → field → how to reach it (one case, or several routes to the same field). */
+  const CASES: Record<string, Record<string, Case | Case[]>> = {
+    'botplatform.v1.CreateApplicationRequest': {
+      name: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ name: v })), path: 'name', text: (n) => 'N'.repeat(n) },
+      username: {
+        send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ username: v })), path: 'username',
+        text: (n) => unique(n, 'u', 'x'), mismatch: 'bad-name',
+      },
+      description: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ description: v })), path: 'description', text: (n) => 'd'.repeat(n) },
+      avatar: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ avatar: v })), path: 'avatar', text: (n) => httpsUrl(n) },
+    },
+    'botplatform.v1.ListMyBotsRequest': {
+      page: { send: consoleCall('get', () => '/api/v1/bots/my?page='), path: 'page' },
+      limit: { send: consoleCall('get', () => '/api/v1/bots/my?limit='), path: 'limit' },
+    },
+    'botplatform.v1.BotProfile': {
+      name: { send: profile((v) => ({ name: v })), path: 'name', text: (n) => 'N'.repeat(n) },
+      description: { send: profile((v) => ({ description: v })), path: 'description', text: (n) => 'd'.repeat(n) },
+      avatar: { send: profile((v) => ({ avatar: v })), path: 'avatar', text: (n) => httpsUrl(n) },
+      short_description: { send: profile((v) => ({ short_description: v })), path: 'short_description', text: (n) => 's'.repeat(n) },
+      about: { send: profile((v) => ({ about: v })), path: 'about', text: (n) => 'a'.repeat(n) },
+      cover_url: { send: profile((v) => ({ cover_url: v })), path: 'cover_url', text: (n) => httpsUrl(n) },
+      links: { send: profile((v) => ({ links: v })), path: 'links', item: (i) => ({ title: `t${i}`, url: 'https://example.com/' }) },
+      command_menu: { send: profile((v) => ({ command_menu: v })), path: 'command_menu', item: command },
+    },
+    'botplatform.v1.BotLink': {
+      title: { send: profile((v) => ({ links: [{ title: v, url: 'https://example.com/' }] })), path: 'links[0].title', text: (n) => 'T'.repeat(n) },
+      url: { send: profile((v) => ({ links: [{ title: 't', url: v }] })), path: 'links[0].url', text: (n) => httpsUrl(n) },
+    },
+    'botplatform.v1.BotContact': {
+      email: { send: profile((v) => ({ contact: { email: v } })), path: 'contact.email', text: email, mismatch: 'not-an-address' },
+      url: { send: profile((v) => ({ contact: { url: v } })), path: 'contact.url', text: (n) => httpsUrl(n) },
+      note: { send: profile((v) => ({ contact: { note: v } })), path: 'contact.note', text: (n) => 'n'.repeat(n) },
+    },
+    'botplatform.v1.BotCommand': {
+      command: {
+        send: profile((v) => ({ command_menu: [{ command: v, description: 'd' }] })), path: 'command_menu[0].command',
+        text: (n) => 'c'.repeat(n), mismatch: 'Not-A-Command',
+      },
+      description: { send: profile((v) => ({ command_menu: [{ command: 'c', description: v }] })), path: 'command_menu[0].description', text: (n) => 'd'.repeat(n) },
+    },
+    'botplatform.v1.SetBotWebhookRequest': webhook(consoleHook),
+    'botplatform.v1.CreateTestUpdateRequest': {
+      text: { send: testUpdate((v) => ({ text: v })), path: 'text', text: (n) => 't'.repeat(n) },
+    },
+    'botplatform.v1.User': {
+      username: [
+        { send: testUpdate((v) => ({ text: 'hi', from: { id: 7, is_bot: false, username: v } })), path: 'from.username', text: (n) => 'u'.repeat(n) },
+        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: 7, isBot: false, username: v } }) }]), path: 'updates[0].message.from.username', text: (n) => 'u'.repeat(n) },
+      ],
+      first_name: [
+        { send: testUpdate((v) => ({ text: 'hi', from: { id: 7, is_bot: false, first_name: v } })), path: 'from.first_name', text: (n) => 'F'.repeat(n) },
+        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: 7, isBot: false, firstName: v } }) }]), path: 'updates[0].message.from.first_name', text: (n) => 'F'.repeat(n) },
+      ],
+    },
+    'botplatform.v1.ListDeliveriesRequest': {
+      page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?page=`), path: 'page' },
+      limit: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?limit=`), path: 'limit' },
+    },
+    'botplatform.v1.GetBotMetricsRequest': {
+      window_seconds: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.main.id}/metrics?window_seconds=`), path: 'window_seconds' },
+    },
+    'botplatform.v1.ListBotsRequest': {
+      page: { send: async (v) => consoleOutcome(await ctx.admin.get(`/api/v1/admin/bots?page=${String(v)}`)), path: 'page' },
+      limit: { send: async (v) => consoleOutcome(await ctx.admin.get(`/api/v1/admin/bots?limit=${String(v)}`)), path: 'limit' },
+    },
+    'botplatform.v1.RejectBotRequest': {
+      reason: {
+        send: async (v) => {
+          const pending = await ctx.owner.post('/api/v1/bots/applications', app({}));
+          return consoleOutcome(await ctx.admin.post(`/api/v1/admin/bots/${pending.body.id}/reject`, { reason: v }));
+        },
+        path: 'reason', text: (n) => 'r'.repeat(n),
+      },
+    },
+    'botplatform.v1.GetUpdatesRequest': {
+      // The bot always has an update waiting, so a long poll answers at once.
+      offset: { send: runtime('getUpdates', (v) => ({ offset: v, limit: 1 })), path: 'offset' },
+      tail: { send: runtime('getUpdates', (v) => ({ tail: v })), path: 'tail' },
+      limit: { send: runtime('getUpdates', (v) => ({ limit: v })), path: 'limit' },
+      timeout: { send: runtime('getUpdates', (v) => ({ timeout: v, limit: 1 })), path: 'timeout' },
+    },
+    'botplatform.v1.SetWebhookRequest': webhook(runtimeHook),
+    'botplatform.v1.SendMessageRequest': {
+      text: { send: runtime('sendMessage', (v) => ({ chat_id: CHAT, text: v })), path: 'text', text: (n) => 'm'.repeat(n) },
+      reply_to_message_id: { send: runtime('sendMessage', (v) => ({ chat_id: CHAT, text: 'x', reply_to_message_id: v })), path: 'reply_to_message_id' },
+    },
+    'botplatform.v1.SendPhotoRequest': sendFile('sendPhoto', () => ctx.photoId),
+    'botplatform.v1.SendDocumentRequest': sendFile('sendDocument', () => ctx.documentId),
+    'botplatform.v1.CreateUploadCredentialsRequest': {
+      file_name: { send: credentials((v) => ({ fileName: v })), path: 'fileName', text: (n) => 'f'.repeat(n) },
+      file_size: { send: credentials((v) => ({ fileSize: v })), path: 'fileSize' },
+      checksum: { send: credentials((v) => ({ checksum: v })), path: 'checksum', ...hex },
+      file_type: { send: credentials((v) => ({ fileType: v })), path: 'fileType', text: mime, mismatch: 'not a type' },
+      reuse_request_id: { send: credentials((v) => ({ reuseRequestId: v })), path: 'reuseRequestId', text: (n) => unique(n, 'r', 'r'), mismatch: 'no spaces' },
+    },
+    'botplatform.v1.CompleteUploadRequest': {
+      checksum: { send: runtime('files/complete', (v) => ({ checksum: v })), path: 'checksum', ...hex, acceptsInside: false },
+      reuse_request_id: {
+        send: runtime('files/complete', (v) => ({ checksum: 'a'.repeat(64), reuseRequestId: v })), path: 'reuseRequestId',
+        text: (n) => unique(n, 'r', 'r'), mismatch: 'no spaces', acceptsInside: false,
+      },
+    },
+    'botplatform.v1.ProvePossessionRequest': {
+      proof: { send: runtime('files/possession', (v) => ({ challengeId: 'pc_none', proof: v })), path: 'proof', ...hex, acceptsInside: false },
+    },
+    'botplatform.v1.SetMyCommandsRequest': {
+      commands: { send: runtime('setMyCommands', (v) => ({ commands: v })), path: 'commands', item: command },
+    },
+    'botplatform.v1.IngestUpdatesRequest': {
+      updates: { send: ingest((v) => v as object[]), path: 'updates', item: () => ({ botId: ctx.main.id, message: message() }) },
+    },
+    'botplatform.v1.IncomingUpdate': {
+      idempotency_key: {
+        send: ingest((v) => [{ botId: ctx.main.id, message: message(), idempotencyKey: v }]), path: 'updates[0].idempotency_key',
+        text: (n) => unique(n, 'k', 'k'),
+      },
+    },
+    'botplatform.v1.Message': {
+      text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n) },
+      caption: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ caption: v }) }]), path: 'updates[0].message.caption', text: (n) => 'c'.repeat(n) },
+    },
+  };
+
+  interface Probe { name: string; entry: string; outside: (c: Case) => unknown; inside: (c: Case) => unknown }
+
+  /** Just outside and just inside each keyword of one field's constraints. */
+  function probes(entry: string, c: FieldConstraints): Probe[] {
+    const list: Probe[] = [];
+    const items = (n: number) => (k: Case) => Array.from({ length: n }, (_, i) => k.item!(i));
+    if (c.minLength !== undefined && c.minLength > 0) {
+      list.push({ name: `min_length ${c.minLength}`, entry, outside: (k) => k.text!(c.minLength! - 1), inside: (k) => k.text!(c.minLength!) });
+    }
+    if (c.maxLength !== undefined) {
+      list.push({ name: `max_length ${c.maxLength}`, entry, outside: (k) => k.text!(c.maxLength! + 1), inside: (k) => k.text!(c.maxLength!) });
+    }
+    if (c.pattern) {
+      const fits = Math.max(c.minLength ?? 0, Math.min(c.maxLength ?? 40, 40));
+      list.push({ name: `pattern ${c.pattern.source}`, entry, outside: (k) => k.mismatch!, inside: (k) => k.text!(fits) });
+    }
+    if (c.minimum !== undefined) list.push({ name: `minimum ${c.minimum}`, entry, outside: () => c.minimum! - 1, inside: () => c.minimum! });
+    if (c.maximum !== undefined) list.push({ name: `maximum ${c.maximum}`, entry, outside: () => c.maximum! + 1, inside: () => c.maximum! });
+    if (c.maxItems !== undefined) list.push({ name: `max_items ${c.maxItems}`, entry, outside: items(c.maxItems + 1), inside: items(c.maxItems) });
+    return list;
+  }
+
+  const entries = Object.entries(constraintTable).flatMap(([message, fields]) =>
+    Object.entries(fields).map(([field, c]) => ({ message, field, c, key: `${message}.${field}` })));
+  const casesOf = (message: string, field: string): Case[] => {
+    const c = CASES[message]?.[field];
+    return c === undefined ? [] : Array.isArray(c) ? c : [c];
+  };
+
+  it('every constrained field of the table has a case here, with what its keywords need (and no case is stale)', () => {
+    const missing: string[] = [];
+    for (const { message, field, c, key } of entries) {
+      const cases = casesOf(message, field);
+      if (cases.length === 0) missing.push(`${key}: no case`);
+      for (const k of cases) {
+        if ((c.minLength !== undefined || c.maxLength !== undefined || c.pattern) && !k.text) missing.push(`${key}: text`);
+        if (c.pattern && k.mismatch === undefined) missing.push(`${key}: mismatch`);
+        if (c.maxItems !== undefined && !k.item) missing.push(`${key}: item`);
+      }
+    }
+    expect(missing).toEqual([]);
+    const known = new Set(entries.map((e) => e.key));
+    const stale = Object.entries(CASES).flatMap(([m, fields]) => Object.keys(fields).map((f) => `${m}.${f}`)).filter((k) => !known.has(k));
+    expect(stale).toEqual([]);
+  });
+
+  const rows = entries.flatMap(({ message, field, c }) =>
+    casesOf(message, field).flatMap((k, route) => probes(`${message}.${field}`, c).map((p) => ({ ...p, k, route }))));
+
+  it.each(rows.map((r) => [`${r.entry} (${r.k.path}) ${r.name}`, r] as const))('%s', async (_name, { k, outside, inside }) => {
+    const refused = await k.send(outside(k));
+    expect(refused.status, `outside: ${JSON.stringify(refused)}`).toSatisfy((s) => s === 400 || s === 'INVALID_ARGUMENT');
+    expect(refused.fields).toContain(k.path);
+
+    const accepted = await k.send(inside(k));
+    expect(accepted.fields, `inside: ${JSON.stringify(accepted)}`).not.toContain(k.path);
+    if (k.acceptsInside !== false) {
+      expect([200, 201, 'OK'], `inside: ${JSON.stringify(accepted)}`).toContain(accepted.status);
+    }
+  }, 30_000);
+});
