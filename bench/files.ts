@@ -18,7 +18,6 @@ import { Readable } from 'node:stream';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { createLocalDiskStore } from '../src/blobs/local-disk-store.js';
 import { freePort } from '../test/helpers/ports.js';
-import { buildService } from '../test/helpers/service-process.js';
 import { machine, percentile, startService, stopServices } from './lib.js';
 
 const FILE_MB = Number(process.env.BENCH_FILE_MB ?? 256);
@@ -78,7 +77,6 @@ async function storeRate(verify: boolean, dir: string): Promise<number> {
 }
 
 async function main() {
-  buildService();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-files-'));
   const port = await freePort();
   const child = await startService({ DATA_DIR: dir, PORT: String(port), GRPC_PORT: String(await freePort()), AUTH_JWT_SECRET: JWT_SECRET }, { compiled: true });
