@@ -18,7 +18,7 @@ import type { FilesService } from '../domain/files-service.js';
 import type { MessagesService } from '../domain/messages-service.js';
 import type { MetricsService } from '../domain/metrics-service.js';
 import type { AdminRpc, ConsoleRpc, InternalRpc, RuntimeRpc } from '../domain/rpc.js';
-import { bindService, type Handler } from './core.js';
+import { bindService, type BoundMethod } from './core.js';
 
 interface Services {
   console: ConsoleService;
@@ -31,7 +31,7 @@ interface Services {
   metrics: MetricsService;
 }
 
-export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics }: Services): Record<string, Handler> {
+export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics }: Services): Record<string, BoundMethod> {
   const consoleRpc: ConsoleRpc = { ...console, ...updates, ...deliveries, ...metrics };
   const adminRpc: AdminRpc = admin;
   const runtimeRpc: RuntimeRpc = { ...runtime, ...updates, ...messages, ...files };

@@ -36,7 +36,7 @@ function metadataOf(md: grpc.Metadata): CallMetadata {
 }
 
 /** The call's deadline in epoch ms; Infinity when the client set none. */
-function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>): number {
+function deadlineOf(call: { getDeadline(): grpc.Deadline }): number {
   const d = call.getDeadline();
   return d instanceof Date ? d.getTime() : d;
 }
@@ -91,6 +91,98 @@ function serveRawFiles(reflection: ReflectionService, files: Buffer[]): void {
   }
 }
 
+/**
+ * Aborts the returned signal when the caller is gone (grpc-js has answered it
+ * DEADLINE_EXCEEDED itself, or it cancelled), with the status the caller saw, which the
+ * core records in place of the handler's own outcome. `finished` stops watching.
+ */
+function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }) {
+  const abort = new AbortController();
+  const deadline = deadlineOf(call);
+  let done = false;
+  const callerLeft = () => {
+    if (done || abort.signal.aborted) return;
+    abort.abort(Date.now() >= deadline - DEADLINE_SLACK_MS ? deadlineExceeded() : clientCancelled());
+  };
+  const wait = deadline - Date.now();
+  const timer = wait <= MAX_TIMER_MS ? setTimeout(callerLeft, Math.max(0, wait)) : undefined;
+  call.on('cancelled', callerLeft);
+  return {
+    signal: abort.signal,
+    finished: () => {
+      done = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+type StreamCall = (grpc.ServerDuplexStream<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown> | grpc.ServerReadableStream<unknown, unknown>) & {
+  request?: unknown;
+};
+
+/**
+ * The caller's messages as an async iterable that reads one message per step (grpc-js
+ * reads from HTTP/2 only as messages are taken: a handler that stops taking stops the
+ * caller by flow control) and ends when the caller half-closes or leaves.
+ */
+async function* incoming(call: grpc.ServerReadableStream<unknown, unknown>, signal: AbortSignal): AsyncGenerator<unknown> {
+  const left = new Promise<'left'>((resolve) => {
+    if (signal.aborted) resolve('left');
+    signal.addEventListener('abort', () => resolve('left'), { once: true });
+  });
+  // Not destroyed when the iteration stops: that would destroy the response side too.
+  const it = call.iterator({ destroyOnReturn: false });
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), left]);
+      if (next === 'left' || next.done) return;
+      yield next.value;
+    }
+  } finally {
+    void it.return?.().catch(() => {});
+  }
+}
+
+/**
+ * Serves a streaming call from the core: the requests in (one, or the caller's stream),
+ * the responses out as the core makes them. A response is written only once the
+ * previous one has drained (grpc-js's write returns false while the caller's window is
+ * full), so a caller that does not read holds the core's stream, which holds its reads.
+ */
+async function serveStream(
+  core: Core, path: string, call: StreamCall, clientStreams: boolean, unaryCallback: grpc.sendUnaryData<unknown> | undefined,
+): Promise<void> {
+  const { signal, finished } = callerWatch(call);
+  const input = clientStreams ? incoming(call as grpc.ServerReadableStream<unknown, unknown>, signal) : call.request;
+  const writable = call as grpc.ServerWritableStream<unknown, unknown>;
+  const drained = () => new Promise<void>((resolve) => {
+    const done = () => {
+      writable.off('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    writable.on('drain', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+  try {
+    for await (const response of core.stream(path, input, metadataOf(call.metadata), signal)) {
+      if (signal.aborted) break;
+      if (unaryCallback) {
+        unaryCallback(null, response);
+        return;
+      }
+      if (!writable.write(response)) await drained();
+    }
+    if (!signal.aborted && !unaryCallback) writable.end();
+  } catch (err) {
+    const status = toGrpcStatus(signal.reason instanceof ApiError ? signal.reason : ApiError.from(err));
+    if (unaryCallback) unaryCallback(status);
+    else if (!signal.aborted) writable.emit('error', status);
+  } finally {
+    finished();
+  }
+}
+
 export interface GrpcServer {
   /** The bound port. */
   port: number;
@@ -117,28 +209,19 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
           }
         },
       };
+      if (method.requestStream || method.responseStream) {
+        // A client stream's one response goes to grpc-js's callback; the other streams write theirs.
+        impl[key] = (call: StreamCall, callback?: grpc.sendUnaryData<unknown>) =>
+          serveStream(core, method.path, call, Boolean(method.requestStream), method.responseStream ? undefined : callback);
+        continue;
+      }
       impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        const abort = new AbortController();
-        const deadline = deadlineOf(call);
-        let done = false;
-        // The caller is gone (grpc-js has answered it DEADLINE_EXCEEDED itself, or it
-        // cancelled): the handler's signal says so, with the status the caller saw, which
-        // the core records in place of the handler's own outcome.
-        const callerLeft = () => {
-          if (done || abort.signal.aborted) return;
-          abort.abort(Date.now() >= deadline - DEADLINE_SLACK_MS ? deadlineExceeded() : clientCancelled());
-        };
-        const wait = deadline - Date.now();
-        const timer = wait <= MAX_TIMER_MS ? setTimeout(callerLeft, Math.max(0, wait)) : undefined;
-        call.on('cancelled', callerLeft);
-        core.invoke(method.path, call.request, metadataOf(call.metadata), abort.signal).finally(() => {
-          done = true;
-          clearTimeout(timer);
-        }).then(
+        const { signal, finished } = callerWatch(call);
+        core.invoke(method.path, call.request, metadataOf(call.metadata), signal).finally(finished).then(
           (response) => callback(null, response),
           // A call ended because its caller left answers with the status the caller saw
           // (the server's deadline timer can fire just before the client's own).
-          (err) => callback(toGrpcStatus(abort.signal.reason instanceof ApiError ? abort.signal.reason : ApiError.from(err))),
+          (err) => callback(toGrpcStatus(signal.reason instanceof ApiError ? signal.reason : ApiError.from(err))),
         );
       };
     }

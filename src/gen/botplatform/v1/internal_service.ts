@@ -10,14 +10,17 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Status } from "../../google/rpc/status.js";
 import { Message } from "./update.js";
 
 /** IncomingUpdate is one update for one bot, before it has ids. */
@@ -70,6 +73,44 @@ export interface IngestResult {
 export interface IngestUpdatesResponse {
   /** Results in request order. */
   results: IngestResult[];
+}
+
+/**
+ * StreamIngestUpdatesRequest is one batch of a StreamIngestUpdates stream: the fields
+ * of IngestUpdatesRequest (same numbers, so an encoded IngestUpdatesRequest is a valid
+ * batch with sequence 0) and the caller's number for the batch.
+ */
+export interface StreamIngestUpdatesRequest {
+  /** The updates, 1 to 500, in the order each bot should see them (as in IngestUpdatesRequest). */
+  updates: IncomingUpdate[];
+  /**
+   * Optional: the caller's number for this batch, echoed in its acknowledgement (e.g.
+   * a counter). Acknowledgements come in batch order whatever it is; it is not checked
+   * for uniqueness. Range: -(2^53-1) to 2^53-1 (9007199254740991).
+   */
+  sequence: number;
+}
+
+/**
+ * StreamIngestUpdatesResponse acknowledges one batch of a StreamIngestUpdates stream:
+ * either the batch was committed (results, one per update, as IngestUpdatesResponse
+ * has them) or it was refused whole and nothing of it was stored (error).
+ */
+export interface StreamIngestUpdatesResponse {
+  /**
+   * The sequence of the batch acknowledged; 0 when the batch did not decode far enough
+   * to read it.
+   */
+  sequence: number;
+  /** When committed: one result per update, in batch order. Empty when error is set. */
+  results: IngestResult[];
+  /**
+   * When refused: why, as the unary call would have failed (code, message, and the
+   * same details: google.rpc.BadRequest naming the fields, google.rpc.ErrorInfo with
+   * reason and domain, google.rpc.RetryInfo when a retry may succeed). Unset when
+   * committed.
+   */
+  error: Status | undefined;
 }
 
 function createBaseIncomingUpdate(): IncomingUpdate {
@@ -368,6 +409,154 @@ export const IngestUpdatesResponse: MessageFns<IngestUpdatesResponse> = {
   },
 };
 
+function createBaseStreamIngestUpdatesRequest(): StreamIngestUpdatesRequest {
+  return { updates: [], sequence: 0 };
+}
+
+export const StreamIngestUpdatesRequest: MessageFns<StreamIngestUpdatesRequest> = {
+  encode(message: StreamIngestUpdatesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.updates) {
+      IncomingUpdate.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.sequence !== 0) {
+      writer.uint32(16).int64(message.sequence);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamIngestUpdatesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamIngestUpdatesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.updates.push(IncomingUpdate.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sequence = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StreamIngestUpdatesRequest>, I>>(base?: I): StreamIngestUpdatesRequest {
+    return StreamIngestUpdatesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamIngestUpdatesRequest>, I>>(object: I): StreamIngestUpdatesRequest {
+    const message = createBaseStreamIngestUpdatesRequest();
+    message.updates = object.updates?.map((e) => IncomingUpdate.fromPartial(e)) || [];
+    message.sequence = object.sequence ?? 0;
+    return message;
+  },
+};
+
+function createBaseStreamIngestUpdatesResponse(): StreamIngestUpdatesResponse {
+  return { sequence: 0, results: [], error: undefined };
+}
+
+export const StreamIngestUpdatesResponse: MessageFns<StreamIngestUpdatesResponse> = {
+  encode(message: StreamIngestUpdatesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sequence !== 0) {
+      writer.uint32(8).int64(message.sequence);
+    }
+    for (const v of message.results) {
+      IngestResult.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.error !== undefined) {
+      Status.encode(message.error, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamIngestUpdatesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamIngestUpdatesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.sequence = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.results.push(IngestResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.error = Status.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StreamIngestUpdatesResponse>, I>>(base?: I): StreamIngestUpdatesResponse {
+    return StreamIngestUpdatesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamIngestUpdatesResponse>, I>>(object: I): StreamIngestUpdatesResponse {
+    const message = createBaseStreamIngestUpdatesResponse();
+    message.sequence = object.sequence ?? 0;
+    message.results = object.results?.map((e) => IngestResult.fromPartial(e)) || [];
+    message.error = (object.error !== undefined && object.error !== null)
+      ? Status.fromPartial(object.error)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * InternalService is for the platform's own services (over gRPC only), with the
  * internal credential: "authorization: Bearer <INTERNAL_API_TOKEN>".
@@ -388,6 +577,37 @@ export const InternalServiceService = {
       Buffer.from(IngestUpdatesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): IngestUpdatesResponse => IngestUpdatesResponse.decode(value),
   },
+  /**
+   * StreamIngestUpdates is IngestUpdates over one long-lived stream, for a steady flow
+   * of updates. The caller sends batches (each like an IngestUpdatesRequest, with a
+   * sequence number of its choosing) and receives one StreamIngestUpdatesResponse per
+   * batch, in the order the batches were sent. Each batch is checked and committed
+   * whole, or refused whole, exactly as IngestUpdates would do it (same credential,
+   * limits, idempotency keys, metrics and logs, one log line per batch); a refused
+   * batch answers its error in its own acknowledgement and the stream goes on.
+   *
+   * Flow control: at most 16 batches are in flight (being committed, consecutive ones
+   * together in one transaction, or acknowledged but not yet sent); beyond that the
+   * service reads no further batch until acknowledgements have been sent, and sends
+   * acknowledgements only as fast as the caller reads them (HTTP/2 flow control), so a
+   * caller that writes faster than the service commits is slowed down, not buffered
+   * without bound. When the caller half-closes, the remaining acknowledgements are
+   * sent and the call ends OK. The call itself fails only when its credential is
+   * refused (UNAUTHENTICATED, before any batch is read), or when the caller cancels or
+   * its deadline passes: batches acknowledged by then are committed, those without an
+   * acknowledgement may or may not be (resend them with their idempotency keys).
+   */
+  streamIngestUpdates: {
+    path: "/botplatform.v1.InternalService/StreamIngestUpdates" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamIngestUpdatesRequest): Buffer =>
+      Buffer.from(StreamIngestUpdatesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamIngestUpdatesRequest => StreamIngestUpdatesRequest.decode(value),
+    responseSerialize: (value: StreamIngestUpdatesResponse): Buffer =>
+      Buffer.from(StreamIngestUpdatesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamIngestUpdatesResponse => StreamIngestUpdatesResponse.decode(value),
+  },
 } as const;
 
 export interface InternalServiceServer extends UntypedServiceImplementation {
@@ -396,6 +616,27 @@ export interface InternalServiceServer extends UntypedServiceImplementation {
    * committed before the call answers; each gets its update_id and update_seq.
    */
   ingestUpdates: handleUnaryCall<IngestUpdatesRequest, IngestUpdatesResponse>;
+  /**
+   * StreamIngestUpdates is IngestUpdates over one long-lived stream, for a steady flow
+   * of updates. The caller sends batches (each like an IngestUpdatesRequest, with a
+   * sequence number of its choosing) and receives one StreamIngestUpdatesResponse per
+   * batch, in the order the batches were sent. Each batch is checked and committed
+   * whole, or refused whole, exactly as IngestUpdates would do it (same credential,
+   * limits, idempotency keys, metrics and logs, one log line per batch); a refused
+   * batch answers its error in its own acknowledgement and the stream goes on.
+   *
+   * Flow control: at most 16 batches are in flight (being committed, consecutive ones
+   * together in one transaction, or acknowledged but not yet sent); beyond that the
+   * service reads no further batch until acknowledgements have been sent, and sends
+   * acknowledgements only as fast as the caller reads them (HTTP/2 flow control), so a
+   * caller that writes faster than the service commits is slowed down, not buffered
+   * without bound. When the caller half-closes, the remaining acknowledgements are
+   * sent and the call ends OK. The call itself fails only when its credential is
+   * refused (UNAUTHENTICATED, before any batch is read), or when the caller cancels or
+   * its deadline passes: batches acknowledged by then are committed, those without an
+   * acknowledgement may or may not be (resend them with their idempotency keys).
+   */
+  streamIngestUpdates: handleBidiStreamingCall<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
 }
 
 export interface InternalServiceClient extends Client {
@@ -418,6 +659,34 @@ export interface InternalServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: IngestUpdatesResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * StreamIngestUpdates is IngestUpdates over one long-lived stream, for a steady flow
+   * of updates. The caller sends batches (each like an IngestUpdatesRequest, with a
+   * sequence number of its choosing) and receives one StreamIngestUpdatesResponse per
+   * batch, in the order the batches were sent. Each batch is checked and committed
+   * whole, or refused whole, exactly as IngestUpdates would do it (same credential,
+   * limits, idempotency keys, metrics and logs, one log line per batch); a refused
+   * batch answers its error in its own acknowledgement and the stream goes on.
+   *
+   * Flow control: at most 16 batches are in flight (being committed, consecutive ones
+   * together in one transaction, or acknowledged but not yet sent); beyond that the
+   * service reads no further batch until acknowledgements have been sent, and sends
+   * acknowledgements only as fast as the caller reads them (HTTP/2 flow control), so a
+   * caller that writes faster than the service commits is slowed down, not buffered
+   * without bound. When the caller half-closes, the remaining acknowledgements are
+   * sent and the call ends OK. The call itself fails only when its credential is
+   * refused (UNAUTHENTICATED, before any batch is read), or when the caller cancels or
+   * its deadline passes: batches acknowledged by then are committed, those without an
+   * acknowledgement may or may not be (resend them with their idempotency keys).
+   */
+  streamIngestUpdates(): ClientDuplexStream<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
+  streamIngestUpdates(
+    options: Partial<CallOptions>,
+  ): ClientDuplexStream<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
+  streamIngestUpdates(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
 }
 
 export const InternalServiceClient = makeGenericClientConstructor(
