@@ -214,6 +214,30 @@ describe('StreamIngestUpdates', () => {
     expect(await pending(token)).toBe(BATCHES * PER_BATCH);
   }, 60_000);
 
+  it('on shutdown stops reading, acknowledges what it holds (in order, none refused), and ends UNAVAILABLE at once', async () => {
+    const own = await startHarness('in-process', { SHUTDOWN_TIMEOUT: '30s' });
+    const { id } = await approvedBot(own, await own.jwt('stream-owner'), 'stream_shutdown_bot');
+    const c = new InternalServiceClient(own.grpcAddress, grpc.credentials.createInsecure());
+    const stream = c.streamIngestUpdates(metadata());
+    const acks: StreamIngestUpdatesResponse[] = [];
+    stream.on('data', (a: StreamIngestUpdatesResponse) => acks.push(a));
+    const ended = new Promise<grpc.StatusObject>((resolve) => stream.on('status', resolve));
+    stream.on('error', () => {});
+    let sequence = 0;
+    const writer = setInterval(() => stream.write({ sequence: ++sequence, updates: [update(id, message(`s${sequence}`))] }), 2);
+    await until(async () => acks.length, (n) => n >= 20);
+    const t0 = Date.now();
+    const closing = own.close();
+    const status = await ended;
+    clearInterval(writer);
+    await closing;
+    c.close();
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(status.code).toBe(grpc.status.UNAVAILABLE);
+    expect(acks.map((a) => a.sequence)).toEqual(Array.from({ length: acks.length }, (_, i) => i + 1));
+    expect(acks.every((a) => !a.error)).toBe(true);
+  });
+
   it('logs and counts each batch as a call of the method, and the stream once when it ends', async () => {
     const { id } = await approvedBot(h, alice, 'stream_telemetry_bot');
     const metrics = async () => (await fetch(`${h.url}/metrics`)).text();

@@ -143,44 +143,55 @@ async function* incoming(call: grpc.ServerReadableStream<unknown, unknown>, sign
   }
 }
 
+/** Streaming calls do not end by themselves (a feed never does): shutdown ends them with this. */
+const shuttingDown = () =>
+  new ApiError(Code.UNAVAILABLE, 'the service is shutting down; call again (resume from your cursor)', { retryAfterSeconds: 1 });
+
 /**
  * Serves a streaming call from the core: the requests in (one, or the caller's stream),
  * the responses out as the core makes them. A response is written only once the
  * previous one has drained (grpc-js's write returns false while the caller's window is
  * full), so a caller that does not read holds the core's stream, which holds its reads.
+ * `shutdown` aborting ends the call: the handler sees its signal aborted (reads no more,
+ * sends what it still has), then the caller gets UNAVAILABLE.
  */
 async function serveStream(
   core: Core, path: string, call: StreamCall, clientStreams: boolean, unaryCallback: grpc.sendUnaryData<unknown> | undefined,
+  shutdown: AbortSignal,
 ): Promise<void> {
-  const { signal, finished } = callerWatch(call);
+  const caller = callerWatch(call);
+  const signal = AbortSignal.any([caller.signal, shutdown]);
   const input = clientStreams ? incoming(call as grpc.ServerReadableStream<unknown, unknown>, signal) : call.request;
   const writable = call as grpc.ServerWritableStream<unknown, unknown>;
   const drained = () => new Promise<void>((resolve) => {
     const done = () => {
       writable.off('drain', done);
-      signal.removeEventListener('abort', done);
+      caller.signal.removeEventListener('abort', done);
       resolve();
     };
     writable.on('drain', done);
-    signal.addEventListener('abort', done, { once: true });
+    caller.signal.addEventListener('abort', done, { once: true });
   });
+  let failure: ApiError | undefined;
   try {
     for await (const response of core.stream(path, input, metadataOf(call.metadata), signal)) {
-      if (signal.aborted) break;
+      if (caller.signal.aborted) break;
       if (unaryCallback) {
         unaryCallback(null, response);
         return;
       }
       if (!writable.write(response)) await drained();
     }
-    if (!signal.aborted && !unaryCallback) writable.end();
   } catch (err) {
-    const status = toGrpcStatus(signal.reason instanceof ApiError ? signal.reason : ApiError.from(err));
-    if (unaryCallback) unaryCallback(status);
-    else if (!signal.aborted) writable.emit('error', status);
+    failure = ApiError.from(err);
   } finally {
-    finished();
+    caller.finished();
   }
+  if (caller.signal.aborted) return; // the caller is gone: nothing to answer
+  if (shutdown.aborted) failure = shutdown.reason as ApiError;
+  if (unaryCallback) unaryCallback(toGrpcStatus(failure ?? new ApiError(Code.INTERNAL, 'no response')));
+  else if (failure) writable.emit('error', toGrpcStatus(failure));
+  else writable.end();
 }
 
 export interface GrpcServer {
@@ -193,6 +204,8 @@ export interface GrpcServer {
 
 export async function startGrpcServer(core: Core, host: string, port: number): Promise<GrpcServer> {
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 8 * 1024 * 1024 });
+  /** Aborted when the server closes: ends its streaming calls. */
+  const shutdown = new AbortController();
   for (const definition of Object.values(SERVICES)) {
     const impl: grpc.UntypedServiceImplementation = {};
     const methods: Record<string, unknown> = {};
@@ -212,7 +225,7 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
       if (method.requestStream || method.responseStream) {
         // A client stream's one response goes to grpc-js's callback; the other streams write theirs.
         impl[key] = (call: StreamCall, callback?: grpc.sendUnaryData<unknown>) =>
-          serveStream(core, method.path, call, Boolean(method.requestStream), method.responseStream ? undefined : callback);
+          serveStream(core, method.path, call, Boolean(method.requestStream), method.responseStream ? undefined : callback, shutdown.signal);
         continue;
       }
       impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
@@ -251,6 +264,7 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
     health,
     async close(graceMs = 10_000) {
       for (const s of ['', ...Object.keys(SERVICES)]) health.setStatus(s, 'NOT_SERVING');
+      shutdown.abort(shuttingDown());
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown();
