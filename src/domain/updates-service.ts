@@ -80,7 +80,7 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
 
 type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
   & Pick<ConsoleRpc, 'setBotWebhook' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate'>
-  & InternalRpc;
+  & Pick<InternalRpc, 'ingestUpdates' | 'streamIngestUpdates'>;
 
 export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
   webhookSummary(botId: string): Promise<WebhookSummary | undefined>;

@@ -104,6 +104,17 @@ const settings = {
     "chatLimited": false,
     "streaming": "bidi"
   },
+  "/botplatform.v1.InternalService/StreamSentMessages": {
+    "credential": "internal",
+    "surface": "internal",
+    "chatLimited": false,
+    "streaming": "server"
+  },
+  "/botplatform.v1.InternalService/CommitSentMessages": {
+    "credential": "internal",
+    "surface": "internal",
+    "chatLimited": false
+  },
   "/botplatform.v1.RuntimeService/GetMe": {
     "credential": "bot_token",
     "surface": "runtime",
