@@ -1,7 +1,8 @@
 /**
  * npm run bench:updates — for the embedded default (SQLite, in-process bus) and
  * for MariaDB + Kafka (two core processes: ingest on one, poll on the other):
- *   - ingest throughput over gRPC (updates/s), 1 and 100 updates per call;
+ *   - ingest throughput over gRPC (updates/s), 1 and 100 updates per call, and over one
+ *     StreamIngestUpdates stream (batches of 100, as fast as its flow control lets them);
  *   - ingest → getUpdates latency p50/p99 at a steady rate;
  *   - memory and CPU of the polling process with N idle long polls held open.
  * MariaDB + Kafka runs when BENCH_DATABASE_URL (a server URL; a fresh database is
@@ -84,6 +85,39 @@ async function throughput(address: string, bots: { id: string }[], perCall: numb
   }));
   ing.close();
   return done / SECONDS;
+}
+
+/** Updates/s acknowledged over one StreamIngestUpdates stream, batches of `perBatch`, written as fast as flow control allows. */
+async function streamed(address: string, bots: { id: string }[], perBatch: number): Promise<number> {
+  const client = new InternalServiceClient(address, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set('authorization', `Bearer ${INTERNAL}`);
+  const stream = client.streamIngestUpdates(md);
+  let acked = 0;
+  let failed = 0;
+  stream.on('data', (ack: { results: unknown[]; error?: unknown }) => {
+    if (ack.error) failed++;
+    else acked += ack.results.length;
+  });
+  const ended = new Promise<void>((resolve, reject) => {
+    stream.on('status', (s: grpc.StatusObject) => (s.code === grpc.status.OK ? resolve() : reject(new Error(s.details))));
+    stream.on('error', () => {});
+  });
+  const message = { messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text: 'x' };
+  const start = performance.now();
+  const end = Date.now() + SECONDS * 1000;
+  let k = 0;
+  let sequence = 0;
+  while (Date.now() < end) {
+    const updates = Array.from({ length: perBatch }, () => ({ botId: bots[k++ % bots.length]!.id, message }));
+    if (!stream.write({ sequence: ++sequence, updates } as never)) await new Promise((r) => stream.once('drain', r));
+  }
+  stream.end();
+  await ended;
+  const seconds = (performance.now() - start) / 1000;
+  client.close();
+  if (failed > 0) throw new Error(`${failed} streamed batches refused`);
+  return acked / seconds;
 }
 
 async function latency(ingestAt: Instance, pollAt: Instance, bot: { id: string; token: string }) {
@@ -193,11 +227,12 @@ async function run(name: string, envA: Record<string, string>, envB: Record<stri
   const workBots = await makeBots(A.http, 50, `${prefix}w`);
   const one = await throughput(A.grpc, workBots, 1);
   const hundred = await throughput(A.grpc, workBots, 100);
+  const stream = await streamed(A.grpc, workBots, 100);
   const lat = await latency(A, B, workBots[0]!);
   const wake = await wakeUp(A, B, workBots[1]!);
   const idleBots = await makeBots(A.http, IDLE_POLLS, `${prefix}i`);
   const idle = await idlePolls(B, idleBots);
-  return { name, one, hundred, lat, wake, idle };
+  return { name, one, hundred, stream, lat, wake, idle };
 }
 
 async function main() {
@@ -231,10 +266,10 @@ async function main() {
 
   console.log(`\nbench:updates — ${SECONDS}s per throughput run, latency at ${RATE} updates/s, ${IDLE_POLLS} idle long polls`);
   console.log(`machine: ${machine()}\n`);
-  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | CPU % with polls held |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | CPU % with polls held |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
-    console.log(`| ${r.name} | ${r.one.toFixed(0)} | ${r.hundred.toFixed(0)} | ${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent}) | ${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)} | ${r.idle.open}/${IDLE_POLLS} | ${r.idle.before.rss.toFixed(0)} → ${r.idle.held.rss.toFixed(0)} | ${r.idle.held.cpuPct.toFixed(1)} |`);
+    console.log(`| ${r.name} | ${r.one.toFixed(0)} | ${r.hundred.toFixed(0)} | ${r.stream.toFixed(0)} | ${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent}) | ${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)} | ${r.idle.open}/${IDLE_POLLS} | ${r.idle.before.rss.toFixed(0)} → ${r.idle.held.rss.toFixed(0)} | ${r.idle.held.cpuPct.toFixed(1)} |`);
   }
 }
 

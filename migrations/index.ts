@@ -13,6 +13,7 @@ import * as accountIdsExact from './20261123000001_account_ids_exact.js';
 import * as outboxClaimsIngestKeys from './20261201000001_outbox_claims_ingest_keys.js';
 import * as webhookHealthRate from './20261210000001_webhook_health_rate.js';
 import * as webhookSecretHeader from './20261211000001_webhook_secret_header.js';
+import * as outboundFeed from './20261224000001_outbound_feed.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -25,6 +26,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261201000001_outbox_claims_ingest_keys': outboxClaimsIngestKeys,
   '20261210000001_webhook_health_rate': webhookHealthRate,
   '20261211000001_webhook_secret_header': webhookSecretHeader,
+  '20261224000001_outbound_feed': outboundFeed,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -35,6 +35,8 @@ import { createUpdatesRepo, type UpdatesRepo } from './storage/updates-repo.js';
 import { createWebhooksRepo, type WebhooksRepo } from './storage/webhooks-repo.js';
 import { createDeliveriesRepo, type DeliveriesRepo } from './storage/deliveries-repo.js';
 import { createOutboxRepo, type OutboxRepo } from './storage/outbox-repo.js';
+import { createFeedRepo } from './storage/feed-repo.js';
+import { createFeedService, createFeedWaker } from './domain/feed-service.js';
 import { createUnitsOfWork, type UnitsOfWork } from './storage/units.js';
 import { createAttempts, type Attempts } from './dispatch/attempts.js';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
@@ -433,6 +435,7 @@ const core: Component = {
     const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
       ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
       : undefined;
+    const feedWaker = createFeedWaker();
     const core = createCore({
       authenticator,
       handlers: createHandlers({
@@ -441,11 +444,17 @@ const core: Component = {
         runtime: createRuntimeService({ bots: b.bots }),
         updates,
         deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-        messages: createMessagesService({ messages: createMessagesRepo(b.db), units: b.units, files }),
+        messages: createMessagesService({
+          messages: createMessagesRepo(b.db),
+          // A message sent here wakes this instance's feed streams at once (others poll).
+          units: { sendMessage: (...args) => b.units.sendMessage(...args).finally(() => feedWaker.sent()) },
+          files,
+        }),
         files,
         metrics: createMetricsService({
           bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
         }),
+        feed: createFeedService({ feed: createFeedRepo(b.db), waker: feedWaker }),
       }),
       logger,
       limiter,

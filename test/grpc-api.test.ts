@@ -11,7 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCore } from '../src/core/core.js';
+import { createCore, type BoundMethod, type StreamingHandler } from '../src/core/core.js';
 import { Code } from '../src/errors.js';
 import { AdminServiceClient } from '../src/gen/botplatform/v1/admin_service.js';
 import { ReviewStatus } from '../src/gen/botplatform/v1/bot.js';
@@ -203,6 +203,25 @@ describe('gRPC API', () => {
       logger: createLogger('silent'),
     });
     expect(start).toThrow('no handler for RPC botplatform.v1.ConsoleService/RetryDelivery, botplatform.v1.RuntimeService/GetFile');
+  });
+
+  it('a core whose handler does not stream as its RPC does (or streams where it is unary) refuses to start, naming it', () => {
+    const unary = async () => ({});
+    const streaming: StreamingHandler = { streaming: 'bidi', call: async function* () {} };
+    const handlers: Record<string, BoundMethod> = Object.fromEntries(
+      Object.entries(methodSettings).map(([p, s]) => [p, s.streaming ? { ...streaming, streaming: s.streaming } : unary]),
+    );
+    const start = () => createCore({
+      authenticator: { authenticate: () => Promise.reject(new Error('not called')) },
+      handlers,
+      logger: createLogger('silent'),
+    });
+    expect(start).not.toThrow();
+    handlers['/botplatform.v1.InternalService/StreamIngestUpdates'] = unary;
+    handlers['/botplatform.v1.RuntimeService/GetMe'] = streaming;
+    expect(start).toThrow(
+      'handler of the wrong kind for RPC botplatform.v1.InternalService/StreamIngestUpdates (bidi, got unary), botplatform.v1.RuntimeService/GetMe (unary, got bidi)',
+    );
   });
 
   it('answers undecodable bytes INVALID_ARGUMENT naming the request body, logged and counted under the method, credential or not', async () => {

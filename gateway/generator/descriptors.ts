@@ -31,6 +31,10 @@ export interface EnumDescriptor {
 export interface MethodDescriptor {
   name: string;
   inputType: string;
+  /** Set when the caller streams requests. */
+  clientStreaming?: boolean;
+  /** Set when the method streams responses. */
+  serverStreaming?: boolean;
   outputType: string;
   options?: Record<string, unknown>;
 }

@@ -103,7 +103,7 @@ function main() {
   const index = indexImage(image);
 
   const routes: (Omit<RouteSpec, 'grpc'> & { grpcRef: string; importFrom: string; serviceConst: string })[] = [];
-  const methods: Record<string, { credential: string; surface: string; chatLimited: boolean }> = {};
+  const methods: Record<string, { credential: string; surface: string; chatLimited: boolean; streaming?: string }> = {};
   const messages: Record<string, MessageSchema> = {};
   const enums: Record<string, EnumSchema> = {};
   const comments: Record<string, string> = {};
@@ -167,10 +167,14 @@ function main() {
           throw new Error(`${rpc}: chat_limited needs an integer chat_id field in ${strip(m.inputType)}`);
         }
       }
-      methods[`/${rpc}`] = { credential, surface, chatLimited };
+      // Streaming methods say which side streams; the core binds them to streaming handlers.
+      const streaming = m.clientStreaming && m.serverStreaming ? 'bidi' : m.clientStreaming ? 'client' : m.serverStreaming ? 'server' : undefined;
+      methods[`/${rpc}`] = { credential, surface, chatLimited, ...(streaming ? { streaming } : {}) };
       const rule = m.options?.[HTTP_OPTION] as HttpRule | undefined;
+      // No HTTP rule: gRPC only, left out of routes, OpenAPI and SDK.
       if (!rule) return;
       if (surface === 'internal') throw new Error(`${rpc}: internal services have no HTTP binding`);
+      if (streaming) throw new Error(`${rpc}: a streaming method cannot have an HTTP binding`);
       comments[rpc] = svc.children[j] ?? '';
       const requestType = strip(m.inputType);
       const responseType = strip(m.outputType);
@@ -232,9 +236,16 @@ function main() {
   const methodsTs =
     header.replace('gateway/generator', 'gateway/generator (methods)') +
     '/**\n * Credential and surface of every RPC, from (botplatform.v1.service_settings), and whether it\n' +
-    ' * counts against the per-chat send limit, from (botplatform.v1.chat_limited).\n */\n' +
+    ' * counts against the per-chat send limit, from (botplatform.v1.chat_limited), and which side of it\n' +
+    ' * streams, if any.\n */\n' +
     "export type Credential = 'account_jwt' | 'admin_jwt' | 'bot_token' | 'internal';\n" +
-    "export interface MethodSettings { credential: Credential; surface: 'console' | 'runtime' | 'internal'; chatLimited: boolean }\n" +
+    "export interface MethodSettings {\n" +
+    '  credential: Credential;\n' +
+    "  surface: 'console' | 'runtime' | 'internal';\n" +
+    '  chatLimited: boolean;\n' +
+    '  /** Which side streams; absent for a unary method. */\n' +
+    "  streaming?: 'client' | 'server' | 'bidi';\n" +
+    '}\n' +
     `const settings = ${JSON.stringify(methods, null, 2)} as const satisfies Record<string, MethodSettings>;\n` +
     '/** The path of every RPC ("/botplatform.v1.RuntimeService/GetMe"). */\n' +
     'export type RpcPath = keyof typeof settings;\n' +

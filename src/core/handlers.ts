@@ -14,11 +14,12 @@ import type { ConsoleService } from '../domain/console-service.js';
 import type { RuntimeService } from '../domain/runtime-service.js';
 import type { UpdatesService } from '../domain/updates-service.js';
 import type { DeliveriesService } from '../domain/deliveries-service.js';
+import type { FeedService } from '../domain/feed-service.js';
 import type { FilesService } from '../domain/files-service.js';
 import type { MessagesService } from '../domain/messages-service.js';
 import type { MetricsService } from '../domain/metrics-service.js';
 import type { AdminRpc, ConsoleRpc, InternalRpc, RuntimeRpc } from '../domain/rpc.js';
-import { bindService, type Handler } from './core.js';
+import { bindService, type BoundMethod } from './core.js';
 
 interface Services {
   console: ConsoleService;
@@ -29,13 +30,14 @@ interface Services {
   messages: MessagesService;
   files: FilesService;
   metrics: MetricsService;
+  feed: FeedService;
 }
 
-export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics }: Services): Record<string, Handler> {
+export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics, feed }: Services): Record<string, BoundMethod> {
   const consoleRpc: ConsoleRpc = { ...console, ...updates, ...deliveries, ...metrics };
   const adminRpc: AdminRpc = admin;
   const runtimeRpc: RuntimeRpc = { ...runtime, ...updates, ...messages, ...files };
-  const internalRpc: InternalRpc = updates;
+  const internalRpc: InternalRpc = { ...updates, ...feed };
   return {
     ...bindService(ConsoleServiceService, consoleRpc),
     ...bindService(AdminServiceService, adminRpc),

@@ -8,6 +8,7 @@
  * the method is implemented.
  */
 import type { AccountPrincipal } from '../auth/account-jwt.js';
+import type { ApiError } from '../errors.js';
 import type { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import type { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
 import type { InternalServiceService } from '../gen/botplatform/v1/internal_service.js';
@@ -68,16 +69,54 @@ export interface CallContext<P extends Principal = Principal> {
   metadata: CallMetadata;
   /** Aborted when the caller goes away (client cancel, HTTP connection closed, shutdown). */
   signal: AbortSignal;
+  /**
+   * Streaming calls only: runs one unit of the stream (a batch, say) as the chain runs a
+   * call, so each is accounted like a unary call of the method: an error becomes the
+   * ApiError a call would answer (the database unreachable: UNAVAILABLE with a retry
+   * hint), counted in the RPC metrics and logged on one "rpc" line with `fields`.
+   * Resolves with fn's result or rejects with that ApiError.
+   */
+  part?: <T>(fields: Record<string, unknown>, fn: () => Promise<T>) => Promise<T>;
 }
 
-/** The implementation of one method: its request in, its whole response out. */
+/** The context a method of path P is given: the principal its credential proves. */
+type ContextOf<P extends RpcPath> = CallContext<PrincipalByCredential[SettingsOf<P>['credential']]>;
+
+/**
+ * The implementation of one method, by the streaming flags of its generated definition:
+ * unary, request in and whole response out; server streaming, request in and responses
+ * out as an async iterable (each one is sent as it is yielded, and yielding waits while
+ * the caller is not reading: flow control); client streaming, requests in as an async
+ * iterable, one response out; bidirectional, requests in and responses out, both async
+ * iterables. A request that did not decode reaches a streaming method as an
+ * UndecodableMessage in its place.
+ */
 export type MethodImpl<M> = M extends {
   path: infer P extends RpcPath;
+  requestStream: infer RS extends boolean;
+  responseStream: infer SS extends boolean;
   requestDeserialize: (bytes: Buffer) => infer I;
   responseSerialize: (value: infer O) => Buffer;
 }
-  ? (request: I, ctx: CallContext<PrincipalByCredential[SettingsOf<P>['credential']]>) => Promise<O>
+  ? RS extends true
+    ? SS extends true
+      ? (requests: AsyncIterable<I | UndecodableMessage>, ctx: ContextOf<P>) => AsyncIterable<O>
+      : (requests: AsyncIterable<I | UndecodableMessage>, ctx: ContextOf<P>) => Promise<O>
+    : SS extends true
+      ? (request: I, ctx: ContextOf<P>) => AsyncIterable<O>
+      : (request: I, ctx: ContextOf<P>) => Promise<O>
   : never;
+
+/**
+ * A message of a client stream that did not decode: `error` is the INVALID_ARGUMENT
+ * naming the field (as a unary call would have answered), `fields` the top-level
+ * varint fields that could still be read by number (e.g. a batch's sequence).
+ */
+export interface UndecodableMessage {
+  readonly undecodable: true;
+  readonly error: ApiError;
+  readonly fields: ReadonlyMap<number, bigint>;
+}
 
 /** A complete implementation of a generated service: one method per RPC. */
 export type ServiceImpl<S> = { [K in keyof S]: MethodImpl<S[K]> };

@@ -14,6 +14,7 @@ import { toBotMessage } from './bot-view.js';
 import { SURFACE_METADATA, type ConsoleRpc, type InternalRpc, type RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
+import { createIngestStream } from './ingest-stream.js';
 import type { IngestOutcome, UnitsOfWork } from '../storage/units.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { UpdateWaiters } from '../pipeline/update-waiters.js';
@@ -116,7 +117,7 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
 
 type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
   & Pick<ConsoleRpc, 'setBotWebhook' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate'>
-  & InternalRpc;
+  & Pick<InternalRpc, 'ingestUpdates' | 'streamIngestUpdates'>;
 
 export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
   webhookSummary(botId: string): Promise<WebhookSummary | undefined>;
@@ -201,52 +202,55 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     return { ...toBotMessage(bot), webhook: await webhookSummary(bot.id) };
   }
 
+  /** Internal ingest: validated whole, committed whole (or refused whole) before it answers. */
+  const ingestUpdates: InternalRpc['ingestUpdates'] = async (req) => {
+    const v = new check.Violations();
+    if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
+    check.maxItems(v, 'updates', req.updates, LIMITS.ingest.updates, 'updates');
+    req.updates.forEach((u, i) => {
+      if (!u.botId) v.add(`updates[${i}].bot_id`, 'REQUIRED', 'is required');
+      if (Boolean(u.message) === Boolean(u.editedMessage)) {
+        v.add(`updates[${i}]`, 'INVALID_VALUE', 'needs exactly one of message and edited_message');
+      }
+      checkMessage(v, `updates[${i}].message`, u.message);
+      checkMessage(v, `updates[${i}].edited_message`, u.editedMessage);
+      const key = LIMITS.ingest.idempotencyKey;
+      if (u.idempotencyKey && check.charLength(u.idempotencyKey) > key.maxLength) {
+        v.add(`updates[${i}].idempotency_key`, 'INVALID_LENGTH', `must be at most ${key.maxLength} characters`);
+      }
+    });
+    v.throwIfAny();
+    // Unknown or unapproved bots refuse the whole request before anything is written.
+    const review = await deps.bots.reviewStatusOf(req.updates.map((u) => u.botId));
+    for (const [i, u] of req.updates.entries()) {
+      const status = review.get(u.botId);
+      if (!status) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
+      else if (status !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
+    }
+    const at = Math.floor(now() / 1000);
+    const outcomes = await deps.writer.write(req.updates.map((u) => {
+      const m = (u.message ?? u.editedMessage)!;
+      return {
+        botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }),
+        idempotencyKey: u.idempotencyKey || undefined,
+      };
+    }));
+    return {
+      results: outcomes.map((o, i) => {
+        if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false, duplicate: false };
+        if ('duplicate' in o) return { updateId: o.duplicate.updateId, updateSeq: o.duplicate.updateSeq, filtered: false, duplicate: true };
+        if ('filtered' in o) return { updateId: 0, updateSeq: 0, filtered: true, duplicate: false };
+        refuseOutcome(o, `updates[${i}].bot_id`);
+        throw new Error('unreachable');
+      }),
+    };
+  };
+
   return {
     webhookSummary,
-
-    /** Internal ingest: validated whole, committed whole (or refused whole) before it answers. */
-    async ingestUpdates(req) {
-      const v = new check.Violations();
-      if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
-      check.maxItems(v, 'updates', req.updates, LIMITS.ingest.updates, 'updates');
-      req.updates.forEach((u, i) => {
-        if (!u.botId) v.add(`updates[${i}].bot_id`, 'REQUIRED', 'is required');
-        if (Boolean(u.message) === Boolean(u.editedMessage)) {
-          v.add(`updates[${i}]`, 'INVALID_VALUE', 'needs exactly one of message and edited_message');
-        }
-        checkMessage(v, `updates[${i}].message`, u.message);
-        checkMessage(v, `updates[${i}].edited_message`, u.editedMessage);
-        const key = LIMITS.ingest.idempotencyKey;
-        if (u.idempotencyKey && check.charLength(u.idempotencyKey) > key.maxLength) {
-          v.add(`updates[${i}].idempotency_key`, 'INVALID_LENGTH', `must be at most ${key.maxLength} characters`);
-        }
-      });
-      v.throwIfAny();
-      // Unknown or unapproved bots refuse the whole request before anything is written.
-      const review = await deps.bots.reviewStatusOf(req.updates.map((u) => u.botId));
-      for (const [i, u] of req.updates.entries()) {
-        const status = review.get(u.botId);
-        if (!status) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
-        else if (status !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
-      }
-      const at = Math.floor(now() / 1000);
-      const outcomes = await deps.writer.write(req.updates.map((u) => {
-        const m = (u.message ?? u.editedMessage)!;
-        return {
-          botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }),
-          idempotencyKey: u.idempotencyKey || undefined,
-        };
-      }));
-      return {
-        results: outcomes.map((o, i) => {
-          if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false, duplicate: false };
-          if ('duplicate' in o) return { updateId: o.duplicate.updateId, updateSeq: o.duplicate.updateSeq, filtered: false, duplicate: true };
-          if ('filtered' in o) return { updateId: 0, updateSeq: 0, filtered: true, duplicate: false };
-          refuseOutcome(o, `updates[${i}].bot_id`);
-          throw new Error('unreachable');
-        }),
-      };
-    },
+    ingestUpdates,
+    /** The same ingest, batch by batch over one stream (ingest-stream.ts). */
+    streamIngestUpdates: createIngestStream(ingestUpdates),
 
     /** The console's test message from a test user to an approved bot. */
     async createTestUpdate(req, { principal }) {

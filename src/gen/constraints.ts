@@ -38,6 +38,10 @@ const table = {
     "links": { maxItems: 10 },
     "command_menu": { maxItems: 100 },
   },
+  "botplatform.v1.CommitSentMessagesRequest": {
+    "group": { minLength: 1, maxLength: 64, pattern: new RegExp("^[A-Za-z0-9._-]+$", 'u') },
+    "positions": { maxItems: 16 },
+  },
   "botplatform.v1.CompleteUploadRequest": {
     "checksum": { minLength: 64, maxLength: 64, pattern: new RegExp("^[0-9A-Fa-f]*$", 'u') },
     "reuse_request_id": { maxLength: 128, pattern: new RegExp("^[A-Za-z0-9._:-]*$", 'u') },
@@ -57,6 +61,10 @@ const table = {
     "checksum": { minLength: 64, maxLength: 64, pattern: new RegExp("^[0-9A-Fa-f]*$", 'u') },
     "file_type": { maxLength: 127, pattern: new RegExp("^([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62})?$", 'u') },
     "reuse_request_id": { maxLength: 128, pattern: new RegExp("^[A-Za-z0-9._:-]*$", 'u') },
+  },
+  "botplatform.v1.FeedPosition": {
+    "partition": { minimum: 0, maximum: 15 },
+    "seq": { minimum: 0, maximum: 9007199254740991 },
   },
   "botplatform.v1.GetBotMetricsRequest": {
     "window_seconds": { minimum: 60, maximum: 86400 },
@@ -123,6 +131,14 @@ const table = {
     "allowed_ips": { maxItems: 32 },
     "max_connections": { minimum: 1, maximum: 100 },
     "max_deliveries_per_second": { minimum: 1, maximum: 10000 },
+  },
+  "botplatform.v1.StreamIngestUpdatesRequest": {
+    "updates": { maxItems: 500 },
+    "sequence": { minimum: -9007199254740991, maximum: 9007199254740991 },
+  },
+  "botplatform.v1.StreamSentMessagesRequest": {
+    "group": { minLength: 1, maxLength: 64, pattern: new RegExp("^[A-Za-z0-9._-]+$", 'u') },
+    "start": { maxItems: 16 },
   },
   "botplatform.v1.User": {
     "username": { maxLength: 64 },

@@ -36,7 +36,7 @@ function metadataOf(md: grpc.Metadata): CallMetadata {
 }
 
 /** The call's deadline in epoch ms; Infinity when the client set none. */
-function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>): number {
+function deadlineOf(call: { getDeadline(): grpc.Deadline }): number {
   const d = call.getDeadline();
   return d instanceof Date ? d.getTime() : d;
 }
@@ -91,6 +91,109 @@ function serveRawFiles(reflection: ReflectionService, files: Buffer[]): void {
   }
 }
 
+/**
+ * Aborts the returned signal when the caller is gone (grpc-js has answered it
+ * DEADLINE_EXCEEDED itself, or it cancelled), with the status the caller saw, which the
+ * core records in place of the handler's own outcome. `finished` stops watching.
+ */
+function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }) {
+  const abort = new AbortController();
+  const deadline = deadlineOf(call);
+  let done = false;
+  const callerLeft = () => {
+    if (done || abort.signal.aborted) return;
+    abort.abort(Date.now() >= deadline - DEADLINE_SLACK_MS ? deadlineExceeded() : clientCancelled());
+  };
+  const wait = deadline - Date.now();
+  const timer = wait <= MAX_TIMER_MS ? setTimeout(callerLeft, Math.max(0, wait)) : undefined;
+  call.on('cancelled', callerLeft);
+  return {
+    signal: abort.signal,
+    finished: () => {
+      done = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+type StreamCall = (grpc.ServerDuplexStream<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown> | grpc.ServerReadableStream<unknown, unknown>) & {
+  request?: unknown;
+};
+
+/**
+ * The caller's messages as an async iterable that reads one message per step (grpc-js
+ * reads from HTTP/2 only as messages are taken: a handler that stops taking stops the
+ * caller by flow control) and ends when the caller half-closes or leaves.
+ */
+async function* incoming(call: grpc.ServerReadableStream<unknown, unknown>, signal: AbortSignal): AsyncGenerator<unknown> {
+  const left = new Promise<'left'>((resolve) => {
+    if (signal.aborted) resolve('left');
+    signal.addEventListener('abort', () => resolve('left'), { once: true });
+  });
+  // Not destroyed when the iteration stops: that would destroy the response side too.
+  const it = call.iterator({ destroyOnReturn: false });
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), left]);
+      if (next === 'left' || next.done) return;
+      yield next.value;
+    }
+  } finally {
+    void it.return?.().catch(() => {});
+  }
+}
+
+/** Streaming calls do not end by themselves (a feed never does): shutdown ends them with this. */
+const shuttingDown = () =>
+  new ApiError(Code.UNAVAILABLE, 'the service is shutting down; call again (resume from your cursor)', { retryAfterSeconds: 1 });
+
+/**
+ * Serves a streaming call from the core: the requests in (one, or the caller's stream),
+ * the responses out as the core makes them. A response is written only once the
+ * previous one has drained (grpc-js's write returns false while the caller's window is
+ * full), so a caller that does not read holds the core's stream, which holds its reads.
+ * `shutdown` aborting ends the call: the handler sees its signal aborted (reads no more,
+ * sends what it still has), then the caller gets UNAVAILABLE.
+ */
+async function serveStream(
+  core: Core, path: string, call: StreamCall, clientStreams: boolean, unaryCallback: grpc.sendUnaryData<unknown> | undefined,
+  shutdown: AbortSignal,
+): Promise<void> {
+  const caller = callerWatch(call);
+  const signal = AbortSignal.any([caller.signal, shutdown]);
+  const input = clientStreams ? incoming(call as grpc.ServerReadableStream<unknown, unknown>, signal) : call.request;
+  const writable = call as grpc.ServerWritableStream<unknown, unknown>;
+  const drained = () => new Promise<void>((resolve) => {
+    const done = () => {
+      writable.off('drain', done);
+      caller.signal.removeEventListener('abort', done);
+      resolve();
+    };
+    writable.on('drain', done);
+    caller.signal.addEventListener('abort', done, { once: true });
+  });
+  let failure: ApiError | undefined;
+  try {
+    for await (const response of core.stream(path, input, metadataOf(call.metadata), signal)) {
+      if (caller.signal.aborted) break;
+      if (unaryCallback) {
+        unaryCallback(null, response);
+        return;
+      }
+      if (!writable.write(response)) await drained();
+    }
+  } catch (err) {
+    failure = ApiError.from(err);
+  } finally {
+    caller.finished();
+  }
+  if (caller.signal.aborted) return; // the caller is gone: nothing to answer
+  if (shutdown.aborted) failure = shutdown.reason as ApiError;
+  if (unaryCallback) unaryCallback(toGrpcStatus(failure ?? new ApiError(Code.INTERNAL, 'no response')));
+  else if (failure) writable.emit('error', toGrpcStatus(failure));
+  else writable.end();
+}
+
 export interface GrpcServer {
   /** The bound port. */
   port: number;
@@ -101,6 +204,8 @@ export interface GrpcServer {
 
 export async function startGrpcServer(core: Core, host: string, port: number): Promise<GrpcServer> {
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 8 * 1024 * 1024 });
+  /** Aborted when the server closes: ends its streaming calls. */
+  const shutdown = new AbortController();
   for (const definition of Object.values(SERVICES)) {
     const impl: grpc.UntypedServiceImplementation = {};
     const methods: Record<string, unknown> = {};
@@ -117,28 +222,19 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
           }
         },
       };
+      if (method.requestStream || method.responseStream) {
+        // A client stream's one response goes to grpc-js's callback; the other streams write theirs.
+        impl[key] = (call: StreamCall, callback?: grpc.sendUnaryData<unknown>) =>
+          serveStream(core, method.path, call, Boolean(method.requestStream), method.responseStream ? undefined : callback, shutdown.signal);
+        continue;
+      }
       impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        const abort = new AbortController();
-        const deadline = deadlineOf(call);
-        let done = false;
-        // The caller is gone (grpc-js has answered it DEADLINE_EXCEEDED itself, or it
-        // cancelled): the handler's signal says so, with the status the caller saw, which
-        // the core records in place of the handler's own outcome.
-        const callerLeft = () => {
-          if (done || abort.signal.aborted) return;
-          abort.abort(Date.now() >= deadline - DEADLINE_SLACK_MS ? deadlineExceeded() : clientCancelled());
-        };
-        const wait = deadline - Date.now();
-        const timer = wait <= MAX_TIMER_MS ? setTimeout(callerLeft, Math.max(0, wait)) : undefined;
-        call.on('cancelled', callerLeft);
-        core.invoke(method.path, call.request, metadataOf(call.metadata), abort.signal).finally(() => {
-          done = true;
-          clearTimeout(timer);
-        }).then(
+        const { signal, finished } = callerWatch(call);
+        core.invoke(method.path, call.request, metadataOf(call.metadata), signal).finally(finished).then(
           (response) => callback(null, response),
           // A call ended because its caller left answers with the status the caller saw
           // (the server's deadline timer can fire just before the client's own).
-          (err) => callback(toGrpcStatus(abort.signal.reason instanceof ApiError ? abort.signal.reason : ApiError.from(err))),
+          (err) => callback(toGrpcStatus(signal.reason instanceof ApiError ? signal.reason : ApiError.from(err))),
         );
       };
     }
@@ -168,6 +264,7 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
     health,
     async close(graceMs = 10_000) {
       for (const s of ['', ...Object.keys(SERVICES)]) health.setStatus(s, 'NOT_SERVING');
+      shutdown.abort(shuttingDown());
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown();

@@ -14,7 +14,8 @@ const RETRY_INFO = 'type.googleapis.com/google.rpc.RetryInfo';
 const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo';
 const DETAILS_KEY = 'grpc-status-details-bin';
 
-export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
+/** The google.rpc.Status of an error, with its details (BadRequest, RetryInfo, ErrorInfo) as Any. */
+export function toStatusMessage(err: ApiError): Status {
   const details = [];
   if (err.details.length > 0) {
     details.push({
@@ -36,10 +37,13 @@ export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
       value: Buffer.from(ErrorInfo.encode({ reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata }).finish()),
     });
   }
+  return { code: err.code, message: err.message, details };
+}
+
+export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
+  const status = toStatusMessage(err);
   const metadata = new Metadata();
-  if (details.length > 0) {
-    metadata.set(DETAILS_KEY, Buffer.from(Status.encode({ code: err.code, message: err.message, details }).finish()));
-  }
+  if (status.details.length > 0) metadata.set(DETAILS_KEY, Buffer.from(Status.encode(status).finish()));
   return { code: err.code as number, details: err.message, metadata };
 }
 

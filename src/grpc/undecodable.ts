@@ -197,5 +197,21 @@ export function undecodableRequest(path: string, bytes: Uint8Array, cause: unkno
   // The walk agrees with ts-proto on everything ts-proto refuses; should they ever
   // differ, the request as a whole is named.
   found ??= malformed('body', cause);
-  return new UndecodableRequest(ApiError.invalid(found.field, found.reason, found.description));
+  return new UndecodableRequest(ApiError.invalid(found.field, found.reason, found.description), topLevelVarints(bytes));
+}
+
+/** The top-level varint fields of message bytes, by number (the last of each), as far as they read. */
+function topLevelVarints(bytes: Uint8Array): Map<number, bigint> {
+  const out = new Map<number, bigint>();
+  const r = new BinaryReader(bytes);
+  try {
+    while (r.pos < r.len) {
+      const [no, wire] = r.tag();
+      if (wire === WireType.Varint) out.set(no, BigInt(r.int64()));
+      else r.skip(wire);
+    }
+  } catch {
+    // Broken from here on: what was read stands.
+  }
+  return out;
 }

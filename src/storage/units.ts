@@ -9,12 +9,14 @@
  * recording attempts writes deliveries (in primary-key order, as a claim locks them),
  * then deletes updates, ends the runs of failures of the webhooks that answered (one
  * statement) and sets webhooks' last errors and health, bots in id order (a deadlock
- * between those is retried whole).
+ * between those is retried whole). Sending locks the bot's row, then its chat's feed
+ * partition row.
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo } from './bots-repo.js';
 import { transaction, type Db } from './db.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
+import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage } from './messages-repo.js';
 import { createOutboxRepo } from './outbox-repo.js';
 import { createUpdatesRepo, type StoredUpdate } from './updates-repo.js';
@@ -68,6 +70,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const deliveries = createDeliveriesRepo(db);
   const webhooks = createWebhooksRepo(db);
   const messages = createMessagesRepo(db);
+  const feed = createFeedRepo(db);
 
   return {
     /**
@@ -251,7 +254,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
 
     /**
      * Stores a sent message with the bot's next message id and queues it for the
-     * messaging services (outbox → bus), in one transaction. `build` makes the
+     * messaging services (outbox → bus, and the outbound feed), in one transaction. `build` makes the
      * wire message from its id and the sending bot's username and name (read with
      * the counter, its row locked).
      */
@@ -265,7 +268,10 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         await bots.setLastMessageId(botId, messageId, tx);
         const message = build(messageId, { username: bot.username, name: bot.name });
         await messages.insertSent(botId, chatId, messageId, message, now, tx);
-        await outbox.insert([{ topic: MESSAGES_TOPIC, key: botId, payload: JSON.stringify({ bot_id: botId, message }) }], now, tx);
+        const payload = JSON.stringify({ bot_id: botId, message });
+        await outbox.insert([{ topic: MESSAGES_TOPIC, key: botId, payload }], now, tx);
+        // The outbound feed gets the same value, at its chat's next place (partition row locked last).
+        await feed.append(botId, chatId, payload, now, tx);
         return message;
       });
     },

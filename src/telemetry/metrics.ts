@@ -12,6 +12,8 @@ export interface Telemetry {
   readonly enabled: boolean;
   /** One call through the core's chain: RPC method name, gRPC status name, seconds. */
   rpc(method: string, code: string, seconds: number): void;
+  /** One streaming call ended (its parts count as calls, through rpc): RPC method name, gRPC status name, seconds open. */
+  stream(method: string, code: string, seconds: number): void;
   /** One HTTP request through the gateway: route template, HTTP status, seconds. */
   http(method: string, route: string, status: number, seconds: number): void;
   /** Updates offered to ingest, by outcome (stored, filtered, rejected). */
@@ -34,7 +36,7 @@ export function createTelemetry(enabled: boolean): Telemetry {
   if (!enabled) {
     const noop = () => {};
     return {
-      enabled: false, rpc: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, kafkaLag: noop, relayFailure: noop, gauge: noop,
+      enabled: false, rpc: noop, stream: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, kafkaLag: noop, relayFailure: noop, gauge: noop,
       render: async () => ({ contentType: 'text/plain', body: '' }),
     };
   }
@@ -42,6 +44,8 @@ export function createTelemetry(enabled: boolean): Telemetry {
   client.collectDefaultMetrics({ register: registry, prefix: 'botplatform_' });
   const rpcCalls = new client.Counter({ name: 'botplatform_rpc_calls_total', help: 'Calls through the core, by RPC method and gRPC status', labelNames: ['method', 'code'], registers: [registry] });
   const rpcSeconds = new client.Histogram({ name: 'botplatform_rpc_duration_seconds', help: 'Latency of calls through the core, by RPC method and gRPC status', labelNames: ['method', 'code'], buckets: LATENCY_BUCKETS, registers: [registry] });
+  const streams = new client.Counter({ name: 'botplatform_rpc_streams_total', help: 'Streaming calls ended, by RPC method and gRPC status', labelNames: ['method', 'code'], registers: [registry] });
+  const streamSeconds = new client.Histogram({ name: 'botplatform_rpc_stream_duration_seconds', help: 'How long streaming calls stayed open, by RPC method and gRPC status', labelNames: ['method', 'code'], buckets: [...LATENCY_BUCKETS, 300, 3600], registers: [registry] });
   const httpRequests = new client.Counter({ name: 'botplatform_http_requests_total', help: 'HTTP requests through the gateway, by method, route and status', labelNames: ['method', 'route', 'status'], registers: [registry] });
   const httpSeconds = new client.Histogram({ name: 'botplatform_http_request_duration_seconds', help: 'Latency of HTTP requests through the gateway, by method, route and status', labelNames: ['method', 'route', 'status'], buckets: LATENCY_BUCKETS, registers: [registry] });
   const ingested = new client.Counter({ name: 'botplatform_updates_ingested_total', help: 'Updates offered to ingest, by outcome', labelNames: ['outcome'], registers: [registry] });
@@ -56,6 +60,10 @@ export function createTelemetry(enabled: boolean): Telemetry {
     rpc(method, code, seconds) {
       rpcCalls.inc({ method, code });
       rpcSeconds.observe({ method, code }, seconds);
+    },
+    stream(method, code, seconds) {
+      streams.inc({ method, code });
+      streamSeconds.observe({ method, code }, seconds);
     },
     http(method, route, status, seconds) {
       const labels = { method, route, status: String(status) };

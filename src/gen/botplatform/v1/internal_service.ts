@@ -10,14 +10,19 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Status } from "../../google/rpc/status.js";
 import { Message } from "./update.js";
 
 /** IncomingUpdate is one update for one bot, before it has ids. */
@@ -70,6 +75,112 @@ export interface IngestResult {
 export interface IngestUpdatesResponse {
   /** Results in request order. */
   results: IngestResult[];
+}
+
+/**
+ * StreamIngestUpdatesRequest is one batch of a StreamIngestUpdates stream: the fields
+ * of IngestUpdatesRequest (same numbers, so an encoded IngestUpdatesRequest is a valid
+ * batch with sequence 0) and the caller's number for the batch.
+ */
+export interface StreamIngestUpdatesRequest {
+  /** The updates, 1 to 500, in the order each bot should see them (as in IngestUpdatesRequest). */
+  updates: IncomingUpdate[];
+  /**
+   * Optional: the caller's number for this batch, echoed in its acknowledgement (e.g.
+   * a counter). Acknowledgements come in batch order whatever it is; it is not checked
+   * for uniqueness. Range: -(2^53-1) to 2^53-1 (9007199254740991).
+   */
+  sequence: number;
+}
+
+/**
+ * StreamIngestUpdatesResponse acknowledges one batch of a StreamIngestUpdates stream:
+ * either the batch was committed (results, one per update, as IngestUpdatesResponse
+ * has them) or it was refused whole and nothing of it was stored (error).
+ */
+export interface StreamIngestUpdatesResponse {
+  /**
+   * The sequence of the batch acknowledged; 0 when the batch did not decode far enough
+   * to read it.
+   */
+  sequence: number;
+  /** When committed: one result per update, in batch order. Empty when error is set. */
+  results: IngestResult[];
+  /**
+   * When refused: why, as the unary call would have failed (code, message, and the
+   * same details: google.rpc.BadRequest naming the fields, google.rpc.ErrorInfo with
+   * reason and domain, google.rpc.RetryInfo when a retry may succeed). Unset when
+   * committed.
+   */
+  error: Status | undefined;
+}
+
+/** FeedPosition is a place in the outbound feed: a partition and the seq of a message in it. */
+export interface FeedPosition {
+  /** The partition, 0 to 15. */
+  partition: number;
+  /**
+   * The seq of a message of the partition (0: before its first message).
+   * Range: 0 to 2^53-1 (9007199254740991).
+   */
+  seq: number;
+}
+
+/** StreamSentMessagesRequest opens the outbound feed for one member of a consumer group. */
+export interface StreamSentMessagesRequest {
+  /** The consumer group: 1 to 64 of A-Z a-z 0-9 . _ - */
+  group: string;
+  /**
+   * Optional: where to resume, per partition (the last position the consumer handled);
+   * at most one per partition. Partitions not given start at the group's committed
+   * position. A position applies when this stream gets its partition.
+   */
+  start: FeedPosition[];
+}
+
+/** SentMessage is one message a bot sent, at its place in the feed. */
+export interface SentMessage {
+  /** The partition of the message's chat. */
+  partition: number;
+  /**
+   * The message's seq in its partition (the position to keep once it is handled).
+   * Range: 1 to 2^53-1 (9007199254740991).
+   */
+  seq: number;
+  /** The bot that sent it (the bus message's bot_id and key). */
+  botId: string;
+  /** The message as the bot sent it (the bus message's message), as the send call answered it. */
+  message: Message | undefined;
+}
+
+/** FeedAssignment says which partitions this member of the group holds from now on. */
+export interface FeedAssignment {
+  /** The partitions held, ascending; may be empty (more members than partitions). */
+  partitions: number[];
+  /** The number of partitions of the feed (16). */
+  partitionCount: number;
+}
+
+/** StreamSentMessagesResponse is one event of the feed: a message or a new assignment. */
+export interface StreamSentMessagesResponse {
+  /** A message a bot sent. */
+  message?:
+    | SentMessage
+    | undefined;
+  /** The partitions this member holds changed (always the stream's first event). */
+  assignment?: FeedAssignment | undefined;
+}
+
+/** CommitSentMessagesRequest records a consumer group's positions. */
+export interface CommitSentMessagesRequest {
+  /** The consumer group (as in StreamSentMessagesRequest). */
+  group: string;
+  /** Per partition, the last position handled; 1 to 16, at most one per partition. */
+  positions: FeedPosition[];
+}
+
+/** CommitSentMessagesResponse is empty: the positions are recorded. */
+export interface CommitSentMessagesResponse {
 }
 
 function createBaseIncomingUpdate(): IncomingUpdate {
@@ -368,6 +479,643 @@ export const IngestUpdatesResponse: MessageFns<IngestUpdatesResponse> = {
   },
 };
 
+function createBaseStreamIngestUpdatesRequest(): StreamIngestUpdatesRequest {
+  return { updates: [], sequence: 0 };
+}
+
+export const StreamIngestUpdatesRequest: MessageFns<StreamIngestUpdatesRequest> = {
+  encode(message: StreamIngestUpdatesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.updates) {
+      IncomingUpdate.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.sequence !== 0) {
+      writer.uint32(16).int64(message.sequence);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamIngestUpdatesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamIngestUpdatesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.updates.push(IncomingUpdate.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sequence = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StreamIngestUpdatesRequest>, I>>(base?: I): StreamIngestUpdatesRequest {
+    return StreamIngestUpdatesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamIngestUpdatesRequest>, I>>(object: I): StreamIngestUpdatesRequest {
+    const message = createBaseStreamIngestUpdatesRequest();
+    message.updates = object.updates?.map((e) => IncomingUpdate.fromPartial(e)) || [];
+    message.sequence = object.sequence ?? 0;
+    return message;
+  },
+};
+
+function createBaseStreamIngestUpdatesResponse(): StreamIngestUpdatesResponse {
+  return { sequence: 0, results: [], error: undefined };
+}
+
+export const StreamIngestUpdatesResponse: MessageFns<StreamIngestUpdatesResponse> = {
+  encode(message: StreamIngestUpdatesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sequence !== 0) {
+      writer.uint32(8).int64(message.sequence);
+    }
+    for (const v of message.results) {
+      IngestResult.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.error !== undefined) {
+      Status.encode(message.error, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamIngestUpdatesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamIngestUpdatesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.sequence = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.results.push(IngestResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.error = Status.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StreamIngestUpdatesResponse>, I>>(base?: I): StreamIngestUpdatesResponse {
+    return StreamIngestUpdatesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamIngestUpdatesResponse>, I>>(object: I): StreamIngestUpdatesResponse {
+    const message = createBaseStreamIngestUpdatesResponse();
+    message.sequence = object.sequence ?? 0;
+    message.results = object.results?.map((e) => IngestResult.fromPartial(e)) || [];
+    message.error = (object.error !== undefined && object.error !== null)
+      ? Status.fromPartial(object.error)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseFeedPosition(): FeedPosition {
+  return { partition: 0, seq: 0 };
+}
+
+export const FeedPosition: MessageFns<FeedPosition> = {
+  encode(message: FeedPosition, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== 0) {
+      writer.uint32(8).int32(message.partition);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).int64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FeedPosition {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFeedPosition();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.partition = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<FeedPosition>, I>>(base?: I): FeedPosition {
+    return FeedPosition.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FeedPosition>, I>>(object: I): FeedPosition {
+    const message = createBaseFeedPosition();
+    message.partition = object.partition ?? 0;
+    message.seq = object.seq ?? 0;
+    return message;
+  },
+};
+
+function createBaseStreamSentMessagesRequest(): StreamSentMessagesRequest {
+  return { group: "", start: [] };
+}
+
+export const StreamSentMessagesRequest: MessageFns<StreamSentMessagesRequest> = {
+  encode(message: StreamSentMessagesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== "") {
+      writer.uint32(10).string(message.group);
+    }
+    for (const v of message.start) {
+      FeedPosition.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamSentMessagesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamSentMessagesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.start.push(FeedPosition.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StreamSentMessagesRequest>, I>>(base?: I): StreamSentMessagesRequest {
+    return StreamSentMessagesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamSentMessagesRequest>, I>>(object: I): StreamSentMessagesRequest {
+    const message = createBaseStreamSentMessagesRequest();
+    message.group = object.group ?? "";
+    message.start = object.start?.map((e) => FeedPosition.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSentMessage(): SentMessage {
+  return { partition: 0, seq: 0, botId: "", message: undefined };
+}
+
+export const SentMessage: MessageFns<SentMessage> = {
+  encode(message: SentMessage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== 0) {
+      writer.uint32(8).int32(message.partition);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).int64(message.seq);
+    }
+    if (message.botId !== "") {
+      writer.uint32(26).string(message.botId);
+    }
+    if (message.message !== undefined) {
+      Message.encode(message.message, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SentMessage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSentMessage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.partition = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.botId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SentMessage>, I>>(base?: I): SentMessage {
+    return SentMessage.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SentMessage>, I>>(object: I): SentMessage {
+    const message = createBaseSentMessage();
+    message.partition = object.partition ?? 0;
+    message.seq = object.seq ?? 0;
+    message.botId = object.botId ?? "";
+    message.message = (object.message !== undefined && object.message !== null)
+      ? Message.fromPartial(object.message)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseFeedAssignment(): FeedAssignment {
+  return { partitions: [], partitionCount: 0 };
+}
+
+export const FeedAssignment: MessageFns<FeedAssignment> = {
+  encode(message: FeedAssignment, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partitions.length !== 0) {
+      writer.uint32(10).fork();
+      for (const v of message.partitions) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    if (message.partitionCount !== 0) {
+      writer.uint32(16).int32(message.partitionCount);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FeedAssignment {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFeedAssignment();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag === 8) {
+              message.partitions.push(reader.int32());
+
+              continue;
+            }
+
+            if (tag === 10) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.partitions.push(reader.int32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.partitionCount = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<FeedAssignment>, I>>(base?: I): FeedAssignment {
+    return FeedAssignment.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FeedAssignment>, I>>(object: I): FeedAssignment {
+    const message = createBaseFeedAssignment();
+    message.partitions = object.partitions?.map((e) => e) || [];
+    message.partitionCount = object.partitionCount ?? 0;
+    return message;
+  },
+};
+
+function createBaseStreamSentMessagesResponse(): StreamSentMessagesResponse {
+  return { message: undefined, assignment: undefined };
+}
+
+export const StreamSentMessagesResponse: MessageFns<StreamSentMessagesResponse> = {
+  encode(message: StreamSentMessagesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.message !== undefined) {
+      SentMessage.encode(message.message, writer.uint32(10).fork()).join();
+    }
+    if (message.assignment !== undefined) {
+      FeedAssignment.encode(message.assignment, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamSentMessagesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamSentMessagesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.message = SentMessage.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.assignment = FeedAssignment.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StreamSentMessagesResponse>, I>>(base?: I): StreamSentMessagesResponse {
+    return StreamSentMessagesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamSentMessagesResponse>, I>>(object: I): StreamSentMessagesResponse {
+    const message = createBaseStreamSentMessagesResponse();
+    message.message = (object.message !== undefined && object.message !== null)
+      ? SentMessage.fromPartial(object.message)
+      : undefined;
+    message.assignment = (object.assignment !== undefined && object.assignment !== null)
+      ? FeedAssignment.fromPartial(object.assignment)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCommitSentMessagesRequest(): CommitSentMessagesRequest {
+  return { group: "", positions: [] };
+}
+
+export const CommitSentMessagesRequest: MessageFns<CommitSentMessagesRequest> = {
+  encode(message: CommitSentMessagesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.group !== "") {
+      writer.uint32(10).string(message.group);
+    }
+    for (const v of message.positions) {
+      FeedPosition.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CommitSentMessagesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCommitSentMessagesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.group = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.positions.push(FeedPosition.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CommitSentMessagesRequest>, I>>(base?: I): CommitSentMessagesRequest {
+    return CommitSentMessagesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CommitSentMessagesRequest>, I>>(object: I): CommitSentMessagesRequest {
+    const message = createBaseCommitSentMessagesRequest();
+    message.group = object.group ?? "";
+    message.positions = object.positions?.map((e) => FeedPosition.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseCommitSentMessagesResponse(): CommitSentMessagesResponse {
+  return {};
+}
+
+export const CommitSentMessagesResponse: MessageFns<CommitSentMessagesResponse> = {
+  encode(_: CommitSentMessagesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CommitSentMessagesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCommitSentMessagesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CommitSentMessagesResponse>, I>>(base?: I): CommitSentMessagesResponse {
+    return CommitSentMessagesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CommitSentMessagesResponse>, I>>(_: I): CommitSentMessagesResponse {
+    const message = createBaseCommitSentMessagesResponse();
+    return message;
+  },
+};
+
 /**
  * InternalService is for the platform's own services (over gRPC only), with the
  * internal credential: "authorization: Bearer <INTERNAL_API_TOKEN>".
@@ -388,6 +1136,93 @@ export const InternalServiceService = {
       Buffer.from(IngestUpdatesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): IngestUpdatesResponse => IngestUpdatesResponse.decode(value),
   },
+  /**
+   * StreamIngestUpdates is IngestUpdates over one long-lived stream, for a steady flow
+   * of updates. The caller sends batches (each like an IngestUpdatesRequest, with a
+   * sequence number of its choosing) and receives one StreamIngestUpdatesResponse per
+   * batch, in the order the batches were sent. Each batch is checked and committed
+   * whole, or refused whole, exactly as IngestUpdates would do it (same credential,
+   * limits, idempotency keys, metrics and logs, one log line per batch); a refused
+   * batch answers its error in its own acknowledgement and the stream goes on.
+   *
+   * Flow control: at most 16 batches are in flight (being committed, consecutive ones
+   * together in one transaction, or acknowledged but not yet sent); beyond that the
+   * service reads no further batch until acknowledgements have been sent, and sends
+   * acknowledgements only as fast as the caller reads them (HTTP/2 flow control), so a
+   * caller that writes faster than the service commits is slowed down, not buffered
+   * without bound. When the caller half-closes, the remaining acknowledgements are
+   * sent and the call ends OK. The call itself fails only when its credential is
+   * refused (UNAUTHENTICATED, before any batch is read), or when the caller cancels or
+   * its deadline passes: batches acknowledged by then are committed, those without an
+   * acknowledgement may or may not be (resend them with their idempotency keys).
+   */
+  streamIngestUpdates: {
+    path: "/botplatform.v1.InternalService/StreamIngestUpdates" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamIngestUpdatesRequest): Buffer =>
+      Buffer.from(StreamIngestUpdatesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamIngestUpdatesRequest => StreamIngestUpdatesRequest.decode(value),
+    responseSerialize: (value: StreamIngestUpdatesResponse): Buffer =>
+      Buffer.from(StreamIngestUpdatesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamIngestUpdatesResponse => StreamIngestUpdatesResponse.decode(value),
+  },
+  /**
+   * StreamSentMessages is the outbound feed: every message bots send (sendMessage,
+   * sendPhoto, sendDocument), with the content the bus topic botplatform.messages
+   * carries, for the platform's messaging services. It works on every deployment
+   * (the embedded default has no bus) and needs no broker.
+   *
+   * The feed is split into 16 partitions by hash(bot_id, chat_id): all messages of one
+   * chat are in one partition, in the order they were sent, each with its position
+   * (partition, seq); seq counts 1, 2, 3... within its partition, without gaps.
+   *
+   * Consumer groups: the streams opened with the same group are its members and share
+   * the partitions (each partition to one live member at a time, balanced, through
+   * leases in the database, so members may be connected to different service
+   * instances). A member that leaves (stream ended, connection lost) gives its
+   * partitions up at once; one whose service instance died loses them when their
+   * leases lapse (5 s). The stream first answers an assignment (the partitions this
+   * member holds), then messages, and a new assignment whenever its partitions change.
+   *
+   * Where a partition starts: after the position given for it in start, when the
+   * request has one (the consumer's own cursor: the last position it handled); else
+   * after the group's committed position (CommitSentMessages); else at its beginning.
+   * Delivery is at least once: a partition that moves to another member starts again
+   * at the group's committed position, so commit what has been handled. Messages of a
+   * partition are never reordered within a stream; after a move, some may come again.
+   *
+   * The stream does not end by itself. It fails INVALID_ARGUMENT on a bad request,
+   * UNAUTHENTICATED without the internal credential, UNAVAILABLE when the database
+   * cannot be reached (resume from the cursor).
+   */
+  streamSentMessages: {
+    path: "/botplatform.v1.InternalService/StreamSentMessages" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamSentMessagesRequest): Buffer =>
+      Buffer.from(StreamSentMessagesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamSentMessagesRequest => StreamSentMessagesRequest.decode(value),
+    responseSerialize: (value: StreamSentMessagesResponse): Buffer =>
+      Buffer.from(StreamSentMessagesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamSentMessagesResponse => StreamSentMessagesResponse.decode(value),
+  },
+  /**
+   * CommitSentMessages records how far a consumer group has handled the feed: per
+   * partition, the seq of the last message handled. A position never goes back (a
+   * lower seq than the one committed is ignored).
+   */
+  commitSentMessages: {
+    path: "/botplatform.v1.InternalService/CommitSentMessages" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CommitSentMessagesRequest): Buffer =>
+      Buffer.from(CommitSentMessagesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CommitSentMessagesRequest => CommitSentMessagesRequest.decode(value),
+    responseSerialize: (value: CommitSentMessagesResponse): Buffer =>
+      Buffer.from(CommitSentMessagesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CommitSentMessagesResponse => CommitSentMessagesResponse.decode(value),
+  },
 } as const;
 
 export interface InternalServiceServer extends UntypedServiceImplementation {
@@ -396,6 +1231,63 @@ export interface InternalServiceServer extends UntypedServiceImplementation {
    * committed before the call answers; each gets its update_id and update_seq.
    */
   ingestUpdates: handleUnaryCall<IngestUpdatesRequest, IngestUpdatesResponse>;
+  /**
+   * StreamIngestUpdates is IngestUpdates over one long-lived stream, for a steady flow
+   * of updates. The caller sends batches (each like an IngestUpdatesRequest, with a
+   * sequence number of its choosing) and receives one StreamIngestUpdatesResponse per
+   * batch, in the order the batches were sent. Each batch is checked and committed
+   * whole, or refused whole, exactly as IngestUpdates would do it (same credential,
+   * limits, idempotency keys, metrics and logs, one log line per batch); a refused
+   * batch answers its error in its own acknowledgement and the stream goes on.
+   *
+   * Flow control: at most 16 batches are in flight (being committed, consecutive ones
+   * together in one transaction, or acknowledged but not yet sent); beyond that the
+   * service reads no further batch until acknowledgements have been sent, and sends
+   * acknowledgements only as fast as the caller reads them (HTTP/2 flow control), so a
+   * caller that writes faster than the service commits is slowed down, not buffered
+   * without bound. When the caller half-closes, the remaining acknowledgements are
+   * sent and the call ends OK. The call itself fails only when its credential is
+   * refused (UNAUTHENTICATED, before any batch is read), or when the caller cancels or
+   * its deadline passes: batches acknowledged by then are committed, those without an
+   * acknowledgement may or may not be (resend them with their idempotency keys).
+   */
+  streamIngestUpdates: handleBidiStreamingCall<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
+  /**
+   * StreamSentMessages is the outbound feed: every message bots send (sendMessage,
+   * sendPhoto, sendDocument), with the content the bus topic botplatform.messages
+   * carries, for the platform's messaging services. It works on every deployment
+   * (the embedded default has no bus) and needs no broker.
+   *
+   * The feed is split into 16 partitions by hash(bot_id, chat_id): all messages of one
+   * chat are in one partition, in the order they were sent, each with its position
+   * (partition, seq); seq counts 1, 2, 3... within its partition, without gaps.
+   *
+   * Consumer groups: the streams opened with the same group are its members and share
+   * the partitions (each partition to one live member at a time, balanced, through
+   * leases in the database, so members may be connected to different service
+   * instances). A member that leaves (stream ended, connection lost) gives its
+   * partitions up at once; one whose service instance died loses them when their
+   * leases lapse (5 s). The stream first answers an assignment (the partitions this
+   * member holds), then messages, and a new assignment whenever its partitions change.
+   *
+   * Where a partition starts: after the position given for it in start, when the
+   * request has one (the consumer's own cursor: the last position it handled); else
+   * after the group's committed position (CommitSentMessages); else at its beginning.
+   * Delivery is at least once: a partition that moves to another member starts again
+   * at the group's committed position, so commit what has been handled. Messages of a
+   * partition are never reordered within a stream; after a move, some may come again.
+   *
+   * The stream does not end by itself. It fails INVALID_ARGUMENT on a bad request,
+   * UNAUTHENTICATED without the internal credential, UNAVAILABLE when the database
+   * cannot be reached (resume from the cursor).
+   */
+  streamSentMessages: handleServerStreamingCall<StreamSentMessagesRequest, StreamSentMessagesResponse>;
+  /**
+   * CommitSentMessages records how far a consumer group has handled the feed: per
+   * partition, the seq of the last message handled. A position never goes back (a
+   * lower seq than the one committed is ignored).
+   */
+  commitSentMessages: handleUnaryCall<CommitSentMessagesRequest, CommitSentMessagesResponse>;
 }
 
 export interface InternalServiceClient extends Client {
@@ -417,6 +1309,92 @@ export interface InternalServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: IngestUpdatesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * StreamIngestUpdates is IngestUpdates over one long-lived stream, for a steady flow
+   * of updates. The caller sends batches (each like an IngestUpdatesRequest, with a
+   * sequence number of its choosing) and receives one StreamIngestUpdatesResponse per
+   * batch, in the order the batches were sent. Each batch is checked and committed
+   * whole, or refused whole, exactly as IngestUpdates would do it (same credential,
+   * limits, idempotency keys, metrics and logs, one log line per batch); a refused
+   * batch answers its error in its own acknowledgement and the stream goes on.
+   *
+   * Flow control: at most 16 batches are in flight (being committed, consecutive ones
+   * together in one transaction, or acknowledged but not yet sent); beyond that the
+   * service reads no further batch until acknowledgements have been sent, and sends
+   * acknowledgements only as fast as the caller reads them (HTTP/2 flow control), so a
+   * caller that writes faster than the service commits is slowed down, not buffered
+   * without bound. When the caller half-closes, the remaining acknowledgements are
+   * sent and the call ends OK. The call itself fails only when its credential is
+   * refused (UNAUTHENTICATED, before any batch is read), or when the caller cancels or
+   * its deadline passes: batches acknowledged by then are committed, those without an
+   * acknowledgement may or may not be (resend them with their idempotency keys).
+   */
+  streamIngestUpdates(): ClientDuplexStream<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
+  streamIngestUpdates(
+    options: Partial<CallOptions>,
+  ): ClientDuplexStream<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
+  streamIngestUpdates(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<StreamIngestUpdatesRequest, StreamIngestUpdatesResponse>;
+  /**
+   * StreamSentMessages is the outbound feed: every message bots send (sendMessage,
+   * sendPhoto, sendDocument), with the content the bus topic botplatform.messages
+   * carries, for the platform's messaging services. It works on every deployment
+   * (the embedded default has no bus) and needs no broker.
+   *
+   * The feed is split into 16 partitions by hash(bot_id, chat_id): all messages of one
+   * chat are in one partition, in the order they were sent, each with its position
+   * (partition, seq); seq counts 1, 2, 3... within its partition, without gaps.
+   *
+   * Consumer groups: the streams opened with the same group are its members and share
+   * the partitions (each partition to one live member at a time, balanced, through
+   * leases in the database, so members may be connected to different service
+   * instances). A member that leaves (stream ended, connection lost) gives its
+   * partitions up at once; one whose service instance died loses them when their
+   * leases lapse (5 s). The stream first answers an assignment (the partitions this
+   * member holds), then messages, and a new assignment whenever its partitions change.
+   *
+   * Where a partition starts: after the position given for it in start, when the
+   * request has one (the consumer's own cursor: the last position it handled); else
+   * after the group's committed position (CommitSentMessages); else at its beginning.
+   * Delivery is at least once: a partition that moves to another member starts again
+   * at the group's committed position, so commit what has been handled. Messages of a
+   * partition are never reordered within a stream; after a move, some may come again.
+   *
+   * The stream does not end by itself. It fails INVALID_ARGUMENT on a bad request,
+   * UNAUTHENTICATED without the internal credential, UNAVAILABLE when the database
+   * cannot be reached (resume from the cursor).
+   */
+  streamSentMessages(
+    request: StreamSentMessagesRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamSentMessagesResponse>;
+  streamSentMessages(
+    request: StreamSentMessagesRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamSentMessagesResponse>;
+  /**
+   * CommitSentMessages records how far a consumer group has handled the feed: per
+   * partition, the seq of the last message handled. A position never goes back (a
+   * lower seq than the one committed is ignored).
+   */
+  commitSentMessages(
+    request: CommitSentMessagesRequest,
+    callback: (error: ServiceError | null, response: CommitSentMessagesResponse) => void,
+  ): ClientUnaryCall;
+  commitSentMessages(
+    request: CommitSentMessagesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CommitSentMessagesResponse) => void,
+  ): ClientUnaryCall;
+  commitSentMessages(
+    request: CommitSentMessagesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CommitSentMessagesResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,129 @@
+/**
+ * The outbound feed, and the only module that writes its tables (see the migration
+ * 20261224000001_outbound_feed): the sent messages by (partition, seq), the members and
+ * partition leases of consumer groups, and the groups' committed positions. Appending
+ * is part of the send unit of work (units.ts) and takes its transaction.
+ */
+import crypto from 'node:crypto';
+import { isMysql, transaction, type Db, type Tx } from './db.js';
+
+/** Partitions of the feed (as many rows as the migration created; cursors name them). */
+export const FEED_PARTITIONS = 16;
+
+/** The partition of a chat: hash(bot, chat) mod FEED_PARTITIONS. */
+export function feedPartitionOf(botId: string, chatId: number): number {
+  return crypto.createHash('sha256').update(`${botId}/${chatId}`).digest().readUInt32BE(0) % FEED_PARTITIONS;
+}
+
+export interface FeedRow {
+  partition: number;
+  seq: number;
+  botId: string;
+  chatId: number;
+  /** The bus message's value: {"bot_id", "message"} as JSON. */
+  payload: string;
+}
+
+export function createFeedRepo(db: Db) {
+  const mysql = isMysql(db);
+  const q = (tx?: Tx) => tx ?? db;
+
+  return {
+    /**
+     * Appends a sent message to its chat's partition, with the partition's next seq. The
+     * partition's row stays locked until the caller's transaction ends, so seqs commit in
+     * order (a reader never sees seq n+1 before n).
+     */
+    async append(botId: string, chatId: number, payload: string, now: number, tx: Tx): Promise<{ partition: number; seq: number }> {
+      const partition = feedPartitionOf(botId, chatId);
+      let sel = tx('feed_partitions').where({ partition_no: partition }).first('last_seq');
+      if (mysql) sel = sel.forUpdate();
+      const row = await sel;
+      const seq = Number(row.last_seq) + 1;
+      await tx('feed_partitions').where({ partition_no: partition }).update({ last_seq: seq });
+      await tx('feed_messages').insert({ partition_no: partition, seq, bot_id: botId, chat_id: chatId, payload, created_at: now });
+      return { partition, seq };
+    },
+
+    /** Each partition's last seq. */
+    async heads(tx?: Tx): Promise<Map<number, number>> {
+      const rows = await q(tx)('feed_partitions').select('partition_no', 'last_seq');
+      return new Map(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+    },
+
+    /** Messages of a partition after `afterSeq`, in order, at most `limit`. */
+    async read(partition: number, afterSeq: number, limit: number, tx?: Tx): Promise<FeedRow[]> {
+      const rows = await q(tx)('feed_messages').where('partition_no', partition).andWhere('seq', '>', afterSeq)
+        .orderBy('seq', 'asc').limit(limit).select('seq', 'bot_id', 'chat_id', 'payload');
+      return rows.map((r) => ({ partition, seq: Number(r.seq), botId: r.bot_id, chatId: Number(r.chat_id), payload: r.payload }));
+    },
+
+    /** Marks a member of a group alive until `now + ttlMs`; forgets members long gone. */
+    async heartbeat(group: string, member: string, now: number, ttlMs: number): Promise<void> {
+      await db('feed_members').insert({ group_name: group, member, expires_at: now + ttlMs })
+        .onConflict(['group_name', 'member']).merge(['expires_at']);
+      await db('feed_members').where('group_name', group).andWhere('expires_at', '<', now - ttlMs).delete();
+    },
+
+    /** The group's live members, in a stable order. */
+    async liveMembers(group: string, now: number): Promise<string[]> {
+      const rows = await db('feed_members').where('group_name', group).andWhere('expires_at', '>', now).orderBy('member').select('member');
+      return rows.map((r) => r.member as string);
+    },
+
+    /** Takes (or keeps) a partition's lease for a member: true when the member holds it now. */
+    async acquire(group: string, partition: number, member: string, now: number, ttlMs: number): Promise<boolean> {
+      const updated = await db('feed_leases').where({ group_name: group, partition_no: partition })
+        .andWhere((w) => w.where('expires_at', '<', now).orWhere('member', member))
+        .update({ member, expires_at: now + ttlMs });
+      if (Number(updated) > 0) return true;
+      // No lease row yet, or another member's live one: whoever inserts first has it.
+      await db('feed_leases').insert({ group_name: group, partition_no: partition, member, expires_at: now + ttlMs })
+        .onConflict(['group_name', 'partition_no']).ignore();
+      const row = await db('feed_leases').where({ group_name: group, partition_no: partition }).first('member');
+      return row?.member === member;
+    },
+
+    /** Extends the member's leases; returns the partitions it still holds. */
+    async renew(group: string, member: string, now: number, ttlMs: number): Promise<number[]> {
+      await db('feed_leases').where({ group_name: group, member }).update({ expires_at: now + ttlMs });
+      const rows = await db('feed_leases').where({ group_name: group, member }).select('partition_no');
+      return rows.map((r) => Number(r.partition_no));
+    },
+
+    /** Gives partitions up (all of the member's when none are named). */
+    async release(group: string, member: string, partitions?: number[]): Promise<void> {
+      let del = db('feed_leases').where({ group_name: group, member });
+      if (partitions) del = del.whereIn('partition_no', partitions);
+      await del.delete();
+    },
+
+    /** The member leaves its group: its leases and its membership go at once. */
+    async leave(group: string, member: string): Promise<void> {
+      await transaction(db, async (tx) => {
+        await tx('feed_leases').where({ group_name: group, member }).delete();
+        await tx('feed_members').where({ group_name: group, member }).delete();
+      });
+    },
+
+    /** The group's committed positions of the partitions asked for. */
+    async positions(group: string, partitions: number[]): Promise<Map<number, number>> {
+      const rows = await db('feed_positions').where('group_name', group).whereIn('partition_no', partitions).select('partition_no', 'seq');
+      return new Map(rows.map((r) => [Number(r.partition_no), Number(r.seq)]));
+    },
+
+    /** Records positions; a position never goes back. */
+    async commit(group: string, positions: { partition: number; seq: number }[], now: number): Promise<void> {
+      await transaction(db, async (tx) => {
+        for (const p of [...positions].sort((a, b) => a.partition - b.partition)) {
+          await tx('feed_positions').insert({ group_name: group, partition_no: p.partition, seq: p.seq, updated_at: now })
+            .onConflict(['group_name', 'partition_no']).ignore();
+          await tx('feed_positions').where({ group_name: group, partition_no: p.partition }).andWhere('seq', '<', p.seq)
+            .update({ seq: p.seq, updated_at: now });
+        }
+      });
+    },
+  };
+}
+
+export type FeedRepo = ReturnType<typeof createFeedRepo>;
