@@ -11,7 +11,8 @@ import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { constraintTable, type FieldConstraints } from '../src/gen/constraints.js';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, type StreamIngestUpdatesResponse } from '../src/gen/botplatform/v1/internal_service.js';
+import { BadRequest } from '../src/gen/google/rpc/error_details.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, type Harness, type HttpResult } from './helpers/harness.js';
 
@@ -113,6 +114,47 @@ describe('constraints declared in the protos are the limits the API enforces', (
         const e = fromServiceError(err);
         resolve({ status: grpc.status[err.code]!, fields: err.code === grpc.status.INVALID_ARGUMENT ? e.details.map((d) => d.field) : [] });
       });
+    });
+  const md = () => {
+    const m = new grpc.Metadata();
+    m.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+    return m;
+  };
+  const grpcOutcome = (err: grpc.ServiceError | null): Outcome => {
+    if (!err) return { status: 'OK', fields: [] };
+    const e = fromServiceError(err);
+    return { status: grpc.status[err.code]!, fields: err.code === grpc.status.INVALID_ARGUMENT ? e.details.map((d) => d.field) : [] };
+  };
+  /** One batch over StreamIngestUpdates: its acknowledgement's error (a google.rpc.Status), or OK. */
+  const streamIngest = (batch: (v: unknown) => object) => (v: unknown) =>
+    new Promise<Outcome>((resolve) => {
+      const stream = internal.streamIngestUpdates(md());
+      const acks: StreamIngestUpdatesResponse[] = [];
+      stream.on('data', (a: StreamIngestUpdatesResponse) => acks.push(a));
+      stream.on('error', (err: grpc.ServiceError) => resolve(grpcOutcome(err)));
+      stream.on('end', () => {
+        const error = acks[0]?.error;
+        if (!error) return resolve({ status: acks.length === 1 ? 'OK' : `no acknowledgement (${acks.length})`, fields: [] });
+        const fields = error.details.filter((d) => d.typeUrl.endsWith('google.rpc.BadRequest'))
+          .flatMap((d) => BadRequest.decode(d.value).fieldViolations.map((f) => f.field));
+        resolve({ status: grpc.status[error.code]!, fields });
+      });
+      stream.write({ updates: [], sequence: 0, ...batch(v) });
+      stream.end();
+    });
+  /** Opens the outbound feed: OK once it answers its first assignment (then cancelled), or how it failed. */
+  const feed = (request: (v: unknown) => object) => (v: unknown) =>
+    new Promise<Outcome>((resolve) => {
+      const stream = internal.streamSentMessages({ group: 'constraints', start: [], ...request(v) } as never, md());
+      stream.on('data', () => {
+        resolve({ status: 'OK', fields: [] });
+        stream.cancel();
+      });
+      stream.on('error', (err: grpc.ServiceError) => resolve(grpcOutcome(err)));
+    });
+  const commit = (request: (v: unknown) => object) => (v: unknown) =>
+    new Promise<Outcome>((resolve) => {
+      internal.commitSentMessages({ group: 'constraints', positions: [{ partition: 0, seq: 0 }], ...request(v) } as never, md(), (err) => resolve(grpcOutcome(err)));
     });
   const message = (extra: object = {}) => ({ messageId: 0, date: 0, chat: { id: 555, type: 'private' }, from: { id: 555, isBot: false }, text: 'x', ...extra });
 
@@ -257,6 +299,28 @@ describe('constraints declared in the protos are the limits the API enforces', (
         send: ingest((v) => [{ botId: ctx.main.id, message: message(), idempotencyKey: v }]), path: 'updates[0].idempotency_key',
         text: (n) => unique(n, 'k', 'k'),
       },
+    },
+    'botplatform.v1.StreamIngestUpdatesRequest': {
+      updates: { send: streamIngest((v) => ({ updates: v })), path: 'updates', item: () => ({ botId: ctx.main.id, message: message() }) },
+      sequence: { send: streamIngest((v) => ({ updates: [{ botId: ctx.main.id, message: message() }], sequence: v })), path: 'sequence' },
+    },
+    'botplatform.v1.StreamSentMessagesRequest': {
+      group: { send: feed((v) => ({ group: v })), path: 'group', text: (n) => unique(n, 'g', 'g'), mismatch: 'bad group!' },
+      start: { send: feed((v) => ({ start: v })), path: 'start', item: (i) => ({ partition: i, seq: 0 }) },
+    },
+    'botplatform.v1.CommitSentMessagesRequest': {
+      group: { send: commit((v) => ({ group: v })), path: 'group', text: (n) => unique(n, 'g', 'g'), mismatch: 'bad group!' },
+      positions: { send: commit((v) => ({ positions: v })), path: 'positions', item: (i) => ({ partition: i, seq: 0 }) },
+    },
+    'botplatform.v1.FeedPosition': {
+      partition: [
+        { send: feed((v) => ({ start: [{ partition: v, seq: 0 }] })), path: 'start[0].partition' },
+        { send: commit((v) => ({ positions: [{ partition: v, seq: 0 }] })), path: 'positions[0].partition' },
+      ],
+      seq: [
+        { send: feed((v) => ({ start: [{ partition: 0, seq: v }] })), path: 'start[0].seq' },
+        { send: commit((v) => ({ positions: [{ partition: 0, seq: v }] })), path: 'positions[0].seq' },
+      ],
     },
     'botplatform.v1.Message': {
       text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n) },

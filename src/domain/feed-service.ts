@@ -15,6 +15,7 @@
 import crypto from 'node:crypto';
 import type { FeedPosition, StreamSentMessagesResponse } from '../gen/botplatform/v1/internal_service.js';
 import { FEED_PARTITIONS, type FeedRepo, type FeedRow } from '../storage/feed-repo.js';
+import { constraintsOf } from '../gen/constraints.js';
 import type { InternalRpc } from './rpc.js';
 import * as check from './validation.js';
 import { fromWireMessage } from './wire.js';
@@ -58,22 +59,34 @@ export function createFeedWaker() {
 
 export type FeedWaker = ReturnType<typeof createFeedWaker>;
 
-const GROUP = /^[A-Za-z0-9._-]{1,64}$/;
-
-function checkGroup(v: check.Violations, group: string) {
-  if (!group) v.add('group', 'REQUIRED', 'is required');
-  else if (!GROUP.test(group)) v.add('group', 'INVALID_FORMAT', 'must be 1 to 64 of A-Z a-z 0-9 . _ -');
+/** The feed requests' limits, declared in the protos (internal_service.proto). */
+const LIMITS = {
+  group: constraintsOf('botplatform.v1.StreamSentMessagesRequest', 'group'),
+  commitGroup: constraintsOf('botplatform.v1.CommitSentMessagesRequest', 'group'),
+  start: constraintsOf('botplatform.v1.StreamSentMessagesRequest', 'start'),
+  positions: constraintsOf('botplatform.v1.CommitSentMessagesRequest', 'positions'),
+  partition: constraintsOf('botplatform.v1.FeedPosition', 'partition'),
+  seq: constraintsOf('botplatform.v1.FeedPosition', 'seq'),
+};
+// The protos' partition range is the feed's: a cursor names partitions 0..FEED_PARTITIONS-1.
+if (LIMITS.partition.minimum !== 0 || LIMITS.partition.maximum !== FEED_PARTITIONS - 1) {
+  throw new Error(`FeedPosition.partition is declared ${LIMITS.partition.minimum}..${LIMITS.partition.maximum}; the feed has ${FEED_PARTITIONS} partitions`);
 }
 
-function checkPositions(v: check.Violations, field: string, positions: FeedPosition[]) {
-  if (positions.length > FEED_PARTITIONS) v.add(field, 'TOO_MANY', `must have at most ${FEED_PARTITIONS} positions`);
+function checkGroup(v: check.Violations, group: string, limits: typeof LIMITS.group) {
+  if (!group) v.add('group', 'REQUIRED', 'is required');
+  else check.token(v, 'group', group, limits, 'of A-Z a-z 0-9 . _ -');
+}
+
+function checkPositions(v: check.Violations, field: string, positions: FeedPosition[], limits: { readonly maxItems: number }) {
+  check.maxItems(v, field, positions, limits, 'positions');
   const seen = new Set<number>();
   positions.forEach((p, i) => {
-    if (!Number.isInteger(p.partition) || p.partition < 0 || p.partition >= FEED_PARTITIONS) {
-      v.add(`${field}[${i}].partition`, 'OUT_OF_RANGE', `must be 0 to ${FEED_PARTITIONS - 1}`);
-    } else if (seen.has(p.partition)) v.add(`${field}[${i}].partition`, 'DUPLICATE', 'is given twice');
+    const before = v.list.length;
+    check.inRange(v, `${field}[${i}].partition`, p.partition, LIMITS.partition);
+    if (v.list.length === before && seen.has(p.partition)) v.add(`${field}[${i}].partition`, 'DUPLICATE', 'is given twice');
     seen.add(p.partition);
-    if (p.seq < 0) v.add(`${field}[${i}].seq`, 'OUT_OF_RANGE', 'must be 0 or more');
+    check.inRange(v, `${field}[${i}].seq`, p.seq, LIMITS.seq);
   });
 }
 
@@ -110,8 +123,8 @@ export function createFeedService(deps: { feed: FeedRepo; waker: FeedWaker } & F
   return {
     async *streamSentMessages(req, ctx) {
       const v = new check.Violations();
-      checkGroup(v, req.group);
-      checkPositions(v, 'start', req.start);
+      checkGroup(v, req.group, LIMITS.group);
+      checkPositions(v, 'start', req.start, LIMITS.start);
       v.throwIfAny();
       const group = req.group;
       const member = crypto.randomUUID();
@@ -163,9 +176,9 @@ export function createFeedService(deps: { feed: FeedRepo; waker: FeedWaker } & F
 
     async commitSentMessages(req) {
       const v = new check.Violations();
-      checkGroup(v, req.group);
+      checkGroup(v, req.group, LIMITS.commitGroup);
       if (req.positions.length === 0) v.add('positions', 'REQUIRED', 'needs at least one position');
-      checkPositions(v, 'positions', req.positions);
+      checkPositions(v, 'positions', req.positions, LIMITS.positions);
       v.throwIfAny();
       await deps.feed.commit(req.group, req.positions, now());
       return {};
