@@ -75,7 +75,9 @@ export function summaryOf(res: RunResult): Record<string, any> { // eslint-disab
 /** The walk as every client must have seen it: the same values, whatever the language. */
 export function expectWalk(s: Record<string, any>, expected: { username: string; chatId: number; language: string }) { // eslint-disable-line @typescript-eslint/no-explicit-any
   const { username, chatId, language } = expected;
-  expect(s.steps).toEqual(['create_application', 'approve', 'token', 'get_me', 'ingest', 'long_poll', 'send_message', 'validation_errors']);
+  expect(s.steps).toEqual([
+    'create_application', 'approve', 'token', 'get_me', 'ingest', 'streamed_ingest', 'long_poll', 'send_message', 'outbound_feed', 'validation_errors',
+  ]);
   expect(s.created).toEqual({ id: expect.stringMatching(/\S/), review_status: 'REVIEW_STATUS_PENDING' });
   expect(s.approved).toEqual({ review_status: 'REVIEW_STATUS_APPROVED' });
   expect(s.token).toEqual({ token_prefix: expect.stringMatching(/^sbot_/), has_token: true });
@@ -83,10 +85,22 @@ export function expectWalk(s: Record<string, any>, expected: { username: string;
 
   expect(s.ingest.update_id).toBeGreaterThan(0);
   expect(s.ingest.update_seq).toBe(1);
-  // The long poll sees the ingested update, with the ids the ingest answered.
-  expect(s.long_poll.updates).toEqual([{ update_id: s.ingest.update_id, chat_id: chatId, text: `hello from ${language}` }]);
+  // One acknowledgement per streamed batch, in order, each with its update's seq.
+  expect(s.streamed_ingest).toEqual([
+    { sequence: 1, update_seqs: [2], error: false },
+    { sequence: 2, update_seqs: [3], error: false },
+  ]);
+  // The long poll sees the ingested update, with the ids the ingest answered, then the streamed ones.
+  expect(s.long_poll.updates).toEqual([
+    { update_id: s.ingest.update_id, chat_id: chatId, text: `hello from ${language}` },
+    { update_id: expect.any(Number), chat_id: chatId, text: `streamed 1 from ${language}` },
+    { update_id: expect.any(Number), chat_id: chatId, text: `streamed 2 from ${language}` },
+  ]);
   expect(s.send_message).toEqual({ message_id: expect.any(Number), chat_id: chatId, text: `hello back, from ${language}` });
   expect(s.send_message.message_id).toBeGreaterThan(0);
+  // The outbound feed carries what the bot sent.
+  expect(s.outbound_feed).toEqual({ message_id: s.send_message.message_id, chat_id: chatId, text: `hello back, from ${language}`, seq: expect.any(Number) });
+  expect(s.outbound_feed.seq).toBeGreaterThan(0);
 
   // Validation errors decoded from grpc-status-details-bin into their details.
   const create = s.validation_errors.create_application;

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -68,8 +69,10 @@ var steps = []step{
 	{"token", readToken},
 	{"get_me", getMe},
 	{"ingest", ingest},
+	{"streamed_ingest", streamedIngest},
 	{"long_poll", longPoll},
 	{"send_message", sendMessage},
+	{"outbound_feed", outboundFeed},
 	{"validation_errors", validationErrors},
 }
 
@@ -139,6 +142,52 @@ func ingest(s *session) error {
 	return nil
 }
 
+// streamedIngest sends two batches over one StreamIngestUpdates stream and reads one
+// acknowledgement per batch, in order.
+func streamedIngest(s *session) error {
+	stream, err := s.internal.StreamIngestUpdates(s.with(s.internalToken))
+	if err != nil {
+		return err
+	}
+	for seq := int64(1); seq <= 2; seq++ {
+		err := stream.Send(&botplatformv1.StreamIngestUpdatesRequest{
+			Sequence: seq,
+			Updates: []*botplatformv1.IncomingUpdate{{
+				BotId: s.botID,
+				Message: &botplatformv1.Message{
+					Chat: &botplatformv1.Chat{Id: chatID, Type: "private"},
+					From: &botplatformv1.User{Id: chatID, FirstName: proto.String("Gopher")},
+					Text: proto.String(fmt.Sprintf("streamed %d from Go", seq)),
+				},
+				IdempotencyKey: proto.String(fmt.Sprintf("go-stream-%d", seq)),
+			}},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	acks := []map[string]any{}
+	for {
+		ack, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		seqs := []int64{}
+		for _, r := range ack.GetResults() {
+			seqs = append(seqs, r.GetUpdateSeq())
+		}
+		acks = append(acks, map[string]any{"sequence": ack.GetSequence(), "update_seqs": seqs, "error": ack.GetError() != nil})
+	}
+	s.summary["streamed_ingest"] = acks
+	return nil
+}
+
 func longPoll(s *session) error {
 	ctx, cancel := context.WithTimeout(s.with(s.botToken), 20*time.Second)
 	defer cancel()
@@ -163,6 +212,41 @@ func sendMessage(s *session) error {
 	}
 	m := res.GetResult()
 	s.summary["send_message"] = map[string]any{"message_id": m.GetMessageId(), "chat_id": m.GetChat().GetId(), "text": m.GetText()}
+	return nil
+}
+
+// outboundFeed reads the outbound feed as a new consumer group (from the start) until
+// the message the bot just sent comes by, then commits the group's position.
+func outboundFeed(s *session) error {
+	group := "polyglot-" + s.username
+	ctx, cancel := context.WithTimeout(s.with(s.internalToken), 20*time.Second)
+	defer cancel()
+	stream, err := s.internal.StreamSentMessages(ctx, &botplatformv1.StreamSentMessagesRequest{Group: group})
+	if err != nil {
+		return err
+	}
+	var sent *botplatformv1.SentMessage
+	for sent == nil {
+		event, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("the feed ended without the sent message: %w", err)
+		}
+		if m := event.GetMessage(); m != nil && m.GetBotId() == s.botID {
+			sent = m
+		}
+	}
+	cancel()
+	_, err = s.internal.CommitSentMessages(s.with(s.internalToken), &botplatformv1.CommitSentMessagesRequest{
+		Group:     group,
+		Positions: []*botplatformv1.FeedPosition{{Partition: sent.GetPartition(), Seq: sent.GetSeq()}},
+	})
+	if err != nil {
+		return err
+	}
+	s.summary["outbound_feed"] = map[string]any{
+		"message_id": sent.GetMessage().GetMessageId(), "chat_id": sent.GetMessage().GetChat().GetId(),
+		"text": sent.GetMessage().GetText(), "seq": sent.GetSeq(),
+	}
 	return nil
 }
 

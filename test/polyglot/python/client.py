@@ -117,6 +117,27 @@ def ingest(s):
     s.summary["ingest"] = {"update_id": result.update_id, "update_seq": result.update_seq}
 
 
+def streamed_ingest(s):
+    """Two batches over one StreamIngestUpdates stream, one acknowledgement each, in order."""
+
+    def batches():
+        for sequence in (1, 2):
+            message = update_pb2.Message(
+                chat=update_pb2.Chat(id=CHAT_ID, type="private"),
+                text=f"streamed {sequence} from Python",
+                **{"from": update_pb2.User(id=CHAT_ID, first_name="Pythonista")},
+            )
+            yield internal_service_pb2.StreamIngestUpdatesRequest(
+                sequence=sequence,
+                updates=[internal_service_pb2.IncomingUpdate(bot_id=s.bot_id, message=message, idempotency_key=f"py-stream-{sequence}")],
+            )
+
+    acks = s.internal.StreamIngestUpdates(batches(), **s.auth(s.internal_token))
+    s.summary["streamed_ingest"] = [
+        {"sequence": a.sequence, "update_seqs": [r.update_seq for r in a.results], "error": a.HasField("error")} for a in acks
+    ]
+
+
 def long_poll(s):
     res = s.runtime.GetUpdates(runtime_service_pb2.GetUpdatesRequest(offset=0, timeout=10), **s.auth(s.bot_token))
     s.summary["long_poll"] = {
@@ -131,6 +152,37 @@ def send_message(s):
         runtime_service_pb2.SendMessageRequest(chat_id=CHAT_ID, text="hello back, from Python"), **s.auth(s.bot_token)
     ).result
     s.summary["send_message"] = {"message_id": m.message_id, "chat_id": m.chat.id, "text": m.text}
+
+
+def outbound_feed(s):
+    """The outbound feed (a new consumer group reads from the start) carries the message
+    the bot just sent; the group then commits its position."""
+    group = f"polyglot-{s.username}"
+    call = s.internal.StreamSentMessages(
+        internal_service_pb2.StreamSentMessagesRequest(group=group), **s.auth(s.internal_token)
+    )
+    sent = None
+    try:
+        for event in call:
+            if event.WhichOneof("event") == "message" and event.message.bot_id == s.bot_id:
+                sent = event.message
+                break
+    finally:
+        call.cancel()
+    if sent is None:
+        raise RuntimeError("the feed ended without the sent message")
+    s.internal.CommitSentMessages(
+        internal_service_pb2.CommitSentMessagesRequest(
+            group=group, positions=[internal_service_pb2.FeedPosition(partition=sent.partition, seq=sent.seq)]
+        ),
+        **s.auth(s.internal_token),
+    )
+    s.summary["outbound_feed"] = {
+        "message_id": sent.message.message_id,
+        "chat_id": sent.message.chat.id,
+        "text": sent.message.text,
+        "seq": sent.seq,
+    }
 
 
 def validation_errors(s):
@@ -186,8 +238,10 @@ STEPS = [
     ("token", read_token),
     ("get_me", get_me),
     ("ingest", ingest),
+    ("streamed_ingest", streamed_ingest),
     ("long_poll", long_poll),
     ("send_message", send_message),
+    ("outbound_feed", outbound_feed),
     ("validation_errors", validation_errors),
 ]
 
