@@ -26,6 +26,7 @@ import { createConsoleService } from './domain/console-service.js';
 import { createRuntimeService } from './domain/runtime-service.js';
 import { createOutboxRelay, type OutboxRelay } from './pipeline/outbox-relay.js';
 import { createUpdateWaiters, type UpdateWaiters } from './pipeline/update-waiters.js';
+import { createSendWriter } from './pipeline/send-writer.js';
 import { createUpdateWriter } from './pipeline/update-writer.js';
 import { createUpdatesService } from './domain/updates-service.js';
 import { parseCidrs } from './net/ssrf.js';
@@ -436,6 +437,7 @@ const core: Component = {
       ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
       : undefined;
     const feedWaker = createFeedWaker();
+    const sendWriter = createSendWriter(b.units, () => feedWaker.sent());
     const core = createCore({
       authenticator,
       handlers: createHandlers({
@@ -447,7 +449,9 @@ const core: Component = {
         messages: createMessagesService({
           messages: createMessagesRepo(b.db),
           // A message sent here wakes this instance's feed streams at once (others poll).
-          units: { sendMessage: (...args) => b.units.sendMessage(...args).finally(() => feedWaker.sent()) },
+          // Concurrent sends share a transaction (group commit); each committed batch
+          // wakes this instance's feed streams at once (others poll).
+          sender: sendWriter,
           files,
         }),
         files,

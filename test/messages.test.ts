@@ -74,6 +74,41 @@ describe('messages', () => {
     expect(bodies[0]).toEqual({ bot_id: id, message: m });
   });
 
+  it('concurrent sends of two bots share transactions, each bot\'s messages numbered without gaps and published in that order', async () => {
+    const a = await approvedBot(h, ownerJwt, 'msg_burst_a');
+    const b = await approvedBot(h, ownerJwt, 'msg_burst_b');
+    await testUpdate(a.id, 'hi a', 7301);
+    await testUpdate(b.id, 'hi b', 7302);
+    const db = h.apps[0]!.db!;
+    const N = 40;
+    // As the bots' own clients would be: connections open and kept alive.
+    await Promise.all(Array.from({ length: N }, () => owner.get('/api/v1/bots/my')));
+    let inserts = 0;
+    const count = (q: { sql: string }) => {
+      if (/^insert into `messages`/i.test(q.sql.trim())) inserts++;
+    };
+    db.on('query', count);
+    const sends = await Promise.all(Array.from({ length: N }, (_, i) => {
+      const bot = i % 2 === 0 ? a : b;
+      return rt(bot.token, 'sendMessage', { chat_id: bot === a ? 7301 : 7302, text: `burst ${i}` });
+    }));
+    db.removeListener('query', count);
+    expect(sends.map((r) => r.status)).toEqual(Array(N).fill(200));
+    // Each bot's ids: after the test update's id 1, consecutive, each once.
+    for (const [bot, parity] of [[a, 0], [b, 1]] as const) {
+      const ids = sends.filter((_, i) => i % 2 === parity).map((r) => r.body.result.message_id as number).sort((x, y) => x - y);
+      expect(ids).toEqual(Array.from({ length: N / 2 }, (_, k) => k + 2));
+      // Published (outbox → bus) in id order.
+      await expect.poll(() => published.filter((m) => m.key === bot.id).length, { timeout: 5000 }).toBe(N / 2);
+      const seen = published.filter((m) => m.key === bot.id).map((m) => JSON.parse(m.value).message.message_id as number);
+      expect(seen).toEqual(ids);
+    }
+    // Group commit: sends that arrive together are stored by one statement (each call
+    // used to run its own transaction: lock, counter, insert, outbox, feed).
+    expect(inserts).toBeGreaterThan(0);
+    expect(inserts).toBeLessThan(N / 2);
+  });
+
   it('replies only to a message of the same chat', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'msg_reply');
     await testUpdate(id, 'one', 7101);

@@ -9,7 +9,7 @@ import type { SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v
 import type { Message } from '../gen/botplatform/v1/update.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { MessagesRepo } from '../storage/messages-repo.js';
-import type { UnitsOfWork } from '../storage/units.js';
+import type { SendWriter } from '../pipeline/send-writer.js';
 import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
@@ -18,8 +18,8 @@ import { fromWireMessage, toWireMessage } from './wire.js';
 
 export interface MessagesDeps {
   messages: MessagesRepo;
-  /** Sending: the message, the bot's message counter and the outbox, together. */
-  units: Pick<UnitsOfWork, 'sendMessage'>;
+  /** Sending: the message, the bot's message counter, the outbox and the feed, together (group commit: pipeline/send-writer.ts). */
+  sender: Pick<SendWriter, 'send'>;
   files: FilesService;
   now?: () => number;
 }
@@ -68,7 +68,7 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       throw ApiError.invalid('reply_to_message_id', 'MESSAGE_NOT_FOUND', 'message to reply to not found in this chat');
     }
     const at = now();
-    const wire = await deps.units.sendMessage(principal.botId, input.chatId, at, (messageId, bot) => toWireMessage({
+    const wire = await deps.sender.send({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
       messageId,
       date: Math.floor(at / 1000),
       chat: { id: input.chatId, type: chatType },
@@ -79,7 +79,7 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       document: undefined,
       caption: undefined,
       ...body,
-    }));
+    }) });
     return fromWireMessage(wire);
   }
 

@@ -354,6 +354,14 @@ export function createBotsRepo(db: Db) {
       return { lastMessageId: Number(row.last_message_id), username: row.username, name: row.name };
     },
 
+    /** lockMessageCounter for several bots in one read, their rows locked (on MySQL) in id order. */
+    async lockMessageCounters(ids: string[], tx?: Tx): Promise<Map<string, { lastMessageId: number; username: string; name: string }>> {
+      let sel = q(tx).whereIn('id', [...new Set(ids)].sort()).orderBy('id').select('id', 'last_message_id', 'username', 'name');
+      if (mysql) sel = sel.forUpdate();
+      const rows = (await sel) as BotRow[];
+      return new Map(rows.map((r) => [r.id, { lastMessageId: Number(r.last_message_id), username: r.username, name: r.name }]));
+    },
+
     async setLastMessageId(id: string, messageId: number, tx?: Tx): Promise<void> {
       await q(tx).where({ id }).update({ last_message_id: messageId });
     },

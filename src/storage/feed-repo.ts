@@ -34,15 +34,26 @@ export function createFeedRepo(db: Db) {
      * partition's row stays locked until the caller's transaction ends, so seqs commit in
      * order (a reader never sees seq n+1 before n).
      */
-    async append(botId: string, chatId: number, payload: string, now: number, tx: Tx): Promise<{ partition: number; seq: number }> {
-      const partition = feedPartitionOf(botId, chatId);
-      let sel = tx('feed_partitions').where({ partition_no: partition }).first('last_seq');
+    /**
+     * Appends several messages, each at its chat's partition's next seq, in the order
+     * given; the partitions' rows are locked (on MySQL) in ascending order, one read.
+     */
+    async appendMany(entries: { botId: string; chatId: number; payload: string }[], now: number, tx: Tx): Promise<{ partition: number; seq: number }[]> {
+      const partitions = entries.map((e) => feedPartitionOf(e.botId, e.chatId));
+      let sel = tx('feed_partitions').whereIn('partition_no', [...new Set(partitions)].sort((a, b) => a - b)).orderBy('partition_no').select('partition_no', 'last_seq');
       if (mysql) sel = sel.forUpdate();
-      const row = await sel;
-      const seq = Number(row.last_seq) + 1;
-      await tx('feed_partitions').where({ partition_no: partition }).update({ last_seq: seq });
-      await tx('feed_messages').insert({ partition_no: partition, seq, bot_id: botId, chat_id: chatId, payload, created_at: now });
-      return { partition, seq };
+      const last = new Map<number, number>(((await sel) as { partition_no: number; last_seq: number | string }[]).map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+      const placed = partitions.map((partition) => {
+        const seq = last.get(partition)! + 1;
+        last.set(partition, seq);
+        return { partition, seq };
+      });
+      for (const partition of [...new Set(partitions)].sort((a, b) => a - b)) {
+        await tx('feed_partitions').where({ partition_no: partition }).update({ last_seq: last.get(partition)! });
+      }
+      const rows = entries.map((e, i) => ({ partition_no: placed[i]!.partition, seq: placed[i]!.seq, bot_id: e.botId, chat_id: e.chatId, payload: e.payload, created_at: now }));
+      for (let k = 0; k < rows.length; k += 200) await tx('feed_messages').insert(rows.slice(k, k + 200));
+      return placed;
     },
 
     /** Each partition's last seq. */

@@ -57,10 +57,12 @@ export function createMessagesRepo(db: Db) {
     },
 
     /** Stores a message the bot sent. */
-    async insertSent(botId: string, chatId: number, messageId: number, message: Record<string, unknown>, now: number, tx?: Tx): Promise<void> {
-      await (tx ?? db)('messages').insert({
-        bot_id: botId, chat_id: chatId, message_id: messageId, outbound: true, payload: JSON.stringify(message), created_at: now,
-      });
+    /** Messages bots sent (one statement per 200). */
+    async insertSentMany(sent: { botId: string; chatId: number; messageId: number; message: Record<string, unknown> }[], now: number, tx?: Tx): Promise<void> {
+      const rows = sent.map((m) => ({
+        bot_id: m.botId, chat_id: m.chatId, message_id: m.messageId, outbound: true, payload: JSON.stringify(m.message), created_at: now,
+      }));
+      for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('messages').insert(rows.slice(k, k + 200));
     },
   };
 }

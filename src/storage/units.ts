@@ -61,6 +61,13 @@ function spell(ms: number): string {
   return parts.join('') || `${ms}ms`;
 }
 
+/** One message to send: its bot and chat, and how to build it once its id is known. */
+export interface SendItem {
+  botId: string;
+  chatId: number;
+  build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>;
+}
+
 export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   const disableAfterMs = opts.webhookDisableAfterMs ?? 5 * 86_400_000;
@@ -258,21 +265,29 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * wire message from its id and the sending bot's username and name (read with
      * the counter, its row locked).
      */
-    async sendMessage(
-      botId: string, chatId: number, now: number,
-      build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>,
-    ): Promise<Record<string, unknown>> {
+    /**
+     * Several sends (any bots) in one transaction: each bot's row is locked (in id order)
+     * while its message counter advances, each message stored and queued in the outbox,
+     * and the outbound feed gets the same value at its chat's next place (the partitions'
+     * rows locked last, in order). Messages of one bot get ids in the order given.
+     */
+    async sendMessages(items: SendItem[], now: number): Promise<Record<string, unknown>[]> {
       return transaction(db, async (tx) => {
-        const bot = await bots.lockMessageCounter(botId, tx);
-        const messageId = bot.lastMessageId + 1;
-        await bots.setLastMessageId(botId, messageId, tx);
-        const message = build(messageId, { username: bot.username, name: bot.name });
-        await messages.insertSent(botId, chatId, messageId, message, now, tx);
-        const payload = JSON.stringify({ bot_id: botId, message });
-        await outbox.insert([{ topic: MESSAGES_TOPIC, key: botId, payload }], now, tx);
-        // The outbound feed gets the same value, at its chat's next place (partition row locked last).
-        await feed.append(botId, chatId, payload, now, tx);
-        return message;
+        const counters = await bots.lockMessageCounters(items.map((i) => i.botId), tx);
+        const next = new Map<string, number>();
+        const sent = items.map((item) => {
+          const bot = counters.get(item.botId);
+          if (!bot) throw new Error(`no bot ${item.botId} to send as`);
+          const messageId = (next.get(item.botId) ?? bot.lastMessageId) + 1;
+          next.set(item.botId, messageId);
+          return { botId: item.botId, chatId: item.chatId, messageId, message: item.build(messageId, { username: bot.username, name: bot.name }) };
+        });
+        for (const [botId, last] of [...next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) await bots.setLastMessageId(botId, last, tx);
+        await messages.insertSentMany(sent, now, tx);
+        const payloads = sent.map((m) => JSON.stringify({ bot_id: m.botId, message: m.message }));
+        await outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, tx);
+        await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, tx);
+        return sent.map((m) => m.message);
       });
     },
   };
