@@ -19,7 +19,8 @@ interface Waiter {
   /** Set when something may have arrived since the last read. */
   dirty: boolean;
   wake: (() => void) | null;
-  end: (err: ApiError) => void;
+  /** Ends the wait with this error (made only if the caller still waits: a stack trace costs). */
+  end: (reason: () => ApiError) => void;
 }
 
 type Signal =
@@ -52,8 +53,8 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     }
     const w = waiters.get(s.botId);
     if (!w) return;
-    if (s.type === 'poll' && s.generation > w.generation) w.end(superseded());
-    if (s.type === 'mode' && s.mode === 'webhook') w.end(webhookActive());
+    if (s.type === 'poll' && s.generation > w.generation) w.end(superseded);
+    if (s.type === 'mode' && s.mode === 'webhook') w.end(webhookActive);
   }
 
   /** Something may have arrived for the bot: its waiter reads again (a duplicate costs one read). */
@@ -103,18 +104,18 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     claim(botId: string, signalOthers: boolean) {
       if (closed) throw new ApiError(Code.UNAVAILABLE, 'shutting down');
       const generation = nextGeneration();
-      let ended: ApiError | null = null;
+      let ended: (() => ApiError) | null = null;
       const waiter: Waiter = {
         generation,
         dirty: false,
         wake: null,
-        end: (err) => {
-          ended = err;
+        end: (reason) => {
+          ended = reason;
           if (waiters.get(botId) === waiter) waiters.delete(botId);
           waiter.wake?.();
         },
       };
-      waiters.get(botId)?.end(superseded());
+      waiters.get(botId)?.end(superseded);
       waiters.set(botId, waiter);
       // Not awaited: the local takeover is done, other instances hear of it shortly.
       if (signalOthers) signal({ type: 'poll', botId, generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
@@ -132,8 +133,8 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
          */
         wait(until: number, signal: AbortSignal): Promise<boolean> {
           // The client may have left before the wait began: its abort event has already fired.
-          if (signal.aborted && !ended) waiter.end(clientGone());
-          if (ended) return Promise.reject(ended);
+          if (signal.aborted && !ended) waiter.end(clientGone);
+          if (ended) return Promise.reject(ended());
           // Shutdown began while the call was reading (between its claim and this wait, or
           // between two waits): it answers now with what it has, as waiting polls did.
           if (closed) return Promise.resolve(false);
@@ -143,10 +144,10 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
               clearTimeout(timer);
               signal.removeEventListener('abort', onAbort);
               waiter.wake = null;
-              if (ended) reject(ended);
+              if (ended) reject(ended());
               else resolve(waiter.dirty);
             };
-            const onAbort = () => waiter.end(clientGone());
+            const onAbort = () => waiter.end(clientGone);
             const timer = setTimeout(finish, Math.max(0, until - Date.now()));
             waiter.wake = finish;
             signal.addEventListener('abort', onAbort, { once: true });
