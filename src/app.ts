@@ -203,6 +203,10 @@ const database: Component = {
     const db = createDb(ctx.config.database, ctx.logger);
     ctx.backend.db = ctx.app.db = db;
     ctx.ready = () => pingDb(db).then(() => true, () => false);
+    // Statements this process sends to the database (transaction BEGIN and COMMIT included).
+    let statements = 0;
+    db.on('query', () => statements++);
+    ctx.telemetry.gauge('botplatform_db_statements', 'Statements this process has sent to the database since it started', () => statements);
     const running = { close: () => db.destroy() };
     try {
       await migrateLatest(db);
