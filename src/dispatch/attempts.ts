@@ -51,10 +51,11 @@ export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
 export function createAttempts(deps: AttemptDeps) {
   const now = deps.now ?? Date.now;
 
-  // Outcomes are written in group commits: attempts that finish while one
-  // transaction is being written share the next.
+  // Outcomes are written in group commits: attempts that finish within OUTCOME_LINGER_MS
+  // of each other, or while one transaction is being written, share the next (one
+  // statement per table for all of them).
   const outcomes = createGroupCommit<OutcomeWrite, boolean>(
-    (items) => deps.units.recordAttempts(items),
+    (items) => deps.units.recordAttempts(items), 500, undefined, OUTCOME_LINGER_MS,
   );
   const record = async (id: string, leaseToken: string, next: DeliveryWrite) =>
     (await outcomes.write([{ id, leaseToken, next }]))[0]!;
@@ -114,4 +115,6 @@ export const leaseFor = (timeoutMs: number) => 2 * timeoutMs + 5000;
  * deliveries due again within LEASE_MS, however long the request timeout.
  */
 export const LEASE_MS = 3000;
+/** How long an outcome waits for others to share its write (see createAttempts). */
+export const OUTCOME_LINGER_MS = 5;
 export const HEARTBEAT_MS = 1000;

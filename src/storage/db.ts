@@ -99,6 +99,16 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
   });
 }
 
+/**
+ * One column's new values for several rows of a multi-row UPDATE (`WHERE key IN keys`):
+ * the value itself when every row gets the same, else a CASE on `key` (a column name
+ * of the code's own, never input). `values[i]` is the value of the row `keys[i]`.
+ */
+export function valuePerRow(q: Db | Tx, key: string, keys: readonly (string | number)[], values: readonly (string | number | null)[]) {
+  if (values.every((v) => v === values[0])) return values[0] ?? null;
+  return q.raw(`CASE ?? ${keys.map(() => 'WHEN ? THEN ?').join(' ')} END`, [key, ...keys.flatMap((k, i) => [k, values[i] ?? null])]);
+}
+
 /** Brings the schema up to date. */
 export async function migrateLatest(db: Db): Promise<string[]> {
   const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];

@@ -7,7 +7,7 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { statement, type Db, type Tx } from './db.js';
+import { statement, valuePerRow, type Db, type Tx } from './db.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
@@ -126,6 +126,9 @@ function groupBy(rows: { bot_id: string; update_id: number }[]): [string, number
 }
 
 const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Most outcomes one UPDATE writes (each takes up to 15 bound values). */
+const OUTCOME_CHUNK = 500;
 
 export function createDeliveriesRepo(db: Db) {
   return {
@@ -249,23 +252,15 @@ export function createDeliveriesRepo(db: Db) {
       const failedAt = new Map<string, number[]>();
       const failing = new Set<string>();
       const results: boolean[] = new Array(items.length);
-      for (const { item: { id, leaseToken, next }, i } of order) {
+      const held: OutcomeWrite[] = [];
+      for (const { item, i } of order) {
+        const { id, leaseToken, next } = item;
         const row = byId.get(id);
         if (!row || row.leased_by !== leaseToken) {
           results[i] = false;
           continue;
         }
-        await q('deliveries').where({ id }).update({
-          status: next.status,
-          attempts: next.attempts,
-          next_attempt_at: next.nextAttemptAt,
-          last_status_code: next.lastStatusCode,
-          last_error: next.lastError,
-          last_attempt_at: next.lastAttemptAt,
-          last_duration_ms: next.lastDurationMs,
-          lease_until: 0,
-          leased_by: null,
-        });
+        held.push(item);
         if (next.closed) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
         if (next.lastError !== null && !((errors.get(row.bot_id)?.at ?? -1) > next.lastAttemptAt)) {
           errors.set(row.bot_id, { at: next.lastAttemptAt, error: next.lastError });
@@ -274,6 +269,23 @@ export function createDeliveriesRepo(db: Db) {
         else failedAt.set(row.bot_id, [...(failedAt.get(row.bot_id) ?? []), next.lastAttemptAt]);
         if (row.failing_since !== null && row.failing_since !== undefined) failing.add(row.bot_id);
         results[i] = true;
+      }
+      // Every held delivery's new state in one statement per OUTCOME_CHUNK (rows in primary-key order).
+      for (let k = 0; k < held.length; k += OUTCOME_CHUNK) {
+        const chunk = held.slice(k, k + OUTCOME_CHUNK);
+        const ids = chunk.map((c) => c.id);
+        const column = (value: (n: DeliveryWrite) => string | number | null) => valuePerRow(q, 'id', ids, chunk.map((c) => value(c.next)));
+        await q('deliveries').whereIn('id', ids).update({
+          status: column((n) => n.status),
+          attempts: column((n) => n.attempts),
+          next_attempt_at: column((n) => n.nextAttemptAt),
+          last_status_code: column((n) => n.lastStatusCode),
+          last_error: column((n) => n.lastError),
+          last_attempt_at: column((n) => n.lastAttemptAt),
+          last_duration_ms: column((n) => n.lastDurationMs),
+          lease_until: 0,
+          leased_by: null,
+        });
       }
       const failures: [string, FailureRun][] = [...errors].map(([botId, e]) => {
         const ok = lastOk.get(botId) ?? -1;

@@ -117,6 +117,16 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
       await (tx ?? db)('updates').where({ bot_id: botId }).whereIn('update_id', updateIds).delete();
     },
 
+    /**
+     * Forgets these updates of several bots (their deliveries closed) in one statement,
+     * in primary-key order (update ids are unique across bots).
+     */
+    async deleteClosed(closed: [string, number[]][], tx?: Tx): Promise<void> {
+      const ids = closed.flatMap(([, ids]) => ids).sort((a, b) => a - b);
+      if (ids.length === 0) return;
+      await (tx ?? db)('updates').whereIn('bot_id', closed.map(([botId]) => botId)).whereIn('update_id', ids).delete();
+    },
+
     /** Forgets every queued update of the bot. */
     async deleteAllOfBot(botId: string, tx?: Tx): Promise<void> {
       await (tx ?? db)('updates').where({ bot_id: botId }).delete();
