@@ -1,0 +1,87 @@
+/**
+ * Webhook delivery at scale costs the database little per delivery: a burst to many bots
+ * is claimed in rounds, and outcomes are written in group commits (one multi-row UPDATE of
+ * the deliveries and one DELETE of the updates they close per batch), so the statements
+ * the service sends for the whole burst — ingest, claims, outcomes, heartbeats and sweeps
+ * included — stay within 2 per delivery (README: bench:webhooks prints the same figure).
+ * Every update still arrives once, and every delivery ends succeeded with its update gone.
+ * On MariaDB + Kafka in the integration pass, SQLite otherwise.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { createDb, type Db } from '../src/storage/db.js';
+import { approvedBot, client, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+import { startReceiver, type Receiver } from './helpers/receiver.js';
+import { createTestPki } from './helpers/tls.js';
+import { until } from './helpers/until.js';
+
+const BOTS = 40;
+const PER_BOT = 5;
+
+describe('webhook delivery statements', () => {
+  let h: Harness;
+  let internal: InternalServiceClient;
+  let receiver: Receiver;
+  let observer: Db;
+
+  beforeAll(async () => {
+    const pki = createTestPki();
+    h = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, LIMITS_ENABLED: 'false', ...kafkaEnv(),
+    });
+    internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    receiver = await startReceiver(pki);
+    // The test's own reads go through a handle of their own, so they are not counted.
+    observer = createDb(h.apps[0]!.config.database);
+  });
+  afterAll(async () => {
+    internal?.close();
+    await observer?.destroy();
+    await receiver?.close();
+    await h?.close();
+  });
+
+  it(`a burst of ${BOTS * PER_BOT} updates to ${BOTS} bots costs at most 2 statements per delivery, and each arrives once`, async () => {
+    const ownerJwt = await h.jwt('batching-owner');
+    const owner = client(h.url, ownerJwt);
+    const ids: string[] = [];
+    for (let i = 0; i < BOTS; i++) {
+      const bot = await approvedBot(h, ownerJwt, `batching_bot_${i}`);
+      expect((await owner.post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: 'batching-secret' })).status).toBe(200);
+      ids.push(bot.id);
+    }
+    const message = { messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text: 'burst' };
+    const updates = Array.from({ length: BOTS * PER_BOT }, (_, k) => ({ botId: ids[k % BOTS]!, message }));
+
+    let statements = 0;
+    const count = () => statements++;
+    const db = h.apps[0]!.db!;
+    db.on('query', count);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const md = new grpc.Metadata();
+        md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+        internal.ingestUpdates({ updates } as never, md, (err) => (err ? reject(err) : resolve()));
+      });
+      await receiver.waitFor(updates.length, 30_000);
+      // Every outcome written: each delivery succeeded, each update left its bot's queue.
+      await until(
+        async () => ({
+          open: Number((await observer('deliveries').whereIn('bot_id', ids).whereNot('status', 'succeeded').count({ n: '*' }))[0]!.n),
+          queued: Number((await observer('updates').whereIn('bot_id', ids).count({ n: '*' }))[0]!.n),
+        }),
+        (s) => s.open === 0 && s.queued === 0, 10_000,
+      );
+    } finally {
+      db.off('query', count);
+    }
+
+    const perDelivery = statements / updates.length;
+    console.log(`${statements} statements for ${updates.length} deliveries: ${perDelivery.toFixed(2)} per delivery`);
+    expect(perDelivery).toBeLessThanOrEqual(2);
+    const seen = receiver.received.map((r) => String(r.headers['x-service-update-id']));
+    expect(new Set(seen).size).toBe(updates.length);
+    expect(seen).toHaveLength(updates.length);
+  }, 60_000);
+});
