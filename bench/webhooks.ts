@@ -59,9 +59,11 @@ async function startReceiver(pki: { key: string; cert: string }) {
       res.end('ok');
     });
   });
+  let connections = 0;
   server.on('connection', (s) => (s as import('node:net').Socket).setNoDelay(true));
+  server.on('secureConnection', () => connections++);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { base: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals, requests: () => requests, server };
+  return { base: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals, requests: () => requests, connections: () => connections, server };
 }
 
 async function post(url: string, token: string, body?: unknown) {
@@ -204,11 +206,14 @@ async function run(
   const withDb = envs.map((e, i) => ({ base: `http://127.0.0.1:${e.PORT}`, pid: procs[i]!.pid! })).filter((_, i) => envs[i]!.ROLE !== 'gateway');
   const prefix = `w${crypto.randomBytes(3).toString('hex')}`;
   const { ids, owner } = await makeBots(http, receiver.base, prefix);
+  const c0 = receiver.connections();
   const top = await ceiling(receiver.base, pki.caFile);
+  const c1 = receiver.connections();
   const cpu0 = procs.map((p) => cpuSeconds(p.pid!));
   const own0 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
   const q0 = await questions(serverUrl);
   const throughput = await burst(grpcAddress, ids, receiver.arrivals);
+  const c2 = receiver.connections();
   const q1 = await questions(serverUrl);
   const own1 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
   const cpuMs = (1000 * procs.reduce((sum, p, i) => sum + cpuSeconds(p.pid!) - cpu0[i]!, 0)) / throughput.arrived;
@@ -218,6 +223,7 @@ async function run(
     questions: (q1 - q0) / throughput.arrived,
   };
   const calm = await steady(grpcAddress, ids, receiver.arrivals, new Set());
+  const c3 = receiver.connections();
   // 10% of the bots now hang until the timeout.
   const hanging = new Set(ids.map((_, i) => i).filter((i) => i % 10 === 0));
   for (const i of hanging) {
@@ -227,10 +233,11 @@ async function run(
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(dispatcher.pid!))), 100);
   const stormy = await steady(grpcAddress, ids, receiver.arrivals, hanging);
   clearInterval(sampler);
+  const tls = { ceiling: c1 - c0, burst: c2 - c1, calm: c3 - c2, stormy: receiver.connections() - c3 };
   stopServices();
   receiver.server.closeAllConnections();
   receiver.server.close();
-  return { name, throughput, top, cpuMs, statements, calm, stormy, peakRss };
+  return { name, throughput, top, cpuMs, statements, calm, stormy, peakRss, tls };
 }
 
 async function main() {
@@ -278,11 +285,11 @@ async function main() {
     const burstCell = `${r.throughput.rate.toFixed(0)}${r.throughput.arrived < BURST ? ` (only ${r.throughput.arrived}/${BURST} arrived)` : ''}`;
     console.log(`| ${r.name} | ${burstCell} | ${r.top.rate.toFixed(0)} | ${(r.throughput.rate / r.top.rate).toFixed(2)} | ${lat(r.calm)} | ${lat(r.stormy)} | ${(r.stormy.p99 / r.calm.p99).toFixed(2)} |`);
   }
-  console.log('\n| setup | service CPU ms per delivery (burst) | ceiling CPU ms per request | statements per delivery (burst): all processes / dispatcher process / MariaDB Questions | dispatcher peak RSS, hanging run (MiB) |');
-  console.log('|---|---:|---:|---:|---:|');
+  console.log('\n| setup | service CPU ms per delivery (burst) | ceiling CPU ms per request | statements per delivery (burst): all processes / dispatcher process / MariaDB Questions | dispatcher peak RSS, hanging run (MiB) | TLS connections to the receiver: ceiling / burst / steady / steady with hanging bots |');
+  console.log('|---|---:|---:|---:|---:|---:|');
   for (const r of results) {
     const st = r.statements;
-    console.log(`| ${r.name} | ${r.cpuMs.toFixed(2)} | ${r.top.cpuMs.toFixed(2)} | ${st.own.toFixed(2)} / ${st.dispatcher.toFixed(2)} / ${Number.isNaN(st.questions) ? '-' : st.questions.toFixed(2)} | ${r.peakRss.toFixed(0)} |`);
+    console.log(`| ${r.name} | ${r.cpuMs.toFixed(2)} | ${r.top.cpuMs.toFixed(2)} | ${st.own.toFixed(2)} / ${st.dispatcher.toFixed(2)} / ${Number.isNaN(st.questions) ? '-' : st.questions.toFixed(2)} | ${r.peakRss.toFixed(0)} | ${r.tls.ceiling} / ${r.tls.burst} / ${r.tls.calm} / ${r.tls.stormy} |`);
   }
 }
 
