@@ -48,6 +48,9 @@ export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
   return { ok: false, failure, durationMs: r.durationMs, at };
 }
 
+/** Most opened webhook secrets kept (see secretOf). */
+const SECRETS_KEPT = 10_000;
+
 export function createAttempts(deps: AttemptDeps) {
   const now = deps.now ?? Date.now;
 
@@ -59,6 +62,18 @@ export function createAttempts(deps: AttemptDeps) {
   );
   const record = async (id: string, leaseToken: string, next: DeliveryWrite) =>
     (await outcomes.write([{ id, leaseToken, next }]))[0]!;
+
+  // Opened webhook secrets by sealed value (an AES-GCM open per attempt costs more than the
+  // HMAC it keys): in this process's memory only, never logged; dropped whole past SECRETS_KEPT.
+  const secrets = new Map<string, string>();
+  const secretOf = (sealed: string) => {
+    let secret = secrets.get(sealed);
+    if (secret === undefined) {
+      if (secrets.size >= SECRETS_KEPT) secrets.clear();
+      secrets.set(sealed, (secret = deps.secretBox.open(sealed)));
+    }
+    return secret;
+  };
 
   return {
     /**
@@ -85,7 +100,7 @@ export function createAttempts(deps: AttemptDeps) {
       const sent = await deps.client.send({
         url: webhook.url,
         body: delivery.payload,
-        secret: deps.secretBox.open(webhook.secretSealed),
+        secret: secretOf(webhook.secretSealed),
         updateId: delivery.updateId,
         allowedIps: webhook.allowedIps,
         secretHeader: webhook.secretHeader,

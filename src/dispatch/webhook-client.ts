@@ -110,6 +110,19 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     return agent;
   }
 
+  // Parsed allowed_ips lists, by their text (most bots have none).
+  const parsed = new Map<string, Cidr[]>();
+  function cidrsOf(allowedIps: string[]): Cidr[] {
+    if (allowedIps.length === 0) return [];
+    const key = allowedIps.join(',');
+    let cidrs = parsed.get(key);
+    if (!cidrs) {
+      if (parsed.size >= MAX_IDLE_POOLS) parsed.clear();
+      parsed.set(key, (cidrs = parseCidrs(allowedIps)));
+    }
+    return cidrs;
+  }
+
   /** Resolves and checks every address; hands the socket the first one. */
   function guardedLookup(port: number, allowedIps: Cidr[]): LookupFunction {
     return (hostname, options, callback) => {
@@ -138,7 +151,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         return done({ ok: false, statusCode: null, error: 'invalid webhook url', noAnswer: 'refused' });
       }
       if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL', noAnswer: 'refused' });
-      const allowedIps = parseCidrs(req.allowedIps);
+      const allowedIps = cidrsOf(req.allowedIps);
       const port = portOf(url);
       // An IP-literal host never reaches the lookup: check it here.
       const host = url.hostname.replace(/^\[|\]$/g, '');

@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, valuePerRow, type Db, type Tx } from './db.js';
+import { isMysql, padded, valuePerRow, type Db, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -347,7 +347,7 @@ export function createBotsRepo(db: Db) {
         const chunk = sorted.slice(k, k + 500);
         const ids = chunk.map((r) => r.id);
         const b = tx ?? db;
-        await q(tx).whereIn('id', ids).update({
+        await q(tx).whereIn('id', padded(b, ids)).update({
           last_update_seq: valuePerRow(b, 'id', ids, chunk.map((r) => r.lastUpdateSeq)) as number | Knex.Raw,
           last_message_id: valuePerRow(b, 'id', ids, chunk.map((r) => r.lastMessageId)) as number | Knex.Raw,
         });

@@ -7,7 +7,7 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { statement, valuePerRow, type Db, type Tx } from './db.js';
+import { padded, statement, valuePerRow, type Db, type Tx } from './db.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
@@ -141,7 +141,7 @@ export function createDeliveriesRepo(db: Db) {
       const q = tx ?? db;
       const most = Math.max(...opts.free.values());
       const ranked = q('deliveries')
-        .whereIn('bot_id', [...opts.free.keys()])
+        .whereIn('bot_id', padded(q, [...opts.free.keys()]))
         .whereIn('status', OPEN)
         .andWhere('next_attempt_at', '<=', opts.now)
         .andWhere('lease_until', '<', opts.now)
@@ -151,12 +151,12 @@ export function createDeliveriesRepo(db: Db) {
       if (ids.length === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
-      await statement(db, tx, (s) => s('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
+      await statement(db, tx, (s) => s('deliveries').whereIn('id', padded(s, ids)).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
       // Read back by primary key (leased_by has no index: a scan of it grows with the table),
       // with each bot's webhook in the same query.
       const leased = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', ids).andWhere('deliveries.leased_by', token)
+        .whereIn('deliveries.id', padded(q, ids)).andWhere('deliveries.leased_by', token)
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
         .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
           'webhooks.secret_header as webhook_secret_header', 'webhooks.disabled_at as webhook_disabled_at');
@@ -185,7 +185,7 @@ export function createDeliveriesRepo(db: Db) {
         const ids = chunk.map((l) => l.id);
         const tokens = [...new Set(chunk.map((l) => l.leaseToken))];
         // Rows are locked in primary-key order, as claims and outcome writes lock them; a deadlock victim is rolled back whole.
-        n += await statement(db, tx, (q) => q('deliveries').whereIn('id', ids).whereIn('leased_by', tokens).update({ lease_until: until }));
+        n += await statement(db, tx, (q) => q('deliveries').whereIn('id', padded(q, ids)).whereIn('leased_by', padded(q, tokens)).update({ lease_until: until }));
       }
       return n;
     },
@@ -242,7 +242,7 @@ export function createDeliveriesRepo(db: Db) {
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
       // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
       const rows = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', items.map((i) => i.id))
+        .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
         .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since');
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
@@ -275,7 +275,7 @@ export function createDeliveriesRepo(db: Db) {
         const chunk = held.slice(k, k + OUTCOME_CHUNK);
         const ids = chunk.map((c) => c.id);
         const column = (value: (n: DeliveryWrite) => string | number | null) => valuePerRow(q, 'id', ids, chunk.map((c) => value(c.next)));
-        await q('deliveries').whereIn('id', ids).update({
+        await q('deliveries').whereIn('id', padded(q, ids)).update({
           status: column((n) => n.status),
           attempts: column((n) => n.attempts),
           next_attempt_at: column((n) => n.nextAttemptAt),

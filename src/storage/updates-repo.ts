@@ -5,7 +5,7 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, statement, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, padded, statement, type Db, type Tx } from './db.js';
 
 /** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
 const LITERAL = { skipBinding: true } as const;
@@ -124,7 +124,8 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
     async deleteClosed(closed: [string, number[]][], tx?: Tx): Promise<void> {
       const ids = closed.flatMap(([, ids]) => ids).sort((a, b) => a - b);
       if (ids.length === 0) return;
-      await (tx ?? db)('updates').whereIn('bot_id', closed.map(([botId]) => botId)).whereIn('update_id', ids).delete();
+      const q = tx ?? db;
+      await q('updates').whereIn('bot_id', padded(q, closed.map(([botId]) => botId))).whereIn('update_id', padded(q, ids)).delete();
     },
 
     /** Forgets every queued update of the bot. */
