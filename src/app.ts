@@ -279,7 +279,7 @@ const webhookAttempts: Component = {
       allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
       allowedPorts: config.webhookAllowedPorts,
       caFile: config.webhookCaFile,
-      idleSocketsPerHost: config.dispatcherMaxInFlight,
+      socketsPerOrigin: config.webhookSocketsPerOrigin,
     });
     const usage = need(backend.usage, 'the usage recorder');
     backend.attempts = createAttempts({

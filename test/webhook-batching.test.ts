@@ -5,6 +5,8 @@
  * the service sends for the whole burst — ingest, claims, outcomes, heartbeats and sweeps
  * included — stay within 2 per delivery (README: bench:webhooks prints the same figure).
  * Every update still arrives once, and every delivery ends succeeded with its update gone.
+ * Many bots behind one receiver (a shared endpoint) share at most WEBHOOK_SOCKETS_PER_ORIGIN
+ * connections to it: a burst does not open a TLS connection per attempt in flight.
  * On MariaDB + Kafka in the integration pass, SQLite otherwise.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -83,5 +85,41 @@ describe('webhook delivery statements', () => {
     const seen = receiver.received.map((r) => String(r.headers['x-service-update-id']));
     expect(new Set(seen).size).toBe(updates.length);
     expect(seen).toHaveLength(updates.length);
+  }, 60_000);
+
+  it('bots behind one receiver share at most WEBHOOK_SOCKETS_PER_ORIGIN connections to it, and every update arrives', async () => {
+    const pki = createTestPki();
+    const small = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, LIMITS_ENABLED: 'false', WEBHOOK_SOCKETS_PER_ORIGIN: '3', ...kafkaEnv(),
+    });
+    const shared = await startReceiver(pki);
+    try {
+      shared.always({ status: 200, delayMs: 150 });
+      const jwt = await small.jwt('sockets-owner');
+      const ids: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        const bot = await approvedBot(small, jwt, `sockets_bot_${i}`);
+        expect((await client(small.url, jwt).post(`/api/v1/bots/my/${bot.id}/webhook`, { url: shared.url, secret_token: 'sockets-secret' })).status).toBe(200);
+        ids.push(bot.id);
+      }
+      const message = { messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text: 'shared' };
+      const local = new InternalServiceClient(small.grpcAddress, grpc.credentials.createInsecure());
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const md = new grpc.Metadata();
+          md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+          local.ingestUpdates({ updates: [...ids, ...ids].map((botId) => ({ botId, message })) } as never, md, (err) => (err ? reject(err) : resolve()));
+        });
+      } finally {
+        local.close();
+      }
+      await shared.waitFor(16, 20_000);
+        expect(shared.concurrency.max).toBeLessThanOrEqual(3);
+      expect(shared.concurrency.max).toBeGreaterThanOrEqual(2); // the bots did go at once, up to the bound
+      expect(new Set(shared.received.map((r) => String(r.headers['x-service-update-id']))).size).toBe(16);
+    } finally {
+      await shared.close();
+      await small.close();
+    }
   }, 60_000);
 });

@@ -27,11 +27,13 @@ export interface WebhookClientOptions {
   caFile?: string;
   lookup?: Lookup;
   /**
-   * Idle keep-alive connections kept per receiver host (default 256, Node's own).
-   * Many bots behind one host (a bot framework's shared endpoint) need about as many
-   * as attempts run at once, or each burst pays a fresh TLS handshake per request.
+   * Most connections to one origin (scheme, host, port) per allowed_ips policy, in use or
+   * idle (WEBHOOK_SOCKETS_PER_ORIGIN, default 256): requests beyond it wait for one of
+   * them, so many bots behind one host (a bot framework's shared endpoint) reuse a bounded
+   * set of warm connections instead of a TLS handshake (and a socket's memory) per attempt
+   * in flight. Bots on other origins never wait for these.
    */
-  idleSocketsPerHost?: number;
+  socketsPerOrigin?: number;
 }
 
 export interface WebhookRequest {
@@ -103,7 +105,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         for (const [k, a] of pools) if (Object.keys(a.sockets).length === 0 && Object.keys(a.requests).length === 0) pools.delete(k);
       }
       agent = new https.Agent({
-        keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
+        keepAlive: true, maxSockets: opts.socketsPerOrigin ?? 256, maxFreeSockets: opts.socketsPerOrigin ?? 256, secureContext, timeout: opts.timeoutMs,
       });
       pools.set(key, agent);
     }
