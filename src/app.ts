@@ -280,6 +280,7 @@ const webhookAttempts: Component = {
       allowedPorts: config.webhookAllowedPorts,
       caFile: config.webhookCaFile,
       socketsPerOrigin: config.webhookSocketsPerOrigin,
+      slowMs: Math.min(1000, Math.floor(config.webhookTimeoutMs / 4)),
     });
     const usage = need(backend.usage, 'the usage recorder');
     backend.attempts = createAttempts({

@@ -6,7 +6,9 @@
  * included — stay within 2 per delivery (README: bench:webhooks prints the same figure).
  * Every update still arrives once, and every delivery ends succeeded with its update gone.
  * Many bots behind one receiver (a shared endpoint) share at most WEBHOOK_SOCKETS_PER_ORIGIN
- * connections to it: a burst does not open a TLS connection per attempt in flight.
+ * connections to it: a burst does not open a TLS connection per attempt in flight; an
+ * attempt left unanswered (past a quarter of the timeout) stops counting against that
+ * bound, so a bot that hangs behind a shared endpoint does not hold up the others there.
  * On MariaDB + Kafka in the integration pass, SQLite otherwise.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -117,6 +119,43 @@ describe('webhook delivery statements', () => {
         expect(shared.concurrency.max).toBeLessThanOrEqual(3);
       expect(shared.concurrency.max).toBeGreaterThanOrEqual(2); // the bots did go at once, up to the bound
       expect(new Set(shared.received.map((r) => String(r.headers['x-service-update-id']))).size).toBe(16);
+    } finally {
+      await shared.close();
+      await small.close();
+    }
+  }, 60_000);
+
+  it('a bot hanging behind a shared endpoint does not hold up the other bots there, whatever WEBHOOK_SOCKETS_PER_ORIGIN', async () => {
+    const pki = createTestPki();
+    // A 4 s timeout: an attempt unanswered after 1 s leaves the per-origin bound.
+    const small = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, LIMITS_ENABLED: 'false', WEBHOOK_SOCKETS_PER_ORIGIN: '2',
+      WEBHOOK_TIMEOUT_MS: '4000', ...kafkaEnv(),
+    });
+    const shared = await startReceiver(pki);
+    try {
+      const jwt = await small.jwt('hang-owner');
+      const owner = client(small.url, jwt);
+      const hooked = async (name: string) => {
+        const bot = await approvedBot(small, jwt, name);
+        expect((await owner.post(`/api/v1/bots/my/${bot.id}/webhook`, { url: shared.url, secret_token: 'hang-secret' })).status).toBe(200);
+        return bot.id;
+      };
+      const hanging = await hooked('shared_hanging');
+      // Three answered attempts open its window (it starts at 1) to 4.
+      for (let i = 0; i < 3; i++) await owner.post(`/api/v1/bots/my/${hanging}/test-updates`, { text: `warm ${i}` });
+      await shared.waitFor(3);
+      await until(async () => (await owner.get(`/api/v1/bots/my/${hanging}/deliveries`)).body.items,
+        (items) => items.filter((x: { status: string }) => x.status === 'succeeded').length === 3);
+      shared.script({ hang: true }, { hang: true }, { hang: true });
+      for (let i = 0; i < 3; i++) await owner.post(`/api/v1/bots/my/${hanging}/test-updates`, { text: `hang ${i}` });
+      await shared.waitFor(3 + 2); // both connections of the bound now hang
+      const healthy = await hooked('shared_healthy');
+      const t0 = Date.now();
+      await owner.post(`/api/v1/bots/my/${healthy}/test-updates`, { text: 'healthy' });
+      await until(async () => shared.received.length, (n) => n >= 3 + 3 + 1, 10_000);
+      // The hanging ones leave the bound after 1 s; before, the healthy bot waited for the 4 s timeout.
+      expect(Date.now() - t0).toBeLessThan(2500);
     } finally {
       await shared.close();
       await small.close();
