@@ -11,8 +11,17 @@
  * Each latency run starts after BENCH_SETTLE seconds without load, so that the
  * burst's aftermath (the database purging what it deleted, on the same 2 cores)
  * is not counted against the run without hanging bots.
- * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10), BENCH_SETTLE (5).
+ * Beside the service, in the same run, the ceiling (bench/ceiling.ts, its own process):
+ * a minimal HTTPS client posting the same number of signed bodies to the same receiver,
+ * BENCH_BOTS targets round robin, keep-alive. Also printed: CPU per delivery (the
+ * service's processes during the burst), statements per delivery during the burst (as
+ * counted by each process's botplatform_db_statements gauge, and on MariaDB its global
+ * `Questions` counter, which counts whatever else uses that server too) and the
+ * dispatcher's peak RSS during the hanging-bots run.
+ * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10), BENCH_SETTLE (5),
+ * BENCH_CEILING_CONCURRENCY (256).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -25,7 +34,7 @@ import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_servic
 import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { createTestPki } from '../test/helpers/tls.js';
-import { machine, percentile, startService, stopServices } from './lib.js';
+import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } from './lib.js';
 
 const BOTS = Number(process.env.BENCH_BOTS ?? 1000);
 const BURST = Number(process.env.BENCH_BURST ?? 10_000);
@@ -50,9 +59,11 @@ async function startReceiver(pki: { key: string; cert: string }) {
       res.end('ok');
     });
   });
+  let connections = 0;
   server.on('connection', (s) => (s as import('node:net').Socket).setNoDelay(true));
+  server.on('secureConnection', () => connections++);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { base: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals, requests: () => requests, server };
+  return { base: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, arrivals, requests: () => requests, connections: () => connections, server };
 }
 
 async function post(url: string, token: string, body?: unknown) {
@@ -101,6 +112,43 @@ async function waitAll(ids: number[], arrivals: Map<string, number>, ms: number)
   while (ids.some((id) => !arrivals.has(String(id))) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
 }
 
+/** The ceiling client (bench/ceiling.ts) against this receiver: requests/s and its CPU seconds per request. */
+async function ceiling(receiverBase: string, caFile: string) {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'ceiling.ts')], {
+    env: {
+      ...process.env, CEILING_BASE: receiverBase, CEILING_CA: caFile, CEILING_COUNT: String(BURST), CEILING_TARGETS: String(BOTS),
+      CEILING_CONCURRENCY: process.env.BENCH_CEILING_CONCURRENCY ?? '256',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((r) => child.on('exit', r));
+  if (code !== 0) throw new Error(`the ceiling client failed (${code})`);
+  const r = JSON.parse(out.trim().split('\n').pop()!) as { requests: number; seconds: number; cpuSeconds: number };
+  return { rate: r.requests / r.seconds, cpuMs: (1000 * r.cpuSeconds) / r.requests };
+}
+
+/** A process's botplatform_db_statements gauge (statements it has sent to its database). */
+async function statementsOf(httpBase: string): Promise<number> {
+  const text = await (await fetch(`${httpBase}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('botplatform_db_statements '));
+  return line ? Number(line.split(' ')[1]) : NaN;
+}
+
+/** MariaDB's global Questions counter (every client's statements on that server). */
+async function questions(serverUrl: string | undefined): Promise<number> {
+  if (!serverUrl) return NaN;
+  const mysql = await import('mysql2/promise');
+  const conn = await mysql.createConnection(serverUrl);
+  try {
+    const [rows] = await conn.query("SHOW GLOBAL STATUS LIKE 'Questions'");
+    return Number((rows as { Value: string }[])[0]!.Value) - 1; // this statement itself
+  } finally {
+    await conn.end();
+  }
+}
+
 async function burst(grpcAddress: string, ids: string[], arrivals: Map<string, number>) {
   const ing = ingester(grpcAddress);
   const start = performance.now();
@@ -147,23 +195,49 @@ async function steady(grpcAddress: string, ids: string[], arrivals: Map<string, 
   return { p50: percentile(lat, 50), p99: percentile(lat, 99), n: lat.length, of: samples.length };
 }
 
-async function run(name: string, pki: ReturnType<typeof createTestPki>, envs: Record<string, string>[], http: string, grpcAddress: string) {
+async function run(
+  name: string, pki: ReturnType<typeof createTestPki>, envs: Record<string, string>[], http: string, grpcAddress: string, serverUrl?: string,
+) {
   const receiver = await startReceiver(pki);
-  for (const env of envs) await startService(env);
+  const procs: ChildProcess[] = [];
+  for (const env of envs) procs.push(await startService(env));
+  // The last process runs the dispatcher (role all or dispatcher); statements are counted in those with a database.
+  const dispatcher = procs.at(-1)!;
+  const withDb = envs.map((e, i) => ({ base: `http://127.0.0.1:${e.PORT}`, pid: procs[i]!.pid! })).filter((_, i) => envs[i]!.ROLE !== 'gateway');
   const prefix = `w${crypto.randomBytes(3).toString('hex')}`;
   const { ids, owner } = await makeBots(http, receiver.base, prefix);
+  const c0 = receiver.connections();
+  const top = await ceiling(receiver.base, pki.caFile);
+  const c1 = receiver.connections();
+  const cpu0 = procs.map((p) => cpuSeconds(p.pid!));
+  const own0 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
+  const q0 = await questions(serverUrl);
   const throughput = await burst(grpcAddress, ids, receiver.arrivals);
+  const c2 = receiver.connections();
+  const q1 = await questions(serverUrl);
+  const own1 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
+  const cpuMs = (1000 * procs.reduce((sum, p, i) => sum + cpuSeconds(p.pid!) - cpu0[i]!, 0)) / throughput.arrived;
+  const statements = {
+    own: own1.reduce((sum, n, i) => sum + n - own0[i]!, 0) / throughput.arrived,
+    dispatcher: (own1.at(-1)! - own0.at(-1)!) / throughput.arrived,
+    questions: (q1 - q0) / throughput.arrived,
+  };
   const calm = await steady(grpcAddress, ids, receiver.arrivals, new Set());
+  const c3 = receiver.connections();
   // 10% of the bots now hang until the timeout.
   const hanging = new Set(ids.map((_, i) => i).filter((i) => i % 10 === 0));
   for (const i of hanging) {
     await post(`${http}/api/v1/bots/my/${ids[i]}/webhook`, owner, { url: `${receiver.base}/slow/${i}`, secret_token: 'bench' });
   }
+  let peakRss = rssMiB(dispatcher.pid!);
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(dispatcher.pid!))), 100);
   const stormy = await steady(grpcAddress, ids, receiver.arrivals, hanging);
+  clearInterval(sampler);
+  const tls = { ceiling: c1 - c0, burst: c2 - c1, calm: c3 - c2, stormy: receiver.connections() - c3 };
   stopServices();
   receiver.server.closeAllConnections();
   receiver.server.close();
-  return { name, throughput, calm, stormy };
+  return { name, throughput, top, cpuMs, statements, calm, stormy, peakRss, tls };
 }
 
 async function main() {
@@ -192,7 +266,7 @@ async function main() {
       const gateway = await env(d2, { ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.GRPC_PORT}` });
       const dispatcher = await env(d2, { ...shared, ROLE: 'dispatcher' });
       results.push(await run('MariaDB + Kafka: core, gateway and dispatcher processes', pki, [core, gateway, dispatcher],
-        `http://127.0.0.1:${gateway.PORT}`, `127.0.0.1:${core.GRPC_PORT}`));
+        `http://127.0.0.1:${gateway.PORT}`, `127.0.0.1:${core.GRPC_PORT}`, server));
     } finally {
       if (!process.env.BENCH_KEEP_DB) await db.drop();
       else console.log(`kept database ${db.name}`);
@@ -203,13 +277,19 @@ async function main() {
 
   console.log(`\nbench:webhooks — ${BOTS} bots, burst of ${BURST}, steady ${RATE} updates/s for ${SECONDS}s, hanging endpoints time out after ${TIMEOUT_MS / 1000}s`);
   console.log(`machine: ${machine()}\n`);
-  console.log('| setup | burst: deliveries/s | healthy first attempt p50 / p99 ms, no hanging bots | same, 10% of bots hanging |');
-  console.log('|---|---:|---:|---:|');
+  console.log('| setup | burst: deliveries/s | ceiling: requests/s | ratio | healthy first attempt p50 / p99 ms, no hanging bots | same, 10% of bots hanging | p99 ratio |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     const lat = (x: { p50: number; p99: number; n: number; of: number }) =>
       `${x.p50.toFixed(1)} / ${x.p99.toFixed(1)}${x.n < x.of ? ` (only ${x.n}/${x.of} arrived)` : ''}`;
     const burstCell = `${r.throughput.rate.toFixed(0)}${r.throughput.arrived < BURST ? ` (only ${r.throughput.arrived}/${BURST} arrived)` : ''}`;
-    console.log(`| ${r.name} | ${burstCell} | ${lat(r.calm)} | ${lat(r.stormy)} |`);
+    console.log(`| ${r.name} | ${burstCell} | ${r.top.rate.toFixed(0)} | ${(r.throughput.rate / r.top.rate).toFixed(2)} | ${lat(r.calm)} | ${lat(r.stormy)} | ${(r.stormy.p99 / r.calm.p99).toFixed(2)} |`);
+  }
+  console.log('\n| setup | service CPU ms per delivery (burst) | ceiling CPU ms per request | statements per delivery (burst): all processes / dispatcher process / MariaDB Questions | dispatcher peak RSS, hanging run (MiB) | TLS connections to the receiver: ceiling / burst / steady / steady with hanging bots |');
+  console.log('|---|---:|---:|---:|---:|---:|');
+  for (const r of results) {
+    const st = r.statements;
+    console.log(`| ${r.name} | ${r.cpuMs.toFixed(2)} | ${r.top.cpuMs.toFixed(2)} | ${st.own.toFixed(2)} / ${st.dispatcher.toFixed(2)} / ${Number.isNaN(st.questions) ? '-' : st.questions.toFixed(2)} | ${r.peakRss.toFixed(0)} | ${r.tls.ceiling} / ${r.tls.burst} / ${r.tls.calm} / ${r.tls.stormy} |`);
   }
 }
 

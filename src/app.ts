@@ -206,6 +206,10 @@ const database: Component = {
     const db = createDb(ctx.config.database, ctx.logger);
     ctx.backend.db = ctx.app.db = db;
     ctx.ready = () => pingDb(db).then(() => true, () => false);
+    // Statements this process sends to the database (transaction BEGIN and COMMIT included).
+    let statements = 0;
+    db.on('query', () => statements++);
+    ctx.telemetry.gauge('botplatform_db_statements', 'Statements this process has sent to the database since it started', () => statements);
     const running = { close: () => db.destroy() };
     try {
       await migrateLatest(db);
@@ -278,7 +282,8 @@ const webhookAttempts: Component = {
       allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
       allowedPorts: config.webhookAllowedPorts,
       caFile: config.webhookCaFile,
-      idleSocketsPerHost: config.dispatcherMaxInFlight,
+      socketsPerOrigin: config.webhookSocketsPerOrigin,
+      slowMs: Math.min(1000, Math.floor(config.webhookTimeoutMs / 4)),
     });
     const usage = need(backend.usage, 'the usage recorder');
     backend.attempts = createAttempts({

@@ -146,6 +146,7 @@ const schema = z
     WEBHOOK_CA_FILE: optionalText,
     WEBHOOK_DISABLE_AFTER: duration('5d').refine((ms) => ms >= 1000, 'must be at least 1s'),
     DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
+    WEBHOOK_SOCKETS_PER_ORIGIN: int(256, 1, 100_000),
     PLATFORM_EGRESS_IPS: z.string().default('').refine(
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
       'must be a comma-separated list of IPs or CIDR ranges',
@@ -232,6 +233,8 @@ const schema = z
       /** How long a webhook may fail without a success before it is disabled. */
       webhookDisableAfterMs: c.WEBHOOK_DISABLE_AFTER,
       dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
+      /** Most connections the dispatcher keeps to one webhook origin (see webhook-client.ts). */
+      webhookSocketsPerOrigin: c.WEBHOOK_SOCKETS_PER_ORIGIN,
       maxBodyBytes: c.MAX_BODY_BYTES,
       /** Largest file accepted by upload-credentials. */
       maxFileBytes: c.MAX_FILE_BYTES,

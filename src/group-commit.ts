@@ -7,8 +7,13 @@ export function createGroupCommit<I, O>(
   commit: (items: I[]) => Promise<O[]>,
   maxBatch = 500,
   onCommitted?: () => void,
-  /** Start a batch after the current turn of the event loop, so calls arriving in the same turn share it. */
-  deferStart = false,
+  /**
+   * Start a batch after the current turn of the event loop, so calls arriving in the same
+   * turn share it; a number: wait that many ms before each batch that is not full, so
+   * calls arriving meanwhile share it (for calls that arrive one at a time, each with a
+   * few items, where one statement per batch costs as much as one per call).
+   */
+  deferStart: boolean | number = false,
 ) {
   interface Pending {
     items: I[];
@@ -22,6 +27,9 @@ export function createGroupCommit<I, O>(
     writing = true;
     try {
       while (queue.length > 0) {
+        if (typeof deferStart === 'number' && deferStart > 0 && queue.reduce((n, p) => n + p.items.length, 0) < maxBatch) {
+          await new Promise((r) => setTimeout(r, deferStart));
+        }
         const batch: Pending[] = [];
         let size = 0;
         while (queue.length > 0 && (batch.length === 0 || size + queue[0]!.items.length <= maxBatch)) {
@@ -52,11 +60,11 @@ export function createGroupCommit<I, O>(
       return new Promise((resolve, reject) => {
         queue.push({ items, resolve, reject });
         if (writing) return;
-        if (!deferStart) void drain();
-        else {
+        if (deferStart === false || deferStart === 0) void drain();
+        else if (deferStart === true) {
           writing = true;
           setImmediate(() => void drain());
-        }
+        } else void drain();
       });
     },
   };

@@ -62,6 +62,14 @@ describe('config', () => {
     }
   });
 
+  it('reads WEBHOOK_SOCKETS_PER_ORIGIN (256 by default) and refuses 0 or a non-number', () => {
+    expect(loadConfig({}).webhookSocketsPerOrigin).toBe(256);
+    expect(loadConfig({ WEBHOOK_SOCKETS_PER_ORIGIN: '16' }).webhookSocketsPerOrigin).toBe(16);
+    for (const bad of ['0', 'many', '-1']) {
+      expect(() => loadConfig({ WEBHOOK_SOCKETS_PER_ORIGIN: bad }), bad).toThrow(/WEBHOOK_SOCKETS_PER_ORIGIN/);
+    }
+  });
+
   it('parses durations', () => {
     expect([parseDuration('250ms'), parseDuration('15s'), parseDuration('5m'), parseDuration('1h'), parseDuration('7d'), parseDuration('100')])
       .toEqual([250, 15_000, 300_000, 3_600_000, 604_800_000, 100]);

@@ -49,16 +49,32 @@ export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
   return { ok: false, failure, durationMs: r.durationMs, at };
 }
 
+/** Most opened webhook secrets kept (see secretOf). */
+const SECRETS_KEPT = 10_000;
+
 export function createAttempts(deps: AttemptDeps) {
   const now = deps.now ?? Date.now;
 
-  // Outcomes are written in group commits: attempts that finish while one
-  // transaction is being written share the next.
+  // Outcomes are written in group commits: attempts that finish within OUTCOME_LINGER_MS
+  // of each other, or while one transaction is being written, share the next (one
+  // statement per table for all of them).
   const outcomes = createGroupCommit<OutcomeWrite, boolean>(
-    (items) => deps.units.recordAttempts(items),
+    (items) => deps.units.recordAttempts(items), 500, undefined, OUTCOME_LINGER_MS,
   );
   const record = async (id: string, leaseToken: string, next: DeliveryWrite) =>
     (await outcomes.write([{ id, leaseToken, next }]))[0]!;
+
+  // Opened webhook secrets by sealed value (an AES-GCM open per attempt costs more than the
+  // HMAC it keys): in this process's memory only, never logged; dropped whole past SECRETS_KEPT.
+  const secrets = new Map<string, string>();
+  const secretOf = (sealed: string) => {
+    let secret = secrets.get(sealed);
+    if (secret === undefined) {
+      if (secrets.size >= SECRETS_KEPT) secrets.clear();
+      secrets.set(sealed, (secret = deps.secretBox.open(sealed)));
+    }
+    return secret;
+  };
 
   return {
     /**
@@ -86,7 +102,7 @@ export function createAttempts(deps: AttemptDeps) {
         url: webhook.url,
         // A webhook set through the Telegram-compatible surface gets a Telegram Update.
         body: webhook.secretHeader ? telegramWebhookBody(delivery.payload) : delivery.payload,
-        secret: deps.secretBox.open(webhook.secretSealed),
+        secret: secretOf(webhook.secretSealed),
         updateId: delivery.updateId,
         allowedIps: webhook.allowedIps,
         secretHeader: webhook.secretHeader,
@@ -116,4 +132,6 @@ export const leaseFor = (timeoutMs: number) => 2 * timeoutMs + 5000;
  * deliveries due again within LEASE_MS, however long the request timeout.
  */
 export const LEASE_MS = 3000;
+/** How long an outcome waits for others to share its write (see createAttempts). */
+export const OUTCOME_LINGER_MS = 5;
 export const HEARTBEAT_MS = 1000;

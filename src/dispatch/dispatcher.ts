@@ -29,6 +29,11 @@
  * Disabled webhooks (failing for WEBHOOK_DISABLE_AFTER): their max reads as 0, so
  * nothing is claimed for them; the sweep leaves them out.
  *
+ * Drained bots: a claim that found fewer due deliveries than it had room for marks the
+ * bot drained, and the bot's own attempts ending no longer claim for it (each would be a
+ * query that finds nothing); its new updates (the bus) and the sweep (retries falling
+ * due, leases running out, recoveries) wake it again.
+ *
  * Per bot, the dispatcher keeps one small state object (attempts in flight, the
  * limits read last, the window, the token bucket): kept while the bot has attempts
  * in flight or its limits are fresh, dropped after, so the process holds nothing
@@ -85,10 +90,14 @@ interface BotState {
   refilledAt: number;
   /** A kick is scheduled for when its next token is due. */
   waking: boolean;
+  /** Its last claim found all it had due (see Drained bots above). */
+  drained: boolean;
+  /** Counts the kicks from outside (bus, sweep): a claim marks the bot drained only if none came meanwhile. */
+  woken: number;
 }
 
 const newBotState = (max: number, readAt: number, perSecond: number | null = null): BotState =>
-  ({ inFlight: 0, max, readAt, window: 1, perSecond, tokens: perSecond === null ? 0 : burstOf(perSecond), refilledAt: readAt, waking: false });
+  ({ inFlight: 0, max, readAt, window: 1, perSecond, tokens: perSecond === null ? 0 : burstOf(perSecond), refilledAt: readAt, waking: false, drained: false, woken: 0 });
 
 /** The most tokens a bucket holds: a tenth of a second's worth, at least one. */
 const burstOf = (perSecond: number) => Math.max(1, perSecond / 10);
@@ -221,12 +230,19 @@ export function createDispatcher(opts: DispatcherOptions) {
       else if (slots > 0 && s) wakeForToken(b, s, at); // its slots are free, its rate is used up
     }
     if (free.size === 0 || stopped) return;
+    const woken = new Map([...free.keys()].map((b) => [b, bots.get(b)?.woken]));
     const now = Date.now();
     const claimed = await opts.deliveries.claimForBots({ now, leaseMs, holder, free });
+    const got = new Map<string, number>();
     for (const d of claimed) {
       const s = bots.get(d.botId);
       if (s && s.perSecond !== null) s.tokens -= 1;
+      got.set(d.botId, (got.get(d.botId) ?? 0) + 1);
       launch(d, now);
+    }
+    for (const [b, n] of free) {
+      const s = bots.get(b);
+      if (s && (got.get(b) ?? 0) < n && s.woken === woken.get(b)) s.drained = true;
     }
     // A rate-limited bot that used its tokens may have more due: it goes on when the next token is.
     for (const [b] of free) {
@@ -249,8 +265,16 @@ export function createDispatcher(opts: DispatcherOptions) {
     wakers.add(t);
   }
 
-  function kick(botId: string) {
+  /** Runs the bot's due deliveries in the next round. `wake`: from outside (bus, sweep), it may have new ones. */
+  function kick(botId: string, wake = false) {
     if (stopped) return;
+    const s = bots.get(botId);
+    if (s) {
+      if (wake) {
+        s.drained = false;
+        s.woken++;
+      } else if (s.drained) return;
+    }
     kicked.add(botId);
     if (kicking) return;
     kicking = (async () => {
@@ -308,13 +332,13 @@ export function createDispatcher(opts: DispatcherOptions) {
   /** Everything due, any bot (retries, abandoned leases): each such bot is kicked. */
   async function sweepDue() {
     const bots = await opts.deliveries.botsWithDue(Date.now(), 1000);
-    for (const botId of bots) kick(botId);
+    for (const botId of bots) kick(botId, true);
   }
 
   return {
     async start() {
       await opts.bus.subscribeGroup(DISPATCHER_GROUP, [UPDATES_TOPIC], (keys) => {
-        for (const botId of keys) kick(botId);
+        for (const botId of keys) kick(botId, true);
       });
       void sweepLoop();
       heartbeatTimer = setTimeout(() => void heartbeatLoop(), HEARTBEAT_MS);

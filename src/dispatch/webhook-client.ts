@@ -27,11 +27,17 @@ export interface WebhookClientOptions {
   caFile?: string;
   lookup?: Lookup;
   /**
-   * Idle keep-alive connections kept per receiver host (default 256, Node's own).
-   * Many bots behind one host (a bot framework's shared endpoint) need about as many
-   * as attempts run at once, or each burst pays a fresh TLS handshake per request.
+   * Most requests progressing at once to one origin (scheme, host, port) per allowed_ips
+   * policy, and most idle connections kept to it (WEBHOOK_SOCKETS_PER_ORIGIN, default 256):
+   * requests beyond wait for a turn, so many bots behind one host (a bot framework's shared
+   * endpoint) reuse a bounded set of warm connections instead of a TLS handshake (and a
+   * socket's memory) per attempt in flight. A request unanswered after `slowMs` leaves the
+   * bound (it goes on, on its own connection, until the timeout), so bots that hang behind
+   * a shared endpoint cannot hold up the others there. Bots on other origins never wait.
    */
-  idleSocketsPerHost?: number;
+  socketsPerOrigin?: number;
+  /** After how long an unanswered request leaves its origin's bound (default: a quarter of the timeout, at most 1 s). */
+  slowMs?: number;
 }
 
 export interface WebhookRequest {
@@ -103,11 +109,45 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         for (const [k, a] of pools) if (Object.keys(a.sockets).length === 0 && Object.keys(a.requests).length === 0) pools.delete(k);
       }
       agent = new https.Agent({
-        keepAlive: true, maxSockets: Infinity, maxFreeSockets: opts.idleSocketsPerHost ?? 256, secureContext, timeout: opts.timeoutMs,
+        // Progressing requests per origin are bounded by turnAt; slow ones need sockets of their own.
+        keepAlive: true, maxSockets: Infinity, maxFreeSockets: bound, secureContext, timeout: opts.timeoutMs,
       });
       pools.set(key, agent);
     }
     return agent;
+  }
+
+  // Parsed allowed_ips lists, by their text (most bots have none).
+  const parsed = new Map<string, Cidr[]>();
+  function cidrsOf(allowedIps: string[]): Cidr[] {
+    if (allowedIps.length === 0) return [];
+    const key = allowedIps.join(',');
+    let cidrs = parsed.get(key);
+    if (!cidrs) {
+      if (parsed.size >= MAX_IDLE_POOLS) parsed.clear();
+      parsed.set(key, (cidrs = parseCidrs(allowedIps)));
+    }
+    return cidrs;
+  }
+
+  // Turns per origin and policy: requests progressing now, and those waiting for a turn.
+  const bound = opts.socketsPerOrigin ?? 256;
+  const slowMs = opts.slowMs ?? Math.min(1000, Math.floor(opts.timeoutMs / 4));
+  const turns = new Map<string, { active: number; waiting: (() => void)[] }>();
+  /** Waits for a turn at this origin; answers the function that gives it back (once). */
+  async function turnAt(key: string): Promise<() => void> {
+    let t = turns.get(key);
+    if (!t) turns.set(key, (t = { active: 0, waiting: [] }));
+    if (t.active < bound) t.active++;
+    else await new Promise<void>((r) => t.waiting.push(r)); // the turn is handed over with active unchanged
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const next = t.waiting.shift();
+      if (next) next();
+      else if (--t.active === 0) turns.delete(key);
+    };
   }
 
   /** Resolves and checks every address; hands the socket the first one. */
@@ -129,7 +169,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
 
   return {
     async send(req: WebhookRequest): Promise<WebhookResult> {
-      const started = performance.now();
+      let started = performance.now();
       const done = (r: Omit<WebhookResult, 'durationMs'>): WebhookResult => ({ ...r, durationMs: Math.round(performance.now() - started) });
       let url: URL;
       try {
@@ -138,7 +178,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         return done({ ok: false, statusCode: null, error: 'invalid webhook url', noAnswer: 'refused' });
       }
       if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL', noAnswer: 'refused' });
-      const allowedIps = parseCidrs(req.allowedIps);
+      const allowedIps = cidrsOf(req.allowedIps);
       const port = portOf(url);
       // An IP-literal host never reaches the lookup: check it here.
       const host = url.hostname.replace(/^\[|\]$/g, '');
@@ -146,7 +186,15 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
         if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}`, noAnswer: 'refused' });
       }
-      return new Promise<WebhookResult>((resolve) => {
+      const giveBack = await turnAt(`${req.allowedIps.length === 0 ? '' : [...new Set(req.allowedIps)].sort().join(',')}|${url.host}`);
+      started = performance.now(); // the exchange's duration, not the wait for a turn
+      const slow = setTimeout(giveBack, slowMs);
+      return new Promise<WebhookResult>((answer) => {
+        const resolve = (r: WebhookResult) => {
+          clearTimeout(slow);
+          giveBack();
+          answer(r);
+        };
         const request = https.request(url, {
           method: 'POST',
           agent: poolFor(req.allowedIps),

@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, type Db, type Tx } from './db.js';
+import { isMysql, padded, valuePerRow, type Db, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -341,9 +341,18 @@ export function createBotsRepo(db: Db) {
       }]));
     },
 
-    /** Sets a bot's update sequence and message id counters (its row locked by `lockCounters`). */
-    async advanceCounters(id: string, lastUpdateSeq: number, lastMessageId: number, tx?: Tx): Promise<void> {
-      await q(tx).where({ id }).update({ last_update_seq: lastUpdateSeq, last_message_id: lastMessageId });
+    /** Sets several bots' counters (their rows locked by `lockCounters`), in one statement per 500 bots. */
+    async advanceCountersOf(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], tx?: Tx): Promise<void> {
+      const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      for (let k = 0; k < sorted.length; k += 500) {
+        const chunk = sorted.slice(k, k + 500);
+        const ids = chunk.map((r) => r.id);
+        const b = tx ?? db;
+        await q(tx).whereIn('id', padded(b, ids)).update({
+          last_update_seq: valuePerRow(b, 'id', ids, chunk.map((r) => r.lastUpdateSeq)) as number | Knex.Raw,
+          last_message_id: valuePerRow(b, 'id', ids, chunk.map((r) => r.lastMessageId)) as number | Knex.Raw,
+        });
+      }
     },
 
     /** The bot's last message id, username and name, its row locked (on MySQL) until the transaction ends. */

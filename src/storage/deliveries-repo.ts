@@ -7,7 +7,7 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { statement, type Db, type Tx } from './db.js';
+import { isMysql, padded, statement, valuePerRow, type Db, type Tx } from './db.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
@@ -127,6 +127,9 @@ function groupBy(rows: { bot_id: string; update_id: number }[]): [string, number
 
 const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** Most outcomes one UPDATE writes (each takes up to 15 bound values). */
+const OUTCOME_CHUNK = 500;
+
 export function createDeliveriesRepo(db: Db) {
   return {
     /**
@@ -138,7 +141,7 @@ export function createDeliveriesRepo(db: Db) {
       const q = tx ?? db;
       const most = Math.max(...opts.free.values());
       const ranked = q('deliveries')
-        .whereIn('bot_id', [...opts.free.keys()])
+        .whereIn('bot_id', padded(q, [...opts.free.keys()]))
         .whereIn('status', OPEN)
         .andWhere('next_attempt_at', '<=', opts.now)
         .andWhere('lease_until', '<', opts.now)
@@ -148,12 +151,12 @@ export function createDeliveriesRepo(db: Db) {
       if (ids.length === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
-      await statement(db, tx, (s) => s('deliveries').whereIn('id', ids).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
+      await statement(db, tx, (s) => s('deliveries').whereIn('id', padded(s, ids)).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
       // Read back by primary key (leased_by has no index: a scan of it grows with the table),
       // with each bot's webhook in the same query.
       const leased = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', ids).andWhere('deliveries.leased_by', token)
+        .whereIn('deliveries.id', padded(q, ids)).andWhere('deliveries.leased_by', token)
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
         .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
           'webhooks.secret_header as webhook_secret_header', 'webhooks.disabled_at as webhook_disabled_at');
@@ -182,7 +185,7 @@ export function createDeliveriesRepo(db: Db) {
         const ids = chunk.map((l) => l.id);
         const tokens = [...new Set(chunk.map((l) => l.leaseToken))];
         // Rows are locked in primary-key order, as claims and outcome writes lock them; a deadlock victim is rolled back whole.
-        n += await statement(db, tx, (q) => q('deliveries').whereIn('id', ids).whereIn('leased_by', tokens).update({ lease_until: until }));
+        n += await statement(db, tx, (q) => q('deliveries').whereIn('id', padded(q, ids)).whereIn('leased_by', padded(q, tokens)).update({ lease_until: until }));
       }
       return n;
     },
@@ -239,7 +242,7 @@ export function createDeliveriesRepo(db: Db) {
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
       // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
       const rows = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', items.map((i) => i.id))
+        .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
         .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since');
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
@@ -249,23 +252,15 @@ export function createDeliveriesRepo(db: Db) {
       const failedAt = new Map<string, number[]>();
       const failing = new Set<string>();
       const results: boolean[] = new Array(items.length);
-      for (const { item: { id, leaseToken, next }, i } of order) {
+      const held: OutcomeWrite[] = [];
+      for (const { item, i } of order) {
+        const { id, leaseToken, next } = item;
         const row = byId.get(id);
         if (!row || row.leased_by !== leaseToken) {
           results[i] = false;
           continue;
         }
-        await q('deliveries').where({ id }).update({
-          status: next.status,
-          attempts: next.attempts,
-          next_attempt_at: next.nextAttemptAt,
-          last_status_code: next.lastStatusCode,
-          last_error: next.lastError,
-          last_attempt_at: next.lastAttemptAt,
-          last_duration_ms: next.lastDurationMs,
-          lease_until: 0,
-          leased_by: null,
-        });
+        held.push(item);
         if (next.closed) done.push({ bot_id: row.bot_id, update_id: Number(row.update_id) });
         if (next.lastError !== null && !((errors.get(row.bot_id)?.at ?? -1) > next.lastAttemptAt)) {
           errors.set(row.bot_id, { at: next.lastAttemptAt, error: next.lastError });
@@ -274,6 +269,36 @@ export function createDeliveriesRepo(db: Db) {
         else failedAt.set(row.bot_id, [...(failedAt.get(row.bot_id) ?? []), next.lastAttemptAt]);
         if (row.failing_since !== null && row.failing_since !== undefined) failing.add(row.bot_id);
         results[i] = true;
+      }
+      // Every held delivery's new state in one statement per OUTCOME_CHUNK (rows in primary-key order).
+      for (let k = 0; k < held.length; k += OUTCOME_CHUNK) {
+        const chunk = held.slice(k, k + OUTCOME_CHUNK);
+        if (!isMysql(db)) {
+          // SQLite joins a VALUES list by primary key (a CASE per column is a scan of its
+          // branches per row: milliseconds for a few hundred rows).
+          const rows = padded(q, chunk).map(({ id, next: n }) =>
+            [id, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs]);
+          await q.raw(
+            `UPDATE deliveries SET status = v.column2, attempts = v.column3, next_attempt_at = v.column4, last_status_code = v.column5,
+              last_error = v.column6, last_attempt_at = v.column7, last_duration_ms = v.column8, lease_until = 0, leased_by = NULL
+             FROM (VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v WHERE deliveries.id = v.column1`,
+            rows.flat(),
+          );
+          continue;
+        }
+        const ids = chunk.map((c) => c.id);
+        const column = (value: (n: DeliveryWrite) => string | number | null) => valuePerRow(q, 'id', ids, chunk.map((c) => value(c.next)));
+        await q('deliveries').whereIn('id', padded(q, ids)).update({
+          status: column((n) => n.status),
+          attempts: column((n) => n.attempts),
+          next_attempt_at: column((n) => n.nextAttemptAt),
+          last_status_code: column((n) => n.lastStatusCode),
+          last_error: column((n) => n.lastError),
+          last_attempt_at: column((n) => n.lastAttemptAt),
+          last_duration_ms: column((n) => n.lastDurationMs),
+          lease_until: 0,
+          leased_by: null,
+        });
       }
       const failures: [string, FailureRun][] = [...errors].map(([botId, e]) => {
         const ok = lastOk.get(botId) ?? -1;

@@ -152,13 +152,15 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         }
         const nextSeq = new Map<string, number>();
         const nextMessageId = new Map<string, number>();
+        const advanced: { id: string; lastUpdateSeq: number; lastMessageId: number }[] = [];
         for (const [botId, p] of perBot) {
           const bot = counters.get(botId)!;
           const base = Math.max(bot.lastMessageId, p.maxGiven);
-          await bots.advanceCounters(botId, bot.lastUpdateSeq + p.count, base + p.auto, tx);
+          advanced.push({ id: botId, lastUpdateSeq: bot.lastUpdateSeq + p.count, lastMessageId: base + p.auto });
           nextSeq.set(botId, bot.lastUpdateSeq + 1);
           nextMessageId.set(botId, base + 1);
         }
+        await bots.advanceCountersOf(advanced, tx);
 
         const stored: StoredUpdate[] = [];
         const toDeliver: StoredUpdate[] = [];
@@ -248,7 +250,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       // A deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
       return transaction(db, async (tx) => {
         const written = await deliveries.writeOutcomes(items, tx);
-        for (const [botId, ids] of written.closed) await updates.deleteOfBot(botId, ids, tx);
+        await updates.deleteClosed(written.closed, tx);
         // Successes first: a failure after a bot's success in this batch starts its next run.
         await webhooks.recordSuccesses(written.succeeded, tx);
         for (const [botId, f] of written.failures) {

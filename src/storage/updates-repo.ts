@@ -5,7 +5,7 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, statement, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, padded, statement, type Db, type Tx } from './db.js';
 
 /** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
 const LITERAL = { skipBinding: true } as const;
@@ -115,6 +115,17 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
     /** Forgets these updates of the bot (their deliveries closed). */
     async deleteOfBot(botId: string, updateIds: number[], tx?: Tx): Promise<void> {
       await (tx ?? db)('updates').where({ bot_id: botId }).whereIn('update_id', updateIds).delete();
+    },
+
+    /**
+     * Forgets these updates of several bots (their deliveries closed) in one statement,
+     * in primary-key order (update ids are unique across bots).
+     */
+    async deleteClosed(closed: [string, number[]][], tx?: Tx): Promise<void> {
+      const ids = closed.flatMap(([, ids]) => ids).sort((a, b) => a - b);
+      if (ids.length === 0) return;
+      const q = tx ?? db;
+      await q('updates').whereIn('bot_id', padded(q, closed.map(([botId]) => botId))).whereIn('update_id', padded(q, ids)).delete();
     },
 
     /** Forgets every queued update of the bot. */

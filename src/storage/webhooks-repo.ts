@@ -4,7 +4,7 @@
  * queued updates: that is a unit of work (units.ts). Every method takes the
  * caller's transaction, when it has one, as its last argument.
  */
-import type { Db, Tx } from './db.js';
+import { padded, type Db, type Tx } from './db.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {
@@ -78,7 +78,7 @@ export function createWebhooksRepo(db: Db) {
      * webhook is disabled) and max_deliveries_per_second.
      */
     async limitsOf(botIds: string[], tx?: Tx): Promise<Map<string, DeliveryLimits>> {
-      const rows = await (tx ?? db)('webhooks').whereIn('bot_id', botIds)
+      const rows = await (tx ?? db)('webhooks').whereIn('bot_id', padded(tx ?? db, botIds))
         .select('bot_id', 'max_connections', 'max_deliveries_per_second', 'disabled_at');
       return new Map(rows.map((r) => [r.bot_id as string, {
         max: r.disabled_at === null ? Number(r.max_connections) : 0,
