@@ -13,6 +13,7 @@ import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { startApp, type App } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
+import { windowStart } from '../src/domain/metrics-service.js';
 import { approvedBot, call, client, createTestDatabase, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness, type TestDatabase } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki } from './helpers/tls.js';
@@ -91,7 +92,9 @@ describe('metrics move as a scripted bot works', () => {
       updates: { pending: 1, delivered: 3, dead: 0 },
       webhook: { attempts: 0, succeeded: 0, failed: 0, max_latency_ms: 0 },
     });
-    expect(Date.parse(m.body.since)).toBeLessThanOrEqual(Date.now() - 3540_000);
+    // The window covers at least the hour asked for (whole minutes, so up to one more).
+    expect(Date.parse(m.body.since)).toBeLessThanOrEqual(Date.now() - 3600_000);
+    expect(Date.parse(m.body.since)).toBeGreaterThan(Date.now() - 3660_000 - 5_000);
     expect(m.body.webhook.success_rate).toBeUndefined();
 
     const after = await prom();
@@ -122,6 +125,8 @@ describe('metrics move as a scripted bot works', () => {
       await sleep(100);
     }
     expect(m.window_seconds).toBe(60);
+    // The last 60 s, whole minutes: what happened just before a minute began still counts.
+    expect(Date.parse(m.since)).toBeLessThanOrEqual(Date.now() - 60_000);
     expect(m.webhook).toMatchObject({ attempts: 3, succeeded: 1, failed: 2 });
     expect(m.webhook.success_rate).toBeCloseTo(1 / 3);
     expect(m.webhook.avg_latency_ms).toBeGreaterThanOrEqual(0);
@@ -134,6 +139,15 @@ describe('metrics move as a scripted bot works', () => {
     expect(delta({ outcome: 'succeeded' })).toBe(1);
     expect(delta({ outcome: 'failed' })).toBe(1);
     expect(delta({ outcome: 'dead_letter' })).toBe(1);
+  });
+
+  it('a window starts at the minute holding its beginning, so it never covers less than asked', () => {
+    const at = (hms: string) => Date.parse(`2026-11-23T${hms}Z`);
+    expect(windowStart(at('12:00:01.000'), 60)).toBe(at('11:59:00'));
+    expect(windowStart(at('12:00:59.999'), 60)).toBe(at('11:59:00'));
+    expect(windowStart(at('12:00:00.000'), 60)).toBe(at('11:59:00'));
+    expect(windowStart(at('12:30:10.000'), 3600)).toBe(at('11:30:00'));
+    expect(windowStart(at('12:30:10.000'), 90)).toBe(at('12:28:00'));
   });
 
   it('another account\'s bot is 404; a window out of range is 400', async () => {

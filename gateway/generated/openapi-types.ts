@@ -551,7 +551,7 @@ export interface components {
       id: string;
       /**
        * Format: int32
-       * @description The window in seconds, 60 to 86400 (default 3600); counted in whole minutes.
+       * @description The window in seconds, 60 to 86400 (default 3600); counted in whole minutes: those that overlap the last window_seconds (so up to a minute more than asked).
        */
       window_seconds?: number;
     };
@@ -2295,7 +2295,7 @@ export interface operations {
   ConsoleService_GetBotMetrics: {
     parameters: {
       query?: {
-        /** @description The window in seconds, 60 to 86400 (default 3600); counted in whole minutes. */
+        /** @description The window in seconds, 60 to 86400 (default 3600); counted in whole minutes: those that overlap the last window_seconds (so up to a minute more than asked). */
         window_seconds?: number;
       };
       path: {

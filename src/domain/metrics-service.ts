@@ -32,6 +32,16 @@ const WINDOW = constraintsOf('botplatform.v1.GetBotMetricsRequest', 'window_seco
 const rateOf = (r: RateSetting | null): RateLimit | undefined =>
   r ? { limit: r.count, windowSeconds: Math.round(r.windowMs / 1000) } : undefined;
 
+/**
+ * Where a window of the last `windowSeconds` before `at` starts, in whole minutes (the
+ * statistics are kept per minute): the start of the minute that holds `at - window`, so
+ * the window covers at least what was asked (60 s at 12:00:01 starts at 11:59:00; it
+ * used to start at 12:00:00 and cover one second).
+ */
+export function windowStart(at: number, windowSeconds: number): number {
+  return Math.floor((at - windowSeconds * 1000) / MINUTE_MS) * MINUTE_MS;
+}
+
 export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBotMetrics'> {
   const now = deps.now ?? Date.now;
 
@@ -46,8 +56,7 @@ export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBo
 
       await deps.usage.flush();
       const at = now();
-      // The current minute and the whole minutes before it that fit in the window.
-      const since = Math.floor(at / MINUTE_MS) * MINUTE_MS - (Math.ceil(windowSeconds / 60) - 1) * MINUTE_MS;
+      const since = windowStart(at, windowSeconds);
       const [totals, quotaCounter, pending] = await Promise.all([
         deps.limits.statTotals(bot.id, since),
         deps.limits.counter(quotaKey(bot.id)),

@@ -339,7 +339,10 @@ export interface EnableBotWebhookResponse {
 export interface GetBotMetricsRequest {
   /** The bot id. */
   id: string;
-  /** The window in seconds, 60 to 86400 (default 3600); counted in whole minutes. */
+  /**
+   * The window in seconds, 60 to 86400 (default 3600); counted in whole minutes: those
+   * that overlap the last window_seconds (so up to a minute more than asked).
+   */
   windowSeconds?: number | undefined;
 }
 
