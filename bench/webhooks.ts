@@ -19,7 +19,8 @@
  * `Questions` counter, which counts whatever else uses that server too) and the
  * dispatcher's peak RSS during the hanging-bots run.
  * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10), BENCH_SETTLE (5),
- * BENCH_CEILING_CONCURRENCY (256).
+ * BENCH_CEILING_CONCURRENCY (256), BENCH_DISPATCHERS (1; e.g. 1,2,3: one MariaDB row per number of
+ * dispatcher processes, each on a fresh database; RSS and the dispatcher statement column are the last one's).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -258,18 +259,23 @@ async function main() {
   const server = process.env.BENCH_DATABASE_URL;
   const brokers = process.env.BENCH_KAFKA_BROKERS;
   if (server && brokers) {
-    const db = await createMysqlDatabase(server, 'bp_bench');
-    try {
-      const d2 = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
-      const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
-      const core = await env(d2, { ...shared, ROLE: 'core' });
-      const gateway = await env(d2, { ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.GRPC_PORT}` });
-      const dispatcher = await env(d2, { ...shared, ROLE: 'dispatcher' });
-      results.push(await run('MariaDB + Kafka: core, gateway and dispatcher processes', pki, [core, gateway, dispatcher],
-        `http://127.0.0.1:${gateway.PORT}`, `127.0.0.1:${core.GRPC_PORT}`, server));
-    } finally {
-      if (!process.env.BENCH_KEEP_DB) await db.drop();
-      else console.log(`kept database ${db.name}`);
+    // BENCH_DISPATCHERS=1,2,3: one MariaDB row per count of dispatcher processes, each on a fresh database.
+    const counts = (process.env.BENCH_DISPATCHERS ?? '1').split(',').map((n) => Number(n.trim())).filter((n) => n >= 1);
+    for (const n of counts) {
+      const db = await createMysqlDatabase(server, 'bp_bench');
+      try {
+        const d2 = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
+        const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
+        const core = await env(d2, { ...shared, ROLE: 'core' });
+        const gateway = await env(d2, { ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.GRPC_PORT}` });
+        const dispatchers = [];
+        for (let i = 0; i < n; i++) dispatchers.push(await env(d2, { ...shared, ROLE: 'dispatcher' }));
+        const name = n === 1 ? 'MariaDB + Kafka: core, gateway and dispatcher processes' : `MariaDB + Kafka: core, gateway and ${n} dispatcher processes`;
+        results.push(await run(name, pki, [core, gateway, ...dispatchers], `http://127.0.0.1:${gateway.PORT}`, `127.0.0.1:${core.GRPC_PORT}`, server));
+      } finally {
+        if (!process.env.BENCH_KEEP_DB) await db.drop();
+        else console.log(`kept database ${db.name}`);
+      }
     }
   } else {
     console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
