@@ -182,6 +182,18 @@ export function createBotsRepo(db: Db) {
   /** The first row of a query, fetched with a literal `LIMIT 1`. */
   const one = async <R>(query: Knex.QueryBuilder): Promise<R | undefined> => ((await query.limit(1, LITERAL)) as R[])[0];
 
+  /** Gives each bot its own values of these columns: one UPDATE per 500 bots, rows in id order. */
+  async function setPerBot<R extends { id: string }>(rows: R[], columns: Record<string, (r: R) => number>, tx?: Tx) {
+    const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const b = tx ?? db;
+    for (let k = 0; k < sorted.length; k += 500) {
+      const chunk = sorted.slice(k, k + 500);
+      const ids = chunk.map((r) => r.id);
+      const values = Object.fromEntries(Object.entries(columns).map(([column, of]) => [column, valuePerRow(b, 'id', ids, chunk.map(of))]));
+      await q(tx).whereIn('id', padded(b, ids)).update(values);
+    }
+  }
+
   /**
    * One page and the total. A first page that is not full is the whole list, so its
    * length is the total: the common case (an owner's few bots) costs one plain query.
@@ -343,27 +355,10 @@ export function createBotsRepo(db: Db) {
 
     /** Sets several bots' counters (their rows locked by `lockCounters`), in one statement per 500 bots. */
     async advanceCountersOf(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], tx?: Tx): Promise<void> {
-      const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      for (let k = 0; k < sorted.length; k += 500) {
-        const chunk = sorted.slice(k, k + 500);
-        const ids = chunk.map((r) => r.id);
-        const b = tx ?? db;
-        await q(tx).whereIn('id', padded(b, ids)).update({
-          last_update_seq: valuePerRow(b, 'id', ids, chunk.map((r) => r.lastUpdateSeq)) as number | Knex.Raw,
-          last_message_id: valuePerRow(b, 'id', ids, chunk.map((r) => r.lastMessageId)) as number | Knex.Raw,
-        });
-      }
+      await setPerBot(rows, { last_update_seq: (r) => r.lastUpdateSeq, last_message_id: (r) => r.lastMessageId }, tx);
     },
 
-    /** The bot's last message id, username and name, its row locked (on MySQL) until the transaction ends. */
-    async lockMessageCounter(id: string, tx?: Tx): Promise<{ lastMessageId: number; username: string; name: string }> {
-      let sel = q(tx).where({ id }).select('last_message_id', 'username', 'name');
-      if (mysql) sel = sel.forUpdate();
-      const row = (await one<BotRow>(sel))!;
-      return { lastMessageId: Number(row.last_message_id), username: row.username, name: row.name };
-    },
-
-    /** lockMessageCounter for several bots in one read, their rows locked (on MySQL) in id order. */
+    /** The last message id, username and name of these bots, their rows locked (on MySQL) in id order. */
     async lockMessageCounters(ids: string[], tx?: Tx): Promise<Map<string, { lastMessageId: number; username: string; name: string }>> {
       let sel = q(tx).whereIn('id', [...new Set(ids)].sort()).orderBy('id').select('id', 'last_message_id', 'username', 'name');
       if (mysql) sel = sel.forUpdate();
@@ -371,8 +366,9 @@ export function createBotsRepo(db: Db) {
       return new Map(rows.map((r) => [r.id, { lastMessageId: Number(r.last_message_id), username: r.username, name: r.name }]));
     },
 
-    async setLastMessageId(id: string, messageId: number, tx?: Tx): Promise<void> {
-      await q(tx).where({ id }).update({ last_message_id: messageId });
+    /** Sets several bots' last message ids (their rows locked by `lockMessageCounters`), in one statement per 500 bots. */
+    async setLastMessageIds(rows: { id: string; lastMessageId: number }[], tx?: Tx): Promise<void> {
+      await setPerBot(rows, { last_message_id: (r) => r.lastMessageId }, tx);
     },
 
     /** Switches how the bot's updates are delivered (a webhook also sets the kinds it takes). */

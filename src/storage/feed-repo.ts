@@ -5,7 +5,8 @@
  * is part of the send unit of work (units.ts) and takes its transaction.
  */
 import crypto from 'node:crypto';
-import { isMysql, transaction, type Db, type Tx } from './db.js';
+import type { Knex } from 'knex';
+import { isMysql, padded, transaction, valuePerRow, type Db, type Tx } from './db.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
@@ -48,9 +49,9 @@ export function createFeedRepo(db: Db) {
         last.set(partition, seq);
         return { partition, seq };
       });
-      for (const partition of [...new Set(partitions)].sort((a, b) => a - b)) {
-        await tx('feed_partitions').where({ partition_no: partition }).update({ last_seq: last.get(partition)! });
-      }
+      const held = [...last.keys()].sort((a, b) => a - b);
+      await tx('feed_partitions').whereIn('partition_no', padded(tx, held))
+        .update({ last_seq: valuePerRow(tx, 'partition_no', held, held.map((p) => last.get(p)!)) as number | Knex.Raw });
       const rows = entries.map((e, i) => ({ partition_no: placed[i]!.partition, seq: placed[i]!.seq, bot_id: e.botId, chat_id: e.chatId, payload: e.payload, created_at: now }));
       for (let k = 0; k < rows.length; k += 200) await tx('feed_messages').insert(rows.slice(k, k + 200));
       return placed;

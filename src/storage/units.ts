@@ -284,7 +284,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
           next.set(item.botId, messageId);
           return { botId: item.botId, chatId: item.chatId, messageId, message: item.build(messageId, { username: bot.username, name: bot.name }) };
         });
-        for (const [botId, last] of [...next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) await bots.setLastMessageId(botId, last, tx);
+        await bots.setLastMessageIds([...next].map(([id, lastMessageId]) => ({ id, lastMessageId })), tx);
         await messages.insertSentMany(sent, now, tx);
         const payloads = sent.map((m) => JSON.stringify({ bot_id: m.botId, message: m.message }));
         await outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, tx);

@@ -112,11 +112,6 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
       return total;
     },
 
-    /** Forgets these updates of the bot (their deliveries closed). */
-    async deleteOfBot(botId: string, updateIds: number[], tx?: Tx): Promise<void> {
-      await (tx ?? db)('updates').where({ bot_id: botId }).whereIn('update_id', updateIds).delete();
-    },
-
     /**
      * Forgets these updates of several bots (their deliveries closed) in one statement,
      * in primary-key order (update ids are unique across bots).
