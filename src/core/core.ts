@@ -135,11 +135,22 @@ export function createCore(deps: CoreDeps): Core {
   const who = (principal: Principal | undefined) =>
     principal?.kind === 'bot' ? { bot: principal.botId } : principal?.kind === 'account' ? { account: principal.accountId } : {};
 
+  /** One call (or one part of a stream) ended: counted, in the bot's usage, and one log line. */
+  function record(path: string, requestId: string, principal: Principal | undefined, code: Code, ms: number, fields: Record<string, unknown> = {}) {
+    const name = names.get(path);
+    const method = name?.rpc ?? 'unknown';
+    const status = Code[code] ?? 'UNKNOWN';
+    deps.telemetry?.rpc(method, status, ms / 1000);
+    if (principal?.kind === 'bot') deps.usage?.call(principal.botId, name?.bot ?? method, status);
+    if (deps.logger.isLevelEnabled('info')) {
+      deps.logger.info({ requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, ...fields, ...who(principal) }, 'rpc');
+    }
+  }
+
   async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: AbortSignal): AsyncGenerator<unknown> {
     const started = performance.now();
     const requestId = requestIdOf(metadata['x-request-id']);
-    const name = names.get(path);
-    const method = name?.rpc ?? 'unknown';
+    const method = names.get(path)?.rpc ?? 'unknown';
     let principal: Principal | undefined;
     let code = Code.OK;
     let sent = 0;
@@ -165,13 +176,7 @@ export function createCore(deps: CoreDeps): Core {
           partCode = apiError.code;
           throw apiError;
         } finally {
-          const ms = performance.now() - t0;
-          const status = Code[partCode] ?? 'UNKNOWN';
-          deps.telemetry?.rpc(method, status, ms / 1000);
-          if (caller.kind === 'bot') deps.usage?.call(caller.botId, name?.bot ?? method, status);
-          if (deps.logger.isLevelEnabled('info')) {
-            deps.logger.info({ requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, ...fields, ...who(caller) }, 'rpc');
-          }
+          record(path, requestId, caller, partCode, performance.now() - t0, fields);
         }
       };
       const out = handler.call(input, { principal, requestId, metadata, signal, part });
@@ -208,8 +213,7 @@ export function createCore(deps: CoreDeps): Core {
     async invoke(path, request, metadata, signal = never) {
       const started = performance.now();
       const requestId = requestIdOf(metadata['x-request-id']);
-      const name = names.get(path);
-      const method = name?.rpc ?? 'unknown';
+      const method = names.get(path)?.rpc ?? 'unknown';
       let principal: Principal | undefined;
       let code = Code.OK;
       try {
@@ -232,16 +236,7 @@ export function createCore(deps: CoreDeps): Core {
       } finally {
         // The caller left first (its transport aborted with the status it answered): that is the outcome.
         if (signal.aborted && signal.reason instanceof ApiError) code = signal.reason.code;
-        const ms = performance.now() - started;
-        const status = Code[code] ?? 'UNKNOWN';
-        deps.telemetry?.rpc(method, status, ms / 1000);
-        if (principal?.kind === 'bot') deps.usage?.call(principal.botId, name?.bot ?? method, status);
-        if (deps.logger.isLevelEnabled('info')) {
-          deps.logger.info({
-            requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10,
-            ...(principal?.kind === 'bot' ? { bot: principal.botId } : principal?.kind === 'account' ? { account: principal.accountId } : {}),
-          }, 'rpc');
-        }
+        record(path, requestId, principal, code, performance.now() - started);
       }
     },
   };
