@@ -39,6 +39,17 @@ async function shot(page: Page, name: string) {
   if (file) await page.screenshot({ path: file, fullPage: true });
 }
 
+/**
+ * Opens one of the bot page's tabs and waits until the page shows it. The hash change renders on a later
+ * task, so a locator used right after the click could otherwise still see the previous tab (on a loaded
+ * machine, `getByLabel('URL')` once found the profile's three URL fields).
+ */
+async function openTab(page: Page, name: string) {
+  const link = page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name, exact: true });
+  await link.click();
+  await expect.poll(() => link.getAttribute('aria-current')).toBe('page');
+}
+
 /** A fresh browser profile (its own session storage), with CSP violations collected. */
 async function newPage(base: string, viewport = { width: 1200, height: 900 }) {
   if (!browser) throw launchError;
@@ -241,8 +252,8 @@ describe('console: a developer and a reviewer', () => {
 
   it('sets a webhook (refusing a private address as the API words it), sees a failed delivery and retries it', async () => {
     const { page } = dev;
-    await page.getByRole('link', { name: 'Webhook' }).click();
-    await page.getByLabel('URL').fill('https://10.1.2.3/hook');
+    await openTab(page, 'Webhook');
+    await page.getByLabel('URL', { exact: true }).fill('https://10.1.2.3/hook');
     await page.getByRole('button', { name: 'Generate' }).click();
     const secret = await page.getByLabel('Secret token').inputValue();
     expect(secret).toMatch(/^[A-Za-z0-9_-]{32}$/);
@@ -251,13 +262,13 @@ describe('console: a developer and a reviewer', () => {
     expect(refusal.status).toBe(400);
     await expect.poll(() => page.locator('#wh-url-error').textContent()).toBe(String(refusal.body.error.message).replace(/^url:\s*/, ''));
     receiver.always({ status: 500 });
-    await page.getByLabel('URL').fill(receiver.url);
+    await page.getByLabel('URL', { exact: true }).fill(receiver.url);
     await page.getByRole('button', { name: 'Save webhook' }).click();
     await expect.poll(() => page.getByText('Webhook set').count()).toBe(1);
     await shot(page, 'webhook');
 
     // A test message, watched from the page until its delivery fails.
-    await page.getByRole('link', { name: 'Test updates' }).click();
+    await openTab(page, 'Test updates');
     await page.getByLabel('Text').fill('hello from the browser');
     await page.getByRole('button', { name: 'Send test message' }).click();
     await receiver.waitFor(1);
@@ -266,12 +277,12 @@ describe('console: a developer and a reviewer', () => {
     await shot(page, 'test-updates');
 
     // The webhook state shows the pending update and the last error.
-    await page.getByRole('link', { name: 'Webhook' }).click();
+    await openTab(page, 'Webhook');
     await expect.poll(() => page.locator('#pending-count').textContent()).toBe('1');
     await expect.poll(() => page.locator('#last-error').textContent()).toMatch(/500/);
     expect(await page.locator('#webhook-disabled').textContent()).toBe('enabled');
 
-    await page.getByRole('link', { name: 'Deliveries' }).click();
+    await openTab(page, 'Deliveries');
     const row = page.locator('tbody tr').first();
     await expect.poll(() => row.textContent()).toMatch(/retrying.*500/);
     await page.getByLabel(/^Status/).selectOption('succeeded');
@@ -293,7 +304,7 @@ describe('console: a developer and a reviewer', () => {
 
   it('shows metrics that move with the bot\'s calls', async () => {
     const { page } = dev;
-    await page.getByRole('link', { name: 'Metrics' }).click();
+    await openTab(page, 'Metrics');
     await expect.poll(() => page.locator('#m-attempts').textContent()).toBe('2');
     const before = Number(await page.locator('#m-calls').textContent());
     for (let i = 0; i < 3; i++) await call(h.url, 'POST', '/api/v1/bots/getMe', { token });
