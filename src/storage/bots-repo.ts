@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, padded, valuePerRow, type Db, type Tx } from './db.js';
+import { isMysql, literalInt, padded, readerOf, valuePerRow, type Db, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -70,6 +70,31 @@ interface BotRow {
 }
 
 const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
+
+/** The columns a BotRecord is made of (not the token hash, the counters, the update filter). */
+const RECORD_COLUMNS = [
+  'id', 'owner_id', 'name', 'username', 'description', 'avatar', 'scopes', 'review_status', 'review_reason', 'status',
+  'delivery_mode', 'short_description', 'about', 'cover_url', 'links', 'contact', 'supports_inline_queries',
+  'friend_request_mode', 'group_privacy', 'can_join_groups', 'command_menu', 'token_prefix', 'token_issued_at',
+  'one_time_token_enc', 'one_time_token_expires_at', 'created_at', 'updated_at',
+] as const;
+const RECORD = RECORD_COLUMNS.join(', ');
+const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'] as const;
+
+/** The embedded default's reads outside a transaction (db.ts's SqliteReader): hand-written, literal limits. */
+const SQL = {
+  forOwner: `SELECT ${RECORD} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
+  byId: `SELECT ${RECORD} FROM bots WHERE id = ? LIMIT 1`,
+  /** An owner's page, newest first (the index bots_owner_created). */
+  listForOwner: (limit: number, offset: number) =>
+    `SELECT ${RECORD} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
+  countForOwner: 'SELECT COUNT(*) AS n FROM bots WHERE owner_id = ?',
+  byTokenHash: `SELECT ${AUTH_COLUMNS.join(', ')} FROM bots WHERE token_hash = ? LIMIT 1`,
+  pollingState: 'SELECT delivery_mode, last_update_seq FROM bots WHERE id = ? LIMIT 1',
+  webhookInfoState: 'SELECT delivery_mode, allowed_updates FROM bots WHERE id = ? LIMIT 1',
+  allowedUpdates: 'SELECT allowed_updates FROM bots WHERE id = ? LIMIT 1',
+  lastUpdateSeq: 'SELECT last_update_seq FROM bots WHERE id = ? LIMIT 1',
+};
 
 function fromRow(r: BotRow): BotRecord {
   return {
@@ -179,6 +204,9 @@ export const LITERAL = { skipBinding: true } as const;
 export function createBotsRepo(db: Db) {
   const mysql = isMysql(db);
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
+  const reader = readerOf(db);
+  /** The record's columns of the bots the query matches. */
+  const records = (tx?: Tx) => q(tx).select(RECORD_COLUMNS);
   /** The first row of a query, fetched with a literal `LIMIT 1`. */
   const one = async <R>(query: Knex.QueryBuilder): Promise<R | undefined> => ((await query.limit(1, LITERAL)) as R[])[0];
 
@@ -201,7 +229,7 @@ export function createBotsRepo(db: Db) {
    * separate count on SQLite, which sorts the whole match into a temporary tree).
    */
   async function paged(base: () => Knex.QueryBuilder<BotRow>, order: 'asc' | 'desc', page: number, limit: number) {
-    const rows = (await base()
+    const rows = (await base().select(RECORD_COLUMNS)
       .orderBy([{ column: 'created_at', order }, { column: 'id', order }])
       .limit(limit, LITERAL)
       .offset((page - 1) * limit, LITERAL)) as BotRow[];
@@ -240,11 +268,17 @@ export function createBotsRepo(db: Db) {
     },
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = await one<BotRow>(q(tx).where({ owner_id: ownerId, id }));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.forOwner, ownerId, id) : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
       return row && fromRow(row);
     },
 
     async listForOwner(ownerId: string, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
+      if (!tx && reader) {
+        // As `paged`: a first page that is not full is the whole list.
+        const rows = reader.all<BotRow>(SQL.listForOwner(limit, (page - 1) * limit), ownerId);
+        const total = page === 1 && rows.length < limit ? rows.length : reader.one<{ n: number }>(SQL.countForOwner, ownerId)!.n;
+        return { items: rows.map(fromRow), total };
+      }
       return paged(() => q(tx).where({ owner_id: ownerId }), 'desc', page, limit);
     },
 
@@ -255,7 +289,7 @@ export function createBotsRepo(db: Db) {
 
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = await one<BotRow>(q(tx).where({ id }));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.byId, id) : await one<BotRow>(records(tx).where({ id }));
       return row && fromRow(row);
     },
 
@@ -267,8 +301,9 @@ export function createBotsRepo(db: Db) {
 
     /** The bot whose current token has this hash. */
     async findByTokenHash(hash: string, tx?: Tx): Promise<BotAuthRecord | undefined> {
-      const row = await one<BotRow>(q(tx).where({ token_hash: hash })
-        .select('id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'));
+      const row = !tx && reader
+        ? reader.one<BotRow>(SQL.byTokenHash, hash)
+        : await one<BotRow>(q(tx).where({ token_hash: hash }).select(AUTH_COLUMNS));
       return row && {
         id: row.id,
         ownerId: row.owner_id,
@@ -282,9 +317,8 @@ export function createBotsRepo(db: Db) {
     },
 
     /** What getUpdates decides by, in one cheap read: the delivery mode and the newest update_seq. */
-    /** What getUpdates decides by: the delivery mode and the newest update_seq. */
     async pollingState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; lastUpdateSeq: number } | undefined> {
-      const row = await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.pollingState, id) : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, lastUpdateSeq: Number(row.last_update_seq) };
     },
 
@@ -385,18 +419,18 @@ export function createBotsRepo(db: Db) {
 
     /** What getWebhookInfo reads of the bot: its delivery mode and update filter, in one read. */
     async webhookInfoState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; allowedUpdates: string[] | null } | undefined> {
-      const row = await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.webhookInfoState, id) : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, allowedUpdates: row.allowed_updates ? JSON.parse(row.allowed_updates) : null };
     },
 
     async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
-      const row = await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.allowedUpdates, id) : await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
       return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
     },
 
     /** The newest update_seq the bot has had (0 before its first update). */
     async lastUpdateSeq(id: string, tx?: Tx): Promise<number> {
-      const row = await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.lastUpdateSeq, id) : await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
       return row ? Number(row.last_update_seq) : 0;
     },
   };

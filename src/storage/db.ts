@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import knexFactory, { type Knex } from 'knex';
 import { migrationSource } from '../../migrations/index.js';
 import type { Config } from '../config.js';
@@ -58,29 +59,96 @@ function knexLog(logger: DbLogger | undefined): Knex.Config['log'] | undefined {
   };
 }
 
+/**
+ * Synchronous reads of the last committed state, outside any transaction, on a second
+ * connection to the embedded SQLite file: read-only, in WAL mode, so it never waits for
+ * (nor blocks) the writer, and no read queues behind a write transaction on knex's one
+ * connection. Its statements (hand-written SQL, literal limits) are prepared once and
+ * kept. Only the repository that owns a table reads it here, and only for reads outside
+ * a caller's transaction (those keep using the transaction).
+ */
+export interface SqliteReader {
+  /** The first row the statement returns, or undefined. */
+  one<R>(sql: string, ...params: unknown[]): R | undefined;
+  /** Every row the statement returns. */
+  all<R>(sql: string, ...params: unknown[]): R[];
+}
+
+/** A page limit or offset written into SQL as a literal: refused unless a non-negative safe integer. */
+export function literalInt(n: number): number {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`not a row count: ${n}`);
+  return n;
+}
+
+/** The reader of each knex handle on a SQLite file (none for `:memory:` or MySQL). */
+const readers = new WeakMap<object, SqliteReader>();
+
+/** The database's reader, when it is a SQLite file; else undefined (read through knex). */
+export function readerOf(db: Db): SqliteReader | undefined {
+  return readers.get(db);
+}
+
+/**
+ * A reader of this SQLite file: opened at its first read (after migrations have created
+ * the file and set WAL mode), closed with the knex handle. Every statement it runs counts
+ * as one sent to the database (`onStatement`), as knex's do.
+ */
+function createSqliteReader(filename: string, onStatement: (sql: string, params: unknown[]) => void, maxStatements = 256): SqliteReader & { close(): void } {
+  let conn: Database.Database | undefined;
+  let closed = false;
+  const statements = new Map<string, Database.Statement>();
+  function prepared(sql: string): Database.Statement {
+    if (closed) throw new Error('the database is closed');
+    let stmt = statements.get(sql);
+    if (stmt) return stmt;
+    if (!conn) {
+      conn = new Database(filename, { readonly: true, fileMustExist: true });
+      conn.pragma('busy_timeout = 5000');
+    }
+    stmt = conn.prepare(sql);
+    // Statements are the repositories' own constants, a few of them with literal limits:
+    // the oldest goes when an unusual limit or offset has filled the cache.
+    if (statements.size >= maxStatements) statements.delete(statements.keys().next().value!);
+    statements.set(sql, stmt);
+    return stmt;
+  }
+  return {
+    one<R>(sql: string, ...params: unknown[]) {
+      const stmt = prepared(sql);
+      onStatement(sql, params);
+      return stmt.get(...params) as R | undefined;
+    },
+    all<R>(sql: string, ...params: unknown[]) {
+      const stmt = prepared(sql);
+      onStatement(sql, params);
+      return stmt.all(...params) as R[];
+    },
+    close() {
+      closed = true;
+      statements.clear();
+      conn?.close();
+      conn = undefined;
+    },
+  };
+}
+
 export function createDb(database: Config['database'], logger?: DbLogger): Db {
   const log = knexLog(logger);
   if (database.kind === 'sqlite') {
-    if (database.filename !== ':memory:') fs.mkdirSync(path.dirname(database.filename), { recursive: true });
-    return knexFactory({
-      client: 'better-sqlite3',
-      connection: { filename: database.filename },
-      useNullAsDefault: true,
-      log,
-      // better-sqlite3 is synchronous: one connection serialises writers, as SQLite does anyway.
-      pool: {
-        min: 1,
-        max: 1,
-        afterCreate: (conn: SqliteConnection, done: (err: Error | null, conn: unknown) => void) => {
-          conn.pragma('journal_mode = WAL');
-          conn.pragma('synchronous = NORMAL');
-          conn.pragma('busy_timeout = 5000');
-          conn.pragma('foreign_keys = ON');
-          cachePreparedStatements(conn);
-          done(null, conn);
-        },
-      },
-    });
+    if (database.filename === ':memory:') return sqliteKnex(database.filename, log);
+    fs.mkdirSync(path.dirname(database.filename), { recursive: true });
+    const db = sqliteKnex(database.filename, log);
+    // The reader's statements are reported as knex's are: a 'query' event each, of the same shape.
+    const reader = createSqliteReader(database.filename, (sql, bindings) => db.emit('query', { method: 'select', sql, bindings, reader: true }));
+    readers.set(db, reader);
+    // Closed with the handle (knex's destroy() ends in its client's).
+    const client = db.client as { destroy: (callback?: unknown) => Promise<void> };
+    const destroy = client.destroy.bind(client);
+    client.destroy = (callback?: unknown) => {
+      reader.close();
+      return destroy(callback);
+    };
+    return db;
   }
   return knexFactory({
     client: 'mysql2',
@@ -96,6 +164,28 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
     // UNAVAILABLE (knex's default is a minute, which freezes callers instead).
     acquireConnectionTimeout: database.acquireTimeoutMs ?? 5000,
     log,
+  });
+}
+
+function sqliteKnex(filename: string, log: Knex.Config['log']): Db {
+  return knexFactory({
+    client: 'better-sqlite3',
+    connection: { filename },
+    useNullAsDefault: true,
+    log,
+    // better-sqlite3 is synchronous: one connection serialises writers, as SQLite does anyway.
+    pool: {
+      min: 1,
+      max: 1,
+      afterCreate: (conn: SqliteConnection, done: (err: Error | null, conn: unknown) => void) => {
+        conn.pragma('journal_mode = WAL');
+        conn.pragma('synchronous = NORMAL');
+        conn.pragma('busy_timeout = 5000');
+        conn.pragma('foreign_keys = ON');
+        cachePreparedStatements(conn);
+        done(null, conn);
+      },
+    },
   });
 }
 

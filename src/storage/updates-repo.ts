@@ -5,7 +5,7 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, padded, statement, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, literalInt, padded, readerOf, statement, type Db, type Tx } from './db.js';
 
 /** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
 const LITERAL = { skipBinding: true } as const;
@@ -34,7 +34,15 @@ export interface UpdatesRepoOptions {
   idempotencyWindowMs?: number;
 }
 
+/** The embedded default's reads outside a transaction (db.ts's SqliteReader): hand-written, literal limits. */
+const SQL = {
+  read: (limit: number) =>
+    `SELECT update_id, bot_id, update_seq, kind, payload, created_at FROM updates WHERE bot_id = ? AND update_seq >= ? ORDER BY update_seq ASC LIMIT ${literalInt(limit)}`,
+  pendingCount: 'SELECT COUNT(*) AS n FROM updates WHERE bot_id = ?',
+};
+
 export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
+  const reader = readerOf(db);
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   /** Per bot, the update_seq below which this process has confirmed (deleted) everything; bounded. */
   const confirmed = new Map<string, number>();
@@ -70,6 +78,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
 
     /** Updates of a bot from update_seq `from` on, in order. */
     async read(botId: string, from: number, limit: number, tx?: Tx): Promise<StoredUpdate[]> {
+      if (!tx && reader) return reader.all(SQL.read(limit), botId, from).map(updateOf);
       const rows = await (tx ?? db)('updates')
         .where({ bot_id: botId })
         .andWhere('update_seq', '>=', from)
@@ -129,6 +138,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
     },
 
     async pendingCount(botId: string, tx?: Tx): Promise<number> {
+      if (!tx && reader) return reader.one<{ n: number }>(SQL.pendingCount, botId)!.n;
       const [{ n }] = (await (tx ?? db)('updates').where({ bot_id: botId }).count({ n: '*' })) as [{ n: number | string }];
       return Number(n);
     },

@@ -4,7 +4,7 @@
  * queued updates: that is a unit of work (units.ts). Every method takes the
  * caller's transaction, when it has one, as its last argument.
  */
-import { padded, type Db, type Tx } from './db.js';
+import { padded, readerOf, type Db, type Tx } from './db.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {
@@ -54,10 +54,24 @@ export interface WebhookConfig {
   allowedUpdates: string[] | null;
 }
 
+/** A WebhookRecord's columns. */
+const RECORD_COLUMNS = [
+  'bot_id', 'url', 'secret_sealed', 'allowed_ips', 'secret_header', 'max_connections', 'max_deliveries_per_second',
+  'last_error_date', 'last_error_message', 'disabled_at', 'disabled_reason',
+] as const;
+/** The embedded default's read outside a transaction (db.ts's SqliteReader). */
+const GET_SQL = `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`;
+/** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
+const LITERAL = { skipBinding: true } as const;
+
 export function createWebhooksRepo(db: Db) {
+  const reader = readerOf(db);
   return {
     async get(botId: string, tx?: Tx): Promise<WebhookRecord | undefined> {
-      const r = await (tx ?? db)('webhooks').where({ bot_id: botId }).first();
+      /* eslint-disable-next-line @typescript-eslint/no-explicit-any */
+      const r: any = !tx && reader
+        ? reader.one(GET_SQL, botId)
+        : (await (tx ?? db)('webhooks').where({ bot_id: botId }).select(RECORD_COLUMNS).limit(1, LITERAL))[0];
       return r && {
         botId: r.bot_id,
         url: r.url,
