@@ -259,7 +259,72 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     return out;
   }
 
-  return { emptyMessage, decodeMessage, setFromText, fieldPathOf, encodeMessage, encodeField, lookup, schemaOf };
+  /*
+   * The same encoding written straight to JSON text: what JSON.stringify(encodeMessage(…))
+   * gives, byte for byte, without building the intermediate objects. One writer per type
+   * and surface, made from the schema at its first use. Leaves (scalars, enums,
+   * timestamps, field masks, maps) are written by JSON.stringify of what encodeField gives.
+   */
+  type Writer = (v: unknown) => string | undefined;
+  const messageWriters = new Map<string, (m: Obj) => string>();
+
+  function messageWriter(type: string, surface: Surface): (m: Obj) => string {
+    const key = `${surface} ${type}`;
+    let writer = messageWriters.get(key);
+    if (writer) return writer;
+    const fields = schemaOf(type).fields.map((f) => ({ ts: f.ts, name: `${JSON.stringify(f.json)}:`, write: fieldWriter(f, surface) }));
+    writer = (m: Obj) => {
+      let out = '';
+      for (const f of fields) {
+        const text = f.write(m[f.ts]);
+        if (text !== undefined) out += out === '' ? f.name + text : `,${f.name}${text}`;
+      }
+      return `{${out}}`;
+    };
+    messageWriters.set(key, writer);
+    return writer;
+  }
+
+  function fieldWriter(f: FieldSchema, surface: Surface): Writer {
+    const t = f.type;
+    if (f.repeated) {
+      // An element JSON.stringify would write as undefined is null in an array.
+      let item: (v: unknown) => string;
+      if (t.kind === 'message') {
+        let w: ((m: Obj) => string) | undefined; // made at first use: types may nest themselves
+        item = (v) => (w ??= messageWriter(t.ref, surface))(v as Obj);
+      } else {
+        item = (v) => JSON.stringify(encodeValue(t, v, surface)) ?? 'null';
+      }
+      return (v) => {
+        const list = (v as unknown[] | undefined) ?? [];
+        let out = '';
+        for (let i = 0; i < list.length; i++) out += i === 0 ? item(list[i]) : `,${item(list[i])}`;
+        return `[${out}]`;
+      };
+    }
+    if (t.kind === 'message') {
+      const unset = JSON.stringify(encodeField(f, undefined, surface));
+      let w: ((m: Obj) => string) | undefined;
+      return (v) => (v === undefined || v === null ? unset : (w ??= messageWriter(t.ref, surface))(v as Obj));
+    }
+    return (v) => JSON.stringify(encodeField(f, v, surface));
+  }
+
+  /** JSON.stringify(encodeMessage(type, message, surface)), written directly. */
+  const encodeMessageJson = (type: string, message: Obj, surface: Surface): string => messageWriter(type, surface)(message);
+
+  /** JSON.stringify(encodeField(f, v, surface)) (undefined when the field is left out), written directly. */
+  const fieldWriters = new WeakMap<FieldSchema, Partial<Record<Surface, Writer>>>();
+  function encodeFieldJson(f: FieldSchema, v: unknown, surface: Surface): string | undefined {
+    let bySurface = fieldWriters.get(f);
+    if (!bySurface) fieldWriters.set(f, (bySurface = {}));
+    return (bySurface[surface] ??= fieldWriter(f, surface))(v);
+  }
+
+  return {
+    emptyMessage, decodeMessage, setFromText, fieldPathOf, encodeMessage, encodeField, encodeMessageJson, encodeFieldJson, lookup, schemaOf,
+  };
 }
 
 export type Codec = ReturnType<typeof createCodec>;

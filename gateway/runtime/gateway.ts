@@ -12,7 +12,7 @@ import type { Telemetry } from '../../src/telemetry/metrics.js';
 import { requestIdOf } from '../../src/telemetry/request-id.js';
 import { bindRequest } from './binding.js';
 import { createCodec } from './codec.js';
-import { renderError, successBody, surfaceOfPath } from './envelopes.js';
+import { renderError, surfaceOfPath } from './envelopes.js';
 import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
@@ -150,8 +150,14 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       const v = request.headers[h];
       if (typeof v === 'string') metadata[h] = v;
     }
-    const result = await callCore(spec, message, metadata, request, reply);
-    return reply.code(spec.successCode).type('application/json').send(successBody(spec.surface, result ?? null));
+    const response = await invokeCore(spec, message, metadata, request, reply);
+    // The body as JSON text, written once from the descriptors (codec.encodeMessageJson):
+    // the same bytes as JSON.stringify(successBody(…)) of the encoded object.
+    const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
+    const result = (field
+      ? codec.encodeFieldJson(field, response[field.ts], spec.surface)
+      : codec.encodeMessageJson(spec.responseType, response, spec.surface)) ?? 'null';
+    return reply.code(spec.successCode).type('application/json').send(spec.surface === 'runtime' ? `{"ok":true,"result":${result}}` : result);
   }
 
   /**
@@ -160,6 +166,17 @@ export function buildGateway(opts: GatewayOptions): Gateway {
    * Answers the route's response as its JSON wire value (the response_body field's, if any).
    */
   async function callCore(spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const response = await invokeCore(spec, message, extra, request, reply);
+    const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
+    return field
+      ? codec.encodeField(field, response[field.ts], spec.surface)
+      : codec.encodeMessage(spec.responseType, response, spec.surface);
+  }
+
+  /** The core's response message to one call of a request (see callCore). */
+  async function invokeCore(
+    spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply,
+  ): Promise<Record<string, unknown>> {
     const metadata: Record<string, string> = {
       ...extra,
       'x-request-id': String(request.id),
@@ -185,10 +202,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       reply.raw.off('close', onClose);
       inFlight.delete(abort);
     }
-    const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
-    return field
-      ? codec.encodeField(field, response[field.ts], spec.surface)
-      : codec.encodeMessage(spec.responseType, response, spec.surface);
+    return response;
   }
 
   return Object.assign(app, {

@@ -267,4 +267,32 @@ describe('codec: encoding', () => {
     }, 'runtime');
     expect(out).toMatchObject({ big_id: 12, nickname: 'nick', token_prefix: 'sbot_abc', child: { email: 'e', age: 3 }, labels: { a: 1 } });
   });
+
+  it('writes JSON text directly, byte for byte what JSON.stringify of the encoded object gives, on both surfaces', () => {
+    const messages = [
+      full(),
+      decode({}),
+      {
+        ...full(), name: 'quote " backslash \\ newline \n tab \t', count: -7, small: 4294967295, bigId: 9007199254740991, ubig: 12,
+        ratio: 0.1, flag: true, blob: new Uint8Array([0xfb, 0xff, 0]), colour: 2, tags: ['a', 'é', '\u2028', 'lone \ud800', '</script>'],
+        child: { email: 'e@x', age: 3 }, children: [{ email: '', age: 0 }, { email: 'z', age: -1 }], at: new Date(Date.UTC(2024, 1, 3, 4, 5, 6, 7)),
+        mask: ['display_name', 'child'], labels: { b: 2, a: 1, 10: 3, __proto__: 4 }, counts: { 2: 'two', 1: 'one' },
+        nickname: '', tokenPrefix: 'sbot_abc', displayName: '😀',
+      },
+      { ...full(), colour: 99, ratio: Number.NaN, children: [], labels: {}, nickname: 'n' },
+    ];
+    for (const surface of ['console', 'runtime'] as const) {
+      for (const m of messages) {
+        expect(codec.encodeMessageJson('fx.Thing', m, surface)).toBe(JSON.stringify(codec.encodeMessage('fx.Thing', m, surface)));
+      }
+      const fields = codec.schemaOf('fx.Thing').fields;
+      for (const f of fields) {
+        for (const m of messages) {
+          const v = (m as Record<string, unknown>)[f.ts];
+          expect(codec.encodeFieldJson(f, v, surface)).toBe(JSON.stringify(codec.encodeField(f, v, surface)));
+        }
+        expect(codec.encodeFieldJson(f, undefined, surface)).toBe(JSON.stringify(codec.encodeField(f, undefined, surface)));
+      }
+    }
+  });
 });
