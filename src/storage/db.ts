@@ -96,32 +96,35 @@ export function readerOf(db: Db): SqliteReader | undefined {
 function createSqliteReader(filename: string, onStatement: (sql: string, params: unknown[]) => void, maxStatements = 256): SqliteReader & { close(): void } {
   let conn: Database.Database | undefined;
   let closed = false;
-  const statements = new Map<string, Database.Statement>();
-  function prepared(sql: string): Database.Statement {
+  /** Each statement, run in raw mode (rows as arrays), with the maker of its row objects. */
+  const statements = new Map<string, { stmt: Database.Statement; row: (values: unknown[]) => unknown }>();
+  function prepared(sql: string) {
     if (closed) throw new Error('the database is closed');
-    let stmt = statements.get(sql);
-    if (stmt) return stmt;
+    let entry = statements.get(sql);
+    if (entry) return entry;
     if (!conn) {
       conn = new Database(filename, { readonly: true, fileMustExist: true });
       conn.pragma('busy_timeout = 5000');
     }
-    stmt = conn.prepare(sql);
+    const stmt = conn.prepare(sql).raw(true);
+    entry = { stmt, row: rowMaker(stmt.columns().map((c) => c.name)) };
     // Statements are the repositories' own constants, a few of them with literal limits:
     // the oldest goes when an unusual limit or offset has filled the cache.
     if (statements.size >= maxStatements) statements.delete(statements.keys().next().value!);
-    statements.set(sql, stmt);
-    return stmt;
+    statements.set(sql, entry);
+    return entry;
   }
   return {
     one<R>(sql: string, ...params: unknown[]) {
-      const stmt = prepared(sql);
+      const { stmt, row } = prepared(sql);
       onStatement(sql, params);
-      return stmt.get(...params) as R | undefined;
+      const values = stmt.get(...params) as unknown[] | undefined;
+      return (values && row(values)) as R | undefined;
     },
     all<R>(sql: string, ...params: unknown[]) {
-      const stmt = prepared(sql);
+      const { stmt, row } = prepared(sql);
       onStatement(sql, params);
-      return stmt.all(...params) as R[];
+      return (stmt.all(...params) as unknown[][]).map(row) as R[];
     },
     close() {
       closed = true;
@@ -130,6 +133,18 @@ function createSqliteReader(filename: string, onStatement: (sql: string, params:
       conn = undefined;
     },
   };
+}
+
+/**
+ * A function making a row object of a statement's values, as better-sqlite3 would (a key
+ * per column, in order; a repeated name keeps the last value), but as one object literal
+ * of a fixed shape: about half the cost of the driver building each row key by key.
+ * The names are the statement's own columns, each written as a quoted JSON string.
+ */
+function rowMaker(names: string[]): (values: unknown[]) => unknown {
+  if (names.includes('__proto__')) throw new Error('a column named __proto__ cannot be read by name');
+  const keys = names.map((n, i) => `${JSON.stringify(n)}: v[${i}]`).join(', ');
+  return new Function('v', `return { ${keys} };`) as (values: unknown[]) => unknown;
 }
 
 export function createDb(database: Config['database'], logger?: DbLogger): Db {
