@@ -85,9 +85,9 @@ const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'usernam
 const SQL = {
   forOwner: `SELECT ${RECORD} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
   byId: `SELECT ${RECORD} FROM bots WHERE id = ? LIMIT 1`,
-  /** An owner's page, newest first (the index bots_owner_created). */
+  /** An owner's page, newest first (the index bots_owner_created), each row as one JSON array of the record's columns. */
   listForOwner: (limit: number, offset: number) =>
-    `SELECT ${RECORD} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
+    `SELECT json_array(${RECORD}) FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
   countForOwner: 'SELECT COUNT(*) AS n FROM bots WHERE owner_id = ?',
   byTokenHash: `SELECT ${AUTH_COLUMNS.join(', ')} FROM bots WHERE token_hash = ? LIMIT 1`,
   pollingState: 'SELECT delivery_mode, last_update_seq FROM bots WHERE id = ? LIMIT 1',
@@ -275,7 +275,7 @@ export function createBotsRepo(db: Db) {
     async listForOwner(ownerId: string, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
       if (!tx && reader) {
         // As `paged`: a first page that is not full is the whole list.
-        const rows = reader.all<BotRow>(SQL.listForOwner(limit, (page - 1) * limit), ownerId);
+        const rows = reader.allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), ownerId);
         const total = page === 1 && rows.length < limit ? rows.length : reader.one<{ n: number }>(SQL.countForOwner, ownerId)!.n;
         return { items: rows.map(fromRow), total };
       }

@@ -72,6 +72,13 @@ export interface SqliteReader {
   one<R>(sql: string, ...params: unknown[]): R | undefined;
   /** Every row the statement returns. */
   all<R>(sql: string, ...params: unknown[]): R[];
+  /**
+   * Every row of a statement that selects one value per row, `json_array(<columns>)`, as
+   * an object of those columns: for rows of many columns, SQLite writing each row as one
+   * JSON text costs less than the driver converting every value (5 bot records: 25 µs,
+   * not 40). TEXT stays a string; numbers stay numbers (BLOBs cannot be read so).
+   */
+  allOf<R>(columns: readonly string[], sql: string, ...params: unknown[]): R[];
 }
 
 /** A page limit or offset written into SQL as a literal: refused unless a non-negative safe integer. */
@@ -98,6 +105,8 @@ function createSqliteReader(filename: string, onStatement: (sql: string, params:
   let closed = false;
   /** Each statement, run in raw mode (rows as arrays), with the maker of its row objects. */
   const statements = new Map<string, { stmt: Database.Statement; row: (values: unknown[]) => unknown }>();
+  /** allOf's row makers, by its callers' (constant) column lists. */
+  const makers = new WeakMap<readonly string[], (values: unknown[]) => unknown>();
   function prepared(sql: string) {
     if (closed) throw new Error('the database is closed');
     let entry = statements.get(sql);
@@ -125,6 +134,13 @@ function createSqliteReader(filename: string, onStatement: (sql: string, params:
       const { stmt, row } = prepared(sql);
       onStatement(sql, params);
       return (stmt.all(...params) as unknown[][]).map(row) as R[];
+    },
+    allOf<R>(columns: readonly string[], sql: string, ...params: unknown[]) {
+      const { stmt } = prepared(sql);
+      onStatement(sql, params);
+      let row = makers.get(columns);
+      if (!row) makers.set(columns, (row = rowMaker([...columns])));
+      return (stmt.all(...params) as [string][]).map((values) => row(JSON.parse(values[0]))) as R[];
     },
     close() {
       closed = true;
