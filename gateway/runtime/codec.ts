@@ -308,6 +308,19 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       let w: ((m: Obj) => string) | undefined;
       return (v) => (v === undefined || v === null ? unset : (w ??= messageWriter(t.ref, surface))(v as Obj));
     }
+    // Unset (undefined or null), a field writes what encodeField gives for it: a constant.
+    const unset = JSON.stringify(encodeField(f, undefined, surface));
+    if (t.kind === 'scalar' && t.scalar !== 'bytes') return (v) => (v === undefined || v === null ? unset : JSON.stringify(v));
+    if (t.kind === 'enum') {
+      // A number with no wire name is null: written on the console, left out on the runtime API.
+      const names = wireNames(t.ref);
+      const unknown = surface === 'runtime' ? undefined : 'null';
+      return (v) => {
+        if (v === undefined || v === null) return unset;
+        const name = names.get(v as number);
+        return name === undefined ? unknown : JSON.stringify(name);
+      };
+    }
     return (v) => JSON.stringify(encodeField(f, v, surface));
   }
 
