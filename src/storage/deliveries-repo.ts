@@ -111,6 +111,61 @@ function fromRow(r: any): DeliveryRecord {
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const OPEN = ['pending', 'retrying'];
+
+/**
+ * The webhook of a row read with its bot's webhook (webhook_* columns). A webhook
+ * disabled meanwhile is as good as none: the lease is given back unattempted.
+ */
+/* eslint-disable @typescript-eslint/no-explicit-any */
+function webhookOf(r: any): WebhookTarget | null {
+  return r.webhook_url === null || r.webhook_url === undefined || r.webhook_disabled_at !== null
+    ? null
+    : {
+      url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips),
+      secretHeader: Boolean(Number(r.webhook_secret_header)),
+    };
+}
+
+function leasedOf(r: any, leaseToken: string, webhook: WebhookTarget | null): LeasedDelivery {
+  const d = fromRow(r) as LeasedDelivery;
+  d.leaseToken = leaseToken;
+  d.webhook = webhook;
+  return d;
+}
+
+/** The columns fromRow reads. */
+const RECORD_COLUMNS = 'id, bot_id, update_id, update_seq, status, attempts, last_status_code, last_error, last_attempt_at, last_duration_ms, next_attempt_at, payload, created_at';
+
+/**
+ * claimForBots on SQLite (one writer: the statement is the whole claim): the due rows
+ * of each bot up to its free slots are leased by one UPDATE that answers them
+ * (RETURNING), and their bots' webhooks are read by a second statement.
+ */
+async function claimSqlite(q: Db | Tx, opts: { now: number; leaseMs: number; free: Map<string, number> }, token: string): Promise<LeasedDelivery[]> {
+  const free = padded(q, [...opts.free]);
+  const rows = (await q.raw(
+    `WITH f(bot_id, n) AS (VALUES ${free.map(() => '(?, ?)').join(', ')})
+     UPDATE deliveries SET lease_until = ?, leased_by = ?
+     WHERE id IN (
+       SELECT r.id FROM (
+         SELECT id, bot_id, row_number() OVER (PARTITION BY bot_id ORDER BY update_seq) AS rn FROM deliveries
+         WHERE bot_id IN (${free.map(() => '?').join(', ')}) AND status IN (?, ?) AND next_attempt_at <= ? AND lease_until < ?
+       ) AS r JOIN f ON f.bot_id = r.bot_id WHERE r.rn <= f.n
+     )
+     RETURNING ${RECORD_COLUMNS}`,
+    [...free.flat(), opts.now + opts.leaseMs, token, ...free.map(([b]) => b), ...OPEN, opts.now, opts.now],
+  )) as any[];
+  if (rows.length === 0) return [];
+  rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
+  const bots = [...new Set(rows.map((r) => r.bot_id as string))];
+  const hooks = await q('webhooks').whereIn('bot_id', padded(q, bots))
+    .select('bot_id', 'url as webhook_url', 'secret_sealed as webhook_secret', 'allowed_ips as webhook_allowed_ips',
+      'secret_header as webhook_secret_header', 'disabled_at as webhook_disabled_at');
+  const webhooks = new Map<string, WebhookTarget | null>(hooks.map((h: any) => [h.bot_id, webhookOf(h)]));
+  return rows.map((r) => leasedOf(r, token, webhooks.get(r.bot_id) ?? null));
+}
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
 /** Most leases one renewal statement names. */
 const RENEW_CHUNK = 1000;
 
@@ -134,11 +189,14 @@ export function createDeliveriesRepo(db: Db) {
   return {
     /**
      * Leases due deliveries of several bots in one round: for each bot, up to its
-     * free slots, oldest update first (a row_number window per bot).
+     * free slots, oldest update first (a row_number window per bot). Answers them in
+     * bot id, then update_seq order.
      */
     async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }, tx?: Tx): Promise<LeasedDelivery[]> {
       if (opts.free.size === 0) return [];
       const q = tx ?? db;
+      const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
+      if (!isMysql(db)) return claimSqlite(q, opts, token);
       const most = Math.max(...opts.free.values());
       const ranked = q('deliveries')
         .whereIn('bot_id', padded(q, [...opts.free.keys()]))
@@ -149,7 +207,6 @@ export function createDeliveriesRepo(db: Db) {
       const rows = (await q.from(ranked.as('ranked')).where('rn', '<=', most).select('id', 'bot_id', 'rn')) as { id: string; bot_id: string; rn: number | string }[];
       const ids = rows.filter((r) => Number(r.rn) <= (opts.free.get(r.bot_id) ?? 0)).map((r) => r.id);
       if (ids.length === 0) return [];
-      const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
       await statement(db, tx, (s) => s('deliveries').whereIn('id', padded(s, ids)).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
@@ -160,17 +217,11 @@ export function createDeliveriesRepo(db: Db) {
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
         .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
           'webhooks.secret_header as webhook_secret_header', 'webhooks.disabled_at as webhook_disabled_at');
-      // A webhook disabled meanwhile is as good as none: the lease is given back unattempted.
-      return leased.map((r) => ({
-        ...fromRow(r),
-        leaseToken: token,
-        webhook: r.webhook_url === null || r.webhook_disabled_at !== null
-          ? null
-          : {
-            url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips),
-            secretHeader: Boolean(Number(r.webhook_secret_header)),
-          },
-      }));
+      const webhooks = new Map<string, WebhookTarget | null>();
+      return leased.map((r) => {
+        if (!webhooks.has(r.bot_id)) webhooks.set(r.bot_id, webhookOf(r));
+        return leasedOf(r, token, webhooks.get(r.bot_id)!);
+      });
     },
 
     /**
