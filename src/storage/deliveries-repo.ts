@@ -185,6 +185,47 @@ const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 /** Most outcomes one UPDATE writes (each takes up to 15 bound values). */
 const OUTCOME_CHUNK = 500;
 
+/**
+ * writeOutcomes' writes on SQLite: each item's new state, where the row is still leased
+ * under the item's token, one UPDATE per OUTCOME_CHUNK (items in primary-key order). SQLite
+ * joins a VALUES list by primary key (a CASE per column is a scan of its branches per row:
+ * milliseconds for a few hundred rows). Answers the rows written (leased_by: the token
+ * they were held under), with their webhooks' failing_since when they succeeded.
+ */
+async function writeOutcomesSqlite(q: Db | Tx, items: OutcomeWrite[]) {
+  const written: { id: string; leased_by: string; bot_id: string; update_id: number; failing_since: number | null }[] = [];
+  // The token each written row was held under. A delivery twice in one batch (an attempt under a
+  // lease that ran out, and one under the next) was written under the one it is leased by now.
+  const tokens = new Map(items.map((i) => [i.id, i.leaseToken]));
+  if (tokens.size < items.length) {
+    const seen = new Set<string>();
+    const twice = [...new Set(items.filter((i) => seen.size === seen.add(i.id).size).map((i) => i.id))];
+    const now = (await q('deliveries').whereIn('id', twice).select('id', 'leased_by')) as { id: string; leased_by: string | null }[];
+    for (const r of now) tokens.set(r.id, r.leased_by ?? '');
+  }
+  for (let k = 0; k < items.length; k += OUTCOME_CHUNK) {
+    const rows = padded(q, items.slice(k, k + OUTCOME_CHUNK)).map(({ id, leaseToken, next: n }) =>
+      [id, leaseToken, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs]);
+    const updated = (await q.raw(
+      `UPDATE deliveries SET status = v.column3, attempts = v.column4, next_attempt_at = v.column5, last_status_code = v.column6,
+        last_error = v.column7, last_attempt_at = v.column8, last_duration_ms = v.column9, lease_until = 0, leased_by = NULL
+       FROM (VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v
+       WHERE deliveries.id = v.column1 AND deliveries.leased_by = v.column2
+       RETURNING deliveries.id, deliveries.bot_id, deliveries.update_id`,
+      rows.flat(),
+    )) as { id: string; bot_id: string; update_id: number }[];
+    for (const r of updated) written.push({ ...r, leased_by: tokens.get(r.id)!, failing_since: null });
+  }
+  const succeeded = new Set(items.filter((i) => i.next.lastError === null).map((i) => i.id));
+  const bots = [...new Set(written.filter((r) => succeeded.has(r.id)).map((r) => r.bot_id))];
+  if (bots.length > 0) {
+    const failing = new Map((await q('webhooks').whereIn('bot_id', padded(q, bots)).whereNotNull('failing_since').select('bot_id', 'failing_since'))
+      .map((w: { bot_id: string; failing_since: number }) => [w.bot_id, w.failing_since]));
+    for (const r of written) r.failing_since = failing.get(r.bot_id) ?? null;
+  }
+  return written;
+}
+
 export function createDeliveriesRepo(db: Db) {
   return {
     /**
@@ -292,9 +333,12 @@ export function createDeliveriesRepo(db: Db) {
       const q = tx ?? db;
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
       // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
-      const rows = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
-        .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since');
+      // SQLite (one writer) writes first, only the rows still leased under their tokens, and learns which from RETURNING.
+      const rows = isMysql(db)
+        ? await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
+          .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
+          .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since')
+        : await writeOutcomesSqlite(q, order.map((o) => o.item));
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
       const errors = new Map<string, { at: number; error: string }>();
@@ -322,21 +366,8 @@ export function createDeliveriesRepo(db: Db) {
         results[i] = true;
       }
       // Every held delivery's new state in one statement per OUTCOME_CHUNK (rows in primary-key order).
-      for (let k = 0; k < held.length; k += OUTCOME_CHUNK) {
+      for (let k = 0; isMysql(db) && k < held.length; k += OUTCOME_CHUNK) {
         const chunk = held.slice(k, k + OUTCOME_CHUNK);
-        if (!isMysql(db)) {
-          // SQLite joins a VALUES list by primary key (a CASE per column is a scan of its
-          // branches per row: milliseconds for a few hundred rows).
-          const rows = padded(q, chunk).map(({ id, next: n }) =>
-            [id, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs]);
-          await q.raw(
-            `UPDATE deliveries SET status = v.column2, attempts = v.column3, next_attempt_at = v.column4, last_status_code = v.column5,
-              last_error = v.column6, last_attempt_at = v.column7, last_duration_ms = v.column8, lease_until = 0, leased_by = NULL
-             FROM (VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v WHERE deliveries.id = v.column1`,
-            rows.flat(),
-          );
-          continue;
-        }
         const ids = chunk.map((c) => c.id);
         const column = (value: (n: DeliveryWrite) => string | number | null) => valuePerRow(q, 'id', ids, chunk.map((c) => value(c.next)));
         await q('deliveries').whereIn('id', padded(q, ids)).update({
