@@ -112,6 +112,8 @@ interface Target {
   policyKey: string;
   /** Its origin's turns (see turnAt). */
   turnKey: string;
+  /** What a socket's peer is judged for: host, port and allowed_ips (targets that share it share the verdict). */
+  checkKey: string;
   lookup: LookupFunction | null;
 }
 
@@ -156,7 +158,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     return target;
   }
   function parseTarget(text: string, allowedIpsText: string[]): Target {
-    const refused = (refusal: string): Target => ({ refusal, host: '', port: 0, path: '', auth: undefined, allowedIps: [], policyKey: '', turnKey: '', lookup: null });
+    const refused = (refusal: string): Target => ({ refusal, host: '', port: 0, path: '', auth: undefined, allowedIps: [], policyKey: '', turnKey: '', checkKey: '', lookup: null });
     let url: URL;
     try {
       url = new URL(text);
@@ -176,7 +178,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     return {
       refusal: null, host, port, path: `${url.pathname}${url.search}`, allowedIps, policyKey,
       auth: url.username || url.password ? `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` : undefined,
-      turnKey: `${policyKey}|${url.host}`, lookup: guardedLookup(port, allowedIps),
+      turnKey: `${policyKey}|${url.host}`, checkKey: `${policyKey}|${host}|${port}`, lookup: guardedLookup(port, allowedIps),
     };
   }
 
@@ -237,10 +239,11 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     };
   }
 
-  // The target each socket's peer was last found allowed for: a socket's peer does not
-  // change, so a reused socket's verdict for the same target (same host, port and
-  // allowed_ips) stands; for any other, its peer is judged again.
-  const verified = new WeakMap<Socket, Target>();
+  // What each socket's peer was last found allowed for (a target's checkKey): a socket's
+  // peer does not change, so a reused socket's verdict for the same host, port and
+  // allowed_ips stands (every bot's URL on that origin shares it); for any other, its peer
+  // is judged again.
+  const verified = new WeakMap<Socket, string>();
 
   return {
     async send(req: WebhookRequest): Promise<WebhookResult> {
@@ -297,12 +300,12 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         // is flushed; a new socket is checked when its TCP connection is up, before
         // the TLS handshake, so nothing of the request leaves on a refused socket.
         request.on('socket', (socket: Socket) => {
-          if (verified.get(socket) === target) return;
+          if (verified.get(socket) === target.checkKey) return;
           const verify = () => {
             const peer = socket.remoteAddress;
             const refusal = peer === undefined ? `${host} has no peer address` : judgeAddresses(host, port, [peer], policy, target.allowedIps);
             if (refusal) request.destroy(new Refused(`refused target: ${refusal}`));
-            else verified.set(socket, target);
+            else verified.set(socket, target.checkKey);
           };
           if (socket.remoteAddress !== undefined) verify();
           else socket.once('connect', verify);
