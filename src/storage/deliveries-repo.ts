@@ -139,21 +139,28 @@ const RECORD_COLUMNS = 'id, bot_id, update_id, update_seq, status, attempts, las
 /**
  * claimForBots on SQLite (one writer: the statement is the whole claim): the due rows
  * of each bot up to its free slots are leased by one UPDATE that answers them
- * (RETURNING), and their bots' webhooks are read by a second statement.
+ * (RETURNING), and their bots' webhooks are read by a second statement. Each bot's rows
+ * are found through its own index range (deliveries_bot_open, named: with every row of a
+ * burst due, the planner would otherwise walk the due index, all of it, per claim).
  */
 async function claimSqlite(q: Db | Tx, opts: { now: number; leaseMs: number; free: Map<string, number> }, token: string): Promise<LeasedDelivery[]> {
-  const free = padded(q, [...opts.free]);
+  // Padded to a power of two (few statement texts) with a bot id no bot has.
+  const free: [string, number][] = [...opts.free];
+  let size = 1;
+  while (size < free.length) size *= 2;
+  while (free.length < size) free.push(['', 0]);
   const rows = (await q.raw(
     `WITH f(bot_id, n) AS (VALUES ${free.map(() => '(?, ?)').join(', ')})
      UPDATE deliveries SET lease_until = ?, leased_by = ?
      WHERE id IN (
-       SELECT r.id FROM (
-         SELECT id, bot_id, row_number() OVER (PARTITION BY bot_id ORDER BY update_seq) AS rn FROM deliveries
-         WHERE bot_id IN (${free.map(() => '?').join(', ')}) AND status IN (?, ?) AND next_attempt_at <= ? AND lease_until < ?
-       ) AS r JOIN f ON f.bot_id = r.bot_id WHERE r.rn <= f.n
+       SELECT id FROM (
+         SELECT d.id, f.n, row_number() OVER (PARTITION BY d.bot_id ORDER BY d.update_seq) AS rn
+         FROM f CROSS JOIN deliveries AS d INDEXED BY deliveries_bot_open
+         WHERE d.bot_id = f.bot_id AND d.status IN (?, ?) AND d.next_attempt_at <= ? AND d.lease_until < ?
+       ) WHERE rn <= n
      )
      RETURNING ${RECORD_COLUMNS}`,
-    [...free.flat(), opts.now + opts.leaseMs, token, ...free.map(([b]) => b), ...OPEN, opts.now, opts.now],
+    [...free.flat(), opts.now + opts.leaseMs, token, ...OPEN, opts.now, opts.now],
   )) as any[];
   if (rows.length === 0) return [];
   rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
