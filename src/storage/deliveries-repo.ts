@@ -136,6 +136,33 @@ function leasedOf(r: any, leaseToken: string, webhook: WebhookTarget | null): Le
 /** The columns fromRow reads. */
 const RECORD_COLUMNS = 'id, bot_id, update_id, update_seq, status, attempts, last_status_code, last_error, last_attempt_at, last_duration_ms, next_attempt_at, payload, created_at';
 
+/** Statement texts by the number of rows of their VALUES list (padded to powers of two: few of them). */
+const texts = new Map<string, string>();
+function sqlOf(name: 'claim' | 'outcome', rows: number): string {
+  const key = `${name}:${rows}`;
+  const make = name === 'claim' ? CLAIM_SQL : OUTCOME_SQL;
+  let text = texts.get(key);
+  if (text === undefined) texts.set(key, (text = make(rows)));
+  return text;
+}
+
+const CLAIM_SQL = (rows: number) => `WITH f(bot_id, n) AS (VALUES ${Array(rows).fill('(?, ?)').join(', ')})
+  UPDATE deliveries SET lease_until = ?, leased_by = ?
+  WHERE id IN (
+    SELECT id FROM (
+      SELECT d.id, f.n, row_number() OVER (PARTITION BY d.bot_id ORDER BY d.update_seq) AS rn
+      FROM f CROSS JOIN deliveries AS d INDEXED BY deliveries_bot_open
+      WHERE d.bot_id = f.bot_id AND d.status IN (?, ?) AND d.next_attempt_at <= ? AND d.lease_until < ?
+    ) WHERE rn <= n
+  )
+  RETURNING ${RECORD_COLUMNS}`;
+
+const OUTCOME_SQL = (rows: number) => `UPDATE deliveries SET status = v.column3, attempts = v.column4, next_attempt_at = v.column5,
+    last_status_code = v.column6, last_error = v.column7, last_attempt_at = v.column8, last_duration_ms = v.column9, lease_until = 0, leased_by = NULL
+  FROM (VALUES ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v
+  WHERE deliveries.id = v.column1 AND deliveries.leased_by = v.column2
+  RETURNING deliveries.id, deliveries.bot_id, deliveries.update_id`;
+
 /**
  * claimForBots on SQLite (one writer: the statement is the whole claim): the due rows
  * of each bot up to its free slots are leased by one UPDATE that answers them
@@ -149,19 +176,10 @@ async function claimSqlite(q: Db | Tx, opts: { now: number; leaseMs: number; fre
   let size = 1;
   while (size < free.length) size *= 2;
   while (free.length < size) free.push(['', 0]);
-  const rows = (await q.raw(
-    `WITH f(bot_id, n) AS (VALUES ${free.map(() => '(?, ?)').join(', ')})
-     UPDATE deliveries SET lease_until = ?, leased_by = ?
-     WHERE id IN (
-       SELECT id FROM (
-         SELECT d.id, f.n, row_number() OVER (PARTITION BY d.bot_id ORDER BY d.update_seq) AS rn
-         FROM f CROSS JOIN deliveries AS d INDEXED BY deliveries_bot_open
-         WHERE d.bot_id = f.bot_id AND d.status IN (?, ?) AND d.next_attempt_at <= ? AND d.lease_until < ?
-       ) WHERE rn <= n
-     )
-     RETURNING ${RECORD_COLUMNS}`,
-    [...free.flat(), opts.now + opts.leaseMs, token, ...OPEN, opts.now, opts.now],
-  )) as any[];
+  const values: (string | number | null)[] = [];
+  for (const [botId, n] of free) values.push(botId, n);
+  values.push(opts.now + opts.leaseMs, token, ...OPEN, opts.now, opts.now);
+  const rows = (await q.raw(sqlOf('claim', free.length), values)) as any[];
   if (rows.length === 0) return [];
   rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
   const bots = [...new Set(rows.map((r) => r.bot_id as string))];
@@ -211,16 +229,12 @@ async function writeOutcomesSqlite(q: Db | Tx, items: OutcomeWrite[]) {
     for (const r of now) tokens.set(r.id, r.leased_by ?? '');
   }
   for (let k = 0; k < items.length; k += OUTCOME_CHUNK) {
-    const rows = padded(q, items.slice(k, k + OUTCOME_CHUNK)).map(({ id, leaseToken, next: n }) =>
-      [id, leaseToken, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs]);
-    const updated = (await q.raw(
-      `UPDATE deliveries SET status = v.column3, attempts = v.column4, next_attempt_at = v.column5, last_status_code = v.column6,
-        last_error = v.column7, last_attempt_at = v.column8, last_duration_ms = v.column9, lease_until = 0, leased_by = NULL
-       FROM (VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v
-       WHERE deliveries.id = v.column1 AND deliveries.leased_by = v.column2
-       RETURNING deliveries.id, deliveries.bot_id, deliveries.update_id`,
-      rows.flat(),
-    )) as { id: string; bot_id: string; update_id: number }[];
+    const chunk = padded(q, items.slice(k, k + OUTCOME_CHUNK));
+    const values: (string | number | null)[] = [];
+    for (const { id, leaseToken, next: n } of chunk) {
+      values.push(id, leaseToken, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs);
+    }
+    const updated = (await q.raw(sqlOf('outcome', chunk.length), values)) as { id: string; bot_id: string; update_id: number }[];
     for (const r of updated) written.push({ ...r, leased_by: tokens.get(r.id)!, failing_since: null });
   }
   const succeeded = new Set(items.filter((i) => i.next.lastError === null).map((i) => i.id));
