@@ -4,6 +4,7 @@
  * backlog reaches a receiver in growing waves, never past max_connections.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDeliveriesRepo, type DeliveryWrite } from '../src/storage/deliveries-repo.js';
 import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
@@ -70,6 +71,34 @@ describe('dispatcher leases and ramp-up', () => {
     const row = await db('deliveries').where({ bot_id: bot.id }).first();
     expect(row).toMatchObject({ leased_by: null });
   }, 30_000);
+
+  it('an outcome is written only under the lease its delivery is held by now, even beside a stale attempt of it in the same batch', async () => {
+    const bot = await approvedBot(h, ownerJwt, 'lease_stale');
+    const db = h.apps[0]!.db!;
+    const repo = createDeliveriesRepo(db);
+    const next = (status: DeliveryWrite['status'], lastError: string | null): DeliveryWrite => ({
+      status, attempts: 1, nextAttemptAt: Date.now() + 60_000, lastStatusCode: lastError ? 500 : 200, lastError,
+      lastAttemptAt: Date.now(), lastDurationMs: 5, closed: status === 'succeeded',
+    });
+    // Two orders: the current holder's outcome after the stale one's, and before it.
+    for (const [n, stale] of [[1, 'first'], [2, 'last']] as const) {
+      const id = `dlv_stale${n}${'x'.repeat(12)}`;
+      // Leased far ahead by "current" (the dispatcher leaves it alone); "stale" held it before.
+      await db('deliveries').insert({
+        id, bot_id: bot.id, update_id: 900 + n, update_seq: 900 + n, status: 'pending', attempts: 0, next_attempt_at: 0,
+        lease_until: Date.now() + 3_600_000, leased_by: 'current', payload: '{}', created_at: Date.now(),
+      });
+      const staleItem = { id, leaseToken: 'stale', next: next('retrying', 'HTTP 500') };
+      const currentItem = { id, leaseToken: 'current', next: next('succeeded', null) };
+      const items = stale === 'first' ? [staleItem, currentItem] : [currentItem, staleItem];
+      const written = await db.transaction((tx) => repo.writeOutcomes(items, tx));
+      expect(written.results).toEqual(stale === 'first' ? [false, true] : [true, false]);
+      expect(written.closed).toEqual([[bot.id, [900 + n]]]);
+      expect(written.failures).toEqual([]);
+      const row = await db('deliveries').where({ id }).first();
+      expect(row).toMatchObject({ status: 'succeeded', leased_by: null, last_error: null });
+    }
+  });
 
   it('a backlog ramps up: the first wave is smaller than max_connections, and concurrency never exceeds it', async () => {
     const receiver = await newReceiver();

@@ -71,14 +71,18 @@ export interface WebhookResult {
  */
 export function signatureHeaders(secret: string, body: string, updateId: number, now = Date.now(), secretHeader = false): Record<string, string> {
   const timestamp = String(Math.floor(now / 1000));
-  const signature = crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
   return {
     'content-type': 'application/json',
     'x-service-timestamp': timestamp,
-    'x-service-signature-v2': signature,
+    'x-service-signature-v2': sign(secret, timestamp, body),
     'x-service-update-id': String(updateId),
     ...(secretHeader ? { 'x-telegram-bot-api-secret-token': secret } : {}),
   };
+}
+
+/** The hex HMAC-SHA256 of `timestamp.body` (contract §5) under `key` (the secret, or its key object). */
+function sign(key: string | crypto.KeyObject, timestamp: string, body: string): string {
+  return crypto.createHmac('sha256', key).update(timestamp).update('.').update(body).digest('hex');
 }
 
 class Refused extends Error {}
@@ -86,6 +90,32 @@ class TimedOut extends Error {}
 
 /** Most idle per-policy pools kept before idle ones are dropped (busy ones never are). */
 const MAX_IDLE_POOLS = 256;
+/** Most parsed targets (URL and allowed_ips pairs) and signing keys kept; past this, all are dropped. */
+const MAX_TARGETS = 10_000;
+
+/**
+ * A webhook URL as a bot's requests use it, parsed once: where to connect, which
+ * origin's turns and which pool it takes, and, for a target refused before contact
+ * (not a URL, not https, an IP literal or port the rules refuse), why.
+ */
+interface Target {
+  refusal: string | null;
+  /** The host without brackets, as the checks and the TLS connection take it. */
+  host: string;
+  port: number;
+  /** Path and query, as sent. */
+  path: string;
+  /** `user:password` when the URL has them (sent as basic auth). */
+  auth: string | undefined;
+  allowedIps: Cidr[];
+  /** Its pool (see poolFor): the sorted allowed_ips. */
+  policyKey: string;
+  /** Its origin's turns (see turnAt). */
+  turnKey: string;
+  /** What a socket's peer is judged for: host, port and allowed_ips (targets that share it share the verdict). */
+  checkKey: string;
+  lookup: LookupFunction | null;
+}
 
 export function createWebhookClient(opts: WebhookClientOptions) {
   const lookup = opts.lookup ?? systemLookup;
@@ -100,8 +130,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   // address checked against another bot's policy. Bots without allowed_ips (most)
   // share one pool, so a shared endpoint still keeps its warm sockets.
   const pools = new Map<string, https.Agent>();
-  function poolFor(allowedIps: string[]): https.Agent {
-    const key = [...new Set(allowedIps)].sort().join(',');
+  function poolFor(key: string): https.Agent {
     let agent = pools.get(key);
     if (!agent) {
       if (pools.size >= MAX_IDLE_POOLS) {
@@ -117,29 +146,72 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     return agent;
   }
 
-  // Parsed allowed_ips lists, by their text (most bots have none).
-  const parsed = new Map<string, Cidr[]>();
-  function cidrsOf(allowedIps: string[]): Cidr[] {
-    if (allowedIps.length === 0) return [];
-    const key = allowedIps.join(',');
-    let cidrs = parsed.get(key);
-    if (!cidrs) {
-      if (parsed.size >= MAX_IDLE_POOLS) parsed.clear();
-      parsed.set(key, (cidrs = parseCidrs(allowedIps)));
+  // Parsed targets by allowed_ips and URL (a bot posts to the same URL again and again).
+  const targets = new Map<string, Target>();
+  function targetOf(url: string, allowedIps: string[]): Target {
+    const key = allowedIps.length === 0 ? url : `${allowedIps.join(',')}\n${url}`;
+    let target = targets.get(key);
+    if (!target) {
+      if (targets.size >= MAX_TARGETS) targets.clear();
+      targets.set(key, (target = parseTarget(url, allowedIps)));
     }
-    return cidrs;
+    return target;
+  }
+  function parseTarget(text: string, allowedIpsText: string[]): Target {
+    const refused = (refusal: string): Target => ({ refusal, host: '', port: 0, path: '', auth: undefined, allowedIps: [], policyKey: '', turnKey: '', checkKey: '', lookup: null });
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      return refused('invalid webhook url');
+    }
+    if (url.protocol !== 'https:') return refused('refused target: not an https URL');
+    const allowedIps = allowedIpsText.length === 0 ? [] : parseCidrs(allowedIpsText);
+    const port = portOf(url);
+    // An IP-literal host never reaches the lookup: check it here.
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    if (ipaddr.isValid(host) || port === 0) {
+      const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
+      if (refusal) return refused(`refused target: ${refusal}`);
+    }
+    const policyKey = allowedIpsText.length === 0 ? '' : [...new Set(allowedIpsText)].sort().join(',');
+    return {
+      refusal: null, host, port, path: `${url.pathname}${url.search}`, allowedIps, policyKey,
+      auth: url.username || url.password ? `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` : undefined,
+      turnKey: `${policyKey}|${url.host}`, checkKey: `${policyKey}|${host}|${port}`, lookup: guardedLookup(port, allowedIps),
+    };
+  }
+
+  // HMAC keys by secret (an HMAC keyed with a string prepares the key anew each time).
+  const keys = new Map<string, crypto.KeyObject>();
+  function keyOf(secret: string): crypto.KeyObject {
+    let key = keys.get(secret);
+    if (!key) {
+      if (keys.size >= MAX_TARGETS) keys.clear();
+      keys.set(secret, (key = crypto.createSecretKey(Buffer.from(secret, 'utf8'))));
+    }
+    return key;
   }
 
   // Turns per origin and policy: requests progressing now, and those waiting for a turn.
   const bound = opts.socketsPerOrigin ?? 256;
   const slowMs = opts.slowMs ?? Math.min(1000, Math.floor(opts.timeoutMs / 4));
   const turns = new Map<string, { active: number; waiting: (() => void)[] }>();
-  /** Waits for a turn at this origin; answers the function that gives it back (once). */
-  async function turnAt(key: string): Promise<() => void> {
+  /** Takes a turn at this origin: the function that gives it back (once), or null when every turn is taken. */
+  function turnAt(key: string): (() => void) | null {
     let t = turns.get(key);
     if (!t) turns.set(key, (t = { active: 0, waiting: [] }));
-    if (t.active < bound) t.active++;
-    else await new Promise<void>((r) => t.waiting.push(r)); // the turn is handed over with active unchanged
+    if (t.active >= bound) return null;
+    t.active++;
+    return giveBackOf(key, t);
+  }
+  /** Waits for a turn at this origin (every one was taken): it is handed over with active unchanged. */
+  async function waitForTurn(key: string): Promise<() => void> {
+    const t = turns.get(key)!;
+    await new Promise<void>((r) => t.waiting.push(r));
+    return giveBackOf(key, t);
+  }
+  function giveBackOf(key: string, t: { active: number; waiting: (() => void)[] }) {
     let given = false;
     return () => {
       if (given) return;
@@ -167,43 +239,57 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     };
   }
 
+  // What each socket's peer was last found allowed for (a target's checkKey): a socket's
+  // peer does not change, so a reused socket's verdict for the same host, port and
+  // allowed_ips stands (every bot's URL on that origin shares it); for any other, its peer
+  // is judged again.
+  const verified = new WeakMap<Socket, string>();
+
   return {
     async send(req: WebhookRequest): Promise<WebhookResult> {
       let started = performance.now();
       const done = (r: Omit<WebhookResult, 'durationMs'>): WebhookResult => ({ ...r, durationMs: Math.round(performance.now() - started) });
-      let url: URL;
-      try {
-        url = new URL(req.url);
-      } catch {
-        return done({ ok: false, statusCode: null, error: 'invalid webhook url', noAnswer: 'refused' });
-      }
-      if (url.protocol !== 'https:') return done({ ok: false, statusCode: null, error: 'refused target: not an https URL', noAnswer: 'refused' });
-      const allowedIps = cidrsOf(req.allowedIps);
-      const port = portOf(url);
-      // An IP-literal host never reaches the lookup: check it here.
-      const host = url.hostname.replace(/^\[|\]$/g, '');
-      if (ipaddr.isValid(host) || port === 0) {
-        const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
-        if (refusal) return done({ ok: false, statusCode: null, error: `refused target: ${refusal}`, noAnswer: 'refused' });
-      }
-      const giveBack = await turnAt(`${req.allowedIps.length === 0 ? '' : [...new Set(req.allowedIps)].sort().join(',')}|${url.host}`);
+      const target = targetOf(req.url, req.allowedIps);
+      if (target.refusal !== null) return done({ ok: false, statusCode: null, error: target.refusal, noAnswer: 'refused' });
+      const giveBack = turnAt(target.turnKey) ?? (await waitForTurn(target.turnKey));
       started = performance.now(); // the exchange's duration, not the wait for a turn
-      const slow = setTimeout(giveBack, slowMs);
+      const { host, port } = target;
       return new Promise<WebhookResult>((answer) => {
+        // One timer per exchange: at slowMs it leaves its origin's bound, then it runs on to the timeout.
+        let slow = false;
+        let timer = setTimeout(function tick() {
+          if (slow || slowMs >= opts.timeoutMs) {
+            request.destroy(new TimedOut(`timed out after ${opts.timeoutMs} ms`));
+          } else {
+            slow = true;
+            giveBack();
+            timer = setTimeout(tick, opts.timeoutMs - slowMs);
+          }
+        }, Math.min(slowMs, opts.timeoutMs));
+        let answered = false;
         const resolve = (r: WebhookResult) => {
-          clearTimeout(slow);
+          if (answered) return;
+          answered = true;
+          clearTimeout(timer);
           giveBack();
           answer(r);
         };
-        const request = https.request(url, {
-          method: 'POST',
-          agent: poolFor(req.allowedIps),
-          lookup: guardedLookup(port, allowedIps),
-          headers: { ...signatureHeaders(req.secret, req.body, req.updateId, Date.now(), req.secretHeader), 'content-length': Buffer.byteLength(req.body), 'user-agent': 'botplatform-webhooks/1' },
+        const timestamp = String(Math.floor(Date.now() / 1000));
+        const headers: Record<string, string | number> = {
+          'content-type': 'application/json',
+          'x-service-timestamp': timestamp,
+          'x-service-signature-v2': sign(keyOf(req.secret), timestamp, req.body),
+          'x-service-update-id': String(req.updateId),
+          'content-length': Buffer.byteLength(req.body),
+          'user-agent': 'botplatform-webhooks/1',
+        };
+        if (req.secretHeader) headers['x-telegram-bot-api-secret-token'] = req.secret;
+        const request = https.request({
+          method: 'POST', protocol: 'https:', hostname: host, port, path: target.path,
+          auth: target.auth, agent: poolFor(target.policyKey), lookup: target.lookup!, headers,
         }, (res) => {
           res.resume(); // the body is not used; drain it so the socket can be reused
           res.on('end', () => {
-            clearTimeout(timer);
             const code = res.statusCode ?? 0;
             const ok = code >= 200 && code < 300;
             resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}`, noAnswer: null }));
@@ -214,17 +300,17 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         // is flushed; a new socket is checked when its TCP connection is up, before
         // the TLS handshake, so nothing of the request leaves on a refused socket.
         request.on('socket', (socket: Socket) => {
+          if (verified.get(socket) === target.checkKey) return;
           const verify = () => {
             const peer = socket.remoteAddress;
-            const refusal = peer === undefined ? `${host} has no peer address` : judgeAddresses(host, port, [peer], policy, allowedIps);
+            const refusal = peer === undefined ? `${host} has no peer address` : judgeAddresses(host, port, [peer], policy, target.allowedIps);
             if (refusal) request.destroy(new Refused(`refused target: ${refusal}`));
+            else verified.set(socket, target.checkKey);
           };
           if (socket.remoteAddress !== undefined) verify();
           else socket.once('connect', verify);
         });
-        const timer = setTimeout(() => request.destroy(new TimedOut(`timed out after ${opts.timeoutMs} ms`)), opts.timeoutMs);
         request.on('error', (err) => {
-          clearTimeout(timer);
           resolve(done({
             ok: false, statusCode: null, error: err instanceof Refused ? err.message : describe(err),
             noAnswer: err instanceof Refused ? 'refused' : err instanceof TimedOut ? 'timeout' : 'network',
@@ -236,6 +322,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     close() {
       for (const agent of pools.values()) agent.destroy();
       pools.clear();
+      targets.clear();
     },
   };
 }

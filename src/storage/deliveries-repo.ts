@@ -111,6 +111,86 @@ function fromRow(r: any): DeliveryRecord {
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const OPEN = ['pending', 'retrying'];
+
+/**
+ * The webhook of a row read with its bot's webhook (webhook_* columns). A webhook
+ * disabled meanwhile is as good as none: the lease is given back unattempted.
+ */
+/* eslint-disable @typescript-eslint/no-explicit-any */
+function webhookOf(r: any): WebhookTarget | null {
+  return r.webhook_url === null || r.webhook_url === undefined || r.webhook_disabled_at !== null
+    ? null
+    : {
+      url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips),
+      secretHeader: Boolean(Number(r.webhook_secret_header)),
+    };
+}
+
+function leasedOf(r: any, leaseToken: string, webhook: WebhookTarget | null): LeasedDelivery {
+  const d = fromRow(r) as LeasedDelivery;
+  d.leaseToken = leaseToken;
+  d.webhook = webhook;
+  return d;
+}
+
+/** The columns fromRow reads. */
+const RECORD_COLUMNS = 'id, bot_id, update_id, update_seq, status, attempts, last_status_code, last_error, last_attempt_at, last_duration_ms, next_attempt_at, payload, created_at';
+
+/** Statement texts by the number of rows of their VALUES list (padded to powers of two: few of them). */
+const texts = new Map<string, string>();
+function sqlOf(name: 'claim' | 'outcome', rows: number): string {
+  const key = `${name}:${rows}`;
+  const make = name === 'claim' ? CLAIM_SQL : OUTCOME_SQL;
+  let text = texts.get(key);
+  if (text === undefined) texts.set(key, (text = make(rows)));
+  return text;
+}
+
+const CLAIM_SQL = (rows: number) => `WITH f(bot_id, n) AS (VALUES ${Array(rows).fill('(?, ?)').join(', ')})
+  UPDATE deliveries SET lease_until = ?, leased_by = ?
+  WHERE id IN (
+    SELECT id FROM (
+      SELECT d.id, f.n, row_number() OVER (PARTITION BY d.bot_id ORDER BY d.update_seq) AS rn
+      FROM f CROSS JOIN deliveries AS d INDEXED BY deliveries_bot_open
+      WHERE d.bot_id = f.bot_id AND d.status IN (?, ?) AND d.next_attempt_at <= ? AND d.lease_until < ?
+    ) WHERE rn <= n
+  )
+  RETURNING ${RECORD_COLUMNS}`;
+
+const OUTCOME_SQL = (rows: number) => `UPDATE deliveries SET status = v.column3, attempts = v.column4, next_attempt_at = v.column5,
+    last_status_code = v.column6, last_error = v.column7, last_attempt_at = v.column8, last_duration_ms = v.column9, lease_until = 0, leased_by = NULL
+  FROM (VALUES ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v
+  WHERE deliveries.id = v.column1 AND deliveries.leased_by = v.column2
+  RETURNING deliveries.id, deliveries.bot_id, deliveries.update_id`;
+
+/**
+ * claimForBots on SQLite (one writer: the statement is the whole claim): the due rows
+ * of each bot up to its free slots are leased by one UPDATE that answers them
+ * (RETURNING), and their bots' webhooks are read by a second statement. Each bot's rows
+ * are found through its own index range (deliveries_bot_open, named: with every row of a
+ * burst due, the planner would otherwise walk the due index, all of it, per claim).
+ */
+async function claimSqlite(q: Db | Tx, opts: { now: number; leaseMs: number; free: Map<string, number> }, token: string): Promise<LeasedDelivery[]> {
+  // Padded to a power of two (few statement texts) with a bot id no bot has.
+  const free: [string, number][] = [...opts.free];
+  let size = 1;
+  while (size < free.length) size *= 2;
+  while (free.length < size) free.push(['', 0]);
+  const values: (string | number | null)[] = [];
+  for (const [botId, n] of free) values.push(botId, n);
+  values.push(opts.now + opts.leaseMs, token, ...OPEN, opts.now, opts.now);
+  const rows = (await q.raw(sqlOf('claim', free.length), values)) as any[];
+  if (rows.length === 0) return [];
+  rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
+  const bots = [...new Set(rows.map((r) => r.bot_id as string))];
+  const hooks = await q('webhooks').whereIn('bot_id', padded(q, bots))
+    .select('bot_id', 'url as webhook_url', 'secret_sealed as webhook_secret', 'allowed_ips as webhook_allowed_ips',
+      'secret_header as webhook_secret_header', 'disabled_at as webhook_disabled_at');
+  const webhooks = new Map<string, WebhookTarget | null>(hooks.map((h: any) => [h.bot_id, webhookOf(h)]));
+  return rows.map((r) => leasedOf(r, token, webhooks.get(r.bot_id) ?? null));
+}
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
 /** Most leases one renewal statement names. */
 const RENEW_CHUNK = 1000;
 
@@ -130,15 +210,55 @@ const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 /** Most outcomes one UPDATE writes (each takes up to 15 bound values). */
 const OUTCOME_CHUNK = 500;
 
+/**
+ * writeOutcomes' writes on SQLite: each item's new state, where the row is still leased
+ * under the item's token, one UPDATE per OUTCOME_CHUNK (items in primary-key order). SQLite
+ * joins a VALUES list by primary key (a CASE per column is a scan of its branches per row:
+ * milliseconds for a few hundred rows). Answers the rows written (leased_by: the token
+ * they were held under), with their webhooks' failing_since when they succeeded.
+ */
+async function writeOutcomesSqlite(q: Db | Tx, items: OutcomeWrite[]) {
+  const written: { id: string; leased_by: string; bot_id: string; update_id: number; failing_since: number | null }[] = [];
+  // The token each written row was held under. A delivery twice in one batch (an attempt under a
+  // lease that ran out, and one under the next) was written under the one it is leased by now.
+  const tokens = new Map(items.map((i) => [i.id, i.leaseToken]));
+  if (tokens.size < items.length) {
+    const seen = new Set<string>();
+    const twice = [...new Set(items.filter((i) => seen.size === seen.add(i.id).size).map((i) => i.id))];
+    const now = (await q('deliveries').whereIn('id', twice).select('id', 'leased_by')) as { id: string; leased_by: string | null }[];
+    for (const r of now) tokens.set(r.id, r.leased_by ?? '');
+  }
+  for (let k = 0; k < items.length; k += OUTCOME_CHUNK) {
+    const chunk = padded(q, items.slice(k, k + OUTCOME_CHUNK));
+    const values: (string | number | null)[] = [];
+    for (const { id, leaseToken, next: n } of chunk) {
+      values.push(id, leaseToken, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs);
+    }
+    const updated = (await q.raw(sqlOf('outcome', chunk.length), values)) as { id: string; bot_id: string; update_id: number }[];
+    for (const r of updated) written.push({ ...r, leased_by: tokens.get(r.id)!, failing_since: null });
+  }
+  const succeeded = new Set(items.filter((i) => i.next.lastError === null).map((i) => i.id));
+  const bots = [...new Set(written.filter((r) => succeeded.has(r.id)).map((r) => r.bot_id))];
+  if (bots.length > 0) {
+    const failing = new Map((await q('webhooks').whereIn('bot_id', padded(q, bots)).whereNotNull('failing_since').select('bot_id', 'failing_since'))
+      .map((w: { bot_id: string; failing_since: number }) => [w.bot_id, w.failing_since]));
+    for (const r of written) r.failing_since = failing.get(r.bot_id) ?? null;
+  }
+  return written;
+}
+
 export function createDeliveriesRepo(db: Db) {
   return {
     /**
      * Leases due deliveries of several bots in one round: for each bot, up to its
-     * free slots, oldest update first (a row_number window per bot).
+     * free slots, oldest update first (a row_number window per bot). Answers them in
+     * bot id, then update_seq order.
      */
     async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }, tx?: Tx): Promise<LeasedDelivery[]> {
       if (opts.free.size === 0) return [];
       const q = tx ?? db;
+      const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
+      if (!isMysql(db)) return claimSqlite(q, opts, token);
       const most = Math.max(...opts.free.values());
       const ranked = q('deliveries')
         .whereIn('bot_id', padded(q, [...opts.free.keys()]))
@@ -149,7 +269,6 @@ export function createDeliveriesRepo(db: Db) {
       const rows = (await q.from(ranked.as('ranked')).where('rn', '<=', most).select('id', 'bot_id', 'rn')) as { id: string; bot_id: string; rn: number | string }[];
       const ids = rows.filter((r) => Number(r.rn) <= (opts.free.get(r.bot_id) ?? 0)).map((r) => r.id);
       if (ids.length === 0) return [];
-      const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
       // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
       await statement(db, tx, (s) => s('deliveries').whereIn('id', padded(s, ids)).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
         .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
@@ -160,17 +279,11 @@ export function createDeliveriesRepo(db: Db) {
         .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
         .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
           'webhooks.secret_header as webhook_secret_header', 'webhooks.disabled_at as webhook_disabled_at');
-      // A webhook disabled meanwhile is as good as none: the lease is given back unattempted.
-      return leased.map((r) => ({
-        ...fromRow(r),
-        leaseToken: token,
-        webhook: r.webhook_url === null || r.webhook_disabled_at !== null
-          ? null
-          : {
-            url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips),
-            secretHeader: Boolean(Number(r.webhook_secret_header)),
-          },
-      }));
+      const webhooks = new Map<string, WebhookTarget | null>();
+      return leased.map((r) => {
+        if (!webhooks.has(r.bot_id)) webhooks.set(r.bot_id, webhookOf(r));
+        return leasedOf(r, token, webhooks.get(r.bot_id)!);
+      });
     },
 
     /**
@@ -241,9 +354,12 @@ export function createDeliveriesRepo(db: Db) {
       const q = tx ?? db;
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
       // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
-      const rows = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
-        .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since');
+      // SQLite (one writer) writes first, only the rows still leased under their tokens, and learns which from RETURNING.
+      const rows = isMysql(db)
+        ? await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
+          .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
+          .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since')
+        : await writeOutcomesSqlite(q, order.map((o) => o.item));
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
       const errors = new Map<string, { at: number; error: string }>();
@@ -271,21 +387,8 @@ export function createDeliveriesRepo(db: Db) {
         results[i] = true;
       }
       // Every held delivery's new state in one statement per OUTCOME_CHUNK (rows in primary-key order).
-      for (let k = 0; k < held.length; k += OUTCOME_CHUNK) {
+      for (let k = 0; isMysql(db) && k < held.length; k += OUTCOME_CHUNK) {
         const chunk = held.slice(k, k + OUTCOME_CHUNK);
-        if (!isMysql(db)) {
-          // SQLite joins a VALUES list by primary key (a CASE per column is a scan of its
-          // branches per row: milliseconds for a few hundred rows).
-          const rows = padded(q, chunk).map(({ id, next: n }) =>
-            [id, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs]);
-          await q.raw(
-            `UPDATE deliveries SET status = v.column2, attempts = v.column3, next_attempt_at = v.column4, last_status_code = v.column5,
-              last_error = v.column6, last_attempt_at = v.column7, last_duration_ms = v.column8, lease_until = 0, leased_by = NULL
-             FROM (VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v WHERE deliveries.id = v.column1`,
-            rows.flat(),
-          );
-          continue;
-        }
         const ids = chunk.map((c) => c.id);
         const column = (value: (n: DeliveryWrite) => string | number | null) => valuePerRow(q, 'id', ids, chunk.map((c) => value(c.next)));
         await q('deliveries').whereIn('id', padded(q, ids)).update({
