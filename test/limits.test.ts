@@ -190,6 +190,29 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
       limiter.check('bot-burst', '/botplatform.v1.RuntimeService/GetMe', {}).then(() => true, () => false)));
     expect(results.filter(Boolean)).toHaveLength(7);
   });
+
+  it('counts batches exactly: calls that all fit are admitted together, then a batch that overfills admits up to the limit', async () => {
+    const repo = createLimitsRepo(db);
+    const rules = (bot: string) => [
+      { key: `rate:${bot}`, limit: 5, windowStart: 1_000, windowEnd: 2_000 },
+      { key: `quota:${bot}`, limit: 100, windowStart: 0, windowEnd: 86_400_000 },
+    ];
+    // Two bots' calls in one batch: 2 of a, 1 of b.
+    expect(await repo.admit([rules('batch-a'), rules('batch-b'), rules('batch-a')])).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
+    expect(await repo.counter('rate:batch-a')).toMatchObject({ count: 2, windowStart: 1_000 });
+    expect(await repo.counter('quota:batch-a')).toMatchObject({ count: 2 });
+    expect(await repo.counter('rate:batch-b')).toMatchObject({ count: 1 });
+    // 4 more of a: 3 fit the rate of 5, the 4th is refused and takes nothing from the quota.
+    const results = await repo.admit(Array.from({ length: 4 }, () => rules('batch-a')));
+    expect(results.map((r) => r.ok)).toEqual([true, true, true, false]);
+    expect(await repo.counter('rate:batch-a')).toMatchObject({ count: 5 });
+    expect(await repo.counter('quota:batch-a')).toMatchObject({ count: 5 });
+    // The next window starts again from the batch's count.
+    const next = (bot: string) => rules(bot).map((r) => (r.key.startsWith('rate:') ? { ...r, windowStart: 2_000, windowEnd: 3_000 } : r));
+    expect(await repo.admit([next('batch-a'), next('batch-a')])).toEqual([{ ok: true }, { ok: true }]);
+    expect(await repo.counter('rate:batch-a')).toMatchObject({ count: 2, windowStart: 2_000, windowEnd: 3_000 });
+    expect(await repo.counter('quota:batch-a')).toMatchObject({ count: 7 });
+  });
 });
 
 

@@ -222,6 +222,52 @@ describe('logs: JSON, request id from the gateway into the core over gRPC, crede
   });
 });
 
+describe('logs in one process: one line per HTTP request, with the core call it made', () => {
+  let app: App;
+  let db: TestDatabase;
+  const lines: Record<string, unknown>[] = [];
+
+  beforeAll(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-logs-one-'));
+    db = await createTestDatabase(dir);
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l));
+        done();
+      },
+    });
+    app = await startApp(loadConfig({
+      DATA_DIR: dir, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY, ROLE: 'all', ...kafkaEnv(),
+    }), createLogger('info', sink));
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('writes the http line with the call\'s rpc, code, caller and core time, and no separate rpc line', async () => {
+    const jwt = await mintAccountJwt(TEST_JWT_SECRET, { sub: 'one-line-owner' });
+    const h = { url: app.httpUrl!, jwt: (sub: string, o: { admin?: boolean } = {}) => mintAccountJwt(TEST_JWT_SECRET, { sub, roles: o.admin ? ['admin'] : [] }) } as unknown as Harness;
+    const { id, token } = await approvedBot(h, jwt, 'one_line_bot');
+    const ok = await call(app.httpUrl!, 'POST', '/api/v1/bots/getMe', { token, headers: { 'x-request-id': 'one-line-ok' } });
+    expect(ok.status).toBe(200);
+    const refused = await call(app.httpUrl!, 'POST', '/api/v1/bots/getMe', { token: `${token}x`, headers: { 'x-request-id': 'one-line-refused' } });
+    expect(refused.status).toBe(401);
+    const listed = await call(app.httpUrl!, 'GET', '/api/v1/bots/my', { token: jwt, headers: { 'x-request-id': 'one-line-console' } });
+    expect(listed.status).toBe(200);
+    await sleep(100);
+
+    const of = (requestId: string) => lines.filter((l) => l.requestId === requestId);
+    expect(of('one-line-ok')).toEqual([expect.objectContaining({
+      msg: 'http', method: 'POST', route: '/api/v1/bots/getMe', status: 200, rpc: 'GetMe', code: 'OK', bot: id,
+      ms: expect.any(Number), rpcMs: expect.any(Number),
+    })]);
+    expect(of('one-line-refused')).toEqual([expect.objectContaining({ msg: 'http', status: 401, rpc: 'GetMe', code: 'UNAUTHENTICATED' })]);
+    expect(of('one-line-console')).toEqual([expect.objectContaining({ msg: 'http', status: 200, rpc: 'ListMyBots', code: 'OK', account: 'one-line-owner' })]);
+  });
+});
+
 describe('log redaction', () => {
   it('redacts credentials wherever the service logs them: top level, in an error, in metadata, headers or a request', () => {
     const out: string[] = [];

@@ -18,6 +18,7 @@ import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
 import { registerDocsRoutes } from './docs.js';
 import { registerTelegramRoutes } from './telegram.js';
+import type { RpcLogSink } from '../../src/core/core.js';
 import type { Invoker } from './invoker.js';
 import type { RouteSpec, RouteTable, Surface } from './schema.js';
 
@@ -42,6 +43,9 @@ const FORWARDED_HEADERS = ['authorization'] as const;
 export type Gateway = FastifyInstance & { cancelInFlight(): void };
 
 const SHUTDOWN = Symbol('shutdown');
+
+/** A request's log state: the `rpc` fields of its core call, and whether its `http` line is written. */
+type LoggedRequest = FastifyRequest & { rpcLog: { written: boolean; fields: Record<string, unknown> | undefined } | null };
 
 /** The answer to a request that arrives while the gateway is closing. */
 const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call');
@@ -94,13 +98,36 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     reply.header('x-request-id', request.id);
     if (closing) throw CLOSING;
   });
+  // In one process, the core hands a call's `rpc` fields to the request (logSinkOf) and
+  // they go on its `http` line, the core's `ms` as `rpcMs`: one line per request.
+  app.decorateRequest('rpcLog', null);
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unrouted';
     const seconds = reply.elapsedTime / 1000;
     opts.telemetry.http(request.method, route, reply.statusCode, seconds);
+    const state = (request as LoggedRequest).rpcLog;
+    if (state) state.written = true;
     if (route === '/healthz' || route === '/metrics') return;
-    request.log.info({ requestId: request.id, method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'http');
+    const line: Record<string, unknown> = { requestId: request.id, method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 };
+    const rpc = state?.fields;
+    if (rpc) for (const key in rpc) if (key !== 'requestId') line[key === 'ms' ? 'rpcMs' : key] = rpc[key];
+    request.log.info(line, 'http');
   });
+
+  /**
+   * Where the core puts a call's `rpc` log fields for this request's line. Once that line
+   * is written (the client left before the call ended), or for a request's second call,
+   * the core's fields get a line of their own.
+   */
+  function logSinkOf(request: FastifyRequest): RpcLogSink {
+    const logged = request as LoggedRequest;
+    return (fields) => {
+      const state = (logged.rpcLog ??= { written: false, fields: undefined });
+      if (state.written || state.fields) return false;
+      state.fields = fields;
+      return true;
+    };
+  }
 
   // JSON only; an empty body is an empty request. Malformed JSON is a 400 in the route's envelope.
   app.removeAllContentTypeParsers();
@@ -196,7 +223,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       // cancelInFlight rejects it (no listener or race per call).
       response = await new Promise<Record<string, unknown>>((resolve, reject) => {
         inFlight.set(abort, reject);
-        opts.invoker.invoke(spec, message, metadata, abort.signal).then(resolve as (v: unknown) => void, reject);
+        opts.invoker.invoke(spec, message, metadata, abort.signal, logSinkOf(request)).then(resolve as (v: unknown) => void, reject);
       });
     } finally {
       reply.raw.off('close', onClose);

@@ -10,10 +10,15 @@ import {
   HealthCheckResponse,
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from '../../src/gen/grpc/health/v1/health.js';
+import type { RpcLogSink } from '../../src/core/core.js';
 import type { RouteSpec } from './schema.js';
 
 export interface Invoker {
-  invoke(route: RouteSpec, request: unknown, metadata: Record<string, string>, signal: AbortSignal): Promise<unknown>;
+  /**
+   * One call. `logSink` (in one process) takes the core's `rpc` log fields for the
+   * request's own log line; over gRPC the core, a process of its own, logs them itself.
+   */
+  invoke(route: RouteSpec, request: unknown, metadata: Record<string, string>, signal: AbortSignal, logSink?: RpcLogSink): Promise<unknown>;
   /** Whether the core can take calls. */
   ready(): Promise<boolean>;
   close(): Promise<void>;
@@ -85,10 +90,10 @@ function healthy(client: grpc.Client): Promise<boolean> {
 
 /** An invoker for a core in the same process. */
 export function createDirectInvoker(core: {
-  invoke(path: string, request: unknown, metadata: Record<string, string>, signal?: AbortSignal): Promise<unknown>;
+  invoke(path: string, request: unknown, metadata: Record<string, string>, signal?: AbortSignal, logSink?: RpcLogSink): Promise<unknown>;
 }, ready: () => Promise<boolean>): Invoker {
   return {
-    invoke: (route, request, metadata, signal) => core.invoke(route.grpc.path, request, metadata, signal),
+    invoke: (route, request, metadata, signal, logSink) => core.invoke(route.grpc.path, request, metadata, signal, logSink),
     ready,
     async close() {},
   };

@@ -68,9 +68,19 @@ export class UndecodableRequest implements UndecodableMessage {
   ) {}
 }
 
+/**
+ * Takes a call's `rpc` log fields in place of the core writing its own `rpc` line: the
+ * in-process gateway adds them to its request's one `http` line. Answers false when it
+ * can no longer take them (its line is already written): the core then writes its own.
+ */
+export type RpcLogSink = (fields: Record<string, unknown>) => boolean;
+
 export interface Core {
-  /** Runs one unary call through the chain. Rejects only with ApiError. */
-  invoke(path: string, request: unknown, metadata: CallMetadata, signal?: AbortSignal): Promise<unknown>;
+  /**
+   * Runs one unary call through the chain. Rejects only with ApiError. With `logSink`, the
+   * call's `rpc` log fields go to it (before the call settles) instead of to their own line.
+   */
+  invoke(path: string, request: unknown, metadata: CallMetadata, signal?: AbortSignal, logSink?: RpcLogSink): Promise<unknown>;
   /**
    * Runs one streaming call through the chain: `input` is the request (server streams) or
    * an async iterable of requests (client and bidirectional streams); the responses come
@@ -136,15 +146,21 @@ export function createCore(deps: CoreDeps): Core {
     principal?.kind === 'bot' ? { bot: principal.botId } : principal?.kind === 'account' ? { account: principal.accountId } : {};
 
   /** One call (or one part of a stream) ended: counted, in the bot's usage, and one log line. */
-  function record(path: string, requestId: string, principal: Principal | undefined, code: Code, ms: number, fields: Record<string, unknown> = {}) {
+  function record(
+    path: string, requestId: string, principal: Principal | undefined, code: Code, ms: number, fields?: Record<string, unknown>, logSink?: RpcLogSink,
+  ) {
     const name = names.get(path);
     const method = name?.rpc ?? 'unknown';
     const status = Code[code] ?? 'UNKNOWN';
     deps.telemetry?.rpc(method, status, ms / 1000);
     if (principal?.kind === 'bot') deps.usage?.call(principal.botId, name?.bot ?? method, status);
-    if (deps.logger.isLevelEnabled('info')) {
-      deps.logger.info({ requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, ...fields, ...who(principal) }, 'rpc');
-    }
+    if (!deps.logger.isLevelEnabled('info')) return;
+    const line: Record<string, unknown> = { requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10 };
+    if (fields) Object.assign(line, fields);
+    if (principal?.kind === 'bot') line.bot = principal.botId;
+    else if (principal?.kind === 'account') line.account = principal.accountId;
+    if (logSink?.(line)) return;
+    deps.logger.info(line, 'rpc');
   }
 
   async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: AbortSignal): AsyncGenerator<unknown> {
@@ -210,7 +226,7 @@ export function createCore(deps: CoreDeps): Core {
 
     stream: (path, input, metadata, signal = never) => stream(path, input, metadata, signal),
 
-    async invoke(path, request, metadata, signal = never) {
+    async invoke(path, request, metadata, signal = never, logSink) {
       const started = performance.now();
       const requestId = requestIdOf(metadata['x-request-id']);
       const method = names.get(path)?.rpc ?? 'unknown';
@@ -236,7 +252,7 @@ export function createCore(deps: CoreDeps): Core {
       } finally {
         // The caller left first (its transport aborted with the status it answered): that is the outcome.
         if (signal.aborted && signal.reason instanceof ApiError) code = signal.reason.code;
-        record(path, requestId, principal, code, performance.now() - started);
+        record(path, requestId, principal, code, performance.now() - started, undefined, logSink);
       }
     },
   };

@@ -4,7 +4,7 @@
  * only writer of rate_counters and bot_stats; every method takes the caller's
  * transaction, when it has one, as its last argument.
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
- * statement records many increments; on SQLite a call decided alone is one statement.
+ * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
 import { inTransaction, isDeadlockOrLockWait, isMysql, type Db, type Tx } from './db.js';
 
@@ -53,32 +53,53 @@ export function createLimitsRepo(db: Db) {
   const mysql = isMysql(db);
 
   /**
-   * A lone call on SQLite, in one statement (SQLite runs it atomically, as the
-   * one writer): each counter gets one admission, or — when any of them is full —
-   * none does. True when admitted; false when some rule refused it (which one,
-   * `decide` finds out). Instead of BEGIN, a read, an upsert and COMMIT.
+   * Several calls on SQLite in one statement, when all of them fit: each counter gets
+   * `n` admissions (the calls that need it), or — when that would overfill any of them —
+   * none does (then the transaction below decides call by call). All fitting, in order
+   * or at once is the same: a counter's count only grows.
    */
-  async function admitAlone(rules: CounterRule[]): Promise<boolean> {
-    const sql = `with v(k, ws, we, lim) as (values ${rules.map(() => '(?, ?, ?, ?)').join(', ')})
+  async function admitAll(counters: (CounterRule & { n: number })[]): Promise<boolean> {
+    const sql = `with v(k, ws, we, lim, n) as (values ${counters.map(() => '(?, ?, ?, ?, ?)').join(', ')})
       insert into rate_counters (counter_key, window_start, window_end, count)
-      select k, ws, we, 1 from v
+      select k, ws, we, n from v
       where not exists (
         select 1 from v left join rate_counters c on c.counter_key = v.k
-        where (case when c.window_start = v.ws then c.count else 0 end) + 1 > v.lim)
+        where (case when c.window_start = v.ws then c.count else 0 end) + v.n > v.lim)
       on conflict (counter_key) do update set
-        count = case when rate_counters.window_start = excluded.window_start then rate_counters.count + 1 else 1 end,
+        count = case when rate_counters.window_start = excluded.window_start then rate_counters.count + excluded.count else excluded.count end,
         window_start = excluded.window_start,
         window_end = excluded.window_end`;
-    const res = (await db.raw(sql, rules.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit]))) as { changes: number };
+    const res = (await db.raw(sql, counters.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit, r.n]))) as { changes: number };
     return res.changes > 0;
+  }
+
+  /**
+   * The counters a batch needs, each with how many admissions; undefined when two calls
+   * see one counter differently (a window turned between them, another limit): those
+   * are decided call by call.
+   */
+  function tally(calls: CounterRule[][]): (CounterRule & { n: number })[] | undefined {
+    const byKey = new Map<string, CounterRule & { n: number }>();
+    for (const rules of calls) {
+      const seen = new Set<string>();
+      for (const r of rules) {
+        if (seen.has(r.key)) return undefined;
+        seen.add(r.key);
+        const t = byKey.get(r.key);
+        if (!t) byKey.set(r.key, { ...r, n: 1 });
+        else if (t.windowStart !== r.windowStart || t.windowEnd !== r.windowEnd || t.limit !== r.limit) return undefined;
+        else t.n++;
+      }
+    }
+    return [...byKey.values()];
   }
 
   /** One transaction (the caller's, or its own run again, 5 tries in all, after a deadlock or a lock wait timeout). */
   async function decide(calls: CounterRule[][], outer?: Tx): Promise<AdmitResult[]> {
-    const alone = calls.length === 1 ? calls[0]! : undefined;
-    if (!mysql && !outer && alone && alone.length > 0 && new Set(alone.map((r) => r.key)).size === alone.length) {
-      if (await admitAlone(alone)) return [{ ok: true }];
-      // Refused: the transaction below finds the rule (and admits, should a window have turned meanwhile).
+    const counters = !mysql && !outer ? tally(calls) : undefined;
+    if (counters && counters.length > 0) {
+      if (await admitAll(counters)) return calls.map(() => ({ ok: true }));
+      // Some call does not fit: the transaction below finds which (and admits, should a window have turned meanwhile).
     }
     return inTransaction(db, outer, async (tx: Tx) => {
       const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
