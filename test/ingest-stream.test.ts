@@ -120,6 +120,19 @@ describe('StreamIngestUpdates', () => {
     expect(got.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['a1', 'a2', 'd1']);
   });
 
+  it('stores batches in the order they were written: one bot\'s update_seqs follow the stream, however its batches\' checks interleave', async () => {
+    const { id, token } = await approvedBot(h, alice, 'stream_seq_bot');
+    const { stream, acks, ended } = open();
+    const N = 200;
+    for (let i = 0; i < N; i++) stream.write({ sequence: i + 1, updates: [update(id, message(`n${i}`))] });
+    stream.end();
+    expect((await ended).code).toBe(grpc.status.OK);
+    expect(acks.map((a) => a.error)).toEqual(Array(N).fill(undefined));
+    expect(acks.map((a) => a.results[0]!.updateSeq)).toEqual(Array.from({ length: N }, (_, i) => i + 1));
+    const got = await poll(token, 0, 100);
+    expect(got.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(Array.from({ length: 100 }, (_, i) => `n${i}`));
+  });
+
   it('answers a batch that does not decode with INVALID_ARGUMENT naming the field and its sequence, and goes on', async () => {
     const { id, token } = await approvedBot(h, alice, 'stream_garbage_bot');
     const encode = (m: StreamIngestUpdatesRequest) => Buffer.from(StreamIngestUpdatesRequest.encode(m).finish());

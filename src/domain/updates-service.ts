@@ -7,6 +7,7 @@ import type { SecretBox } from '../auth/secret-box.js';
 import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
+import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
 import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
@@ -15,7 +16,7 @@ import { SURFACE_METADATA, type ConsoleRpc, type InternalRpc, type RuntimeRpc } 
 import type { UsageRecorder } from './usage.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 import { createIngestStream } from './ingest-stream.js';
-import type { IngestOutcome, UnitsOfWork } from '../storage/units.js';
+import type { IngestOutcome, NewUpdate, UnitsOfWork } from '../storage/units.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { UpdateWaiters } from '../pipeline/update-waiters.js';
 import { webhookActive } from '../pipeline/update-waiters.js';
@@ -202,8 +203,11 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     return { ...toBotMessage(bot), webhook: await webhookSummary(bot.id) };
   }
 
-  /** Internal ingest: validated whole, committed whole (or refused whole) before it answers. */
-  const ingestUpdates: InternalRpc['ingestUpdates'] = async (req) => {
+  /**
+   * Internal ingest, first step: the request checked whole (unknown or unapproved bots
+   * refuse it whole, before anything is written), and what the writer is to store.
+   */
+  const checkIngest = async (req: IngestUpdatesRequest): Promise<NewUpdate[]> => {
     const v = new check.Violations();
     if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
     check.maxItems(v, 'updates', req.updates, LIMITS.ingest.updates, 'updates');
@@ -228,13 +232,21 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       else if (status !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
     }
     const at = Math.floor(now() / 1000);
-    const outcomes = await deps.writer.write(req.updates.map((u) => {
+    return req.updates.map((u) => {
       const m = (u.message ?? u.editedMessage)!;
       return {
         botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }),
         idempotencyKey: u.idempotencyKey || undefined,
       };
-    }));
+    });
+  };
+
+  /**
+   * Second step: the checked updates handed to the writer (queued in its group commit at
+   * once, in call order) and answered once committed.
+   */
+  const writeIngest = async (items: NewUpdate[]): Promise<IngestUpdatesResponse> => {
+    const outcomes = await deps.writer.write(items);
     return {
       results: outcomes.map((o, i) => {
         if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false, duplicate: false };
@@ -246,11 +258,14 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     };
   };
 
+  /** Internal ingest: validated whole, committed whole (or refused whole) before it answers. */
+  const ingestUpdates: InternalRpc['ingestUpdates'] = async (req) => writeIngest(await checkIngest(req));
+
   return {
     webhookSummary,
     ingestUpdates,
     /** The same ingest, batch by batch over one stream (ingest-stream.ts). */
-    streamIngestUpdates: createIngestStream(ingestUpdates),
+    streamIngestUpdates: createIngestStream(checkIngest, writeIngest),
 
     /** The console's test message from a test user to an approved bot. */
     async createTestUpdate(req, { principal }) {
