@@ -20,9 +20,12 @@ export async function startService(env: Record<string, string>, opts: { compiled
     buildService();
     built = true;
   }
-  // BENCH_CPU_PROF=dir: each service process writes a V8 CPU profile there when it exits.
+  // BENCH_CPU_PROF=dir: each service process writes a V8 CPU profile there when it exits;
+  // BENCH_CPU_PROF_INTERVAL: its sampling interval in µs (V8's default 1000), finer to
+  // follow single calls (a long poll's wake-up) sample by sample.
   const prof = process.env.BENCH_CPU_PROF;
-  const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+  const interval = process.env.BENCH_CPU_PROF_INTERVAL ? ['--cpu-prof-interval', process.env.BENCH_CPU_PROF_INTERVAL] : [];
+  const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof, ...interval] : [];
   const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], { compiled, nodeArgs });
   children.push(child);
   return child;
