@@ -369,7 +369,15 @@ describe('Telegram surface: multipart bodies past MAX_BODY_BYTES', () => {
       (async () => {
         const write = async (b: Buffer | string) => {
           if (answered || req.destroyed) return;
-          if (!req.write(b)) await new Promise((r) => req.once('drain', r).once('close', r));
+          if (req.write(b)) return;
+          // Until it drains or closes; either way both listeners go (one pair per wait, not one more each).
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              req.off('drain', done).off('close', done);
+              resolve();
+            };
+            req.once('drain', done).once('close', done);
+          });
         };
         await write(head);
         if (file.data) {
