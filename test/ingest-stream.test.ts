@@ -5,7 +5,6 @@
  * control (a caller that stops reading stops the service reading), and the per-batch
  * log lines and metrics of the unary call.
  */
-import { Writable } from 'node:stream';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +18,7 @@ import type { Message } from '../src/gen/botplatform/v1/update.js';
 import { BadRequest, ErrorInfo } from '../src/gen/google/rpc/error_details.js';
 import type { Status } from '../src/gen/google/rpc/status.js';
 import { approvedBot, call, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+import { collectLogLines } from './helpers/log-lines.js';
 import { until } from './helpers/until.js';
 
 const PATH = '/botplatform.v1.InternalService/StreamIngestUpdates';
@@ -42,15 +42,9 @@ describe('StreamIngestUpdates', () => {
   let internal: InternalServiceClient;
   let raw: grpc.Client;
   let alice: string;
-  const logs: Record<string, unknown>[] = [];
+  const { sink, lines: logs } = collectLogLines();
 
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        for (const l of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(l));
-        done();
-      },
-    });
     h = await startHarness('in-process', { LOG_LEVEL: 'info' }, sink);
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
     raw = new grpc.Client(h.grpcAddress, grpc.credentials.createInsecure());

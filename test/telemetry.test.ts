@@ -15,6 +15,7 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
 import { windowStart } from '../src/domain/metrics-service.js';
 import { approvedBot, call, client, createTestDatabase, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness, type TestDatabase } from './helpers/harness.js';
+import { collectLogLines } from './helpers/log-lines.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki } from './helpers/tls.js';
 
@@ -164,21 +165,11 @@ describe('logs: JSON, request id from the gateway into the core over gRPC, crede
   let core: App;
   let gateway: App;
   let db: TestDatabase;
-  const lines: Record<string, unknown>[] = [];
-  const raw: string[] = [];
+  const { sink, lines, raw } = collectLogLines();
 
   beforeAll(async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-logs-'));
     db = await createTestDatabase(dir);
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        for (const l of chunk.toString().split('\n').filter(Boolean)) {
-          raw.push(l);
-          lines.push(JSON.parse(l));
-        }
-        done();
-      },
-    });
     const logger = createLogger('info', sink);
     const env = {
       DATA_DIR: dir, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', AUTH_JWT_SECRET: TEST_JWT_SECRET,
@@ -225,17 +216,11 @@ describe('logs: JSON, request id from the gateway into the core over gRPC, crede
 describe('logs in one process: one line per HTTP request, with the core call it made', () => {
   let app: App;
   let db: TestDatabase;
-  const lines: Record<string, unknown>[] = [];
+  const { sink, lines } = collectLogLines();
 
   beforeAll(async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-logs-one-'));
     db = await createTestDatabase(dir);
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l));
-        done();
-      },
-    });
     app = await startApp(loadConfig({
       DATA_DIR: dir, DATABASE_URL: db.url, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY, ROLE: 'all', ...kafkaEnv(),

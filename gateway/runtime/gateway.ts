@@ -20,7 +20,7 @@ import { registerDocsRoutes } from './docs.js';
 import { registerTelegramRoutes } from './telegram.js';
 import type { RpcLogSink } from '../../src/core/core.js';
 import type { Invoker } from './invoker.js';
-import type { RouteSpec, RouteTable, Surface } from './schema.js';
+import type { FieldSchema, RouteSpec, RouteTable, Surface } from './schema.js';
 
 export interface GatewayOptions {
   table: RouteTable;
@@ -166,6 +166,15 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     });
   }
 
+  /** The route's response_body field, when it answers one field of its response (looked up once per route). */
+  const responseFields = new Map<RouteSpec, FieldSchema | undefined>();
+  function responseFieldOf(spec: RouteSpec): FieldSchema | undefined {
+    if (!spec.responseBody) return undefined;
+    let field = responseFields.get(spec);
+    if (!field) responseFields.set(spec, (field = codec.lookup(spec.responseType).get(spec.responseBody)!));
+    return field;
+  }
+
   async function handle(spec: RouteSpec, request: FastifyRequest, reply: FastifyReply) {
     const message = bindRequest(codec, spec, {
       body: request.body,
@@ -180,7 +189,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     const response = await invokeCore(spec, message, metadata, request, reply);
     // The body as JSON text, written once from the descriptors (codec.encodeMessageJson):
     // the same bytes as JSON.stringify(successBody(…)) of the encoded object.
-    const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
+    const field = responseFieldOf(spec);
     const result = (field
       ? codec.encodeFieldJson(field, response[field.ts], spec.surface)
       : codec.encodeMessageJson(spec.responseType, response, spec.surface)) ?? 'null';
@@ -194,7 +203,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
    */
   async function callCore(spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const response = await invokeCore(spec, message, extra, request, reply);
-    const field = spec.responseBody ? codec.lookup(spec.responseType).get(spec.responseBody)! : undefined;
+    const field = responseFieldOf(spec);
     return field
       ? codec.encodeField(field, response[field.ts], spec.surface)
       : codec.encodeMessage(spec.responseType, response, spec.surface);

@@ -141,9 +141,12 @@ export function createCore(deps: CoreDeps): Core {
     return apiError;
   }
 
-  /** The caller's identity as log fields. */
-  const who = (principal: Principal | undefined) =>
-    principal?.kind === 'bot' ? { bot: principal.botId } : principal?.kind === 'account' ? { account: principal.accountId } : {};
+  /** Adds the caller's identity to a log line: `bot` or `account`. */
+  function withCaller(line: Record<string, unknown>, principal: Principal | undefined) {
+    if (principal?.kind === 'bot') line.bot = principal.botId;
+    else if (principal?.kind === 'account') line.account = principal.accountId;
+    return line;
+  }
 
   /** One call (or one part of a stream) ended: counted, in the bot's usage, and one log line. */
   function record(
@@ -157,8 +160,7 @@ export function createCore(deps: CoreDeps): Core {
     if (!deps.logger.isLevelEnabled('info')) return;
     const line: Record<string, unknown> = { requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10 };
     if (fields) Object.assign(line, fields);
-    if (principal?.kind === 'bot') line.bot = principal.botId;
-    else if (principal?.kind === 'account') line.account = principal.accountId;
+    withCaller(line, principal);
     if (logSink?.(line)) return;
     deps.logger.info(line, 'rpc');
   }
@@ -216,7 +218,7 @@ export function createCore(deps: CoreDeps): Core {
       const status = Code[code] ?? 'UNKNOWN';
       deps.telemetry?.stream(method, status, ms / 1000);
       if (deps.logger.isLevelEnabled('info')) {
-        deps.logger.info({ requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent, ...who(principal) }, 'rpc stream');
+        deps.logger.info(withCaller({ requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent }, principal), 'rpc stream');
       }
     }
   }

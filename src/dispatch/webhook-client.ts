@@ -67,17 +67,21 @@ export interface WebhookResult {
  * The signature headers of contract §5; with `secretHeader` (a webhook set through the
  * Telegram-compatible surface) also Telegram's secret-token header — the secret itself,
  * over the HTTPS-only webhook — so Telegram frameworks' webhook handlers accept the
- * delivery. Native webhooks never send the secret.
+ * delivery. Native webhooks never send the secret. `key`: the secret as a prepared HMAC
+ * key (the dispatcher keeps one per secret).
  */
-export function signatureHeaders(secret: string, body: string, updateId: number, now = Date.now(), secretHeader = false): Record<string, string> {
+export function signatureHeaders(
+  secret: string, body: string, updateId: number, now = Date.now(), secretHeader = false, key: string | crypto.KeyObject = secret,
+): Record<string, string> {
   const timestamp = String(Math.floor(now / 1000));
-  return {
+  const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-service-timestamp': timestamp,
-    'x-service-signature-v2': sign(secret, timestamp, body),
+    'x-service-signature-v2': sign(key, timestamp, body),
     'x-service-update-id': String(updateId),
-    ...(secretHeader ? { 'x-telegram-bot-api-secret-token': secret } : {}),
   };
+  if (secretHeader) headers['x-telegram-bot-api-secret-token'] = secret;
+  return headers;
 }
 
 /** The hex HMAC-SHA256 of `timestamp.body` (contract §5) under `key` (the secret, or its key object). */
@@ -274,16 +278,9 @@ export function createWebhookClient(opts: WebhookClientOptions) {
           giveBack();
           answer(r);
         };
-        const timestamp = String(Math.floor(Date.now() / 1000));
-        const headers: Record<string, string | number> = {
-          'content-type': 'application/json',
-          'x-service-timestamp': timestamp,
-          'x-service-signature-v2': sign(keyOf(req.secret), timestamp, req.body),
-          'x-service-update-id': String(req.updateId),
-          'content-length': Buffer.byteLength(req.body),
-          'user-agent': 'botplatform-webhooks/1',
-        };
-        if (req.secretHeader) headers['x-telegram-bot-api-secret-token'] = req.secret;
+        const headers: Record<string, string | number> = signatureHeaders(req.secret, req.body, req.updateId, Date.now(), req.secretHeader, keyOf(req.secret));
+        headers['content-length'] = Buffer.byteLength(req.body);
+        headers['user-agent'] = 'botplatform-webhooks/1';
         const request = https.request({
           method: 'POST', protocol: 'https:', hostname: host, port, path: target.path,
           auth: target.auth, agent: poolFor(target.policyKey), lookup: target.lookup!, headers,

@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, literalInt, padded, readerOf, valuePerRow, type Db, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, padded, readerOf, valuePerRow, type Db, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -199,9 +199,6 @@ export interface BotAuthRecord {
   supportsInlineQueries: boolean;
   canJoinGroups: boolean;
 }
-
-/** A literal `LIMIT 1`: knex binds `.first()`'s as `LIMIT ?`, which costs SQLite (STAT4) about twice the lookup. */
-export const LITERAL = { skipBinding: true } as const;
 
 export function createBotsRepo(db: Db) {
   const mysql = isMysql(db);

@@ -171,11 +171,8 @@ const OUTCOME_SQL = (rows: number) => `UPDATE deliveries SET status = v.column3,
  * burst due, the planner would otherwise walk the due index, all of it, per claim).
  */
 async function claimSqlite(q: Db | Tx, opts: { now: number; leaseMs: number; free: Map<string, number> }, token: string): Promise<LeasedDelivery[]> {
-  // Padded to a power of two (few statement texts) with a bot id no bot has.
-  const free: [string, number][] = [...opts.free];
-  let size = 1;
-  while (size < free.length) size *= 2;
-  while (free.length < size) free.push(['', 0]);
+  // Padded with a bot id no bot has (a repeated bot would be joined twice).
+  const free = padded<[string, number]>(q, [...opts.free], ['', 0]);
   const values: (string | number | null)[] = [];
   for (const [botId, n] of free) values.push(botId, n);
   values.push(opts.now + opts.leaseMs, token, ...OPEN, opts.now, opts.now);

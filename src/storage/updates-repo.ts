@@ -5,10 +5,8 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, literalInt, padded, readerOf, statement, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, LITERAL, literalInt, padded, readerOf, statement, type Db, type Tx } from './db.js';
 
-/** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
-const LITERAL = { skipBinding: true } as const;
 /** Bots whose confirmed offset is remembered. */
 const CONFIRMED_KEPT = 10_000;
 

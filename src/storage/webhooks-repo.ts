@@ -4,7 +4,7 @@
  * queued updates: that is a unit of work (units.ts). Every method takes the
  * caller's transaction, when it has one, as its last argument.
  */
-import { padded, readerOf, type Db, type Tx } from './db.js';
+import { LITERAL, padded, readerOf, type Db, type Tx } from './db.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {
@@ -61,8 +61,6 @@ const RECORD_COLUMNS = [
 ] as const;
 /** The embedded default's read outside a transaction (db.ts's SqliteReader). */
 const GET_SQL = `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`;
-/** knex's option for a literal LIMIT (it binds `LIMIT ?` otherwise). */
-const LITERAL = { skipBinding: true } as const;
 
 export function createWebhooksRepo(db: Db) {
   const reader = readerOf(db);
