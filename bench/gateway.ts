@@ -26,7 +26,9 @@
  * (default: a fresh SQLite file), BENCH_ROUNDS (3), BENCH_ONLY (calls | paths |
  * overhead | all), BENCH_PIN (0), BENCH_CALLS (calls: only the service's calls whose
  * names contain one of these comma-separated strings), BENCH_CPU_PROF (a directory: each
- * service process writes a V8 CPU profile there when it exits).
+ * service process writes a V8 CPU profile there when it exits), BENCH_ENV (calls: a JSON
+ * object of settings for the service under test, over the shipped ones, for ablations:
+ * '{"LIMITS_ENABLED":"false"}', '{"LOG_LEVEL":"warn"}').
  */
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -246,6 +248,7 @@ async function calls() {
   const child = await start({
     AUTH_JWT_SECRET: SECRET, DATA_DIR: dataDir, DATABASE_URL: database, ROLE: 'all', PORT: port, GRPC_PORT: grpcPort, LOG_LEVEL: 'info',
     LIMITS_ENABLED: 'true', METRICS_ENABLED: 'true', RATE_LIMIT_BOT: '1000000000/1s', RATE_LIMIT_CHAT: '1000000000/1s', QUOTA_DAILY: '1000000000',
+    ...JSON.parse(process.env.BENCH_ENV ?? '{}'),
   });
   const pid = child.pid!;
   pin(pid, 0);
