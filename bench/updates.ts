@@ -7,7 +7,16 @@
  *   - memory and CPU of the polling process with N idle long polls held open.
  * MariaDB + Kafka runs when BENCH_DATABASE_URL (a server URL; a fresh database is
  * created) and BENCH_KAFKA_BROKERS are set (`npm run infra:up` starts both).
- * Other settings: BENCH_SECONDS (10), BENCH_RATE (100 updates/s), BENCH_IDLE_POLLS (5000).
+ * Other settings: BENCH_SECONDS (10), BENCH_RATE (100 updates/s), BENCH_IDLE_POLLS (5000),
+ * BENCH_WAKE_SAMPLES (wake-ups measured: 50, or 200 with BENCH_ONLY=wake).
+ * BENCH_ONLY=mysql skips the embedded row; BENCH_ONLY=wake measures only the waiting poll's
+ * wake-up (embedded, and MariaDB + Kafka too when their settings are given), quick to iterate
+ * on (under a minute; BENCH_CPU_PROF for profiles): a poll waits (getUpdates timeout 10 over
+ * HTTP), 100 ms later one update is ingested over gRPC, and a sample is the time from the
+ * ingest call to the poll's answer reaching the client, once the ingest's own answer is in
+ * too (as the full run measures it). It prints p50 / p90 / p99 / max of those, the same for
+ * the poll's answer alone (its arrival, whichever answer came first), the service's CPU per
+ * cycle (/proc), and a baseline: the same ingest call with no poll waiting.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -24,6 +33,8 @@ import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } f
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 100);
 const IDLE_POLLS = Number(process.env.BENCH_IDLE_POLLS ?? 5000);
+const ONLY_WAKE = process.env.BENCH_ONLY === 'wake';
+const WAKE_SAMPLES = Number(process.env.BENCH_WAKE_SAMPLES ?? (ONLY_WAKE ? 200 : 50));
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const INTERNAL = 'bench-internal-token-bench-internal-token-00';
 const dispatcher = new Agent({ connections: null, pipelining: 0, keepAliveTimeout: 60_000 });
@@ -169,19 +180,32 @@ async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; t
     offset = r.body.result.at(-1).update_seq + 1;
   }
   const ing = ingester(ingestAt.grpc);
+  /** Both answers in (the ingest's and the poll's): the figure bench:updates has always printed. */
   const samples: number[] = [];
-  for (let i = 0; i < 50; i++) {
-    const waiting = json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, timeout: 10 });
+  /** The poll's answer alone, from the ingest call's start. */
+  const pollOnly: number[] = [];
+  const cpu0 = cpuSeconds(ingestAt.pid) + (pollAt === ingestAt ? 0 : cpuSeconds(pollAt.pid));
+  for (let i = 0; i < WAKE_SAMPLES; i++) {
+    // When the poll's own answer arrived, whether before or after the ingest's.
+    const waiting = json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, timeout: 10 })
+      .then((res) => ({ res, at: performance.now() }));
     await new Promise((r) => setTimeout(r, 100)); // the poll is waiting
     const t0 = performance.now();
     await ing.send([{ botId: bot.id, text: 'wake' }]);
-    const r = await waiting;
+    const { res: r, at } = await waiting;
     samples.push(performance.now() - t0);
+    pollOnly.push(at - t0);
     offset = r.body.result.at(-1).update_seq + 1;
   }
+  // The service's CPU per cycle (the ingest, the woken poll's answer, the relay's round, the next poll's start).
+  const cpuMs = ((cpuSeconds(ingestAt.pid) + (pollAt === ingestAt ? 0 : cpuSeconds(pollAt.pid)) - cpu0) * 1000) / WAKE_SAMPLES;
   ing.close();
   samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+  pollOnly.sort((a, b) => a - b);
+  return {
+    cpuMs, p50: percentile(samples, 50), p90: percentile(samples, 90), p99: percentile(samples, 99), max: samples.at(-1)!, n: samples.length,
+    poll: { p50: percentile(pollOnly, 50), p90: percentile(pollOnly, 90), p99: percentile(pollOnly, 99), max: pollOnly.at(-1)! },
+  };
 }
 
 async function idlePolls(at: Instance, bots: { token: string }[]) {
@@ -215,7 +239,7 @@ async function idlePolls(at: Instance, bots: { token: string }[]) {
   return { before, held, open: stillOpen };
 }
 
-async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+async function instances(envA: Record<string, string>, envB: Record<string, string> | null) {
   const a = await startService(envA);
   const A: Instance = { http: `http://127.0.0.1:${envA.PORT}`, grpc: `127.0.0.1:${envA.GRPC_PORT}`, pid: a.pid! };
   let B = A;
@@ -223,6 +247,37 @@ async function run(name: string, envA: Record<string, string>, envB: Record<stri
     const b = await startService(envB);
     B = { http: `http://127.0.0.1:${envB.PORT}`, grpc: `127.0.0.1:${envB.GRPC_PORT}`, pid: b.pid! };
   }
+  return { A, B };
+}
+
+/**
+ * Baseline of the wake-up: the same single-update ingest call, 100 ms apart, with no poll
+ * waiting: the time to its answer (the wake-up's sample includes it, as it awaits both).
+ */
+async function ingestAlone(at: Instance, bot: { id: string }) {
+  const ing = ingester(at.grpc);
+  const samples: number[] = [];
+  for (let i = 0; i < WAKE_SAMPLES; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = performance.now();
+    await ing.send([{ botId: bot.id, text: 'alone' }]);
+    samples.push(performance.now() - t0);
+  }
+  ing.close();
+  samples.sort((a, b) => a - b);
+  return { p50: percentile(samples, 50), p90: percentile(samples, 90), p99: percentile(samples, 99), max: samples.at(-1)! };
+}
+
+/** BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, with its baseline (the ingest call alone). */
+async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+  const { A, B } = await instances(envA, envB);
+  const [bot, other] = await makeBots(A.http, 2, `u${crypto.randomBytes(3).toString('hex')}k`);
+  const wake = await wakeUp(A, B, bot!);
+  return { name, wake, alone: await ingestAlone(A, other!) };
+}
+
+async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+  const { A, B } = await instances(envA, envB);
   const prefix = `u${crypto.randomBytes(3).toString('hex')}`;
   const workBots = await makeBots(A.http, 50, `${prefix}w`);
   const one = await throughput(A.grpc, workBots, 1);
@@ -242,6 +297,30 @@ async function main() {
     SECRET_KEY: crypto.createHash('sha256').update('bench').digest('base64'),
     PORT: String(await freePort()), GRPC_PORT: String(await freePort()), ...extra,
   });
+  if (ONLY_WAKE) {
+    const wakes = [];
+    const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
+    wakes.push(await runWake('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
+    stopServices();
+    if (process.env.BENCH_DATABASE_URL && process.env.BENCH_KAFKA_BROKERS) {
+      const db = await createMysqlDatabase(process.env.BENCH_DATABASE_URL, 'bp_bench');
+      const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: process.env.BENCH_KAFKA_BROKERS };
+      try {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
+        wakes.push(await runWake('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
+      } finally {
+        stopServices();
+        await db.drop();
+      }
+    }
+    console.log(`\nbench:updates, wake-up only — ${WAKE_SAMPLES} samples, a poll waiting 100 ms before each ingest`);
+    console.log(`machine: ${machine()}\n`);
+    const ms = (p: { p50: number; p90: number; p99: number; max: number }) => [p.p50, p.p90, p.p99, p.max].map((x) => x.toFixed(2)).join(' / ');
+    console.log('| setup | waiting poll woken (both answers in): p50 / p90 / p99 / max ms | the poll\'s answer alone | service CPU ms per cycle | baseline: the ingest call alone |');
+    console.log('|---|---:|---:|---:|---:|');
+    for (const r of wakes) console.log(`| ${r.name} | ${ms(r.wake)} | ${ms(r.wake.poll)} | ${r.wake.cpuMs.toFixed(2)} | ${ms(r.alone)} |`);
+    return;
+  }
   if (process.env.BENCH_ONLY !== 'mysql') {
     const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
     results.push(await run('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));

@@ -35,6 +35,8 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
   let running = false;
   let wake: (() => void) | null = null;
   let nudged = false;
+  /** A nudge's wake-up is scheduled for the next turn of the event loop. */
+  let scheduled = false;
   let loop: Promise<void> | null = null;
   /** Why the last publish failed, while it keeps failing. */
   let failing: { reason: string; since: number } | null = null;
@@ -108,10 +110,20 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
       running = true;
       loop = run();
     },
-    /** Something was committed: publish now rather than at the next poll. */
+    /**
+     * Something was committed: publish now rather than at the next poll. Its round starts
+     * on the event loop's next turn (setImmediate), after the committing calls' answers
+     * (and the polls they woke) have been written: in the same turn, its claim's statements
+     * would run between their steps and hold those answers back by a millisecond or more.
+     */
     nudge() {
       nudged = true;
-      wake?.();
+      if (scheduled) return;
+      scheduled = true;
+      setImmediate(() => {
+        scheduled = false;
+        wake?.();
+      });
     },
     /** Why the relay cannot publish, while it cannot; undefined when it can. */
     problem(): string | undefined {

@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, padded, readerOf, valuePerRow, type Db, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, padded, powerOfTwoChunks, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -176,6 +176,27 @@ const tokenColumns = (token: IssuedToken, now: number) => ({
 });
 
 /** A bot's counters and what ingest decides by, read under its row lock. */
+/** Ingest's SQLite statements (run by units.ts on knex's connection, synchronously). */
+const COUNTER_COLUMNS = 'id, last_update_seq, last_message_id, allowed_updates, review_status, delivery_mode';
+const WRITER_SQL = {
+  counters: (n: number) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
+  advanceCounters: (n: number) => `UPDATE bots SET last_update_seq = v.column2, last_message_id = v.column3
+  FROM (VALUES ${Array(n).fill('(?, ?, ?)').join(', ')}) AS v WHERE bots.id = v.column1`,
+};
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const countersOf = (rows: any[]): Map<string, BotCounters> => new Map(rows.map((r) => [r.id, {
+  id: r.id,
+  lastUpdateSeq: Number(r.last_update_seq),
+  lastMessageId: Number(r.last_message_id),
+  allowedUpdates: r.allowed_updates ? JSON.parse(r.allowed_updates) : null,
+  reviewStatus: r.review_status as ReviewStatusValue,
+  deliveryMode: r.delivery_mode as DeliveryModeValue,
+}]));
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
+const byId = <R extends { id: string }>(rows: R[]) => [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+
 export interface BotCounters {
   id: string;
   lastUpdateSeq: number;
@@ -211,7 +232,7 @@ export function createBotsRepo(db: Db) {
 
   /** Gives each bot its own values of these columns: one UPDATE per 500 bots, rows in id order. */
   async function setPerBot<R extends { id: string }>(rows: R[], columns: Record<string, (r: R) => number>, tx?: Tx) {
-    const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const sorted = byId(rows);
     const b = tx ?? db;
     for (let k = 0; k < sorted.length; k += 500) {
       const chunk = sorted.slice(k, k + 500);
@@ -379,15 +400,23 @@ export function createBotsRepo(db: Db) {
     async lockCounters(ids: string[], tx?: Tx): Promise<Map<string, BotCounters>> {
       let sel = q(tx).whereIn('id', ids).select('id', 'last_update_seq', 'last_message_id', 'allowed_updates', 'review_status', 'delivery_mode');
       if (mysql) sel = sel.forUpdate();
-      const rows = await sel;
-      return new Map(rows.map((r) => [r.id, {
-        id: r.id,
-        lastUpdateSeq: Number(r.last_update_seq),
-        lastMessageId: Number(r.last_message_id),
-        allowedUpdates: r.allowed_updates ? JSON.parse(r.allowed_updates) : null,
-        reviewStatus: r.review_status as ReviewStatusValue,
-        deliveryMode: r.delivery_mode as DeliveryModeValue,
-      }]));
+      return countersOf(await sel);
+    },
+
+    /** lockCounters and advanceCountersOf as statements of a synchronous SQLite unit of work (one writer: nothing to lock). */
+    sqlite: {
+      counters(w: SqliteWriter, ids: string[]): Map<string, BotCounters> {
+        const list = padded(db, ids);
+        return countersOf(list.length === 0 ? [] : w.all(WRITER_SQL.counters(list.length), list));
+      },
+      advanceCounters(w: SqliteWriter, rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[]): void {
+        const sorted = byId(rows);
+        let at = 0;
+        for (const size of powerOfTwoChunks(sorted.length)) {
+          const chunk = sorted.slice(at, (at += size));
+          w.run(WRITER_SQL.advanceCounters(size), chunk.flatMap((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
+        }
+      },
     },
 
     /** Sets several bots' counters (their rows locked by `lockCounters`), in one statement per 500 bots. */

@@ -169,6 +169,108 @@ function rowMaker(names: string[]): (values: unknown[]) => unknown {
   return new Function('v', `return { ${keys} };`) as (values: unknown[]) => unknown;
 }
 
+/**
+ * A unit of work run synchronously on knex's own SQLite connection (`sqliteUnit`): its
+ * statements are hand-written and prepared once (the connection keeps them), so a small
+ * write transaction costs tens of microseconds rather than knex's building, binding and
+ * promise hops per statement. Only the repository that owns a table writes it here.
+ */
+export interface SqliteWriter {
+  /** Runs a statement that answers no rows: how many rows it changed. */
+  run(sql: string, params: unknown[]): number;
+  /** Every row the statement returns (better-sqlite3's row objects). */
+  all<R>(sql: string, params: unknown[]): R[];
+  /**
+   * Inserts rows (each the columns' values in order) with multi-row statements of
+   * power-of-two sizes up to 256 rows (so a few texts serve every batch), `suffix`
+   * after the VALUES list (`ON CONFLICT ...`).
+   */
+  insert(table: string, columns: readonly string[], rows: unknown[][], suffix?: string): void;
+}
+
+interface SqliteStatement {
+  run(...params: unknown[]): { changes: number };
+  all(...params: unknown[]): unknown[];
+}
+
+/** Sizes of the multi-row statements `SqliteWriter.insert` splits `n` rows into: powers of two, largest first, at most `max`. */
+export function powerOfTwoChunks(n: number, max = 256): number[] {
+  const sizes: number[] = [];
+  while (n > 0) {
+    let size = 1;
+    while (size * 2 <= Math.min(n, max)) size *= 2;
+    sizes.push(size);
+    n -= size;
+  }
+  return sizes;
+}
+
+/** Multi-row INSERT texts by table, columns, row count and suffix. */
+const insertTexts = new Map<string, string>();
+function insertText(table: string, columns: readonly string[], rows: number, suffix: string): string {
+  const key = `${table}\n${columns.join(',')}\n${rows}\n${suffix}`;
+  let text = insertTexts.get(key);
+  if (text === undefined) {
+    const row = `(${columns.map(() => '?').join(', ')})`;
+    text = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${Array(rows).fill(row).join(', ')}${suffix ? ` ${suffix}` : ''}`;
+    insertTexts.set(key, text);
+  }
+  return text;
+}
+
+/**
+ * Runs `body` synchronously in one transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK when
+ * it throws; `{ transaction: false }` for a body of one statement, atomic by itself) on
+ * knex's own SQLite connection, acquired from knex's pool (of one): no knex
+ * statement or transaction runs on it meanwhile, and no second writer ever contends.
+ * Every statement counts as one sent to the database (a 'query' event, as knex's).
+ * Undefined when the handle is not SQLite (MySQL goes through knex).
+ */
+export type SqliteUnitRunner = <T>(body: (w: SqliteWriter) => T, opts?: { transaction?: boolean }) => Promise<T>;
+
+export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
+  if (isMysql(db)) return undefined;
+  const client = db.client as {
+    acquireConnection(): Promise<{ prepare(sql: string): SqliteStatement; inTransaction: boolean }>;
+    releaseConnection(conn: unknown): Promise<unknown>;
+  };
+  const emit = (method: string, sql: string, bindings: unknown[]) => db.emit('query', { method, sql, bindings, writer: true });
+  return async <T>(body: (w: SqliteWriter) => T, opts: { transaction?: boolean } = {}): Promise<T> => {
+    const conn = await client.acquireConnection();
+    try {
+      const statement = (sql: string, params: unknown[], method: string) => {
+        emit(method, sql, params);
+        return conn.prepare(sql);
+      };
+      const w: SqliteWriter = {
+        run: (sql, params) => statement(sql, params, 'raw').run(...params).changes,
+        all: <R>(sql: string, params: unknown[]) => statement(sql, params, 'raw').all(...params) as R[],
+        insert(table, columns, rows, suffix = '') {
+          let at = 0;
+          for (const size of powerOfTwoChunks(rows.length)) {
+            const params = rows.slice(at, at + size).flat();
+            at += size;
+            statement(insertText(table, columns, size, suffix), params, 'insert').run(...params);
+          }
+        },
+      };
+      if (opts.transaction === false) return body(w);
+      w.run('BEGIN IMMEDIATE', []);
+      try {
+        const result = body(w);
+        w.run('COMMIT', []);
+        return result;
+      } catch (err) {
+        // SQLite may have ended the transaction itself (e.g. SQLITE_FULL): then nothing to undo.
+        if (conn.inTransaction) w.run('ROLLBACK', []);
+        throw err;
+      }
+    } finally {
+      await client.releaseConnection(conn);
+    }
+  };
+}
+
 export function createDb(database: Config['database'], logger?: DbLogger): Db {
   const log = knexLog(logger);
   if (database.kind === 'sqlite') {

@@ -7,7 +7,7 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { isMysql, padded, statement, valuePerRow, type Db, type Tx } from './db.js';
+import { isMysql, padded, statement, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
@@ -333,6 +333,16 @@ export function createDeliveriesRepo(db: Db) {
     async insertFor(updates: DeliverableUpdate[], now: number, tx?: Tx): Promise<void> {
       const rows = updates.map((u) => deliveryRow(u, now));
       for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('deliveries').insert(rows.slice(k, k + 200));
+    },
+
+    /** `insertFor` as a statement of a synchronous SQLite unit of work (units.ts). */
+    sqlite: {
+      insertFor(w: SqliteWriter, updates: DeliverableUpdate[], now: number): void {
+        if (updates.length === 0) return;
+        const rows = updates.map((u) => deliveryRow(u, now));
+        const columns = Object.keys(rows[0]!);
+        w.insert('deliveries', columns, rows.map((r) => Object.values(r)));
+      },
     },
 
     /** Drops the bot's open (pending, retrying) deliveries; their updates stay queued. */

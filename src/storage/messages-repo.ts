@@ -6,7 +6,7 @@
  * (units.ts). Every method takes the caller's transaction, when it has one, as its
  * last argument.
  */
-import { readerOf, type Db, type Tx } from './db.js';
+import { readerOf, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** A chat a bot has been written to from, as of `at`. */
 export interface ChatSeen {
@@ -30,6 +30,11 @@ const SQL = {
   messageExists: 'SELECT message_id FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
 };
 
+/** Chats in key order, so concurrent writers (MySQL) lock chat rows in the same order. */
+const chatRows = (chats: ChatSeen[]) => chats.map((c) => ({ bot_id: c.botId, chat_id: c.chatId, type: c.type, created_at: c.at, updated_at: c.at }))
+  .sort((a, b) => a.bot_id.localeCompare(b.bot_id) || a.chat_id - b.chat_id);
+const CHAT_COLUMNS = ['bot_id', 'chat_id', 'type', 'created_at', 'updated_at'] as const;
+
 export function createMessagesRepo(db: Db) {
   const reader = readerOf(db);
   return {
@@ -50,8 +55,7 @@ export function createMessagesRepo(db: Db) {
      * writers lock chat rows in the same order; one statement per 200.
      */
     async upsertChats(chats: ChatSeen[], tx?: Tx): Promise<void> {
-      const rows = chats.map((c) => ({ bot_id: c.botId, chat_id: c.chatId, type: c.type, created_at: c.at, updated_at: c.at }))
-        .sort((a, b) => a.bot_id.localeCompare(b.bot_id) || a.chat_id - b.chat_id);
+      const rows = chatRows(chats);
       for (let k = 0; k < rows.length; k += 200) {
         await (tx ?? db)('chats').insert(rows.slice(k, k + 200)).onConflict(['bot_id', 'chat_id']).merge(['type', 'updated_at']);
       }
@@ -65,7 +69,18 @@ export function createMessagesRepo(db: Db) {
       }
     },
 
-    /** Stores a message the bot sent. */
+    /** upsertChats and insertInbound as statements of a synchronous SQLite unit of work (units.ts). */
+    sqlite: {
+      upsertChats(w: SqliteWriter, chats: ChatSeen[]): void {
+        w.insert('chats', CHAT_COLUMNS, chatRows(chats).map((r) => CHAT_COLUMNS.map((c) => r[c])),
+          'ON CONFLICT (bot_id, chat_id) DO UPDATE SET type = excluded.type, updated_at = excluded.updated_at');
+      },
+      insertInbound(w: SqliteWriter, messages: InboundMessage[]): void {
+        w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'created_at'],
+          messages.map((m) => [m.botId, m.chatId, m.messageId, 0, m.at]), 'ON CONFLICT (bot_id, chat_id, message_id) DO NOTHING');
+      },
+    },
+
     /** Messages bots sent (one statement per 200). */
     async insertSentMany(sent: { botId: string; chatId: number; messageId: number; message: Record<string, unknown> }[], now: number, tx?: Tx): Promise<void> {
       const rows = sent.map((m) => ({

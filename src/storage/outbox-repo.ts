@@ -5,7 +5,7 @@
  * in the bus layer. Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { isDeadlockOrLockWait, isMysql, retryingDeadlocks, statement, type Db, type Tx } from './db.js';
+import { isDeadlockOrLockWait, isMysql, literalInt, padded, retryingDeadlocks, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** A bus message to publish once the transaction that adds it commits. */
 export interface NewOutboxMessage {
@@ -18,13 +18,33 @@ export interface OutboxMessage extends NewOutboxMessage {
   id: number;
 }
 
+/**
+ * The relay's SQLite statements, run synchronously on knex's connection (db.ts's
+ * sqliteUnitRunner): a claim is one UPDATE answering the rows it took (one writer: no
+ * lock to take first), a delete one statement (its id list padded to a power of two).
+ */
+const WRITER_SQL = {
+  claim: (limit: number) => `UPDATE outbox SET claimed_until = ?
+  WHERE id IN (SELECT id FROM outbox WHERE claimed_until < ? ORDER BY id ASC LIMIT ${literalInt(limit)})
+  RETURNING id, topic, msg_key, payload`,
+  delete: (n: number) => `DELETE FROM outbox WHERE id IN (${Array(n).fill('?').join(', ')})`,
+};
+
 export function createOutboxRepo(db: Db) {
   const mysql = isMysql(db);
+  const sqliteUnit = sqliteUnitRunner(db);
   return {
     /** Adds messages (one statement per 200). */
     async insert(messages: NewOutboxMessage[], now: number, tx?: Tx): Promise<void> {
       const rows = messages.map((m) => ({ topic: m.topic, msg_key: m.key, payload: m.payload, created_at: now }));
       for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('outbox').insert(rows.slice(k, k + 200));
+    },
+
+    /** `insert` as a statement of a synchronous SQLite unit of work (units.ts). */
+    sqlite: {
+      insert(w: SqliteWriter, messages: NewOutboxMessage[], now: number): void {
+        w.insert('outbox', ['topic', 'msg_key', 'payload', 'created_at'], messages.map((m) => [m.topic, m.key, m.payload, now]));
+      },
     },
 
     /**
@@ -42,12 +62,23 @@ export function createOutboxRepo(db: Db) {
         return rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload }));
       };
       if (outer) return body(outer);
+      if (sqliteUnit) {
+        return sqliteUnit((w) => w.all<{ id: number; topic: string; msg_key: string; payload: string }>(WRITER_SQL.claim(limit), [now + leaseMs, now])
+          .map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload }))
+          .sort((a, b) => a.id - b.id), { transaction: false }); // RETURNING's order is not the id order
+      }
       // Read committed: the claim locks the rows it takes, not the gap new outbox rows go into.
       return retryingDeadlocks(() => db.transaction(body, mysql ? { isolationLevel: 'read committed' } : undefined), 5, isDeadlockOrLockWait);
     },
 
     /** Deletes published outbox messages. */
     async delete(ids: number[], tx?: Tx): Promise<void> {
+      if (ids.length === 0) return;
+      if (!tx && sqliteUnit) {
+        const list = padded(db, ids);
+        await sqliteUnit((w) => w.run(WRITER_SQL.delete(list.length), list), { transaction: false });
+        return;
+      }
       await statement(db, tx, (q) => q('outbox').whereIn('id', ids).delete(), 5, isDeadlockOrLockWait);
     },
 

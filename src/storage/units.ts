@@ -13,13 +13,13 @@
  * partition row.
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
-import { createBotsRepo } from './bots-repo.js';
-import { transaction, type Db } from './db.js';
+import { createBotsRepo, type BotCounters } from './bots-repo.js';
+import { sqliteUnitRunner, transaction, type Db } from './db.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage } from './messages-repo.js';
 import { createOutboxRepo } from './outbox-repo.js';
-import { createUpdatesRepo, type StoredUpdate } from './updates-repo.js';
+import { createUpdatesRepo, type IngestKey, type StoredUpdate } from './updates-repo.js';
 import { createWebhooksRepo, type WebhookConfig } from './webhooks-repo.js';
 
 export interface NewUpdate {
@@ -68,6 +68,139 @@ export interface SendItem {
   build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>;
 }
 
+/** Ingest's first step: each item refused (no bot, not approved), filtered out, or accepted; which accepted ones carry a key. */
+interface Screened {
+  outcomes: IngestOutcome[];
+  /** Items to store, in order. */
+  accepted: number[];
+  /** Accepted items with an idempotency key. */
+  keyed: number[];
+  counters: Map<string, BotCounters>;
+  /** [item, the earlier item of the batch with its key]. */
+  repeats: [number, number][];
+  /** Keys found past the window: forgotten before being stored again. */
+  staleKeys: { botId: string; key: string }[];
+}
+
+function screen(items: NewUpdate[], counters: Map<string, BotCounters>): Screened {
+  const outcomes: IngestOutcome[] = new Array(items.length);
+  const accepted: number[] = [];
+  items.forEach((item, i) => {
+    const bot = counters.get(item.botId);
+    if (!bot) outcomes[i] = { error: 'NO_BOT' };
+    else if (bot.reviewStatus !== 'approved') outcomes[i] = { error: 'NOT_APPROVED' };
+    else if (bot.allowedUpdates && !bot.allowedUpdates.includes(item.kind)) outcomes[i] = { filtered: true };
+    else accepted.push(i);
+  });
+  return { outcomes, accepted, keyed: accepted.filter((i) => items[i]!.idempotencyKey), counters, repeats: [], staleKeys: [] };
+}
+
+/** The keyed items' keys, by bot. */
+function keysByBot(items: NewUpdate[], keyed: number[]): Map<string, string[]> {
+  const byBot = new Map<string, string[]>();
+  for (const i of keyed) byBot.set(items[i]!.botId, [...(byBot.get(items[i]!.botId) ?? []), items[i]!.idempotencyKey!]);
+  return byBot;
+}
+
+/**
+ * Updates whose idempotency key is known (within the window) answer the ids they got
+ * then; a key repeated in this batch answers the ids of its first update. The bots'
+ * rows are locked: no concurrent ingest of theirs can add the same key meanwhile.
+ */
+function dedupeKeys(items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number, windowMs: number) {
+  const known = new Map<string, { updateId: number; updateSeq: number; fresh: boolean }>();
+  for (const [botId, rows] of found) {
+    for (const r of rows) known.set(`${botId}\n${r.key}`, { updateId: r.updateId, updateSeq: r.updateSeq, fresh: r.createdAt >= now - windowMs });
+  }
+  const first = new Map<string, number>();
+  const fresh: number[] = [];
+  for (const i of s.accepted) {
+    const item = items[i]!;
+    if (!item.idempotencyKey) {
+      fresh.push(i);
+      continue;
+    }
+    const id = `${item.botId}\n${item.idempotencyKey}`;
+    const hit = known.get(id);
+    if (hit?.fresh) s.outcomes[i] = { duplicate: { updateId: hit.updateId, updateSeq: hit.updateSeq } };
+    else if (first.has(id)) s.repeats.push([i, first.get(id)!]);
+    else {
+      first.set(id, i);
+      fresh.push(i);
+      if (hit) s.staleKeys.push({ botId: item.botId, key: item.idempotencyKey });
+    }
+  }
+  s.accepted = fresh;
+}
+
+/**
+ * The accepted items stored: ids from `firstId` on, each bot's update_seq and message id
+ * counters advanced (its row is locked), the outcomes set (repeats answer their first's
+ * ids), and the rows to write.
+ */
+function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
+  let nextId = firstId;
+  // A message without an id gets the bot's next one, past every id given so far.
+  const perBot = new Map<string, { count: number; maxGiven: number; auto: number }>();
+  for (const i of s.accepted) {
+    const item = items[i]!;
+    const p = perBot.get(item.botId) ?? { count: 0, maxGiven: 0, auto: 0 };
+    const given = Number(item.message.message_id) || 0;
+    p.count += 1;
+    if (given > 0) p.maxGiven = Math.max(p.maxGiven, given);
+    else p.auto += 1;
+    perBot.set(item.botId, p);
+  }
+  const nextSeq = new Map<string, number>();
+  const nextMessageId = new Map<string, number>();
+  const advanced: { id: string; lastUpdateSeq: number; lastMessageId: number }[] = [];
+  for (const [botId, p] of perBot) {
+    const bot = s.counters.get(botId)!;
+    const base = Math.max(bot.lastMessageId, p.maxGiven);
+    advanced.push({ id: botId, lastUpdateSeq: bot.lastUpdateSeq + p.count, lastMessageId: base + p.auto });
+    nextSeq.set(botId, bot.lastUpdateSeq + 1);
+    nextMessageId.set(botId, base + 1);
+  }
+
+  const stored: StoredUpdate[] = [];
+  const toDeliver: StoredUpdate[] = [];
+  const chats = new Map<string, ChatSeen>();
+  const inbound = new Map<string, InboundMessage>();
+  for (const i of s.accepted) {
+    const item = items[i]!;
+    const seq = nextSeq.get(item.botId)!;
+    nextSeq.set(item.botId, seq + 1);
+    let message = item.message;
+    if (!message.message_id) {
+      const id = nextMessageId.get(item.botId)!;
+      nextMessageId.set(item.botId, id + 1);
+      message = { ...message, message_id: id };
+    }
+    const update: StoredUpdate = { updateId: nextId++, botId: item.botId, updateSeq: seq, kind: item.kind, message, createdAt: now };
+    s.outcomes[i] = { ok: update };
+    stored.push(update);
+    // A bot in webhook mode gets a delivery, due now, in the same transaction.
+    if (s.counters.get(item.botId)!.deliveryMode === 'webhook') toDeliver.push(update);
+    // The chat becomes one the bot may write to; the message one it may reply to.
+    const chat = message.chat as { id: number; type: string };
+    chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
+    const messageId = Number(message.message_id);
+    inbound.set(`${item.botId}/${chat.id}/${messageId}`, { botId: item.botId, chatId: chat.id, messageId, at: now });
+  }
+  for (const [i, of] of s.repeats) {
+    const { updateId, updateSeq } = (s.outcomes[of] as { ok: StoredUpdate }).ok;
+    s.outcomes[i] = { duplicate: { updateId, updateSeq } };
+  }
+  const keys = s.accepted.filter((i) => items[i]!.idempotencyKey).map((i) => {
+    const { ok } = s.outcomes[i] as { ok: StoredUpdate };
+    return { botId: ok.botId, key: items[i]!.idempotencyKey!, updateId: ok.updateId, updateSeq: ok.updateSeq, createdAt: now };
+  });
+  return { advanced, stored, toDeliver, chats: [...chats.values()], inbound: [...inbound.values()], keys };
+}
+
+/** An update's outbox message: published on the updates topic, keyed by its bot. */
+const outboxMessage = (u: StoredUpdate) => ({ topic: UPDATES_TOPIC, key: u.botId, payload: JSON.stringify(u) });
+
 export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   const disableAfterMs = opts.webhookDisableAfterMs ?? 5 * 86_400_000;
@@ -78,6 +211,9 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const webhooks = createWebhooksRepo(db);
   const messages = createMessagesRepo(db);
   const feed = createFeedRepo(db);
+  const sqliteUnit = sqliteUnitRunner(db);
+  const dedupe = (items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number) =>
+    dedupeKeys(items, s, found, now, idempotencyWindowMs);
 
   return {
     /**
@@ -87,125 +223,52 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * advances.
      */
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
-      return transaction(db, async (tx) => {
-        const botIds = [...new Set(items.map((i) => i.botId))].sort();
-        const counters = await bots.lockCounters(botIds, tx);
-
-        const outcomes: IngestOutcome[] = new Array(items.length);
-        const accepted: number[] = [];
-        items.forEach((item, i) => {
-          const bot = counters.get(item.botId);
-          if (!bot) outcomes[i] = { error: 'NO_BOT' };
-          else if (bot.reviewStatus !== 'approved') outcomes[i] = { error: 'NOT_APPROVED' };
-          else if (bot.allowedUpdates && !bot.allowedUpdates.includes(item.kind)) outcomes[i] = { filtered: true };
-          else accepted.push(i);
+      const botIds = [...new Set(items.map((i) => i.botId))].sort();
+      if (sqliteUnit) {
+        // SQLite: the same steps as statements prepared once, run synchronously on knex's
+        // connection in one transaction (nothing else runs on it meanwhile).
+        return sqliteUnit((w) => {
+          const screened = screen(items, bots.sqlite.counters(w, botIds));
+          if (screened.keyed.length > 0) {
+            const found = new Map<string, IngestKey[]>();
+            for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, updates.sqlite.findIngestKeys(w, botId, keys));
+            dedupe(items, screened, found, now);
+          }
+          if (screened.accepted.length === 0) return screened.outcomes;
+          const plan = assign(items, screened, updates.sqlite.takeIds(w, screened.accepted.length), now);
+          bots.sqlite.advanceCounters(w, plan.advanced);
+          updates.sqlite.insert(w, plan.stored);
+          outbox.sqlite.insert(w, plan.stored.map(outboxMessage), now);
+          deliveries.sqlite.insertFor(w, plan.toDeliver, now);
+          for (const { botId, key } of screened.staleKeys) updates.sqlite.forgetIngestKey(w, botId, key);
+          updates.sqlite.insertIngestKeys(w, plan.keys);
+          messages.sqlite.upsertChats(w, plan.chats);
+          messages.sqlite.insertInbound(w, plan.inbound);
+          return screened.outcomes;
         });
-        // Updates whose idempotency key is known (within the window) answer the ids they got
-        // then; a key repeated in this batch answers the ids of its first update. The bots'
-        // rows are locked: no concurrent ingest of theirs can add the same key meanwhile.
-        const keyed = accepted.filter((i) => items[i]!.idempotencyKey);
-        const repeats: [number, number][] = []; // [item, the item it repeats]
-        const staleKeys: { botId: string; key: string }[] = [];
-        if (keyed.length > 0) {
-          const known = new Map<string, { updateId: number; updateSeq: number; fresh: boolean }>();
-          const byBot = new Map<string, string[]>();
-          for (const i of keyed) byBot.set(items[i]!.botId, [...(byBot.get(items[i]!.botId) ?? []), items[i]!.idempotencyKey!]);
-          for (const [botId, keys] of byBot) {
-            for (const r of await updates.findIngestKeys(botId, keys, tx)) {
-              known.set(`${botId}\n${r.key}`, { updateId: r.updateId, updateSeq: r.updateSeq, fresh: r.createdAt >= now - idempotencyWindowMs });
-            }
-          }
-          const first = new Map<string, number>();
-          const fresh: number[] = [];
-          for (const i of accepted) {
-            const item = items[i]!;
-            if (!item.idempotencyKey) {
-              fresh.push(i);
-              continue;
-            }
-            const id = `${item.botId}\n${item.idempotencyKey}`;
-            const hit = known.get(id);
-            if (hit?.fresh) outcomes[i] = { duplicate: { updateId: hit.updateId, updateSeq: hit.updateSeq } };
-            else if (first.has(id)) repeats.push([i, first.get(id)!]);
-            else {
-              first.set(id, i);
-              fresh.push(i);
-              if (hit) staleKeys.push({ botId: item.botId, key: item.idempotencyKey });
-            }
-          }
-          accepted.splice(0, accepted.length, ...fresh);
+      }
+      return transaction(db, async (tx) => {
+        const screened = screen(items, await bots.lockCounters(botIds, tx));
+        if (screened.keyed.length > 0) {
+          const found = new Map<string, IngestKey[]>();
+          for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, await updates.findIngestKeys(botId, keys, tx));
+          dedupe(items, screened, found, now);
         }
-        if (accepted.length === 0) return outcomes;
-
-        let nextId = await updates.takeIds(accepted.length, tx);
-        // Each bot's row is locked: its update_seq and message id counters advance here.
-        // A message without an id gets the bot's next one, past every id given so far.
-        const perBot = new Map<string, { count: number; maxGiven: number; auto: number }>();
-        for (const i of accepted) {
-          const item = items[i]!;
-          const p = perBot.get(item.botId) ?? { count: 0, maxGiven: 0, auto: 0 };
-          const given = Number(item.message.message_id) || 0;
-          p.count += 1;
-          if (given > 0) p.maxGiven = Math.max(p.maxGiven, given);
-          else p.auto += 1;
-          perBot.set(item.botId, p);
-        }
-        const nextSeq = new Map<string, number>();
-        const nextMessageId = new Map<string, number>();
-        const advanced: { id: string; lastUpdateSeq: number; lastMessageId: number }[] = [];
-        for (const [botId, p] of perBot) {
-          const bot = counters.get(botId)!;
-          const base = Math.max(bot.lastMessageId, p.maxGiven);
-          advanced.push({ id: botId, lastUpdateSeq: bot.lastUpdateSeq + p.count, lastMessageId: base + p.auto });
-          nextSeq.set(botId, bot.lastUpdateSeq + 1);
-          nextMessageId.set(botId, base + 1);
-        }
-        await bots.advanceCountersOf(advanced, tx);
-
-        const stored: StoredUpdate[] = [];
-        const toDeliver: StoredUpdate[] = [];
-        const chats = new Map<string, ChatSeen>();
-        const inbound = new Map<string, InboundMessage>();
-        for (const i of accepted) {
-          const item = items[i]!;
-          const seq = nextSeq.get(item.botId)!;
-          nextSeq.set(item.botId, seq + 1);
-          let message = item.message;
-          if (!message.message_id) {
-            const id = nextMessageId.get(item.botId)!;
-            nextMessageId.set(item.botId, id + 1);
-            message = { ...message, message_id: id };
-          }
-          const update: StoredUpdate = { updateId: nextId++, botId: item.botId, updateSeq: seq, kind: item.kind, message, createdAt: now };
-          outcomes[i] = { ok: update };
-          stored.push(update);
-          // A bot in webhook mode gets a delivery, due now, in the same transaction.
-          if (counters.get(item.botId)!.deliveryMode === 'webhook') toDeliver.push(update);
-          // The chat becomes one the bot may write to; the message one it may reply to.
-          const chat = message.chat as { id: number; type: string };
-          chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
-          const messageId = Number(message.message_id);
-          inbound.set(`${item.botId}/${chat.id}/${messageId}`, { botId: item.botId, chatId: chat.id, messageId, at: now });
-        }
-        for (let k = 0; k < stored.length; k += 200) {
-          const chunk = stored.slice(k, k + 200);
+        if (screened.accepted.length === 0) return screened.outcomes;
+        const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, tx), now);
+        await bots.advanceCountersOf(plan.advanced, tx);
+        for (let k = 0; k < plan.stored.length; k += 200) {
+          const chunk = plan.stored.slice(k, k + 200);
           await updates.insert(chunk, tx);
-          await outbox.insert(chunk.map((u) => ({ topic: UPDATES_TOPIC, key: u.botId, payload: JSON.stringify(u) })), now, tx);
+          await outbox.insert(chunk.map(outboxMessage), now, tx);
         }
-        await deliveries.insertFor(toDeliver, now, tx);
-        for (const [i, of] of repeats) {
-          const { updateId, updateSeq } = (outcomes[of] as { ok: StoredUpdate }).ok;
-          outcomes[i] = { duplicate: { updateId, updateSeq } };
-        }
+        await deliveries.insertFor(plan.toDeliver, now, tx);
         // Keys past the window are forgotten (the retention sweep may not have run yet).
-        for (const { botId, key } of staleKeys) await updates.forgetIngestKey(botId, key, tx);
-        await updates.insertIngestKeys(accepted.filter((i) => items[i]!.idempotencyKey).map((i) => {
-          const { ok } = outcomes[i] as { ok: StoredUpdate };
-          return { botId: ok.botId, key: items[i]!.idempotencyKey!, updateId: ok.updateId, updateSeq: ok.updateSeq, createdAt: now };
-        }), tx);
-        await messages.upsertChats([...chats.values()], tx);
-        await messages.insertInbound([...inbound.values()], tx);
-        return outcomes;
+        for (const { botId, key } of screened.staleKeys) await updates.forgetIngestKey(botId, key, tx);
+        await updates.insertIngestKeys(plan.keys, tx);
+        await messages.upsertChats(plan.chats, tx);
+        await messages.insertInbound(plan.inbound, tx);
+        return screened.outcomes;
       });
     },
 

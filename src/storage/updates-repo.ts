@@ -5,7 +5,7 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, LITERAL, literalInt, padded, readerOf, statement, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, LITERAL, literalInt, padded, powerOfTwoChunks, readerOf, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** Bots whose confirmed offset is remembered. */
 const CONFIRMED_KEPT = 10_000;
@@ -39,8 +39,27 @@ const SQL = {
   pendingCount: 'SELECT COUNT(*) AS n FROM updates WHERE bot_id = ?',
 };
 
+/** Ingest's SQLite statements (run by units.ts on knex's connection, synchronously). */
+const WRITER_SQL = {
+  takeIds: "UPDATE id_counters SET value = value + ? WHERE name = 'update_id' RETURNING value",
+  findIngestKeys: (n: number) =>
+    `SELECT idempotency_key, update_id, update_seq, created_at FROM ingest_keys WHERE bot_id = ? AND idempotency_key IN (${Array(n).fill('?').join(', ')})`,
+  forgetIngestKey: 'DELETE FROM ingest_keys WHERE bot_id = ? AND idempotency_key = ?',
+  /** getUpdates' confirmation, 1000 rows per statement (one writer: no gap locks to avoid). */
+  confirmBelow: 'DELETE FROM updates WHERE update_id IN (SELECT update_id FROM updates WHERE bot_id = ? AND update_seq < ? ORDER BY update_seq ASC LIMIT 1000)',
+};
+const UPDATE_COLUMNS = ['update_id', 'bot_id', 'update_seq', 'kind', 'payload', 'created_at'] as const;
+const updateRow = (u: StoredUpdate) => [u.updateId, u.botId, u.updateSeq, u.kind, JSON.stringify(u.message), u.createdAt];
+const INGEST_KEY_COLUMNS = ['bot_id', 'idempotency_key', 'update_id', 'update_seq', 'created_at'] as const;
+const ingestKeyRow = (k: IngestKey & { botId: string }) => [k.botId, k.key, k.updateId, k.updateSeq, k.createdAt];
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const ingestKeyOf = (r: any): IngestKey => ({ key: r.idempotency_key, updateId: Number(r.update_id), updateSeq: Number(r.update_seq), createdAt: Number(r.created_at) });
+/* eslint-enable @typescript-eslint/no-explicit-any */
+const objectOf = (columns: readonly string[], values: unknown[]) => Object.fromEntries(columns.map((c, i) => [c, values[i]]));
+
 export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
   const reader = readerOf(db);
+  const sqliteUnit = sqliteUnitRunner(db);
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   /** Per bot, the update_seq below which this process has confirmed (deleted) everything; bounded. */
   const confirmed = new Map<string, number>();
@@ -68,9 +87,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
 
     /** Stores updates (one statement per 200). */
     async insert(updates: StoredUpdate[], tx?: Tx): Promise<void> {
-      const rows = updates.map((u) => ({
-        update_id: u.updateId, bot_id: u.botId, update_seq: u.updateSeq, kind: u.kind, payload: JSON.stringify(u.message), created_at: u.createdAt,
-      }));
+      const rows = updates.map((u) => objectOf(UPDATE_COLUMNS, updateRow(u)));
       for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('updates').insert(rows.slice(k, k + 200));
     },
 
@@ -105,11 +122,16 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
       // update_seq only grows, and a client's offset is at most its newest + 1).
       if (!tx && (confirmed.get(botId) ?? 0) >= below) return 0;
       let total = 0;
-      for (;;) {
-        const ids = (await (tx ?? db)('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below)
-          .orderBy('update_seq', 'asc').limit(1000, LITERAL).pluck('update_id')) as number[];
-        if (ids.length > 0) total += await statement(db, tx, (q) => q('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
-        if (ids.length < 1000) break;
+      if (!tx && sqliteUnit) {
+        // SQLite (one writer, no gap locks): 1000 rows per statement, on knex's connection, synchronously.
+        for (let n = 1000; n === 1000; total += n) n = await sqliteUnit((w) => w.run(WRITER_SQL.confirmBelow, [botId, below]), { transaction: false });
+      } else {
+        for (;;) {
+          const ids = (await (tx ?? db)('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below)
+            .orderBy('update_seq', 'asc').limit(1000, LITERAL).pluck('update_id')) as number[];
+          if (ids.length > 0) total += await statement(db, tx, (q) => q('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
+          if (ids.length < 1000) break;
+        }
       }
       if (!tx) {
         confirmed.delete(botId);
@@ -157,9 +179,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
       for (let k = 0; k < keys.length; k += 200) {
         const rows = await (tx ?? db)('ingest_keys').where({ bot_id: botId }).whereIn('idempotency_key', keys.slice(k, k + 200))
           .select('idempotency_key', 'update_id', 'update_seq', 'created_at');
-        for (const r of rows) {
-          found.push({ key: r.idempotency_key, updateId: Number(r.update_id), updateSeq: Number(r.update_seq), createdAt: Number(r.created_at) });
-        }
+        for (const r of rows) found.push(ingestKeyOf(r));
       }
       return found;
     },
@@ -171,10 +191,33 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
 
     /** Remembers keys with the ids their updates got (one statement per 200). */
     async insertIngestKeys(keys: (IngestKey & { botId: string })[], tx?: Tx): Promise<void> {
-      const rows = keys.map((k) => ({
-        bot_id: k.botId, idempotency_key: k.key, update_id: k.updateId, update_seq: k.updateSeq, created_at: k.createdAt,
-      }));
+      const rows = keys.map((k) => objectOf(INGEST_KEY_COLUMNS, ingestKeyRow(k)));
       for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('ingest_keys').insert(rows.slice(k, k + 200));
+    },
+
+    /** Ingest's writes of these tables as statements of a synchronous SQLite unit of work (units.ts). */
+    sqlite: {
+      takeIds(w: SqliteWriter, n: number): number {
+        const [row] = w.all<{ value: number }>(WRITER_SQL.takeIds, [n]);
+        return Number(row!.value) - n + 1;
+      },
+      insert(w: SqliteWriter, updates: StoredUpdate[]): void {
+        w.insert('updates', UPDATE_COLUMNS, updates.map(updateRow));
+      },
+      findIngestKeys(w: SqliteWriter, botId: string, keys: string[]): IngestKey[] {
+        const found: IngestKey[] = [];
+        let at = 0;
+        for (const size of powerOfTwoChunks(keys.length)) {
+          for (const r of w.all(WRITER_SQL.findIngestKeys(size), [botId, ...keys.slice(at, (at += size))])) found.push(ingestKeyOf(r));
+        }
+        return found;
+      },
+      forgetIngestKey(w: SqliteWriter, botId: string, key: string): void {
+        w.run(WRITER_SQL.forgetIngestKey, [botId, key]);
+      },
+      insertIngestKeys(w: SqliteWriter, keys: (IngestKey & { botId: string })[]): void {
+        w.insert('ingest_keys', INGEST_KEY_COLUMNS, keys.map(ingestKeyRow));
+      },
     },
 
     /** Forgets ingest idempotency keys past their window (swept often: each run has a few minutes' worth). */
