@@ -23,6 +23,8 @@ async function main() {
   );
 
   if (app.localJwtSecret && app.httpUrl) {
+    // Log lines are buffered (logger.ts): the started line goes out before the banner.
+    await new Promise<void>((resolve) => logger.flush(() => resolve()));
     const secret = app.localJwtSecret;
     const developer = await mintAccountJwt(secret, { sub: 'developer', ...config.auth });
     const admin = await mintAccountJwt(secret, { sub: 'reviewer', roles: ['admin'], ...config.auth });

@@ -85,7 +85,7 @@ describe('messages', () => {
     await Promise.all(Array.from({ length: N }, () => owner.get('/api/v1/bots/my')));
     let inserts = 0;
     const count = (q: { sql: string }) => {
-      if (/^insert into `messages`/i.test(q.sql.trim())) inserts++;
+      if (/^insert into [`"]?messages[`"]? /i.test(q.sql.trim())) inserts++;
     };
     db.on('query', count);
     const sends = await Promise.all(Array.from({ length: N }, (_, i) => {

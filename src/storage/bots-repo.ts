@@ -182,6 +182,9 @@ const WRITER_SQL = {
   counters: (n: number) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
   advanceCounters: (n: number) => `UPDATE bots SET last_update_seq = v.column2, last_message_id = v.column3
   FROM (VALUES ${Array(n).fill('(?, ?, ?)').join(', ')}) AS v WHERE bots.id = v.column1`,
+  messageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
+  setLastMessageIds: (n: number) => `UPDATE bots SET last_message_id = v.column2
+  FROM (VALUES ${Array(n).fill('(?, ?)').join(', ')}) AS v WHERE bots.id = v.column1`,
 };
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -194,6 +197,16 @@ const countersOf = (rows: any[]): Map<string, BotCounters> => new Map(rows.map((
   deliveryMode: r.delivery_mode as DeliveryModeValue,
 }]));
 /* eslint-enable @typescript-eslint/no-explicit-any */
+
+/** A sending bot's message counter, and the names its sent messages carry. */
+export interface MessageCounter {
+  lastMessageId: number;
+  username: string;
+  name: string;
+}
+
+const messageCountersOf = (rows: { id: string; last_message_id: number | string; username: string; name: string }[]): Map<string, MessageCounter> =>
+  new Map(rows.map((r) => [r.id, { lastMessageId: Number(r.last_message_id), username: r.username, name: r.name }]));
 
 const byId = <R extends { id: string }>(rows: R[]) => [...rows].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
@@ -417,6 +430,19 @@ export function createBotsRepo(db: Db) {
           w.run(WRITER_SQL.advanceCounters(size), chunk.flatMap((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
         }
       },
+      /** lockMessageCounters' read (the write transaction holds the database). */
+      messageCounters(w: SqliteWriter, ids: string[]): Map<string, MessageCounter> {
+        const list = padded(db, [...new Set(ids)].sort());
+        return messageCountersOf(list.length === 0 ? [] : w.all(WRITER_SQL.messageCounters(list.length), list));
+      },
+      setLastMessageIds(w: SqliteWriter, rows: { id: string; lastMessageId: number }[]): void {
+        const sorted = byId(rows);
+        let at = 0;
+        for (const size of powerOfTwoChunks(sorted.length)) {
+          const chunk = sorted.slice(at, (at += size));
+          w.run(WRITER_SQL.setLastMessageIds(size), chunk.flatMap((r) => [r.id, r.lastMessageId]));
+        }
+      },
     },
 
     /** Sets several bots' counters (their rows locked by `lockCounters`), in one statement per 500 bots. */
@@ -425,11 +451,10 @@ export function createBotsRepo(db: Db) {
     },
 
     /** The last message id, username and name of these bots, their rows locked (on MySQL) in id order. */
-    async lockMessageCounters(ids: string[], tx?: Tx): Promise<Map<string, { lastMessageId: number; username: string; name: string }>> {
+    async lockMessageCounters(ids: string[], tx?: Tx): Promise<Map<string, MessageCounter>> {
       let sel = q(tx).whereIn('id', [...new Set(ids)].sort()).orderBy('id').select('id', 'last_message_id', 'username', 'name');
       if (mysql) sel = sel.forUpdate();
-      const rows = (await sel) as BotRow[];
-      return new Map(rows.map((r) => [r.id, { lastMessageId: Number(r.last_message_id), username: r.username, name: r.name }]));
+      return messageCountersOf((await sel) as BotRow[]);
     },
 
     /** Sets several bots' last message ids (their rows locked by `lockMessageCounters`), in one statement per 500 bots. */

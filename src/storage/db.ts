@@ -228,6 +228,9 @@ function insertText(table: string, columns: readonly string[], rows: number, suf
  */
 export type SqliteUnitRunner = <T>(body: (w: SqliteWriter) => T, opts?: { transaction?: boolean }) => Promise<T>;
 
+/** The writer's statements, prepared once per connection (preparing costs about what running does). */
+const preparedOn = new WeakMap<object, Map<string, SqliteStatement>>();
+
 export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
   if (isMysql(db)) return undefined;
   const client = db.client as {
@@ -238,9 +241,18 @@ export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
   return async <T>(body: (w: SqliteWriter) => T, opts: { transaction?: boolean } = {}): Promise<T> => {
     const conn = await client.acquireConnection();
     try {
+      let kept = preparedOn.get(conn);
+      if (!kept) preparedOn.set(conn, (kept = new Map()));
       const statement = (sql: string, params: unknown[], method: string) => {
         emit(method, sql, params);
-        return conn.prepare(sql);
+        let stmt = kept.get(sql);
+        if (!stmt) {
+          // The texts are the repositories' constants (multi-row ones in power-of-two sizes):
+          // the oldest goes only if an unusual mix has filled the cache.
+          if (kept.size >= 512) kept.delete(kept.keys().next().value!);
+          kept.set(sql, (stmt = conn.prepare(sql)));
+        }
+        return stmt;
       };
       const w: SqliteWriter = {
         run: (sql, params) => statement(sql, params, 'raw').run(...params).changes,

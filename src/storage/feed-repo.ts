@@ -6,7 +6,7 @@
  */
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { isMysql, padded, transaction, valuePerRow, type Db, type Tx } from './db.js';
+import { isMysql, padded, powerOfTwoChunks, transaction, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
@@ -25,11 +25,48 @@ export interface FeedRow {
   payload: string;
 }
 
+/** The partitions' places for entries in the order given, from each partition's last seq; the new last seqs. */
+function place(partitions: number[], last: Map<number, number>): { partition: number; seq: number }[] {
+  return partitions.map((partition) => {
+    const seq = last.get(partition)! + 1;
+    last.set(partition, seq);
+    return { partition, seq };
+  });
+}
+
+/** The feed's statements on SQLite's writer (units.ts's synchronous send unit). */
+const WRITER_SQL = {
+  lastSeqs: (n: number) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${Array(n).fill('?').join(', ')})`,
+  setLastSeqs: (n: number) => `UPDATE feed_partitions SET last_seq = v.column2
+  FROM (VALUES ${Array(n).fill('(?, ?)').join(', ')}) AS v WHERE feed_partitions.partition_no = v.column1`,
+};
+
+const FEED_COLUMNS = ['partition_no', 'seq', 'bot_id', 'chat_id', 'payload', 'created_at'] as const;
+
 export function createFeedRepo(db: Db) {
   const mysql = isMysql(db);
   const q = (tx?: Tx) => tx ?? db;
 
   return {
+    /** appendMany's statements, run on SQLite's writer in the caller's synchronous unit. */
+    sqlite: {
+      appendMany(w: SqliteWriter, entries: { botId: string; chatId: number; payload: string }[], now: number): { partition: number; seq: number }[] {
+        const partitions = entries.map((e) => feedPartitionOf(e.botId, e.chatId));
+        const held = [...new Set(partitions)].sort((a, b) => a - b);
+        const list = padded(db, held);
+        const rows = w.all<{ partition_no: number; last_seq: number }>(WRITER_SQL.lastSeqs(list.length), list);
+        const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+        const placed = place(partitions, last);
+        let at = 0;
+        for (const size of powerOfTwoChunks(held.length)) {
+          const chunk = held.slice(at, (at += size));
+          w.run(WRITER_SQL.setLastSeqs(size), chunk.flatMap((p) => [p, last.get(p)!]));
+        }
+        w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
+        return placed;
+      },
+    },
+
     /**
      * Appends a sent message to its chat's partition, with the partition's next seq. The
      * partition's row stays locked until the caller's transaction ends, so seqs commit in
@@ -44,11 +81,7 @@ export function createFeedRepo(db: Db) {
       let sel = tx('feed_partitions').whereIn('partition_no', [...new Set(partitions)].sort((a, b) => a - b)).orderBy('partition_no').select('partition_no', 'last_seq');
       if (mysql) sel = sel.forUpdate();
       const last = new Map<number, number>(((await sel) as { partition_no: number; last_seq: number | string }[]).map((r) => [Number(r.partition_no), Number(r.last_seq)]));
-      const placed = partitions.map((partition) => {
-        const seq = last.get(partition)! + 1;
-        last.set(partition, seq);
-        return { partition, seq };
-      });
+      const placed = place(partitions, last);
       const held = [...last.keys()].sort((a, b) => a - b);
       await tx('feed_partitions').whereIn('partition_no', padded(tx, held))
         .update({ last_seq: valuePerRow(tx, 'partition_no', held, held.map((p) => last.get(p)!)) as number | Knex.Raw });

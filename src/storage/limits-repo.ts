@@ -6,7 +6,7 @@
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
-import { inTransaction, isDeadlockOrLockWait, isMysql, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, isMysql, sqliteUnitRunner, type Db, type Tx } from './db.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -51,6 +51,7 @@ interface CounterRow {
 
 export function createLimitsRepo(db: Db) {
   const mysql = isMysql(db);
+  const sqliteUnit = sqliteUnitRunner(db);
 
   /**
    * Several calls on SQLite in one statement, when all of them fit: each counter gets
@@ -69,7 +70,10 @@ export function createLimitsRepo(db: Db) {
         count = case when rate_counters.window_start = excluded.window_start then rate_counters.count + excluded.count else excluded.count end,
         window_start = excluded.window_start,
         window_end = excluded.window_end`;
-    const res = (await db.raw(sql, counters.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit, r.n]))) as { changes: number };
+    const params = counters.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit, r.n]);
+    // On knex's connection, prepared once per number of counters, without knex's per-statement work.
+    if (sqliteUnit) return (await sqliteUnit((w) => w.run(sql, params), { transaction: false })) > 0;
+    const res = (await db.raw(sql, params)) as { changes: number };
     return res.changes > 0;
   }
 

@@ -35,6 +35,14 @@ const chatRows = (chats: ChatSeen[]) => chats.map((c) => ({ bot_id: c.botId, cha
   .sort((a, b) => a.bot_id.localeCompare(b.bot_id) || a.chat_id - b.chat_id);
 const CHAT_COLUMNS = ['bot_id', 'chat_id', 'type', 'created_at', 'updated_at'] as const;
 
+/** A message a bot sent, with the id it got. */
+export interface SentMessage {
+  botId: string;
+  chatId: number;
+  messageId: number;
+  message: Record<string, unknown>;
+}
+
 export function createMessagesRepo(db: Db) {
   const reader = readerOf(db);
   return {
@@ -75,6 +83,10 @@ export function createMessagesRepo(db: Db) {
         w.insert('chats', CHAT_COLUMNS, chatRows(chats).map((r) => CHAT_COLUMNS.map((c) => r[c])),
           'ON CONFLICT (bot_id, chat_id) DO UPDATE SET type = excluded.type, updated_at = excluded.updated_at');
       },
+      insertSent(w: SqliteWriter, sent: SentMessage[], now: number): void {
+        w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'],
+          sent.map((m) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now]));
+      },
       insertInbound(w: SqliteWriter, messages: InboundMessage[]): void {
         w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'created_at'],
           messages.map((m) => [m.botId, m.chatId, m.messageId, 0, m.at]), 'ON CONFLICT (bot_id, chat_id, message_id) DO NOTHING');
@@ -82,7 +94,7 @@ export function createMessagesRepo(db: Db) {
     },
 
     /** Messages bots sent (one statement per 200). */
-    async insertSentMany(sent: { botId: string; chatId: number; messageId: number; message: Record<string, unknown> }[], now: number, tx?: Tx): Promise<void> {
+    async insertSentMany(sent: SentMessage[], now: number, tx?: Tx): Promise<void> {
       const rows = sent.map((m) => ({
         bot_id: m.botId, chat_id: m.chatId, message_id: m.messageId, outbound: true, payload: JSON.stringify(m.message), created_at: now,
       }));

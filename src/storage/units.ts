@@ -13,11 +13,11 @@
  * partition row.
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
-import { createBotsRepo, type BotCounters } from './bots-repo.js';
+import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
 import { sqliteUnitRunner, transaction, type Db } from './db.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
-import { createMessagesRepo, type ChatSeen, type InboundMessage } from './messages-repo.js';
+import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
 import { createOutboxRepo } from './outbox-repo.js';
 import { createUpdatesRepo, type IngestKey, type StoredUpdate } from './updates-repo.js';
 import { createWebhooksRepo, type WebhookConfig } from './webhooks-repo.js';
@@ -198,6 +198,22 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
   return { advanced, stored, toDeliver, chats: [...chats.values()], inbound: [...inbound.values()], keys };
 }
 
+/** The sends numbered: each bot's next message ids in the order given, and each bot's last id after them. */
+function numberSends(items: SendItem[], counters: Map<string, MessageCounter>): { sent: SentMessage[]; last: { id: string; lastMessageId: number }[] } {
+  const next = new Map<string, number>();
+  const sent = items.map((item) => {
+    const bot = counters.get(item.botId);
+    if (!bot) throw new Error(`no bot ${item.botId} to send as`);
+    const messageId = (next.get(item.botId) ?? bot.lastMessageId) + 1;
+    next.set(item.botId, messageId);
+    return { botId: item.botId, chatId: item.chatId, messageId, message: item.build(messageId, { username: bot.username, name: bot.name }) };
+  });
+  return { sent, last: [...next].map(([id, lastMessageId]) => ({ id, lastMessageId })) };
+}
+
+/** A sent message as the bus and the outbound feed carry it. */
+const feedPayload = (m: SentMessage) => JSON.stringify({ bot_id: m.botId, message: m.message });
+
 /** An update's outbox message: published on the updates topic, keyed by its bot. */
 const outboxMessage = (u: StoredUpdate) => ({ topic: UPDATES_TOPIC, key: u.botId, payload: JSON.stringify(u) });
 
@@ -325,31 +341,32 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
     },
 
     /**
-     * Stores a sent message with the bot's next message id and queues it for the
-     * messaging services (outbox → bus, and the outbound feed), in one transaction. `build` makes the
-     * wire message from its id and the sending bot's username and name (read with
-     * the counter, its row locked).
-     */
-    /**
      * Several sends (any bots) in one transaction: each bot's row is locked (in id order)
-     * while its message counter advances, each message stored and queued in the outbox,
-     * and the outbound feed gets the same value at its chat's next place (the partitions'
-     * rows locked last, in order). Messages of one bot get ids in the order given.
+     * while its message counter advances, each message stored and queued in the outbox
+     * (→ bus, for the messaging services), and the outbound feed gets the same value at its
+     * chat's next place (the partitions' rows locked last, in order). Messages of one bot
+     * get ids in the order given; `build` makes each wire message from its id and the
+     * sending bot's username and name (read with the counter).
      */
     async sendMessages(items: SendItem[], now: number): Promise<Record<string, unknown>[]> {
-      return transaction(db, async (tx) => {
-        const counters = await bots.lockMessageCounters(items.map((i) => i.botId), tx);
-        const next = new Map<string, number>();
-        const sent = items.map((item) => {
-          const bot = counters.get(item.botId);
-          if (!bot) throw new Error(`no bot ${item.botId} to send as`);
-          const messageId = (next.get(item.botId) ?? bot.lastMessageId) + 1;
-          next.set(item.botId, messageId);
-          return { botId: item.botId, chatId: item.chatId, messageId, message: item.build(messageId, { username: bot.username, name: bot.name }) };
+      const botIds = items.map((i) => i.botId);
+      if (sqliteUnit) {
+        // SQLite: the same statements prepared once, run synchronously on knex's connection.
+        return sqliteUnit((w) => {
+          const { sent, last } = numberSends(items, bots.sqlite.messageCounters(w, botIds));
+          bots.sqlite.setLastMessageIds(w, last);
+          messages.sqlite.insertSent(w, sent, now);
+          const payloads = sent.map(feedPayload);
+          outbox.sqlite.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
+          feed.sqlite.appendMany(w, sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now);
+          return sent.map((m) => m.message);
         });
-        await bots.setLastMessageIds([...next].map(([id, lastMessageId]) => ({ id, lastMessageId })), tx);
+      }
+      return transaction(db, async (tx) => {
+        const { sent, last } = numberSends(items, await bots.lockMessageCounters(botIds, tx));
+        await bots.setLastMessageIds(last, tx);
         await messages.insertSentMany(sent, now, tx);
-        const payloads = sent.map((m) => JSON.stringify({ bot_id: m.botId, message: m.message }));
+        const payloads = sent.map(feedPayload);
         await outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, tx);
         await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, tx);
         return sent.map((m) => m.message);
