@@ -8,6 +8,14 @@
  * MariaDB + Kafka runs when BENCH_DATABASE_URL (a server URL; a fresh database is
  * created) and BENCH_KAFKA_BROKERS are set (`npm run infra:up` starts both).
  * Other settings: BENCH_SECONDS (10), BENCH_RATE (100 updates/s), BENCH_IDLE_POLLS (5000).
+ * BENCH_ONLY (comma-separated): `mysql` runs the MariaDB + Kafka setup alone (not the
+ * embedded one); `idle` runs the idle-poll phase alone, on services that have served
+ * nothing before it but the creation of its bots (the default runs every phase, so the
+ * embedded process holds its polls on a heap the ingest phases grew). The idle phase
+ * also prints the held RSS per poll, over the RSS before the polls arrived.
+ * BENCH_HEAP_SNAPSHOTS=dir: the polling process writes a heap snapshot there before its
+ * polls arrive and once they are held, after the measurements (it runs with
+ * --heapsnapshot-signal; compare them in Chrome DevTools' Memory tab, "Comparison").
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -24,6 +32,9 @@ import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } f
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 100);
 const IDLE_POLLS = Number(process.env.BENCH_IDLE_POLLS ?? 5000);
+const ONLY = new Set((process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+const IDLE_ONLY = ONLY.has('idle');
+const HEAP_SNAPSHOTS = process.env.BENCH_HEAP_SNAPSHOTS;
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const INTERNAL = 'bench-internal-token-bench-internal-token-00';
 const dispatcher = new Agent({ connections: null, pipelining: 0, keepAliveTimeout: 60_000 });
@@ -184,6 +195,24 @@ async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; t
   return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
 }
 
+/** Has the process write a heap snapshot into HEAP_SNAPSHOTS (it was started with --heapsnapshot-signal) and waits for it. */
+async function heapSnapshot(pid: number) {
+  if (!HEAP_SNAPSHOTS) return;
+  const count = () => fs.readdirSync(HEAP_SNAPSHOTS).filter((f) => f.endsWith('.heapsnapshot') && f.includes(`.${pid}.`)).length;
+  const before = count();
+  process.kill(pid, 'SIGUSR2');
+  // Written when complete: its size stops changing.
+  for (let i = 0; i < 600 && count() === before; i++) await new Promise((r) => setTimeout(r, 500));
+  let size = -1;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const files = fs.readdirSync(HEAP_SNAPSHOTS).filter((f) => f.includes(`.${pid}.`));
+    const now = files.reduce((n, f) => n + fs.statSync(path.join(HEAP_SNAPSHOTS, f)).size, 0);
+    if (now === size) break;
+    size = now;
+  }
+}
+
 async function idlePolls(at: Instance, bots: { token: string }[]) {
   const measure = async (ms: number) => {
     const c0 = cpuSeconds(at.pid);
@@ -191,6 +220,7 @@ async function idlePolls(at: Instance, bots: { token: string }[]) {
     return { cpuPct: ((cpuSeconds(at.pid) - c0) / (ms / 1000)) * 100, rss: rssMiB(at.pid) };
   };
   const before = await measure(3000);
+  await heapSnapshot(at.pid);
   // Their own connection pool, destroyed to hang up every poll at once.
   const pool = new Agent({ connections: null, pipelining: 0 });
   const settled = bots.map(() => false);
@@ -210,20 +240,40 @@ async function idlePolls(at: Instance, bots: { token: string }[]) {
   for (let i = 0; i < 30 && (await measure(1000)).cpuPct > 20; i++);
   const held = await measure(10_000);
   const stillOpen = settled.filter((x) => !x).length;
+  if (HEAP_SNAPSHOTS) {
+    await heapSnapshot(at.pid);
+    console.log(`heap snapshots of pid ${at.pid} (before the polls, then with ${stillOpen} held) in ${HEAP_SNAPSHOTS}`);
+  }
   await pool.destroy();
   await Promise.allSettled(polls);
   return { before, held, open: stillOpen };
 }
 
-async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
-  const a = await startService(envA);
+interface Result {
+  name: string;
+  one?: number;
+  hundred?: number;
+  stream?: number;
+  lat?: { p50: number; p99: number; n: number; sent: number };
+  wake?: { p50: number; p99: number };
+  idle: Awaited<ReturnType<typeof idlePolls>>;
+}
+
+async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null): Promise<Result> {
+  const heapArgs = HEAP_SNAPSHOTS ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_SNAPSHOTS}`] : [];
+  // The process that holds the polls (B, or the one process) writes the heap snapshots.
+  const a = await startService(envA, { nodeArgs: envB ? [] : heapArgs });
   const A: Instance = { http: `http://127.0.0.1:${envA.PORT}`, grpc: `127.0.0.1:${envA.GRPC_PORT}`, pid: a.pid! };
   let B = A;
   if (envB) {
-    const b = await startService(envB);
+    const b = await startService(envB, { nodeArgs: heapArgs });
     B = { http: `http://127.0.0.1:${envB.PORT}`, grpc: `127.0.0.1:${envB.GRPC_PORT}`, pid: b.pid! };
   }
   const prefix = `u${crypto.randomBytes(3).toString('hex')}`;
+  if (IDLE_ONLY) {
+    const idleBots = await makeBots(A.http, IDLE_POLLS, `${prefix}i`);
+    return { name, idle: await idlePolls(B, idleBots) };
+  }
   const workBots = await makeBots(A.http, 50, `${prefix}w`);
   const one = await throughput(A.grpc, workBots, 1);
   const hundred = await throughput(A.grpc, workBots, 100);
@@ -236,13 +286,13 @@ async function run(name: string, envA: Record<string, string>, envB: Record<stri
 }
 
 async function main() {
-  const results = [];
   const env = async (dir: string, extra: Record<string, string> = {}) => ({
     DATA_DIR: dir, AUTH_JWT_SECRET: JWT_SECRET, INTERNAL_API_TOKEN: INTERNAL,
     SECRET_KEY: crypto.createHash('sha256').update('bench').digest('base64'),
     PORT: String(await freePort()), GRPC_PORT: String(await freePort()), ...extra,
   });
-  if (process.env.BENCH_ONLY !== 'mysql') {
+  const results: Result[] = [];
+  if (!ONLY.has('mysql')) {
     const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
     results.push(await run('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
     stopServices();
@@ -264,12 +314,16 @@ async function main() {
     console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
   }
 
-  console.log(`\nbench:updates — ${SECONDS}s per throughput run, latency at ${RATE} updates/s, ${IDLE_POLLS} idle long polls`);
+  const phases = IDLE_ONLY ? 'the idle-poll phase alone (BENCH_ONLY=idle)' : `${SECONDS}s per throughput run, latency at ${RATE} updates/s`;
+  console.log(`\nbench:updates — ${phases}, ${IDLE_POLLS} idle long polls`);
   console.log(`machine: ${machine()}\n`);
-  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | CPU % with polls held |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | KiB per poll | CPU % before / with polls held |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  const n = (v: number | undefined) => (v === undefined ? '–' : v.toFixed(0));
   for (const r of results) {
-    console.log(`| ${r.name} | ${r.one.toFixed(0)} | ${r.hundred.toFixed(0)} | ${r.stream.toFixed(0)} | ${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent}) | ${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)} | ${r.idle.open}/${IDLE_POLLS} | ${r.idle.before.rss.toFixed(0)} → ${r.idle.held.rss.toFixed(0)} | ${r.idle.held.cpuPct.toFixed(1)} |`);
+    const { before, held, open } = r.idle;
+    const perPoll = open > 0 ? ((held.rss - before.rss) * 1024) / open : NaN;
+    console.log(`| ${r.name} | ${n(r.one)} | ${n(r.hundred)} | ${n(r.stream)} | ${r.lat ? `${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent})` : '–'} | ${r.wake ? `${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)}` : '–'} | ${open}/${IDLE_POLLS} | ${before.rss.toFixed(0)} → ${held.rss.toFixed(0)} | ${perPoll.toFixed(1)} | ${before.cpuPct.toFixed(1)} / ${held.cpuPct.toFixed(1)} |`);
   }
 }
 
