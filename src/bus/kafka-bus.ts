@@ -7,6 +7,16 @@ import crypto from 'node:crypto';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import type { Logger } from 'pino';
 import type { Bus } from './bus.js';
+// Stops kafkajs's 1 ms timer loop on every idle broker connection (see the module).
+import './kafkajs-idle-fix.js';
+
+/**
+ * How long the broker holds a consumer's fetch while it has nothing for it. Not a
+ * latency: with kafkajs's minBytes of 1 the broker answers as soon as a message
+ * arrives; it is how often an idle consumer asks again (twice a second, not fifty
+ * times: a core holding only long polls does little else). Well under STALL_MS.
+ */
+const FETCH_WAIT_MS = 500;
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -86,7 +96,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async subscribeAll(topics, handler) {
       const consumer = kafka.consumer({
         groupId: `${opts.clientId}-fanout-${crypto.randomUUID()}`,
-        maxWaitTimeInMs: 20,
+        maxWaitTimeInMs: FETCH_WAIT_MS,
         sessionTimeout: 10_000,
         heartbeatInterval: 1000,
         rebalanceTimeout: 10_000,
@@ -112,7 +122,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async subscribeGroup(group, topics, handler) {
       const consumer = kafka.consumer({
-        groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: 20, heartbeatInterval: 1000, sessionTimeout: 10_000,
+        groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: FETCH_WAIT_MS, heartbeatInterval: 1000, sessionTimeout: 10_000,
         retry: { retries: 5, restartOnFailure: async () => !closing },
       });
       await consumer.connect();
