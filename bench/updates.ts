@@ -219,18 +219,39 @@ async function idlePolls(at: Instance, bots: { token: string }[]) {
     await new Promise((r) => setTimeout(r, ms));
     return { cpuPct: ((cpuSeconds(at.pid) - c0) / (ms / 1000)) * 100, rss: rssMiB(at.pid) };
   };
+  /** The JS heap, used and total MiB, from the process's /metrics (read after a measurement, outside it). */
+  const heap = async () => {
+    const text = await (await fetch(`${at.http}/metrics`, { dispatcher })).text();
+    const value = (name: string) => Number(text.match(new RegExp(`^botplatform_nodejs_heap_size_${name}_bytes (\\S+)$`, 'm'))?.[1]) / 2 ** 20;
+    return { used: value('used'), total: value('total') };
+  };
   const before = await measure(3000);
+  const heapBefore = await heap();
   await heapSnapshot(at.pid);
   // Their own connection pool, destroyed to hang up every poll at once.
   const pool = new Agent({ connections: null, pipelining: 0 });
   const settled = bots.map(() => false);
+  /** How the polls that ended early were answered (HTTP status; 0: no answer). */
+  const early = new Map<number, number>();
+  let done = false;
   const polls: Promise<number>[] = [];
   const open = (b: { token: string }, i: number) =>
     fetch(`${at.http}/api/v1/bots/getUpdates`, {
       method: 'POST', dispatcher: pool,
       headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ timeout: 50 }),
-    }).then((r) => r.status, () => 0).finally(() => { settled[i] = true; });
+    }).then(async (r) => {
+      const text = await r.text();
+      if (!done && !early.has(r.status)) console.log(`a poll ended early: ${r.status} ${text.slice(0, 200)}`);
+      return r.status;
+    }, (err) => {
+      if (!done && !early.has(0)) console.log(`a poll ended early without an answer: ${err?.cause?.code ?? err?.cause?.message ?? err}`);
+      return 0;
+    }).then((status) => {
+      if (!done) early.set(status, (early.get(status) ?? 0) + 1);
+      settled[i] = true;
+      return status;
+    });
   // Clients arrive in waves of 500 a tenth of a second apart, as reconnecting bots would.
   for (let i = 0; i < bots.length; i++) {
     polls.push(open(bots[i]!, i));
@@ -239,14 +260,17 @@ async function idlePolls(at: Instance, bots: { token: string }[]) {
   // Measure the cost of holding them once the process has settled (CPU under 20% for a second).
   for (let i = 0; i < 30 && (await measure(1000)).cpuPct > 20; i++);
   const held = await measure(10_000);
+  const heapHeld = await heap();
   const stillOpen = settled.filter((x) => !x).length;
+  done = true;
+  if (early.size > 0) console.log(`${bots.length - stillOpen} polls ended before the measurement's end, by status: ${[...early].map(([k, v]) => `${k}: ${v}`).join(', ')}`);
   if (HEAP_SNAPSHOTS) {
     await heapSnapshot(at.pid);
     console.log(`heap snapshots of pid ${at.pid} (before the polls, then with ${stillOpen} held) in ${HEAP_SNAPSHOTS}`);
   }
   await pool.destroy();
   await Promise.allSettled(polls);
-  return { before, held, open: stillOpen };
+  return { before, held, open: stillOpen, heap: { before: heapBefore, held: heapHeld } };
 }
 
 interface Result {
@@ -317,13 +341,14 @@ async function main() {
   const phases = IDLE_ONLY ? 'the idle-poll phase alone (BENCH_ONLY=idle)' : `${SECONDS}s per throughput run, latency at ${RATE} updates/s`;
   console.log(`\nbench:updates — ${phases}, ${IDLE_POLLS} idle long polls`);
   console.log(`machine: ${machine()}\n`);
-  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | KiB per poll | CPU % before / with polls held |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | KiB per poll | JS heap MiB used/total before → with polls | CPU % before / with polls held |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   const n = (v: number | undefined) => (v === undefined ? '–' : v.toFixed(0));
   for (const r of results) {
     const { before, held, open } = r.idle;
+    const { before: hb, held: hh } = r.idle.heap;
     const perPoll = open > 0 ? ((held.rss - before.rss) * 1024) / open : NaN;
-    console.log(`| ${r.name} | ${n(r.one)} | ${n(r.hundred)} | ${n(r.stream)} | ${r.lat ? `${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent})` : '–'} | ${r.wake ? `${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)}` : '–'} | ${open}/${IDLE_POLLS} | ${before.rss.toFixed(0)} → ${held.rss.toFixed(0)} | ${perPoll.toFixed(1)} | ${before.cpuPct.toFixed(1)} / ${held.cpuPct.toFixed(1)} |`);
+    console.log(`| ${r.name} | ${n(r.one)} | ${n(r.hundred)} | ${n(r.stream)} | ${r.lat ? `${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent})` : '–'} | ${r.wake ? `${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)}` : '–'} | ${open}/${IDLE_POLLS} | ${before.rss.toFixed(0)} → ${held.rss.toFixed(0)} | ${perPoll.toFixed(1)} | ${hb.used.toFixed(0)}/${hb.total.toFixed(0)} → ${hh.used.toFixed(0)}/${hh.total.toFixed(0)} | ${before.cpuPct.toFixed(1)} / ${held.cpuPct.toFixed(1)} |`);
   }
 }
 
