@@ -14,7 +14,7 @@ const children: ChildProcess[] = [];
  * it holds about 40 MB more and starts slower. BENCH_TSX=1 runs the sources instead.
  */
 let built = false;
-export async function startService(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ChildProcess> {
+export async function startService(env: Record<string, string>, opts: { compiled?: boolean; nodeArgs?: string[] } = {}): Promise<ChildProcess> {
   const compiled = opts.compiled ?? process.env.BENCH_TSX !== '1';
   if (compiled && !built) {
     buildService();
@@ -25,7 +25,7 @@ export async function startService(env: Record<string, string>, opts: { compiled
   // follow single calls (a long poll's wake-up) sample by sample.
   const prof = process.env.BENCH_CPU_PROF;
   const interval = process.env.BENCH_CPU_PROF_INTERVAL ? ['--cpu-prof-interval', process.env.BENCH_CPU_PROF_INTERVAL] : [];
-  const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof, ...interval] : [];
+  const nodeArgs = [...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof, ...interval] : []), ...(opts.nodeArgs ?? [])];
   const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], { compiled, nodeArgs });
   children.push(child);
   return child;

@@ -7,16 +7,24 @@
  *   - memory and CPU of the polling process with N idle long polls held open.
  * MariaDB + Kafka runs when BENCH_DATABASE_URL (a server URL; a fresh database is
  * created) and BENCH_KAFKA_BROKERS are set (`npm run infra:up` starts both).
- * Other settings: BENCH_SECONDS (10), BENCH_RATE (100 updates/s), BENCH_IDLE_POLLS (5000),
- * BENCH_WAKE_SAMPLES (wake-ups measured: 50, or 200 with BENCH_ONLY=wake).
- * BENCH_ONLY=mysql skips the embedded row; BENCH_ONLY=wake measures only the waiting poll's
- * wake-up (embedded, and MariaDB + Kafka too when their settings are given), quick to iterate
- * on (under a minute; BENCH_CPU_PROF for profiles): a poll waits (getUpdates timeout 10 over
- * HTTP), 100 ms later one update is ingested over gRPC, and a sample is the time from the
- * ingest call to the poll's answer reaching the client, once the ingest's own answer is in
- * too (as the full run measures it). It prints p50 / p90 / p99 / max of those, the same for
- * the poll's answer alone (its arrival, whichever answer came first), the service's CPU per
- * cycle (/proc), and a baseline: the same ingest call with no poll waiting.
+ * Other settings: BENCH_SECONDS (10), BENCH_RATE (100 updates/s), BENCH_IDLE_POLLS (5000).
+ * BENCH_ONLY (comma-separated): `mysql` runs the MariaDB + Kafka setup alone (not the
+ * embedded one); `idle` runs the idle-poll phase alone, on services that have served
+ * nothing before it but the creation of its bots (the default runs every phase, so the
+ * embedded process holds its polls on a heap the ingest phases grew). The idle phase
+ * also prints the held RSS per poll, over the RSS before the polls arrived.
+ * BENCH_ONLY=wake measures only the waiting poll's wake-up (embedded, and MariaDB + Kafka
+ * too when their settings are given), quick to iterate on (under a minute; BENCH_CPU_PROF for
+ * profiles): a poll waits (getUpdates timeout 10 over HTTP), 100 ms later one update is
+ * ingested over gRPC, and a sample is the time from the ingest call to the poll's answer
+ * reaching the client, once the ingest's own answer is in too (as the full run measures it).
+ * It prints p50 / p90 / p99 / max of those, the same for the poll's answer alone (its
+ * arrival, whichever answer came first), the service's CPU per cycle (/proc), and a
+ * baseline: the same ingest call with no poll waiting. BENCH_WAKE_SAMPLES: wake-ups measured
+ * (50, or 200 with BENCH_ONLY=wake).
+ * BENCH_HEAP_SNAPSHOTS=dir: the polling process writes a heap snapshot there before its
+ * polls arrive and once they are held, after the measurements (it runs with
+ * --heapsnapshot-signal; compare them in Chrome DevTools' Memory tab, "Comparison").
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -33,7 +41,10 @@ import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } f
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 100);
 const IDLE_POLLS = Number(process.env.BENCH_IDLE_POLLS ?? 5000);
-const ONLY_WAKE = process.env.BENCH_ONLY === 'wake';
+const ONLY = new Set((process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+const IDLE_ONLY = ONLY.has('idle');
+const HEAP_SNAPSHOTS = process.env.BENCH_HEAP_SNAPSHOTS;
+const ONLY_WAKE = ONLY.has('wake');
 const WAKE_SAMPLES = Number(process.env.BENCH_WAKE_SAMPLES ?? (ONLY_WAKE ? 200 : 50));
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const INTERNAL = 'bench-internal-token-bench-internal-token-00';
@@ -208,23 +219,62 @@ async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; t
   };
 }
 
+async function heapSnapshot(pid: number) {
+  if (!HEAP_SNAPSHOTS) return;
+  const count = () => fs.readdirSync(HEAP_SNAPSHOTS).filter((f) => f.endsWith('.heapsnapshot') && f.includes(`.${pid}.`)).length;
+  const before = count();
+  process.kill(pid, 'SIGUSR2');
+  // Written when complete: its size stops changing.
+  for (let i = 0; i < 600 && count() === before; i++) await new Promise((r) => setTimeout(r, 500));
+  let size = -1;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const files = fs.readdirSync(HEAP_SNAPSHOTS).filter((f) => f.includes(`.${pid}.`));
+    const now = files.reduce((n, f) => n + fs.statSync(path.join(HEAP_SNAPSHOTS, f)).size, 0);
+    if (now === size) break;
+    size = now;
+  }
+}
+
 async function idlePolls(at: Instance, bots: { token: string }[]) {
   const measure = async (ms: number) => {
     const c0 = cpuSeconds(at.pid);
     await new Promise((r) => setTimeout(r, ms));
     return { cpuPct: ((cpuSeconds(at.pid) - c0) / (ms / 1000)) * 100, rss: rssMiB(at.pid) };
   };
+  /** The JS heap, used and total MiB, from the process's /metrics (read after a measurement, outside it). */
+  const heap = async () => {
+    const text = await (await fetch(`${at.http}/metrics`, { dispatcher })).text();
+    const value = (name: string) => Number(text.match(new RegExp(`^botplatform_nodejs_heap_size_${name}_bytes (\\S+)$`, 'm'))?.[1]) / 2 ** 20;
+    return { used: value('used'), total: value('total') };
+  };
   const before = await measure(3000);
+  const heapBefore = await heap();
+  await heapSnapshot(at.pid);
   // Their own connection pool, destroyed to hang up every poll at once.
   const pool = new Agent({ connections: null, pipelining: 0 });
   const settled = bots.map(() => false);
+  /** How the polls that ended early were answered (HTTP status; 0: no answer). */
+  const early = new Map<number, number>();
+  let done = false;
   const polls: Promise<number>[] = [];
   const open = (b: { token: string }, i: number) =>
     fetch(`${at.http}/api/v1/bots/getUpdates`, {
       method: 'POST', dispatcher: pool,
       headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ timeout: 50 }),
-    }).then((r) => r.status, () => 0).finally(() => { settled[i] = true; });
+    }).then(async (r) => {
+      const text = await r.text();
+      if (!done && !early.has(r.status)) console.log(`a poll ended early: ${r.status} ${text.slice(0, 200)}`);
+      return r.status;
+    }, (err) => {
+      if (!done && !early.has(0)) console.log(`a poll ended early without an answer: ${err?.cause?.code ?? err?.cause?.message ?? err}`);
+      return 0;
+    }).then((status) => {
+      if (!done) early.set(status, (early.get(status) ?? 0) + 1);
+      settled[i] = true;
+      return status;
+    });
   // Clients arrive in waves of 500 a tenth of a second apart, as reconnecting bots would.
   for (let i = 0; i < bots.length; i++) {
     polls.push(open(bots[i]!, i));
@@ -233,18 +283,27 @@ async function idlePolls(at: Instance, bots: { token: string }[]) {
   // Measure the cost of holding them once the process has settled (CPU under 20% for a second).
   for (let i = 0; i < 30 && (await measure(1000)).cpuPct > 20; i++);
   const held = await measure(10_000);
+  const heapHeld = await heap();
   const stillOpen = settled.filter((x) => !x).length;
+  done = true;
+  if (early.size > 0) console.log(`${bots.length - stillOpen} polls ended before the measurement's end, by status: ${[...early].map(([k, v]) => `${k}: ${v}`).join(', ')}`);
+  if (HEAP_SNAPSHOTS) {
+    await heapSnapshot(at.pid);
+    console.log(`heap snapshots of pid ${at.pid} (before the polls, then with ${stillOpen} held) in ${HEAP_SNAPSHOTS}`);
+  }
   await pool.destroy();
   await Promise.allSettled(polls);
-  return { before, held, open: stillOpen };
+  return { before, held, open: stillOpen, heap: { before: heapBefore, held: heapHeld } };
 }
 
 async function instances(envA: Record<string, string>, envB: Record<string, string> | null) {
-  const a = await startService(envA);
+  const heapArgs = HEAP_SNAPSHOTS ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_SNAPSHOTS}`] : [];
+  // The process that holds the polls (B, or the one process) writes the heap snapshots.
+  const a = await startService(envA, { nodeArgs: envB ? [] : heapArgs });
   const A: Instance = { http: `http://127.0.0.1:${envA.PORT}`, grpc: `127.0.0.1:${envA.GRPC_PORT}`, pid: a.pid! };
   let B = A;
   if (envB) {
-    const b = await startService(envB);
+    const b = await startService(envB, { nodeArgs: heapArgs });
     B = { http: `http://127.0.0.1:${envB.PORT}`, grpc: `127.0.0.1:${envB.GRPC_PORT}`, pid: b.pid! };
   }
   return { A, B };
@@ -268,17 +327,30 @@ async function ingestAlone(at: Instance, bot: { id: string }) {
   return { p50: percentile(samples, 50), p90: percentile(samples, 90), p99: percentile(samples, 99), max: samples.at(-1)! };
 }
 
-/** BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, with its baseline (the ingest call alone). */
-async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+/** BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, with its baseline (the ingest call alone). */async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
   const { A, B } = await instances(envA, envB);
   const [bot, other] = await makeBots(A.http, 2, `u${crypto.randomBytes(3).toString('hex')}k`);
   const wake = await wakeUp(A, B, bot!);
   return { name, wake, alone: await ingestAlone(A, other!) };
 }
 
-async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+interface Result {
+  name: string;
+  one?: number;
+  hundred?: number;
+  stream?: number;
+  lat?: { p50: number; p99: number; n: number; sent: number };
+  wake?: { p50: number; p99: number };
+  idle: Awaited<ReturnType<typeof idlePolls>>;
+}
+
+async function run(name: string, envA: Record<string, string>, envB: Record<string, string> | null): Promise<Result> {
   const { A, B } = await instances(envA, envB);
   const prefix = `u${crypto.randomBytes(3).toString('hex')}`;
+  if (IDLE_ONLY) {
+    const idleBots = await makeBots(A.http, IDLE_POLLS, `${prefix}i`);
+    return { name, idle: await idlePolls(B, idleBots) };
+  }
   const workBots = await makeBots(A.http, 50, `${prefix}w`);
   const one = await throughput(A.grpc, workBots, 1);
   const hundred = await throughput(A.grpc, workBots, 100);
@@ -291,7 +363,6 @@ async function run(name: string, envA: Record<string, string>, envB: Record<stri
 }
 
 async function main() {
-  const results = [];
   const env = async (dir: string, extra: Record<string, string> = {}) => ({
     DATA_DIR: dir, AUTH_JWT_SECRET: JWT_SECRET, INTERNAL_API_TOKEN: INTERNAL,
     SECRET_KEY: crypto.createHash('sha256').update('bench').digest('base64'),
@@ -321,7 +392,8 @@ async function main() {
     for (const r of wakes) console.log(`| ${r.name} | ${ms(r.wake)} | ${ms(r.wake.poll)} | ${r.wake.cpuMs.toFixed(2)} | ${ms(r.alone)} |`);
     return;
   }
-  if (process.env.BENCH_ONLY !== 'mysql') {
+  const results: Result[] = [];
+  if (!ONLY.has('mysql')) {
     const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
     results.push(await run('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
     stopServices();
@@ -343,12 +415,17 @@ async function main() {
     console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
   }
 
-  console.log(`\nbench:updates — ${SECONDS}s per throughput run, latency at ${RATE} updates/s, ${IDLE_POLLS} idle long polls`);
+  const phases = IDLE_ONLY ? 'the idle-poll phase alone (BENCH_ONLY=idle)' : `${SECONDS}s per throughput run, latency at ${RATE} updates/s`;
+  console.log(`\nbench:updates — ${phases}, ${IDLE_POLLS} idle long polls`);
   console.log(`machine: ${machine()}\n`);
-  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | CPU % with polls held |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| setup | ingest/s, 1 per call | ingest/s, 100 per call | ingest/s, one stream (100 per batch) | steady stream: ingest→getUpdates p50 / p99 ms | waiting poll woken: p50 / p99 ms | polls held open | RSS MiB before → with polls | KiB per poll | JS heap MiB used/total before → with polls | CPU % before / with polls held |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  const n = (v: number | undefined) => (v === undefined ? '–' : v.toFixed(0));
   for (const r of results) {
-    console.log(`| ${r.name} | ${r.one.toFixed(0)} | ${r.hundred.toFixed(0)} | ${r.stream.toFixed(0)} | ${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent}) | ${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)} | ${r.idle.open}/${IDLE_POLLS} | ${r.idle.before.rss.toFixed(0)} → ${r.idle.held.rss.toFixed(0)} | ${r.idle.held.cpuPct.toFixed(1)} |`);
+    const { before, held, open } = r.idle;
+    const { before: hb, held: hh } = r.idle.heap;
+    const perPoll = open > 0 ? ((held.rss - before.rss) * 1024) / open : NaN;
+    console.log(`| ${r.name} | ${n(r.one)} | ${n(r.hundred)} | ${n(r.stream)} | ${r.lat ? `${r.lat.p50.toFixed(1)} / ${r.lat.p99.toFixed(1)} (${r.lat.n}/${r.lat.sent})` : '–'} | ${r.wake ? `${r.wake.p50.toFixed(1)} / ${r.wake.p99.toFixed(1)}` : '–'} | ${open}/${IDLE_POLLS} | ${before.rss.toFixed(0)} → ${held.rss.toFixed(0)} | ${perPoll.toFixed(1)} | ${hb.used.toFixed(0)}/${hb.total.toFixed(0)} → ${hh.used.toFixed(0)}/${hh.total.toFixed(0)} | ${before.cpuPct.toFixed(1)} / ${held.cpuPct.toFixed(1)} |`);
   }
 }
 

@@ -11,6 +11,7 @@ import {
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from '../../src/gen/grpc/health/v1/health.js';
 import type { RpcLogSink } from '../../src/core/core.js';
+import type { CallSignal } from '../../src/core/context.js';
 import type { RouteSpec } from './schema.js';
 
 export interface Invoker {
@@ -18,7 +19,7 @@ export interface Invoker {
    * One call. `logSink` (in one process) takes the core's `rpc` log fields for the
    * request's own log line; over gRPC the core, a process of its own, logs them itself.
    */
-  invoke(route: RouteSpec, request: unknown, metadata: Record<string, string>, signal: AbortSignal, logSink?: RpcLogSink): Promise<unknown>;
+  invoke(route: RouteSpec, request: unknown, metadata: Record<string, string>, signal: CallSignal, logSink?: RpcLogSink): Promise<unknown>;
   /** Whether the core can take calls. */
   ready(): Promise<boolean>;
   close(): Promise<void>;
@@ -90,7 +91,7 @@ function healthy(client: grpc.Client): Promise<boolean> {
 
 /** An invoker for a core in the same process. */
 export function createDirectInvoker(core: {
-  invoke(path: string, request: unknown, metadata: Record<string, string>, signal?: AbortSignal, logSink?: RpcLogSink): Promise<unknown>;
+  invoke(path: string, request: unknown, metadata: Record<string, string>, signal?: CallSignal, logSink?: RpcLogSink): Promise<unknown>;
 }, ready: () => Promise<boolean>): Invoker {
   return {
     invoke: (route, request, metadata, signal, logSink) => core.invoke(route.grpc.path, request, metadata, signal, logSink),

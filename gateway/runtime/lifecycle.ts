@@ -38,14 +38,16 @@ export function addLifecycle(
 
   app.server.on('connection', (socket: Socket) => {
     sockets.set(socket, { busy: 0, at: Date.now() });
-    socket.once('close', () => sockets.delete(socket));
+    // on, not once, here and below: 'close' comes once, and once() wraps each listener
+    // (held by every open connection and every waiting request: long polls).
+    socket.on('close', () => sockets.delete(socket));
   });
   app.server.on('request', (req, res) => {
     const s = sockets.get(req.socket);
     if (!s) return;
     s.busy++;
     s.at = Date.now();
-    res.once('close', () => {
+    res.on('close', () => {
       s.busy--;
       s.at = Date.now();
     });

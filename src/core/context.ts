@@ -8,6 +8,7 @@ export {
   type BotPrincipal,
   type CallContext,
   type CallMetadata,
+  type CallSignal,
   type InternalPrincipal,
   type Principal,
 } from '../domain/rpc.js';

@@ -13,7 +13,7 @@ import { isStorageUnavailable } from '../storage/errors.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import { requestIdOf } from '../telemetry/request-id.js';
 import type { Authenticator } from './authenticate.js';
-import type { CallContext, CallMetadata, Principal } from './context.js';
+import type { CallContext, CallMetadata, CallSignal, Principal } from './context.js';
 import { methodNameOf, type Limiter } from './limits.js';
 
 /** One unary RPC's implementation as the chain calls it: typed where it is bound (bindService), by path here. */
@@ -80,14 +80,14 @@ export interface Core {
    * Runs one unary call through the chain. Rejects only with ApiError. With `logSink`, the
    * call's `rpc` log fields go to it (before the call settles) instead of to their own line.
    */
-  invoke(path: string, request: unknown, metadata: CallMetadata, signal?: AbortSignal, logSink?: RpcLogSink): Promise<unknown>;
+  invoke(path: string, request: unknown, metadata: CallMetadata, signal?: CallSignal, logSink?: RpcLogSink): Promise<unknown>;
   /**
    * Runs one streaming call through the chain: `input` is the request (server streams) or
    * an async iterable of requests (client and bidirectional streams); the responses come
    * out as they are made (a client stream's one response too), each only when the
    * transport asks for it (its flow control). Throws only ApiError.
    */
-  stream(path: string, input: unknown, metadata: CallMetadata, signal?: AbortSignal): AsyncIterable<unknown>;
+  stream(path: string, input: unknown, metadata: CallMetadata, signal?: CallSignal): AsyncIterable<unknown>;
   /** The RPC paths that have a handler. */
   paths(): string[];
 }
@@ -165,7 +165,7 @@ export function createCore(deps: CoreDeps): Core {
     deps.logger.info(line, 'rpc');
   }
 
-  async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: AbortSignal): AsyncGenerator<unknown> {
+  async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: CallSignal): AsyncGenerator<unknown> {
     const started = performance.now();
     const requestId = requestIdOf(metadata['x-request-id']);
     const method = names.get(path)?.rpc ?? 'unknown';

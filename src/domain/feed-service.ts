@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import type { FeedPosition, StreamSentMessagesResponse } from '../gen/botplatform/v1/internal_service.js';
 import { FEED_PARTITIONS, type FeedRepo, type FeedRow } from '../storage/feed-repo.js';
 import { constraintsOf } from '../gen/constraints.js';
-import type { InternalRpc } from './rpc.js';
+import type { CallSignal, InternalRpc } from './rpc.js';
 import * as check from './validation.js';
 import { fromWireMessage } from './wire.js';
 
@@ -40,7 +40,7 @@ export function createFeedWaker() {
       for (const wake of [...waiting]) wake();
     },
     /** Resolves at the next send on this instance, after `ms`, or when `signal` aborts. */
-    wait(ms: number, signal: AbortSignal): Promise<void> {
+    wait(ms: number, signal: CallSignal): Promise<void> {
       return new Promise((resolve) => {
         const done = () => {
           clearTimeout(timer);

@@ -62,13 +62,25 @@ export const SURFACE_METADATA = 'x-botplatform-surface';
 /** Call metadata as plain lower-case keys (gRPC metadata or forwarded HTTP headers). */
 export type CallMetadata = Record<string, string | undefined>;
 
+/**
+ * How an implementation learns that its caller went away: the part of AbortSignal it
+ * uses (an AbortSignal is one). The gateway passes a lighter one of its own per call
+ * (gateway/runtime/gateway.ts): a waiting long poll holds it for its whole wait.
+ */
+export interface CallSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
 /** What every RPC implementation receives besides its request. */
 export interface CallContext<P extends Principal = Principal> {
   principal: P;
   requestId: string;
   metadata: CallMetadata;
   /** Aborted when the caller goes away (client cancel, HTTP connection closed, shutdown). */
-  signal: AbortSignal;
+  signal: CallSignal;
   /**
    * Streaming calls only: runs one unit of the stream (a batch, say) as the chain runs a
    * call, so each is accounted like a unary call of the method: an error becomes the

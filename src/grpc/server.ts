@@ -126,21 +126,41 @@ type StreamCall = (grpc.ServerDuplexStream<unknown, unknown> | grpc.ServerWritab
  * caller by flow control) and ends when the caller half-closes or leaves.
  */
 async function* incoming(call: grpc.ServerReadableStream<unknown, unknown>, signal: AbortSignal): AsyncGenerator<unknown> {
-  const left = new Promise<'left'>((resolve) => {
-    if (signal.aborted) resolve('left');
-    signal.addEventListener('abort', () => resolve('left'), { once: true });
-  });
   // Not destroyed when the iteration stops: that would destroy the response side too.
   const it = call.iterator({ destroyOnReturn: false });
   try {
     for (;;) {
-      const next = await Promise.race([it.next(), left]);
+      const next = await nextOrLeft(it, signal);
       if (next === 'left' || next.done) return;
       yield next.value;
     }
   } finally {
     void it.return?.().catch(() => {});
   }
+}
+
+/**
+ * The iterator's next message, or 'left' once the signal aborts. Its abort listener
+ * lasts one step: a promise raced at every step would keep every message of the
+ * stream in its reactions for as long as it is pending — and the caller's signal
+ * (with shutdown's, for the server's life) kept it pending after the stream ended.
+ */
+function nextOrLeft<T>(it: AsyncIterator<T>, signal: AbortSignal): Promise<IteratorResult<T> | 'left'> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return resolve('left');
+    const left = () => resolve('left');
+    signal.addEventListener('abort', left, { once: true });
+    it.next().then(
+      (next) => {
+        signal.removeEventListener('abort', left);
+        resolve(next);
+      },
+      (err) => {
+        signal.removeEventListener('abort', left);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** Streaming calls do not end by themselves (a feed never does): shutdown ends them with this. */

@@ -14,13 +14,11 @@ import { ApiError, Code } from '../errors.js';
 import type { Bus, BusMessage } from '../bus/bus.js';
 import { CONTROL_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 
-interface Waiter {
-  generation: number;
-  /** Set when something may have arrived since the last read. */
-  dirty: boolean;
-  wake: (() => void) | null;
-  /** Ends the wait with this error (made only if the caller still waits: a stack trace costs). */
-  end: (reason: () => ApiError) => void;
+/** The caller's going away, as the wait reads it (an AbortSignal, or the gateway's lighter CallSignal). */
+interface Gone {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
 }
 
 type Signal =
@@ -36,9 +34,12 @@ export const webhookActive = () =>
 
 const clientGone = () => new ApiError(Code.CANCELLED, 'client went away');
 
+/** A wait's timer: its time is up (resolves with what it has). */
+const wakeClaim = (claim: { wake(): void }) => claim.wake();
+
 export function createUpdateWaiters(bus: Bus, logger: Logger) {
   const origin = crypto.randomUUID();
-  const waiters = new Map<string, Waiter>();
+  const waiters = new Map<string, Claim>();
   let lastGeneration = 0;
   let closed = false;
   const credentialListeners: ((botId: string) => void)[] = [];
@@ -62,7 +63,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     const w = waiters.get(botId);
     if (w) {
       w.dirty = true;
-      w.wake?.();
+      w.wake();
     }
   }
 
@@ -94,6 +95,77 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     return flushing;
   }
 
+  /**
+   * One getUpdates call's hold on its bot's long poll, from its claim to its release:
+   * what it waits on. A class, not closures per call: a waiting poll holds one object
+   * (its methods are shared), its promise's two functions and its timer.
+   */
+  class Claim {
+    /** Set when something may have arrived since the last read. */
+    dirty = false;
+    /** Why the claim ended, if it did (made only if the caller still waits: a stack trace costs). */
+    private ended: (() => ApiError) | null = null;
+    /** While the call waits: what settles it, its timer, and the caller's signal with this claim's listener on it. */
+    private resolve: ((woken: boolean) => void) | null = null;
+    private reject: ((err: ApiError) => void) | null = null;
+    private timer: NodeJS.Timeout | undefined = undefined;
+    private signal: Gone | null = null;
+    private onAbort: (() => void) | null = null;
+
+    constructor(readonly botId: string, readonly generation: number) {}
+
+    /** Ends the claim: its wait, now or when it begins, rejects with `reason`. */
+    end(reason: () => ApiError) {
+      this.ended = reason;
+      if (waiters.get(this.botId) === this) waiters.delete(this.botId);
+      this.wake();
+    }
+
+    /** Settles the wait in progress, if any: rejected if ended, else resolved with `dirty`. */
+    wake() {
+      const { resolve, reject } = this;
+      if (!resolve || !reject) return;
+      clearTimeout(this.timer);
+      this.signal?.removeEventListener('abort', this.onAbort!);
+      this.resolve = this.reject = this.signal = null;
+      this.timer = undefined;
+      if (this.ended) reject(this.ended());
+      else resolve(this.dirty);
+    }
+
+    /** Whether an update may have arrived since the last call; clears the flag. */
+    takeDirty(): boolean {
+      const d = this.dirty;
+      this.dirty = false;
+      return d;
+    }
+
+    /**
+     * Waits until woken, `until` (epoch ms) or abort. Resolves false on timeout or
+     * shutdown; rejects with 409 when ended by a newer poll or a webhook.
+     */
+    wait(until: number, signal: Gone): Promise<boolean> {
+      // The client may have left before the wait began: its abort event has already fired.
+      if (signal.aborted && !this.ended) this.end(clientGone);
+      if (this.ended) return Promise.reject(this.ended());
+      // Shutdown began while the call was reading (between its claim and this wait, or
+      // between two waits): it answers now with what it has, as waiting polls did.
+      if (closed) return Promise.resolve(false);
+      if (this.dirty) return Promise.resolve(true);
+      return new Promise<boolean>((resolve, reject) => {
+        this.resolve = resolve;
+        this.reject = reject;
+        this.timer = setTimeout(wakeClaim, Math.max(0, until - Date.now()), this);
+        this.signal = signal;
+        signal.addEventListener('abort', (this.onAbort ??= () => this.end(clientGone)), { once: true });
+      });
+    }
+
+    release() {
+      if (waiters.get(this.botId) === this) waiters.delete(this.botId);
+    }
+  }
+
   return {
     start,
 
@@ -101,62 +173,14 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
      * Registers the caller as the bot's current poller (ending any older one, here
      * or on another instance) and returns a handle to wait on.
      */
-    claim(botId: string, signalOthers: boolean) {
+    claim(botId: string, signalOthers: boolean): Claim {
       if (closed) throw new ApiError(Code.UNAVAILABLE, 'shutting down');
-      const generation = nextGeneration();
-      let ended: (() => ApiError) | null = null;
-      const waiter: Waiter = {
-        generation,
-        dirty: false,
-        wake: null,
-        end: (reason) => {
-          ended = reason;
-          if (waiters.get(botId) === waiter) waiters.delete(botId);
-          waiter.wake?.();
-        },
-      };
+      const claim = new Claim(botId, nextGeneration());
       waiters.get(botId)?.end(superseded);
-      waiters.set(botId, waiter);
+      waiters.set(botId, claim);
       // Not awaited: the local takeover is done, other instances hear of it shortly.
-      if (signalOthers) signal({ type: 'poll', botId, generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
-
-      return {
-        /** Whether an update may have arrived since the last call; clears the flag. */
-        takeDirty(): boolean {
-          const d = waiter.dirty;
-          waiter.dirty = false;
-          return d;
-        },
-        /**
-         * Waits until woken, `until` (epoch ms) or abort. Resolves false on timeout or
-         * shutdown; rejects with 409 when ended by a newer poll or a webhook.
-         */
-        wait(until: number, signal: AbortSignal): Promise<boolean> {
-          // The client may have left before the wait began: its abort event has already fired.
-          if (signal.aborted && !ended) waiter.end(clientGone);
-          if (ended) return Promise.reject(ended());
-          // Shutdown began while the call was reading (between its claim and this wait, or
-          // between two waits): it answers now with what it has, as waiting polls did.
-          if (closed) return Promise.resolve(false);
-          if (waiter.dirty) return Promise.resolve(true);
-          return new Promise<boolean>((resolve, reject) => {
-            const finish = () => {
-              clearTimeout(timer);
-              signal.removeEventListener('abort', onAbort);
-              waiter.wake = null;
-              if (ended) reject(ended());
-              else resolve(waiter.dirty);
-            };
-            const onAbort = () => waiter.end(clientGone);
-            const timer = setTimeout(finish, Math.max(0, until - Date.now()));
-            waiter.wake = finish;
-            signal.addEventListener('abort', onAbort, { once: true });
-          });
-        },
-        release() {
-          if (waiters.get(botId) === waiter) waiters.delete(botId);
-        },
-      };
+      if (signalOthers) signal({ type: 'poll', botId, generation: claim.generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
+      return claim;
     },
 
     /**
@@ -208,7 +232,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       closed = true;
       for (const w of [...waiters.values()]) {
         w.dirty = false;
-        w.wake?.();
+        w.wake();
       }
       waiters.clear();
     },
