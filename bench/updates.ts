@@ -368,22 +368,37 @@ async function main() {
     SECRET_KEY: crypto.createHash('sha256').update('bench').digest('base64'),
     PORT: String(await freePort()), GRPC_PORT: String(await freePort()), ...extra,
   });
-  if (ONLY_WAKE) {
-    const wakes = [];
-    const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
-    wakes.push(await runWake('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
-    stopServices();
-    if (process.env.BENCH_DATABASE_URL && process.env.BENCH_KAFKA_BROKERS) {
-      const db = await createMysqlDatabase(process.env.BENCH_DATABASE_URL, 'bp_bench');
-      const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: process.env.BENCH_KAFKA_BROKERS };
-      try {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
-        wakes.push(await runWake('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
-      } finally {
-        stopServices();
-        await db.drop();
-      }
+  /**
+   * Runs `each` on the embedded setup (unless BENCH_ONLY has mysql) and on MariaDB + Kafka
+   * (when configured: a fresh database, dropped after), stopping the services after each.
+   */
+  async function setups<R>(each: (name: string, envA: Record<string, string>, envB: Record<string, string> | null) => Promise<R>): Promise<R[]> {
+    const out: R[] = [];
+    if (!ONLY.has('mysql')) {
+      const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
+      out.push(await each('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
+      stopServices();
     }
+    const server = process.env.BENCH_DATABASE_URL;
+    const brokers = process.env.BENCH_KAFKA_BROKERS;
+    if (!server || !brokers) {
+      console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
+      return out;
+    }
+    const db = await createMysqlDatabase(server, 'bp_bench');
+    const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
+    try {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
+      out.push(await each('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
+    } finally {
+      stopServices();
+      await db.drop();
+    }
+    return out;
+  }
+
+  if (ONLY_WAKE) {
+    const wakes = await setups(runWake);
     console.log(`\nbench:updates, wake-up only — ${WAKE_SAMPLES} samples, a poll waiting 100 ms before each ingest`);
     console.log(`machine: ${machine()}\n`);
     const ms = (p: { p50: number; p90: number; p99: number; max: number }) => [p.p50, p.p90, p.p99, p.max].map((x) => x.toFixed(2)).join(' / ');
@@ -392,28 +407,7 @@ async function main() {
     for (const r of wakes) console.log(`| ${r.name} | ${ms(r.wake)} | ${ms(r.wake.poll)} | ${r.wake.cpuMs.toFixed(2)} | ${ms(r.alone)} |`);
     return;
   }
-  const results: Result[] = [];
-  if (!ONLY.has('mysql')) {
-    const embeddedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
-    results.push(await run('embedded (SQLite, in-process bus), one process', await env(embeddedDir), null));
-    stopServices();
-  }
-
-  const server = process.env.BENCH_DATABASE_URL;
-  const brokers = process.env.BENCH_KAFKA_BROKERS;
-  if (server && brokers) {
-    const db = await createMysqlDatabase(server, 'bp_bench');
-    const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
-    try {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
-      results.push(await run('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
-    } finally {
-      stopServices();
-      await db.drop();
-    }
-  } else {
-    console.log('(MariaDB + Kafka row skipped: set BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS; npm run infra:up starts both)');
-  }
+  const results = await setups(run);
 
   const phases = IDLE_ONLY ? 'the idle-poll phase alone (BENCH_ONLY=idle)' : `${SECONDS}s per throughput run, latency at ${RATE} updates/s`;
   console.log(`\nbench:updates — ${phases}, ${IDLE_POLLS} idle long polls`);

@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, padded, powerOfTwoChunks, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, padded, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -175,16 +175,11 @@ const tokenColumns = (token: IssuedToken, now: number) => ({
   updated_at: now,
 });
 
-/** A bot's counters and what ingest decides by, read under its row lock. */
-/** Ingest's SQLite statements (run by units.ts on knex's connection, synchronously). */
+/** Ingest's and sends' SQLite reads of the counters (run by units.ts on knex's connection, synchronously). */
 const COUNTER_COLUMNS = 'id, last_update_seq, last_message_id, allowed_updates, review_status, delivery_mode';
 const WRITER_SQL = {
   counters: (n: number) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
-  advanceCounters: (n: number) => `UPDATE bots SET last_update_seq = v.column2, last_message_id = v.column3
-  FROM (VALUES ${Array(n).fill('(?, ?, ?)').join(', ')}) AS v WHERE bots.id = v.column1`,
   messageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
-  setLastMessageIds: (n: number) => `UPDATE bots SET last_message_id = v.column2
-  FROM (VALUES ${Array(n).fill('(?, ?)').join(', ')}) AS v WHERE bots.id = v.column1`,
 };
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -423,12 +418,7 @@ export function createBotsRepo(db: Db) {
         return countersOf(list.length === 0 ? [] : w.all(WRITER_SQL.counters(list.length), list));
       },
       advanceCounters(w: SqliteWriter, rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[]): void {
-        const sorted = byId(rows);
-        let at = 0;
-        for (const size of powerOfTwoChunks(sorted.length)) {
-          const chunk = sorted.slice(at, (at += size));
-          w.run(WRITER_SQL.advanceCounters(size), chunk.flatMap((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
-        }
+        w.update('bots', 'id', ['last_update_seq', 'last_message_id'], byId(rows).map((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
       },
       /** lockMessageCounters' read (the write transaction holds the database). */
       messageCounters(w: SqliteWriter, ids: string[]): Map<string, MessageCounter> {
@@ -436,12 +426,7 @@ export function createBotsRepo(db: Db) {
         return messageCountersOf(list.length === 0 ? [] : w.all(WRITER_SQL.messageCounters(list.length), list));
       },
       setLastMessageIds(w: SqliteWriter, rows: { id: string; lastMessageId: number }[]): void {
-        const sorted = byId(rows);
-        let at = 0;
-        for (const size of powerOfTwoChunks(sorted.length)) {
-          const chunk = sorted.slice(at, (at += size));
-          w.run(WRITER_SQL.setLastMessageIds(size), chunk.flatMap((r) => [r.id, r.lastMessageId]));
-        }
+        w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
       },
     },
 

@@ -186,6 +186,11 @@ export interface SqliteWriter {
    * after the VALUES list (`ON CONFLICT ...`).
    */
   insert(table: string, columns: readonly string[], rows: unknown[][], suffix?: string): void;
+  /**
+   * Sets `columns` of several rows, each row its key's value then the columns' values, by
+   * `UPDATE … FROM (VALUES …)` in statements of power-of-two sizes as `insert`'s.
+   */
+  update(table: string, key: string, columns: readonly string[], rows: unknown[][]): void;
 }
 
 interface SqliteStatement {
@@ -205,15 +210,26 @@ export function powerOfTwoChunks(n: number, max = 256): number[] {
   return sizes;
 }
 
-/** Multi-row INSERT texts by table, columns, row count and suffix. */
-const insertTexts = new Map<string, string>();
+/** Multi-row statement texts, by what makes them. */
+const multiRowTexts = new Map<string, string>();
+/** `(?, ?, …)` repeated `rows` times, for `width` values a row. */
+const valuesList = (width: number, rows: number) => Array(rows).fill(`(${Array(width).fill('?').join(', ')})`).join(', ');
 function insertText(table: string, columns: readonly string[], rows: number, suffix: string): string {
-  const key = `${table}\n${columns.join(',')}\n${rows}\n${suffix}`;
-  let text = insertTexts.get(key);
+  const key = `insert\n${table}\n${columns.join(',')}\n${rows}\n${suffix}`;
+  let text = multiRowTexts.get(key);
   if (text === undefined) {
-    const row = `(${columns.map(() => '?').join(', ')})`;
-    text = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${Array(rows).fill(row).join(', ')}${suffix ? ` ${suffix}` : ''}`;
-    insertTexts.set(key, text);
+    text = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${suffix ? ` ${suffix}` : ''}`;
+    multiRowTexts.set(key, text);
+  }
+  return text;
+}
+function updateText(table: string, keyColumn: string, columns: readonly string[], rows: number): string {
+  const key = `update\n${table}\n${keyColumn}\n${columns.join(',')}\n${rows}`;
+  let text = multiRowTexts.get(key);
+  if (text === undefined) {
+    const set = columns.map((c, i) => `${c} = v.column${i + 2}`).join(', ');
+    text = `UPDATE ${table} SET ${set} FROM (VALUES ${valuesList(columns.length + 1, rows)}) AS v WHERE ${table}.${keyColumn} = v.column1`;
+    multiRowTexts.set(key, text);
   }
   return text;
 }
@@ -227,6 +243,15 @@ function insertText(table: string, columns: readonly string[], rows: number, suf
  * Undefined when the handle is not SQLite (MySQL goes through knex).
  */
 export type SqliteUnitRunner = <T>(body: (w: SqliteWriter) => T, opts?: { transaction?: boolean }) => Promise<T>;
+
+/** `rows` in power-of-two chunks: each chunk's size and its rows' values in one list. */
+function inChunks(rows: unknown[][], each: (size: number, params: unknown[]) => void): void {
+  let at = 0;
+  for (const size of powerOfTwoChunks(rows.length)) {
+    each(size, rows.slice(at, at + size).flat());
+    at += size;
+  }
+}
 
 /** The writer's statements, prepared once per connection (preparing costs about what running does). */
 const preparedOn = new WeakMap<object, Map<string, SqliteStatement>>();
@@ -258,12 +283,10 @@ export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
         run: (sql, params) => statement(sql, params, 'raw').run(...params).changes,
         all: <R>(sql: string, params: unknown[]) => statement(sql, params, 'raw').all(...params) as R[],
         insert(table, columns, rows, suffix = '') {
-          let at = 0;
-          for (const size of powerOfTwoChunks(rows.length)) {
-            const params = rows.slice(at, at + size).flat();
-            at += size;
-            statement(insertText(table, columns, size, suffix), params, 'insert').run(...params);
-          }
+          inChunks(rows, (size, params) => statement(insertText(table, columns, size, suffix), params, 'insert').run(...params));
+        },
+        update(table, key, columns, rows) {
+          inChunks(rows, (size, params) => statement(updateText(table, key, columns, size), params, 'update').run(...params));
         },
       };
       if (opts.transaction === false) return body(w);

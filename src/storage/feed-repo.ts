@@ -6,7 +6,7 @@
  */
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { isMysql, padded, powerOfTwoChunks, transaction, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, padded, transaction, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
@@ -34,11 +34,9 @@ function place(partitions: number[], last: Map<number, number>): { partition: nu
   });
 }
 
-/** The feed's statements on SQLite's writer (units.ts's synchronous send unit). */
+/** The feed's read on SQLite's writer (units.ts's synchronous send unit). */
 const WRITER_SQL = {
   lastSeqs: (n: number) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${Array(n).fill('?').join(', ')})`,
-  setLastSeqs: (n: number) => `UPDATE feed_partitions SET last_seq = v.column2
-  FROM (VALUES ${Array(n).fill('(?, ?)').join(', ')}) AS v WHERE feed_partitions.partition_no = v.column1`,
 };
 
 const FEED_COLUMNS = ['partition_no', 'seq', 'bot_id', 'chat_id', 'payload', 'created_at'] as const;
@@ -57,11 +55,7 @@ export function createFeedRepo(db: Db) {
         const rows = w.all<{ partition_no: number; last_seq: number }>(WRITER_SQL.lastSeqs(list.length), list);
         const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
         const placed = place(partitions, last);
-        let at = 0;
-        for (const size of powerOfTwoChunks(held.length)) {
-          const chunk = held.slice(at, (at += size));
-          w.run(WRITER_SQL.setLastSeqs(size), chunk.flatMap((p) => [p, last.get(p)!]));
-        }
+        w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
         w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
         return placed;
       },
