@@ -1,11 +1,17 @@
 /**
  * The baselines bench:gateway measures the service against, in a process of their
  * own (so that its CPU time is theirs alone). Prints one JSON line when listening:
- * { http, grpc, token }.
+ * { http, grpc, token, jwt, botId } (the floors' bot token, account JWT and bot id).
  *
  *   GET  /const  raw Fastify, a constant JSON body: the HTTP stack's limit here.
  *   POST /floor  what getMe cannot do without: Fastify, SHA-256 of the bearer, one
  *                prepared better-sqlite3 lookup by token hash, the row as JSON.
+ *   GET  /floor/my  what GET /bots/my (6 bots) cannot do without: Fastify, the account
+ *                JWT's verified principal kept by its text (verified with jose once), one
+ *                prepared page of the account's bots and one prepared count, the rows as
+ *                the same JSON the service writes (the same fields, about 3 KB).
+ *   GET  /floor/my/:id  the same for GET /bots/my/{id}: the bot by id and owner, and its
+ *                webhook (none), as the service's JSON.
  *   gRPC /bench.Echo/Echo  a raw grpc-js unary echo (bytes in, the same bytes out).
  */
 import crypto from 'node:crypto';
@@ -15,6 +21,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import Fastify from 'fastify';
+import { jwtVerify, SignJWT } from 'jose';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-floor-'));
 const db = new Database(path.join(dir, 'floor.sqlite'));
@@ -39,6 +46,88 @@ app.post('/floor', async (request, reply) => {
     result: { id: row.id, is_bot: true, name: row.name, username: row.username, supports_inline_queries: row.supports_inline_queries === 1, can_join_groups: row.can_join_groups === 1 },
   };
 });
+// The console floors: bots as the bench seeds them (5 applications and one approved bot),
+// the columns the service's bots table has for what the answer shows.
+db.exec(`create table console_bots (id text primary key, owner_id text not null, name text not null, username text not null unique,
+  description text, avatar text, scopes text not null, review_status text not null, status text not null, token_prefix text,
+  short_description text, about text, cover_url text, links text not null, contact text, supports_inline_queries integer not null,
+  friend_request_mode text not null, group_privacy integer not null, can_join_groups integer not null, command_menu text not null,
+  delivery_mode text not null, review_reason text, created_at integer not null, updated_at integer not null)`);
+db.exec('create index console_bots_by_owner on console_bots (owner_id, created_at)');
+db.exec('create table console_webhooks (bot_id text primary key, url text not null, created_at integer not null)');
+const addBot = db.prepare(`insert into console_bots values (?, ?, ?, ?, null, null, '["send","receive"]', ?, ?, ?, null, null, null, '[]', null,
+  0, 'manual', 1, 1, '[]', 'polling', null, ?, ?)`);
+const owner = 'floor-account';
+for (let o = 0; o < 20; o++) {
+  for (let i = 0; i < 6; i++) {
+    const id = `bot_${crypto.randomBytes(15).toString('base64url').replace(/[-_]/g, 'x').slice(0, 20)}`;
+    const mine = o === 0;
+    const approved = mine && i === 5;
+    const at = Date.now() + i;
+    addBot.run(id, mine ? owner : `account-${o}`, approved ? 'Bench bot' : `Bench ${i}`, `floor_bot_${o}_${i}`,
+      approved ? 'approved' : 'pending', approved ? 'active' : 'inactive', approved ? 'sbot_a1b2c3d' : null, at, at);
+  }
+}
+const [approvedId] = db.prepare("select id from console_bots where owner_id = ? and review_status = 'approved'").raw().get(owner) as [string];
+// Each row as one JSON array of its values (json_array), as the service reads bots: for rows
+// this wide, cheaper than the driver building each row's object key by key.
+const columns = ['id', 'owner_id', 'name', 'username', 'description', 'avatar', 'scopes', 'review_status', 'status', 'token_prefix',
+  'short_description', 'about', 'cover_url', 'links', 'contact', 'supports_inline_queries', 'friend_request_mode', 'group_privacy',
+  'can_join_groups', 'command_menu', 'delivery_mode', 'review_reason', 'created_at', 'updated_at'] as const;
+const asArray = `json_array(${columns.join(', ')})`;
+const page = db.prepare(`select ${asArray} from console_bots where owner_id = ? order by created_at desc, id desc limit 20`).pluck();
+const countOf = db.prepare('select count(*) from console_bots where owner_id = ?').pluck();
+const byOwnerAndId = db.prepare(`select ${asArray} from console_bots where owner_id = ? and id = ?`).pluck();
+const webhookOf = db.prepare('select url from console_webhooks where bot_id = ?');
+const jwtKey = crypto.randomBytes(32);
+const jwt = await new SignJWT({}).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).setSubject(owner).setIssuedAt().setExpirationTime('1h').sign(jwtKey);
+const principals = new Map<string, { sub: string; until: number }>();
+/** The account of a bearer JWT: verified once, then kept by its text until it expires (as the service keeps it). */
+async function accountOf(authorization: string | undefined): Promise<string | undefined> {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  if (!m) return undefined;
+  const kept = principals.get(m[1]!);
+  if (kept && kept.until > Date.now()) return kept.sub;
+  try {
+    const { payload } = await jwtVerify(m[1]!, jwtKey, { algorithms: ['HS256'] });
+    principals.set(m[1]!, { sub: payload.sub!, until: payload.exp! * 1000 });
+    return payload.sub;
+  } catch {
+    return undefined;
+  }
+}
+/** Each column's index in a row's array. */
+const I = Object.fromEntries(columns.map((c, i) => [c, i])) as Record<(typeof columns)[number], number>;
+const botJson = (v: any[], webhook?: unknown) => ({
+  id: v[I.id], name: v[I.name], username: v[I.username],
+  ...(v[I.description] !== null && { description: v[I.description] }), ...(v[I.avatar] !== null && { avatar: v[I.avatar] }),
+  scopes: JSON.parse(v[I.scopes]), review_status: v[I.review_status], status: v[I.status], has_token: v[I.token_prefix] !== null,
+  token_prefix: v[I.token_prefix], ...(v[I.short_description] !== null && { short_description: v[I.short_description] }),
+  ...(v[I.about] !== null && { about: v[I.about] }), ...(v[I.cover_url] !== null && { cover_url: v[I.cover_url] }),
+  links: JSON.parse(v[I.links]), contact: v[I.contact] === null ? null : JSON.parse(v[I.contact]),
+  supports_inline_queries: v[I.supports_inline_queries] === 1, friend_request_mode: v[I.friend_request_mode],
+  group_privacy: v[I.group_privacy] === 1, can_join_groups: v[I.can_join_groups] === 1, webhook: webhook ?? null,
+  command_menu: JSON.parse(v[I.command_menu]), delivery_mode: v[I.delivery_mode],
+  ...(v[I.review_reason] !== null && { review_reason: v[I.review_reason] }), owner_id: v[I.owner_id],
+  created_at: new Date(v[I.created_at]).toISOString(), updated_at: new Date(v[I.updated_at]).toISOString(),
+});
+app.get('/floor/my', async (request, reply) => {
+  const account = await accountOf(request.headers.authorization);
+  if (!account) return reply.code(401).send({ error: { code: 401 } });
+  const items = (page.all(account) as string[]).map((text) => botJson(JSON.parse(text)));
+  const total = countOf.get(account) as number;
+  return reply.type('application/json; charset=utf-8').send(JSON.stringify({ items, pagination: { page: 1, limit: 20, total, has_more: total > 20 } }));
+});
+app.get<{ Params: { id: string } }>('/floor/my/:id', async (request, reply) => {
+  const account = await accountOf(request.headers.authorization);
+  if (!account) return reply.code(401).send({ error: { code: 401 } });
+  const text = byOwnerAndId.get(account, request.params.id) as string | undefined;
+  if (text === undefined) return reply.code(404).send({ error: { code: 404 } });
+  const row = JSON.parse(text) as unknown[];
+  const hook = webhookOf.get(row[I.id]) as { url: string } | undefined;
+  return reply.type('application/json; charset=utf-8').send(JSON.stringify({ bot: botJson(row, hook && { url: hook.url }) }));
+});
+
 await app.listen({ host: '127.0.0.1', port: 0 });
 const httpPort = (app.server.address() as { port: number }).port;
 
@@ -52,5 +141,5 @@ server.addService({
 const grpcPort = await new Promise<number>((resolve, reject) =>
   server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
 
-process.stdout.write(`${JSON.stringify({ http: `http://127.0.0.1:${httpPort}`, grpc: `127.0.0.1:${grpcPort}`, token })}\n`);
+process.stdout.write(`${JSON.stringify({ http: `http://127.0.0.1:${httpPort}`, grpc: `127.0.0.1:${grpcPort}`, token, jwt, botId: approvedId })}\n`);
 process.on('SIGTERM', () => process.exit(0));

@@ -2,8 +2,10 @@
  * npm run bench:gateway — first (BENCH_ONLY=calls, the default), each call of the
  * performance goals against the baselines in one run: raw Fastify (constant JSON),
  * the "floor" of getMe (Fastify + SHA-256 of the bearer + one prepared
- * better-sqlite3 lookup) and a raw grpc-js echo server (bench/baselines.ts, a
- * process of its own), beside the service (role=all, limits and metrics on, as
+ * better-sqlite3 lookup), a raw grpc-js echo server, and hand-made floors of the two
+ * console reads, GET /bots/my and /bots/my/{id} (the same JSON from prepared SQLite
+ * reads, the account's principal kept: what those calls cannot do without, printed
+ * as "× its own floor") — bench/baselines.ts, a process of its own — beside the service (role=all, limits and metrics on, as
  * shipped, LOG_LEVEL=info to /dev/null). For each call: throughput, the service's
  * CPU per request (its process's own CPU time, /proc/PID/stat), and the ratios to
  * the baselines, rounds alternated so that load from elsewhere hits all alike
@@ -224,7 +226,7 @@ async function startBaselines() {
     });
     child.once('exit', (code) => reject(new Error(`baselines exited with ${code}`)));
   });
-  return { ...(JSON.parse(line) as { http: string; grpc: string; token: string }), pid: child.pid!, stop: () => child.kill('SIGTERM') };
+  return { ...(JSON.parse(line) as { http: string; grpc: string; token: string; jwt: string; botId: string }), pid: child.pid!, stop: () => child.kill('SIGTERM') };
 }
 
 interface Target {
@@ -232,6 +234,8 @@ interface Target {
   run: (warmup: number) => Promise<Figures>;
   /** The goal: throughput at least this × the baseline's (raw Fastify, or the echo server for gRPC). */
   goal?: { of: 'raw' | 'echo'; rps: number; cpuVsFloor?: number };
+  /** The index of the call's own hand-made floor among the baselines, when it has one (the console reads). */
+  floor?: number;
 }
 
 async function calls() {
@@ -284,9 +288,13 @@ async function calls() {
     { name: 'baseline: floor (Fastify + SHA-256 + prepared SQLite lookup)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) },
     { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
       echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) },
+    { name: 'baseline: floor of GET /bots/my (Fastify + kept JWT principal + prepared page and count, same JSON)', run: (w) =>
+      benchHttp(`${baselines.http}/floor/my`, baselines.jwt, 'GET', baselines.pid, undefined, w) },
+    { name: 'baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + prepared bot and webhook reads, same JSON)', run: (w) =>
+      benchHttp(`${baselines.http}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid, undefined, w) },
     { name: 'POST /bots/getMe', goal: { of: 'raw', rps: 0.3, cpuVsFloor: 3 }, run: (w) => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', pid, undefined, w) },
-    { name: 'GET /bots/my (5 bots)', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
-    { name: 'GET /bots/my/{id}', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
+    { name: 'GET /bots/my (6 bots)', goal: { of: 'raw', rps: 0.25 }, floor: 3, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
+    { name: 'GET /bots/my/{id}', goal: { of: 'raw', rps: 0.25 }, floor: 4, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
     { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }, w) },
     { name: 'POST /bots/getWebhookInfo', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid, undefined, w) },
     { name: 'POST /bots/sendMessage', goal: { of: 'raw', rps: 0.15 }, run: (w) => benchHttp(`${base}/api/v1/bots/sendMessage`, token, 'POST', pid, { chat_id: 4242, text: 'bench' }, w) },
@@ -297,8 +305,9 @@ async function calls() {
   // BENCH_CALLS=a,b keeps only the service's calls whose names contain one of these (the
   // baselines always run): with BENCH_CPU_PROF, a profile of those calls alone.
   const wanted = process.env.BENCH_CALLS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const baselineCount = targets.filter((t) => t.name.startsWith('baseline:')).length;
   if (wanted?.length) {
-    for (let j = targets.length - 1; j >= 3; j--) if (!wanted.some((w) => targets[j]!.name.includes(w))) targets.splice(j, 1);
+    for (let j = targets.length - 1; j >= baselineCount; j--) if (!wanted.some((w) => targets[j]!.name.includes(w))) targets.splice(j, 1);
   }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const results = targets.map(() => [] as Figures[]);
@@ -311,8 +320,8 @@ async function calls() {
 
   console.log(`\nbench:gateway — each call against the baselines, ${database.split(':')[0]}, role=all, limits + metrics on, LOG_LEVEL=info; ${CONNECTIONS} concurrent, ${rounds} alternating rounds of ${SECONDS}s (medians)${process.env.BENCH_PIN === '1' ? '; service pinned to CPU 0, load to CPU 1' : ''}`);
   console.log(`machine: ${machine()}\n`);
-  console.log('| call | requests/s | CPU ms/request | p50 / p99 ms | errors | × raw throughput | × floor CPU | goal | met |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---|---|');
+  console.log('| call | requests/s | CPU ms/request | p50 / p99 ms | errors | × raw throughput | × floor CPU | × its own floor: throughput, CPU | goal | met |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---|---|');
   for (const [j, t] of targets.entries()) {
     const tput = t.goal?.of === 'echo' ? ratio(j, 2, 'rps') : ratio(j, 0, 'rps');
     const cpu = ratio(j, 1, 'cpuMs');
@@ -324,7 +333,8 @@ async function calls() {
       met = ok ? 'yes' : 'no';
     }
     const errors = results[j]!.reduce((n, x) => n + x.errors, 0);
-    console.log(`| ${t.name} | ${med(j, 'rps').toFixed(0)} | ${med(j, 'cpuMs').toFixed(3)} | ${med(j, 'p50').toFixed(1)} / ${med(j, 'p99').toFixed(1)} | ${errors} | ${tput.toFixed(2)}${t.goal?.of === 'echo' ? ' (× echo)' : ''} | ${cpu.toFixed(2)} | ${goal} | ${met} |`);
+    const own = t.floor === undefined ? '' : `${ratio(j, t.floor, 'rps').toFixed(2)}, ${ratio(j, t.floor, 'cpuMs').toFixed(2)}`;
+    console.log(`| ${t.name} | ${med(j, 'rps').toFixed(0)} | ${med(j, 'cpuMs').toFixed(3)} | ${med(j, 'p50').toFixed(1)} / ${med(j, 'p99').toFixed(1)} | ${errors} | ${tput.toFixed(2)}${t.goal?.of === 'echo' ? ' (× echo)' : ''} | ${cpu.toFixed(2)} | ${own} | ${goal} | ${met} |`);
   }
   runtime.close();
   echo.close();
