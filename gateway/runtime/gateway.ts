@@ -7,7 +7,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../../src/errors.js';
-import { PUBLIC_BASE_URL_METADATA, type CallSignal } from '../../src/core/context.js';
+import { CallAbort, PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
 import type { Telemetry } from '../../src/telemetry/metrics.js';
 import { requestIdOf } from '../../src/telemetry/request-id.js';
 import { bindRequest } from './binding.js';
@@ -47,37 +47,6 @@ const SHUTDOWN = Symbol('shutdown');
 /** A request's log state: the `rpc` fields of its core call, and whether its `http` line is written. */
 type LoggedRequest = FastifyRequest & { rpcLog: { written: boolean; fields: Record<string, unknown> | undefined } | null };
 
-/**
- * A call's abort signal: aborted when its client goes away or at shutdown's last resort.
- * The part of AbortSignal the core uses (CallSignal), without an EventTarget per call:
- * an AbortController's signal with one listener holds about 0.9 KB, for as long as the
- * call waits (every waiting long poll).
- */
-class CallAbort implements CallSignal {
-  aborted = false;
-  reason: unknown = undefined;
-  private listeners: (() => void)[] | null = null;
-
-  addEventListener(_type: 'abort', listener: () => void): void {
-    // As AbortSignal: a listener added once aborted is never called.
-    if (!this.aborted) (this.listeners ??= []).push(listener);
-  }
-
-  removeEventListener(_type: 'abort', listener: () => void): void {
-    const i = this.listeners?.indexOf(listener) ?? -1;
-    if (i >= 0) this.listeners!.splice(i, 1);
-  }
-
-  /** Aborts once (listeners called once each, then dropped); later calls do nothing. */
-  abort(reason: unknown): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = reason;
-    const listeners = this.listeners;
-    this.listeners = null;
-    if (listeners) for (const listener of listeners) listener();
-  }
-}
 
 /** The reason of a call aborted because its client went away. */
 const CLIENT_GONE = Symbol('client gone');

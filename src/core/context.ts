@@ -3,6 +3,7 @@
  * domain's RPC types (src/domain/rpc.ts), which the transports build it for.
  */
 export {
+  CallAbort,
   PUBLIC_BASE_URL_METADATA,
   SURFACE_METADATA,
   type BotPrincipal,

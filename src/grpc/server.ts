@@ -13,7 +13,7 @@ import { AdminServiceService } from '../gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js';
 import { InternalServiceService } from '../gen/botplatform/v1/internal_service.js';
 import { RuntimeServiceService } from '../gen/botplatform/v1/runtime_service.js';
-import type { CallMetadata } from '../core/context.js';
+import { CallAbort, type CallMetadata } from '../core/context.js';
 import type { Core } from '../core/core.js';
 import { toGrpcStatus } from './status-details.js';
 import { undecodableRequest } from './undecodable.js';
@@ -94,24 +94,29 @@ function serveRawFiles(reflection: ReflectionService, files: Buffer[]): void {
 /**
  * Aborts the returned signal when the caller is gone (grpc-js has answered it
  * DEADLINE_EXCEEDED itself, or it cancelled), with the status the caller saw, which the
- * core records in place of the handler's own outcome. `finished` stops watching.
+ * core records in place of the handler's own outcome. `finished` stops watching. A unary
+ * call gets a CallAbort (no EventTarget per call); a stream an AbortController's signal,
+ * which AbortSignal.any combines with the server's shutdown.
  */
-function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }) {
-  const abort = new AbortController();
+function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }, unary: true): { signal: CallAbort; finished(): void };
+function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }, unary: false): { signal: AbortSignal; finished(): void };
+function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }, unary: boolean) {
+  const abort = unary ? new CallAbort() : new AbortController();
+  const signal = abort instanceof CallAbort ? abort : abort.signal;
   const deadline = deadlineOf(call);
   let done = false;
   const callerLeft = () => {
-    if (done || abort.signal.aborted) return;
+    if (done || signal.aborted) return;
     abort.abort(Date.now() >= deadline - DEADLINE_SLACK_MS ? deadlineExceeded() : clientCancelled());
   };
   const wait = deadline - Date.now();
   const timer = wait <= MAX_TIMER_MS ? setTimeout(callerLeft, Math.max(0, wait)) : undefined;
   call.on('cancelled', callerLeft);
   return {
-    signal: abort.signal,
+    signal,
     finished: () => {
       done = true;
-      clearTimeout(timer);
+      if (timer !== undefined) clearTimeout(timer);
     },
   };
 }
@@ -179,7 +184,7 @@ async function serveStream(
   core: Core, path: string, call: StreamCall, clientStreams: boolean, unaryCallback: grpc.sendUnaryData<unknown> | undefined,
   shutdown: AbortSignal,
 ): Promise<void> {
-  const caller = callerWatch(call);
+  const caller = callerWatch(call, false);
   const signal = AbortSignal.any([caller.signal, shutdown]);
   const input = clientStreams ? incoming(call as grpc.ServerReadableStream<unknown, unknown>, signal) : call.request;
   const writable = call as grpc.ServerWritableStream<unknown, unknown>;
@@ -249,12 +254,18 @@ export async function startGrpcServer(core: Core, host: string, port: number): P
         continue;
       }
       impl[key] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        const { signal, finished } = callerWatch(call);
-        core.invoke(method.path, call.request, metadataOf(call.metadata), signal).finally(finished).then(
-          (response) => callback(null, response),
+        const { signal, finished } = callerWatch(call, true);
+        core.invoke(method.path, call.request, metadataOf(call.metadata), signal).then(
+          (response) => {
+            finished();
+            callback(null, response);
+          },
           // A call ended because its caller left answers with the status the caller saw
           // (the server's deadline timer can fire just before the client's own).
-          (err) => callback(toGrpcStatus(signal.reason instanceof ApiError ? signal.reason : ApiError.from(err))),
+          (err) => {
+            finished();
+            callback(toGrpcStatus(signal.reason instanceof ApiError ? signal.reason : ApiError.from(err)));
+          },
         );
       };
     }
