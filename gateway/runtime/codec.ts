@@ -272,15 +272,17 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     const key = `${surface} ${type}`;
     let writer = messageWriters.get(key);
     if (writer) return writer;
-    const fields = schemaOf(type).fields.map((f) => ({ ts: f.ts, name: `${JSON.stringify(f.json)}:`, write: fieldWriter(f, surface) }));
-    writer = (m: Obj) => {
-      let out = '';
-      for (const f of fields) {
-        const text = f.write(m[f.ts]);
-        if (text !== undefined) out += out === '' ? f.name + text : `,${f.name}${text}`;
-      }
-      return `{${out}}`;
-    };
+    const fields = schemaOf(type).fields;
+    const writers = fields.map((f) => fieldWriter(f, surface));
+    // Unrolled, one statement per field: each field a named property read and a call of
+    // its own writer (a loop over the fields reads by key and calls every writer from one
+    // site, which V8 can neither specialise nor inline). The names are the schema's, each
+    // written as a JSON string literal.
+    const body = fields.map((f, i) => {
+      const name = JSON.stringify(`${JSON.stringify(f.json)}:`);
+      return `t = w[${i}](m[${JSON.stringify(f.ts)}]);\n  if (t !== undefined) { out += first ? ${name} + t : "," + ${name} + t; first = false; }`;
+    }).join('\n  ');
+    writer = new Function('w', `return function write(m) {\n  let out = "{", first = true, t;\n  ${body}\n  return out + "}";\n};`)(writers) as (m: Obj) => string;
     messageWriters.set(key, writer);
     return writer;
   }
@@ -293,6 +295,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       if (t.kind === 'message') {
         let w: ((m: Obj) => string) | undefined; // made at first use: types may nest themselves
         item = (v) => (w ??= messageWriter(t.ref, surface))(v as Obj);
+      } else if (t.kind === 'scalar' && t.scalar !== 'bytes') {
+        item = (v) => JSON.stringify(v) ?? 'null';
       } else {
         item = (v) => JSON.stringify(encodeValue(t, v, surface)) ?? 'null';
       }
@@ -310,17 +314,22 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     }
     // Unset (undefined or null), a field writes what encodeField gives for it: a constant.
     const unset = JSON.stringify(encodeField(f, undefined, surface));
+    if (t.kind === 'scalar' && t.scalar === 'bool') {
+      return (v) => (v === true ? 'true' : v === false ? 'false' : v === undefined || v === null ? unset : JSON.stringify(v));
+    }
     if (t.kind === 'scalar' && t.scalar !== 'bytes') return (v) => (v === undefined || v === null ? unset : JSON.stringify(v));
     if (t.kind === 'enum') {
       // A number with no wire name is null: written on the console, left out on the runtime API.
-      const names = wireNames(t.ref);
+      const texts = new Map([...wireNames(t.ref)].map(([n, name]) => [n, JSON.stringify(name)]));
       const unknown = surface === 'runtime' ? undefined : 'null';
       return (v) => {
         if (v === undefined || v === null) return unset;
-        const name = names.get(v as number);
-        return name === undefined ? unknown : JSON.stringify(name);
+        const text = texts.get(v as number);
+        return text === undefined ? unknown : text;
       };
     }
+    // An RFC 3339 text (digits, '-', ':', '.', 'T', 'Z': nothing to escape), as encodeValue writes it.
+    if (t.kind === 'timestamp') return (v) => (v === undefined || v === null ? unset : `"${(v as Date).toISOString()}"`);
     return (v) => JSON.stringify(encodeField(f, v, surface));
   }
 
