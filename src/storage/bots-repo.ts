@@ -83,8 +83,9 @@ const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'usernam
 
 /** The embedded default's reads outside a transaction (db.ts's SqliteReader): hand-written, literal limits. */
 const SQL = {
-  forOwner: `SELECT ${RECORD} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
-  byId: `SELECT ${RECORD} FROM bots WHERE id = ? LIMIT 1`,
+  /** A record's row as one JSON array of its columns (reader.allOf), as the list reads them: for 27 columns, cheaper than the driver converting each. */
+  forOwner: `SELECT json_array(${RECORD}) FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
+  byId: `SELECT json_array(${RECORD}) FROM bots WHERE id = ? LIMIT 1`,
   /** An owner's page, newest first (the index bots_owner_created), each row as one JSON array of the record's columns. */
   listForOwner: (limit: number, offset: number) =>
     `SELECT json_array(${RECORD}) FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
@@ -296,7 +297,7 @@ export function createBotsRepo(db: Db) {
     },
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.forOwner, ownerId, id) : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
+      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.forOwner, ownerId, id)[0] : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
       return row && fromRow(row);
     },
 
@@ -317,7 +318,7 @@ export function createBotsRepo(db: Db) {
 
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.byId, id) : await one<BotRow>(records(tx).where({ id }));
+      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.byId, id)[0] : await one<BotRow>(records(tx).where({ id }));
       return row && fromRow(row);
     },
 
