@@ -115,7 +115,8 @@ app.get('/floor/my', async (request, reply) => {
   const account = await accountOf(request.headers.authorization);
   if (!account) return reply.code(401).send({ error: { code: 401 } });
   const items = (page.all(account) as string[]).map((text) => botJson(JSON.parse(text)));
-  const total = countOf.get(account) as number;
+  // As the service: a first page that is not full is the whole list.
+  const total = items.length < 20 ? items.length : (countOf.get(account) as number);
   return reply.type('application/json; charset=utf-8').send(JSON.stringify({ items, pagination: { page: 1, limit: 20, total, has_more: total > 20 } }));
 });
 app.get<{ Params: { id: string } }>('/floor/my/:id', async (request, reply) => {

@@ -5,8 +5,8 @@
  * better-sqlite3 lookup), a raw grpc-js echo server, and hand-made floors of the two
  * console reads, GET /bots/my and /bots/my/{id} (the same JSON from prepared SQLite
  * reads, the account's principal kept: what those calls cannot do without, printed
- * as "× its own floor") — bench/baselines.ts, a process of its own — beside the service (role=all, limits and metrics on, as
- * shipped, LOG_LEVEL=info to /dev/null). For each call: throughput, the service's
+ * as "× its own floor") — bench/baselines.ts, a process of its own — beside the
+ * service (role=all, limits and metrics on, as shipped, LOG_LEVEL=info to /dev/null). For each call: throughput, the service's
  * CPU per request (its process's own CPU time, /proc/PID/stat), and the ratios to
  * the baselines, rounds alternated so that load from elsewhere hits all alike
  * (medians). BENCH_PIN=1 pins the service (and the baselines) to CPU 0 and this
@@ -234,8 +234,8 @@ interface Target {
   run: (warmup: number) => Promise<Figures>;
   /** The goal: throughput at least this × the baseline's (raw Fastify, or the echo server for gRPC). */
   goal?: { of: 'raw' | 'echo'; rps: number; cpuVsFloor?: number };
-  /** The index of the call's own hand-made floor among the baselines, when it has one (the console reads). */
-  floor?: number;
+  /** The call's own hand-made floor among the baselines, when it has one (the console reads). */
+  floor?: Target;
 }
 
 async function calls() {
@@ -283,18 +283,20 @@ async function calls() {
   const payload = Buffer.alloc(96, 1); // about a getMe answer's size
   const identity = (b: Buffer) => b;
 
+  const listFloor: Target = { name: 'baseline: floor of GET /bots/my (Fastify + kept JWT principal + prepared page and count, same JSON)', run: (w) =>
+    benchHttp(`${baselines.http}/floor/my`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
+  const detailFloor: Target = { name: 'baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + prepared bot and webhook reads, same JSON)', run: (w) =>
+    benchHttp(`${baselines.http}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
   const targets: Target[] = [
     { name: 'baseline: raw Fastify, constant JSON', run: (w) => benchHttp(`${baselines.http}/const`, 'x', 'GET', baselines.pid, undefined, w) },
     { name: 'baseline: floor (Fastify + SHA-256 + prepared SQLite lookup)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) },
     { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
       echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) },
-    { name: 'baseline: floor of GET /bots/my (Fastify + kept JWT principal + prepared page and count, same JSON)', run: (w) =>
-      benchHttp(`${baselines.http}/floor/my`, baselines.jwt, 'GET', baselines.pid, undefined, w) },
-    { name: 'baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + prepared bot and webhook reads, same JSON)', run: (w) =>
-      benchHttp(`${baselines.http}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid, undefined, w) },
+    listFloor,
+    detailFloor,
     { name: 'POST /bots/getMe', goal: { of: 'raw', rps: 0.3, cpuVsFloor: 3 }, run: (w) => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', pid, undefined, w) },
-    { name: 'GET /bots/my (6 bots)', goal: { of: 'raw', rps: 0.25 }, floor: 3, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
-    { name: 'GET /bots/my/{id}', goal: { of: 'raw', rps: 0.25 }, floor: 4, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
+    { name: 'GET /bots/my (6 bots)', goal: { of: 'raw', rps: 0.25 }, floor: listFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
+    { name: 'GET /bots/my/{id}', goal: { of: 'raw', rps: 0.25 }, floor: detailFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
     { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }, w) },
     { name: 'POST /bots/getWebhookInfo', goal: { of: 'raw', rps: 0.25 }, run: (w) => benchHttp(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid, undefined, w) },
     { name: 'POST /bots/sendMessage', goal: { of: 'raw', rps: 0.15 }, run: (w) => benchHttp(`${base}/api/v1/bots/sendMessage`, token, 'POST', pid, { chat_id: 4242, text: 'bench' }, w) },
@@ -333,7 +335,8 @@ async function calls() {
       met = ok ? 'yes' : 'no';
     }
     const errors = results[j]!.reduce((n, x) => n + x.errors, 0);
-    const own = t.floor === undefined ? '' : `${ratio(j, t.floor, 'rps').toFixed(2)}, ${ratio(j, t.floor, 'cpuMs').toFixed(2)}`;
+    const floor = t.floor && targets.indexOf(t.floor);
+    const own = floor === undefined ? '' : `${ratio(j, floor, 'rps').toFixed(2)}, ${ratio(j, floor, 'cpuMs').toFixed(2)}`;
     console.log(`| ${t.name} | ${med(j, 'rps').toFixed(0)} | ${med(j, 'cpuMs').toFixed(3)} | ${med(j, 'p50').toFixed(1)} / ${med(j, 'p99').toFixed(1)} | ${errors} | ${tput.toFixed(2)}${t.goal?.of === 'echo' ? ' (× echo)' : ''} | ${cpu.toFixed(2)} | ${own} | ${goal} | ${met} |`);
   }
   runtime.close();

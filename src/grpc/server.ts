@@ -98,9 +98,10 @@ function serveRawFiles(reflection: ReflectionService, files: Buffer[]): void {
  * call gets a CallAbort (no EventTarget per call); a stream an AbortController's signal,
  * which AbortSignal.any combines with the server's shutdown.
  */
-function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }, unary: true): { signal: CallAbort; finished(): void };
-function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }, unary: false): { signal: AbortSignal; finished(): void };
-function callerWatch(call: { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown }, unary: boolean) {
+type WatchedCall = { getDeadline(): grpc.Deadline; on(event: 'cancelled', fn: () => void): unknown };
+function callerWatch(call: WatchedCall, unary: true): { signal: CallAbort; finished(): void };
+function callerWatch(call: WatchedCall, unary: false): { signal: AbortSignal; finished(): void };
+function callerWatch(call: WatchedCall, unary: boolean) {
   const abort = unary ? new CallAbort() : new AbortController();
   const signal = abort instanceof CallAbort ? abort : abort.signal;
   const deadline = deadlineOf(call);
