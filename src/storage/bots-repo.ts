@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, padded, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -81,7 +81,11 @@ const RECORD_COLUMNS = [
 const RECORD = RECORD_COLUMNS.join(', ');
 const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'] as const;
 
-/** The embedded default's reads outside a transaction (db.ts's SqliteReader): hand-written, literal limits. */
+/**
+ * The hot reads outside a transaction, past knex: the embedded default's (db.ts's
+ * SqliteReader) and, where the dialects agree, MySQL's (MysqlReader). Hand-written,
+ * literal limits.
+ */
 const SQL = {
   forOwner: `SELECT ${RECORD} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
   byId: `SELECT ${RECORD} FROM bots WHERE id = ? LIMIT 1`,
@@ -94,6 +98,9 @@ const SQL = {
   webhookInfoState: 'SELECT delivery_mode, allowed_updates FROM bots WHERE id = ? LIMIT 1',
   allowedUpdates: 'SELECT allowed_updates FROM bots WHERE id = ? LIMIT 1',
   lastUpdateSeq: 'SELECT last_update_seq FROM bots WHERE id = ? LIMIT 1',
+  /** listForOwner's page on MySQL: the record's columns as they are. */
+  listForOwnerMysql: (limit: number, offset: number) =>
+    `SELECT ${RECORD} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
   /** Review status of `n` ids (lists padded to a power of two, so the texts stay few). */
   reviewStatusOf: (n: number) => `SELECT id, review_status FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
 };
@@ -233,6 +240,7 @@ export function createBotsRepo(db: Db) {
   const mysql = isMysql(db);
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
   const reader = readerOf(db);
+  const mysqlReader = mysqlReaderOf(db);
   /** The record's columns of the bots the query matches. */
   const records = (tx?: Tx) => q(tx).select(RECORD_COLUMNS);
   /** The first row of a query, fetched with a literal `LIMIT 1`. */
@@ -296,7 +304,9 @@ export function createBotsRepo(db: Db) {
     },
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.forOwner, ownerId, id) : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.forOwner, ownerId, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.forOwner, ownerId, id)
+        : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
       return row && fromRow(row);
     },
 
@@ -305,6 +315,11 @@ export function createBotsRepo(db: Db) {
         // As `paged`: a first page that is not full is the whole list.
         const rows = reader.allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), ownerId);
         const total = page === 1 && rows.length < limit ? rows.length : reader.one<{ n: number }>(SQL.countForOwner, ownerId)!.n;
+        return { items: rows.map(fromRow), total };
+      }
+      if (!tx && mysqlReader) {
+        const rows = await mysqlReader.all<BotRow>(SQL.listForOwnerMysql(limit, (page - 1) * limit), ownerId);
+        const total = page === 1 && rows.length < limit ? rows.length : Number((await mysqlReader.one<{ n: number | string }>(SQL.countForOwner, ownerId))!.n);
         return { items: rows.map(fromRow), total };
       }
       return paged(() => q(tx).where({ owner_id: ownerId }), 'desc', page, limit);
@@ -317,7 +332,9 @@ export function createBotsRepo(db: Db) {
 
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.byId, id) : await one<BotRow>(records(tx).where({ id }));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.byId, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.byId, id)
+        : await one<BotRow>(records(tx).where({ id }));
       return row && fromRow(row);
     },
 
@@ -335,6 +352,7 @@ export function createBotsRepo(db: Db) {
     async findByTokenHash(hash: string, tx?: Tx): Promise<BotAuthRecord | undefined> {
       const row = !tx && reader
         ? reader.one<BotRow>(SQL.byTokenHash, hash)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.byTokenHash, hash)
         : await one<BotRow>(q(tx).where({ token_hash: hash }).select(AUTH_COLUMNS));
       return row && {
         id: row.id,
@@ -350,7 +368,9 @@ export function createBotsRepo(db: Db) {
 
     /** What getUpdates decides by, in one cheap read: the delivery mode and the newest update_seq. */
     async pollingState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; lastUpdateSeq: number } | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.pollingState, id) : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.pollingState, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.pollingState, id)
+        : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, lastUpdateSeq: Number(row.last_update_seq) };
     },
 
@@ -461,18 +481,24 @@ export function createBotsRepo(db: Db) {
 
     /** What getWebhookInfo reads of the bot: its delivery mode and update filter, in one read. */
     async webhookInfoState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; allowedUpdates: string[] | null } | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.webhookInfoState, id) : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.webhookInfoState, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.webhookInfoState, id)
+        : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, allowedUpdates: row.allowed_updates ? JSON.parse(row.allowed_updates) : null };
     },
 
     async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.allowedUpdates, id) : await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.allowedUpdates, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.allowedUpdates, id)
+        : await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
       return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
     },
 
     /** The newest update_seq the bot has had (0 before its first update). */
     async lastUpdateSeq(id: string, tx?: Tx): Promise<number> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.lastUpdateSeq, id) : await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.lastUpdateSeq, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.lastUpdateSeq, id)
+        : await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
       return row ? Number(row.last_update_seq) : 0;
     },
   };

@@ -158,6 +158,74 @@ function createSqliteReader(filename: string, onStatement: (sql: string, params:
 }
 
 /**
+ * MySQL's hot reads outside a transaction, past knex: the repositories' own hand-written
+ * SQL (the same texts as SqliteReader's where the dialects agree; literal limits, only the
+ * needed columns) run by mysql2 on a connection taken from knex's pool for the one
+ * statement. Rows come as arrays (`rowsAsArray`) and become objects through a row maker
+ * compiled once per statement text, as SqliteReader's; the values are what knex's path
+ * gives (the same connection settings: BIGINT as a number while safe, dates as strings).
+ * A pool timeout (KnexTimeoutError) and mysql2's errors reach the caller as through knex.
+ */
+export interface MysqlReader {
+  /** The first row the statement returns, or undefined. */
+  one<R>(sql: string, ...params: unknown[]): Promise<R | undefined>;
+  /** Every row the statement returns. */
+  all<R>(sql: string, ...params: unknown[]): Promise<R[]>;
+}
+
+/** A mysql2 connection as the reader uses it (callback API). */
+interface MysqlConnection {
+  query(
+    options: { sql: string; rowsAsArray: boolean },
+    values: unknown[],
+    callback: (err: Error | null, rows: unknown, fields: { name: string }[] | undefined) => void,
+  ): unknown;
+}
+
+/** The MySQL reader of each knex handle on MySQL/MariaDB. */
+const mysqlReaders = new WeakMap<object, MysqlReader>();
+
+/** The database's MySQL reader, when it is MySQL/MariaDB; else undefined. */
+export function mysqlReaderOf(db: Db): MysqlReader | undefined {
+  return mysqlReaders.get(db);
+}
+
+function createMysqlReader(db: Db, maxStatements = 256): MysqlReader {
+  const client = db.client as {
+    acquireConnection(): Promise<MysqlConnection>;
+    releaseConnection(conn: unknown): Promise<unknown>;
+  };
+  /** Row makers by statement text (the repositories' constants, a few with literal limits). */
+  const makers = new Map<string, (values: unknown[]) => unknown>();
+  const makerOf = (sql: string, fields: { name: string }[]) => {
+    let row = makers.get(sql);
+    if (!row) {
+      if (makers.size >= maxStatements) makers.delete(makers.keys().next().value!);
+      makers.set(sql, (row = rowMaker(fields.map((f) => f.name))));
+    }
+    return row;
+  };
+  const run = async (sql: string, params: unknown[]): Promise<unknown[]> => {
+    const conn = await client.acquireConnection();
+    // Counted as one statement sent, as knex's are (a 'query' event of the same shape).
+    db.emit('query', { method: 'select', sql, bindings: params, reader: true });
+    return new Promise((resolve, reject) => {
+      conn.query({ sql, rowsAsArray: true }, params, (err, rows, fields) => {
+        // Back to the pool at once; one whose connection broke is dropped at its next
+        // acquisition (knex's validation), as after a failed knex query.
+        void client.releaseConnection(conn);
+        if (err) reject(err);
+        else resolve((rows as unknown[][]).map(makerOf(sql, fields ?? [])));
+      });
+    });
+  };
+  return {
+    one: async <R>(sql: string, ...params: unknown[]) => (await run(sql, params))[0] as R | undefined,
+    all: <R>(sql: string, ...params: unknown[]) => run(sql, params) as Promise<R[]>,
+  };
+}
+
+/**
  * A function making a row object of a statement's values, as better-sqlite3 would (a key
  * per column, in order; a repeated name keeps the last value), but as one object literal
  * of a fixed shape: about half the cost of the driver building each row key by key.
@@ -324,7 +392,7 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
     };
     return db;
   }
-  return knexFactory({
+  const db = knexFactory({
     client: 'mysql2',
     connection: {
       uri: database.url,
@@ -339,6 +407,8 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
     acquireConnectionTimeout: database.acquireTimeoutMs ?? 5000,
     log,
   });
+  mysqlReaders.set(db, createMysqlReader(db));
+  return db;
 }
 
 function sqliteKnex(filename: string, log: Knex.Config['log']): Db {

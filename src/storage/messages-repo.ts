@@ -6,7 +6,7 @@
  * (units.ts). Every method takes the caller's transaction, when it has one, as its
  * last argument.
  */
-import { readerOf, type Db, type SqliteWriter, type Tx } from './db.js';
+import { mysqlReaderOf, readerOf, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** A chat a bot has been written to from, as of `at`. */
 export interface ChatSeen {
@@ -24,7 +24,7 @@ export interface InboundMessage {
   at: number;
 }
 
-/** The embedded default's reads outside a transaction (db.ts's SqliteReader). */
+/** The hot reads outside a transaction, past knex (db.ts's SqliteReader and MysqlReader). */
 const SQL = {
   chatType: 'SELECT type FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
   messageExists: 'SELECT message_id FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
@@ -45,16 +45,19 @@ export interface SentMessage {
 
 export function createMessagesRepo(db: Db) {
   const reader = readerOf(db);
+  const mysqlReader = mysqlReaderOf(db);
   return {
     /** The chat's type, when it has written to the bot; else undefined. */
     async chatType(botId: string, chatId: number, tx?: Tx): Promise<string | undefined> {
       if (!tx && reader) return reader.one<{ type: string }>(SQL.chatType, botId, chatId)?.type;
+      if (!tx && mysqlReader) return (await mysqlReader.one<{ type: string }>(SQL.chatType, botId, chatId))?.type;
       const row = await (tx ?? db)('chats').where({ bot_id: botId, chat_id: chatId }).first('type');
       return row?.type;
     },
 
     async messageExists(botId: string, chatId: number, messageId: number, tx?: Tx): Promise<boolean> {
       if (!tx && reader) return reader.one(SQL.messageExists, botId, chatId, messageId) !== undefined;
+      if (!tx && mysqlReader) return (await mysqlReader.one(SQL.messageExists, botId, chatId, messageId)) !== undefined;
       return Boolean(await (tx ?? db)('messages').where({ bot_id: botId, chat_id: chatId, message_id: messageId }).first('message_id'));
     },
 
