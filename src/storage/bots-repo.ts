@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -187,6 +187,8 @@ const COUNTER_COLUMNS = 'id, last_update_seq, last_message_id, allowed_updates, 
 const WRITER_SQL = {
   counters: (n: number) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
   messageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
+  /** lockMessageCounters on MySQL's writer (units.ts): the rows locked in id order. */
+  lockMessageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')}) ORDER BY id FOR UPDATE`,
 };
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -447,6 +449,17 @@ export function createBotsRepo(db: Db) {
       },
       setLastMessageIds(w: SqliteWriter, rows: { id: string; lastMessageId: number }[]): void {
         w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
+      },
+    },
+
+    /** lockMessageCounters and setLastMessageIds as statements of a MySQL unit of work (db.ts's mysqlUnitRunner). */
+    mysql: {
+      async lockMessageCounters(w: MysqlWriter, ids: string[]): Promise<Map<string, MessageCounter>> {
+        const list = [...new Set(ids)].sort();
+        return messageCountersOf(list.length === 0 ? [] : await w.all(WRITER_SQL.lockMessageCounters(list.length), list));
+      },
+      async setLastMessageIds(w: MysqlWriter, rows: { id: string; lastMessageId: number }[]): Promise<void> {
+        await w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
       },
     },
 

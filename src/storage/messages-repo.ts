@@ -6,7 +6,7 @@
  * (units.ts). Every method takes the caller's transaction, when it has one, as its
  * last argument.
  */
-import { mysqlReaderOf, readerOf, type Db, type SqliteWriter, type Tx } from './db.js';
+import { mysqlReaderOf, readerOf, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 /** A chat a bot has been written to from, as of `at`. */
 export interface ChatSeen {
@@ -42,6 +42,9 @@ export interface SentMessage {
   messageId: number;
   message: Record<string, unknown>;
 }
+
+const SENT_COLUMNS = ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'] as const;
+const sentRow = (m: SentMessage, now: number) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now];
 
 export function createMessagesRepo(db: Db) {
   const reader = readerOf(db);
@@ -87,12 +90,18 @@ export function createMessagesRepo(db: Db) {
           'ON CONFLICT (bot_id, chat_id) DO UPDATE SET type = excluded.type, updated_at = excluded.updated_at');
       },
       insertSent(w: SqliteWriter, sent: SentMessage[], now: number): void {
-        w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'],
-          sent.map((m) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now]));
+        w.insert('messages', SENT_COLUMNS, sent.map((m) => sentRow(m, now)));
       },
       insertInbound(w: SqliteWriter, messages: InboundMessage[]): void {
         w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'created_at'],
           messages.map((m) => [m.botId, m.chatId, m.messageId, 0, m.at]), 'ON CONFLICT (bot_id, chat_id, message_id) DO NOTHING');
+      },
+    },
+
+    /** insertSentMany as a statement of a MySQL unit of work (units.ts). */
+    mysql: {
+      async insertSent(w: MysqlWriter, sent: SentMessage[], now: number): Promise<void> {
+        await w.insert('messages', SENT_COLUMNS, sent.map((m) => sentRow(m, now)));
       },
     },
 

@@ -5,7 +5,7 @@
  * in the bus layer. Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { isDeadlockOrLockWait, isMysql, literalInt, padded, retryingDeadlocks, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isDeadlockOrLockWait, isMysql, literalInt, padded, retryingDeadlocks, sqliteUnitRunner, statement, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 /** A bus message to publish once the transaction that adds it commits. */
 export interface NewOutboxMessage {
@@ -30,6 +30,8 @@ const WRITER_SQL = {
   delete: (n: number) => `DELETE FROM outbox WHERE id IN (${Array(n).fill('?').join(', ')})`,
 };
 
+const OUTBOX_COLUMNS = ['topic', 'msg_key', 'payload', 'created_at'] as const;
+
 export function createOutboxRepo(db: Db) {
   const mysql = isMysql(db);
   const sqliteUnit = sqliteUnitRunner(db);
@@ -43,7 +45,14 @@ export function createOutboxRepo(db: Db) {
     /** `insert` as a statement of a synchronous SQLite unit of work (units.ts). */
     sqlite: {
       insert(w: SqliteWriter, messages: NewOutboxMessage[], now: number): void {
-        w.insert('outbox', ['topic', 'msg_key', 'payload', 'created_at'], messages.map((m) => [m.topic, m.key, m.payload, now]));
+        w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
+      },
+    },
+
+    /** `insert` as a statement of a MySQL unit of work (units.ts). */
+    mysql: {
+      async insert(w: MysqlWriter, messages: NewOutboxMessage[], now: number): Promise<void> {
+        await w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
       },
     },
 
