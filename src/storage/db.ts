@@ -485,8 +485,17 @@ export interface MysqlWriter {
  */
 export type MysqlUnitRunner = <T>(
   body: (w: MysqlWriter) => Promise<T>,
-  opts?: { isolation?: 'read committed'; attempts?: number; retryable?: (err: unknown) => boolean },
+  opts?: MysqlUnitOptions,
 ) => Promise<T>;
+
+export interface MysqlUnitOptions {
+  /** READ COMMITTED for this transaction (the session's default otherwise). */
+  isolation?: 'read committed';
+  /** false: a body of one statement, atomic by itself, run without START TRANSACTION … COMMIT. */
+  transaction?: boolean;
+  attempts?: number;
+  retryable?: (err: unknown) => boolean;
+}
 
 interface MysqlWriteConnection {
   query(options: { sql: string }, values: unknown[], callback: (err: Error | null, result: unknown) => void): unknown;
@@ -506,7 +515,7 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
     db.emit('query', { method, sql, bindings: params, writer: true });
     conn.query({ sql }, params, (err, result) => (err ? reject(err) : resolve(result)));
   });
-  const once = async <T>(body: (w: MysqlWriter) => Promise<T>, isolation?: 'read committed'): Promise<T> => {
+  const once = async <T>(body: (w: MysqlWriter) => Promise<T>, opts: MysqlUnitOptions): Promise<T> => {
     const conn = await client.acquireConnection();
     try {
       const w: MysqlWriter = {
@@ -537,7 +546,8 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
           }
         },
       };
-      if (isolation) await exec(conn, 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], 'raw');
+      if (opts.transaction === false) return await body(w);
+      if (opts.isolation) await exec(conn, 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], 'raw');
       await exec(conn, 'START TRANSACTION', [], 'raw');
       try {
         const result = await body(w);
@@ -552,8 +562,8 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
       await client.releaseConnection(conn);
     }
   };
-  runner = <T>(body: (w: MysqlWriter) => Promise<T>, opts: { isolation?: 'read committed'; attempts?: number; retryable?: (err: unknown) => boolean } = {}) =>
-    retryingDeadlocks(() => once(body, opts.isolation), opts.attempts ?? 4, opts.retryable ?? isDeadlock);
+  runner = <T>(body: (w: MysqlWriter) => Promise<T>, opts: MysqlUnitOptions = {}) =>
+    retryingDeadlocks(() => once(body, opts), opts.attempts ?? 4, opts.retryable ?? isDeadlock);
   mysqlRunners.set(db, runner);
   return runner;
 }
