@@ -389,7 +389,7 @@ function updateText(table: string, keyColumn: string, columns: readonly string[]
  * knex's own SQLite connection, acquired from knex's pool (of one): no knex
  * statement or transaction runs on it meanwhile, and no second writer ever contends.
  * Every statement counts as one sent to the database (a 'query' event, as knex's).
- * Undefined when the handle is not SQLite (MySQL goes through knex).
+ * Undefined when the handle is not SQLite (MySQL's units: `mysqlUnitRunner`).
  */
 export type SqliteUnitRunner = <T>(body: (w: SqliteWriter) => T, opts?: { transaction?: boolean }) => Promise<T>;
 
