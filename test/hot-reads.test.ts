@@ -67,4 +67,34 @@ describe('reads during a write in progress', () => {
     expect((await owner.get('/api/v1/bots/my')).body.items[0].name).toBe('Renamed in a transaction');
     expect((await bot.post('/api/v1/bots/getMe')).body.result.name).toBe('Renamed in a transaction');
   });
+
+  it('reads of several bots and owners made at once each answer their own (on MySQL they may share a statement)', async () => {
+    const owners = await Promise.all([0, 1, 2].map((i) => h.jwt(`many-reader-${i}`)));
+    const bots = await Promise.all(owners.map((jwt, i) => approvedBot(h, jwt, `many_reader_${i}`)));
+    // The second bot has two updates waiting, the third one: their counts and queues differ.
+    for (const [i, n] of [[1, 2], [2, 1]] as const) {
+      for (let k = 0; k < n; k++) expect((await client(h.url, owners[i]).post(`/api/v1/bots/my/${bots[i]!.id}/test-updates`, { text: `m${k}` })).status).toBe(201);
+    }
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(bots.map(async (b, i) => {
+        const bot = client(h.url, b.token);
+        const [me, detail, list, info, updates] = await Promise.all([
+          bot.post('/api/v1/bots/getMe'),
+          client(h.url, owners[i]).get(`/api/v1/bots/my/${b.id}`),
+          client(h.url, owners[i]).get('/api/v1/bots/my'),
+          bot.post('/api/v1/bots/getWebhookInfo'),
+          bot.post('/api/v1/bots/getUpdates', { timeout: 0 }),
+        ]);
+        return { me, detail, list, info, updates };
+      }));
+      answers.forEach(({ me, detail, list, info, updates }, i) => {
+        const { id } = bots[i]!;
+        expect(me.body.result).toMatchObject({ id: expect.anything(), username: `many_reader_${i}` });
+        expect(detail.body).toMatchObject({ id, username: `many_reader_${i}` });
+        expect(list.body.items.map((b: { id: string }) => b.id)).toEqual([id]);
+        expect(info.body.result.pending_update_count).toBe([0, 2, 1][i]);
+        expect(updates.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual([[], ['m0', 'm1'], ['m0']][i]);
+      });
+    }
+  });
 });

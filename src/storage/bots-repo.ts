@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, padded, readerOf, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -81,7 +81,11 @@ const RECORD_COLUMNS = [
 const RECORD = RECORD_COLUMNS.join(', ');
 const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'] as const;
 
-/** The embedded default's reads outside a transaction (db.ts's SqliteReader): hand-written, literal limits. */
+/**
+ * The hot reads outside a transaction, past knex: the embedded default's (db.ts's
+ * SqliteReader) and, where the dialects agree, MySQL's (MysqlReader). Hand-written,
+ * literal limits.
+ */
 const SQL = {
   /** A record's row as one JSON array of its columns (reader.allOf), as the list reads them: for 27 columns, cheaper than the driver converting each. */
   forOwner: `SELECT json_array(${RECORD}) FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
@@ -97,6 +101,14 @@ const SQL = {
   lastUpdateSeq: 'SELECT last_update_seq FROM bots WHERE id = ? LIMIT 1',
   /** Review status of `n` ids (lists padded to a power of two, so the texts stay few). */
   reviewStatusOf: (n: number) => `SELECT id, review_status FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
+};
+
+/** The record reads on MySQL (MysqlReader): the record's columns as they are, not one JSON array. */
+const MYSQL_SQL = {
+  forOwner: `SELECT ${RECORD} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
+  byId: `SELECT ${RECORD} FROM bots WHERE id = ? LIMIT 1`,
+  listForOwner: (limit: number, offset: number) =>
+    `SELECT ${RECORD} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
 };
 
 function fromRow(r: BotRow): BotRecord {
@@ -181,6 +193,8 @@ const COUNTER_COLUMNS = 'id, last_update_seq, last_message_id, allowed_updates, 
 const WRITER_SQL = {
   counters: (n: number) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
   messageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
+  /** lockMessageCounters on MySQL's writer (units.ts): the rows locked in id order. */
+  lockMessageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')}) ORDER BY id FOR UPDATE`,
 };
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -234,6 +248,7 @@ export function createBotsRepo(db: Db) {
   const mysql = isMysql(db);
   const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
   const reader = readerOf(db);
+  const mysqlReader = mysqlReaderOf(db);
   /** The record's columns of the bots the query matches. */
   const records = (tx?: Tx) => q(tx).select(RECORD_COLUMNS);
   /** The first row of a query, fetched with a literal `LIMIT 1`. */
@@ -297,7 +312,9 @@ export function createBotsRepo(db: Db) {
     },
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.forOwner, ownerId, id)[0] : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
+      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.forOwner, ownerId, id)[0]
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_SQL.forOwner, ownerId, id)
+        : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
       return row && fromRow(row);
     },
 
@@ -306,6 +323,11 @@ export function createBotsRepo(db: Db) {
         // As `paged`: a first page that is not full is the whole list.
         const rows = reader.allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), ownerId);
         const total = page === 1 && rows.length < limit ? rows.length : reader.one<{ n: number }>(SQL.countForOwner, ownerId)!.n;
+        return { items: rows.map(fromRow), total };
+      }
+      if (!tx && mysqlReader) {
+        const rows = await mysqlReader.all<BotRow>(MYSQL_SQL.listForOwner(limit, (page - 1) * limit), ownerId);
+        const total = page === 1 && rows.length < limit ? rows.length : Number((await mysqlReader.one<{ n: number | string }>(SQL.countForOwner, ownerId))!.n);
         return { items: rows.map(fromRow), total };
       }
       return paged(() => q(tx).where({ owner_id: ownerId }), 'desc', page, limit);
@@ -318,7 +340,9 @@ export function createBotsRepo(db: Db) {
 
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.byId, id)[0] : await one<BotRow>(records(tx).where({ id }));
+      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.byId, id)[0]
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_SQL.byId, id)
+        : await one<BotRow>(records(tx).where({ id }));
       return row && fromRow(row);
     },
 
@@ -336,6 +360,7 @@ export function createBotsRepo(db: Db) {
     async findByTokenHash(hash: string, tx?: Tx): Promise<BotAuthRecord | undefined> {
       const row = !tx && reader
         ? reader.one<BotRow>(SQL.byTokenHash, hash)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.byTokenHash, hash)
         : await one<BotRow>(q(tx).where({ token_hash: hash }).select(AUTH_COLUMNS));
       return row && {
         id: row.id,
@@ -351,7 +376,9 @@ export function createBotsRepo(db: Db) {
 
     /** What getUpdates decides by, in one cheap read: the delivery mode and the newest update_seq. */
     async pollingState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; lastUpdateSeq: number } | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.pollingState, id) : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.pollingState, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.pollingState, id)
+        : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, lastUpdateSeq: Number(row.last_update_seq) };
     },
 
@@ -431,6 +458,17 @@ export function createBotsRepo(db: Db) {
       },
     },
 
+    /** lockMessageCounters and setLastMessageIds as statements of a MySQL unit of work (db.ts's mysqlUnitRunner). */
+    mysql: {
+      async lockMessageCounters(w: MysqlWriter, ids: string[]): Promise<Map<string, MessageCounter>> {
+        const list = [...new Set(ids)].sort();
+        return messageCountersOf(list.length === 0 ? [] : await w.all(WRITER_SQL.lockMessageCounters(list.length), list));
+      },
+      async setLastMessageIds(w: MysqlWriter, rows: { id: string; lastMessageId: number }[]): Promise<void> {
+        await w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
+      },
+    },
+
     /** Sets several bots' counters (their rows locked by `lockCounters`), in one statement per 500 bots. */
     async advanceCountersOf(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], tx?: Tx): Promise<void> {
       await setPerBot(rows, { last_update_seq: (r) => r.lastUpdateSeq, last_message_id: (r) => r.lastMessageId }, tx);
@@ -462,18 +500,24 @@ export function createBotsRepo(db: Db) {
 
     /** What getWebhookInfo reads of the bot: its delivery mode and update filter, in one read. */
     async webhookInfoState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; allowedUpdates: string[] | null } | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.webhookInfoState, id) : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.webhookInfoState, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.webhookInfoState, id)
+        : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, allowedUpdates: row.allowed_updates ? JSON.parse(row.allowed_updates) : null };
     },
 
     async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.allowedUpdates, id) : await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.allowedUpdates, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.allowedUpdates, id)
+        : await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
       return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
     },
 
     /** The newest update_seq the bot has had (0 before its first update). */
     async lastUpdateSeq(id: string, tx?: Tx): Promise<number> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.lastUpdateSeq, id) : await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
+      const row = !tx && reader ? reader.one<BotRow>(SQL.lastUpdateSeq, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.lastUpdateSeq, id)
+        : await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
       return row ? Number(row.last_update_seq) : 0;
     },
   };

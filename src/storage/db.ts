@@ -158,14 +158,164 @@ function createSqliteReader(filename: string, onStatement: (sql: string, params:
 }
 
 /**
+ * MySQL's hot reads outside a transaction, past knex: the repositories' own hand-written
+ * SQL (the same texts as SqliteReader's where the dialects agree; literal limits, only the
+ * needed columns) run by mysql2 on a connection taken from knex's pool for the one
+ * statement. Rows come as arrays (`rowsAsArray`) and become objects through a row maker
+ * compiled once per statement text, as SqliteReader's; the values are what knex's path
+ * gives (the same connection and settings: BIGINT as a number while safe, dates as
+ * strings). A pool timeout (KnexTimeoutError) and mysql2's errors reach the caller as
+ * through knex.
+ *
+ * Reads asked for in one event-loop turn are sent together after it (setImmediate), so
+ * that a busy service pays one round trip for many: most of a read's CPU here is the
+ * socket write and the wake-up for its answer, not the statement. Reads of one text with
+ * the same values share one statement; `one`'s reads of one text with different values
+ * go as one `(SELECT …) UNION ALL (SELECT …)` statement, each part tagged with its place.
+ * A read is sent after it is asked for, so it sees every commit its caller saw.
+ * Callers that shared a statement share its row objects: they read them, never change them.
+ */
+export interface MysqlReader {
+  /**
+   * The row a statement of at most one row returns (`LIMIT 1`, or an aggregate), or
+   * undefined. Its text starts with `SELECT `.
+   */
+  one<R>(sql: string, ...params: unknown[]): Promise<Readonly<R> | undefined>;
+  /** Every row the statement returns. */
+  all<R>(sql: string, ...params: unknown[]): Promise<readonly Readonly<R>[]>;
+}
+
+/** A mysql2 connection as the reader uses it (callback API). */
+interface MysqlConnection {
+  query(
+    options: { sql: string; rowsAsArray: boolean },
+    values: unknown[],
+    callback: (err: Error | null, rows: unknown, fields: { name: string }[] | undefined) => void,
+  ): unknown;
+}
+
+/** The MySQL reader of each knex handle on MySQL/MariaDB. */
+const mysqlReaders = new WeakMap<object, MysqlReader>();
+
+/** The database's MySQL reader, when it is MySQL/MariaDB; else undefined. */
+export function mysqlReaderOf(db: Db): MysqlReader | undefined {
+  return mysqlReaders.get(db);
+}
+
+/** One read asked for: its values, and the callers waiting for its rows. */
+interface AskedRead {
+  params: unknown[];
+  waiting: { resolve: (rows: unknown[]) => void; reject: (err: unknown) => void }[];
+}
+
+const sameValues = (a: unknown[], b: unknown[]) => a.length === b.length && a.every((v, i) => v === b[i]);
+
+/** Most `one` reads of one text in one statement. */
+const MAX_PARTS = 64;
+
+function createMysqlReader(db: Db, maxStatements = 256): MysqlReader {
+  const client = db.client as {
+    acquireConnection(): Promise<MysqlConnection>;
+    releaseConnection(conn: unknown): Promise<unknown>;
+  };
+  /** Row makers by statement text and by how many leading values to skip (a part's tag). */
+  const makers = new Map<string, (values: unknown[]) => unknown>();
+  const makerOf = (sql: string, fields: { name: string }[], skip: number) => {
+    const key = skip ? `${skip}\n${sql}` : sql;
+    let row = makers.get(key);
+    if (!row) {
+      if (makers.size >= maxStatements) makers.delete(makers.keys().next().value!);
+      makers.set(key, (row = rowMaker(fields.slice(skip).map((f) => f.name), skip)));
+    }
+    return row;
+  };
+  /** Texts of `n` parts of a `one` statement. */
+  const unions = new Map<string, string>();
+  const unionOf = (sql: string, n: number) => {
+    const key = `${n}\n${sql}`;
+    let text = unions.get(key);
+    if (text === undefined) {
+      if (!sql.startsWith('SELECT ')) throw new Error('a grouped read must start with SELECT');
+      text = Array.from({ length: n }, (_, i) => `(SELECT ${i} AS read_no, ${sql.slice(7)})`).join(' UNION ALL ');
+      if (unions.size >= maxStatements) unions.delete(unions.keys().next().value!);
+      unions.set(key, text);
+    }
+    return text;
+  };
+  /** Sends one statement; its rows as arrays and its columns. */
+  const send = async (sql: string, params: unknown[]): Promise<{ rows: unknown[][]; fields: { name: string }[] }> => {
+    const conn = await client.acquireConnection();
+    // Counted as one statement sent, as knex's are (a 'query' event of the same shape).
+    db.emit('query', { method: 'select', sql, bindings: params, reader: true });
+    return new Promise((resolve, reject) => {
+      conn.query({ sql, rowsAsArray: true }, params, (err, rows, fields) => {
+        // Back to the pool at once; one whose connection broke is dropped at its next
+        // acquisition (knex's validation), as after a failed knex query.
+        void client.releaseConnection(conn);
+        if (err) reject(err);
+        else resolve({ rows: rows as unknown[][], fields: fields ?? [] });
+      });
+    });
+  };
+  const settle = (read: AskedRead, rows: unknown[]) => { for (const w of read.waiting) w.resolve(rows); };
+  const fail = (reads: AskedRead[], err: unknown) => { for (const r of reads) for (const w of r.waiting) w.reject(err); };
+
+  /** Asked reads by kind ('one' or 'all') and text, sent after this turn. */
+  let asked = new Map<string, AskedRead[]>();
+  let scheduled = false;
+  function flush() {
+    scheduled = false;
+    const now = asked;
+    asked = new Map();
+    for (const [key, reads] of now) {
+      const one = key.startsWith('1');
+      const sql = key.slice(1);
+      if (!one || reads.length === 1) {
+        for (const read of reads) {
+          send(sql, read.params).then(({ rows, fields }) => settle(read, rows.map(makerOf(sql, fields, 0))), (err) => fail([read], err));
+        }
+        continue;
+      }
+      for (let at = 0; at < reads.length; at += MAX_PARTS) {
+        const part = reads.slice(at, at + MAX_PARTS);
+        send(unionOf(sql, part.length), part.flatMap((r) => r.params)).then(({ rows, fields }) => {
+          const row = makerOf(sql, fields, 1);
+          const found: unknown[][] = part.map(() => []);
+          for (const values of rows) found[Number(values[0])]?.push(row(values));
+          part.forEach((read, i) => settle(read, found[i]!));
+        }, (err) => fail(part, err));
+      }
+    }
+  }
+  function ask(kind: '1' | '*', sql: string, params: unknown[]): Promise<unknown[]> {
+    return new Promise((resolve, reject) => {
+      const key = kind + sql;
+      let reads = asked.get(key);
+      if (!reads) asked.set(key, (reads = []));
+      const same = reads.find((r) => sameValues(r.params, params));
+      if (same) same.waiting.push({ resolve, reject });
+      else reads.push({ params, waiting: [{ resolve, reject }] });
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    });
+  }
+  return {
+    one: async <R>(sql: string, ...params: unknown[]) => (await ask('1', sql, params))[0] as R | undefined,
+    all: <R>(sql: string, ...params: unknown[]) => ask('*', sql, params) as Promise<R[]>,
+  };
+}
+
+/**
  * A function making a row object of a statement's values, as better-sqlite3 would (a key
  * per column, in order; a repeated name keeps the last value), but as one object literal
  * of a fixed shape: about half the cost of the driver building each row key by key.
  * The names are the statement's own columns, each written as a quoted JSON string.
  */
-function rowMaker(names: string[]): (values: unknown[]) => unknown {
+function rowMaker(names: string[], skip = 0): (values: unknown[]) => unknown {
   if (names.includes('__proto__')) throw new Error('a column named __proto__ cannot be read by name');
-  const keys = names.map((n, i) => `${JSON.stringify(n)}: v[${i}]`).join(', ');
+  const keys = names.map((n, i) => `${JSON.stringify(n)}: v[${i + skip}]`).join(', ');
   return new Function('v', `return { ${keys} };`) as (values: unknown[]) => unknown;
 }
 
@@ -240,7 +390,7 @@ function updateText(table: string, keyColumn: string, columns: readonly string[]
  * knex's own SQLite connection, acquired from knex's pool (of one): no knex
  * statement or transaction runs on it meanwhile, and no second writer ever contends.
  * Every statement counts as one sent to the database (a 'query' event, as knex's).
- * Undefined when the handle is not SQLite (MySQL goes through knex).
+ * Undefined when the handle is not SQLite (MySQL's units: `mysqlUnitRunner`).
  */
 export type SqliteUnitRunner = <T>(body: (w: SqliteWriter) => T, opts?: { transaction?: boolean }) => Promise<T>;
 
@@ -306,6 +456,119 @@ export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
   };
 }
 
+/**
+ * A statement sink of a MySQL unit of work (`mysqlUnitRunner`): hand-written SQL run by
+ * mysql2 on the unit's one connection, no knex query building, binding or runner per
+ * statement. Only the repository that owns a table writes it here.
+ */
+export interface MysqlWriter {
+  /** The rows a SELECT returns (mysql2's row objects, values as knex's path gives them). */
+  all<R>(sql: string, params: unknown[]): Promise<R[]>;
+  /** Runs a statement that answers no rows: how many rows it changed. */
+  run(sql: string, params: unknown[]): Promise<number>;
+  /** Inserts rows (each the columns' values in order), one multi-row statement per 200; `suffix` after the VALUES list. */
+  insert(table: string, columns: readonly string[], rows: unknown[][], suffix?: string): Promise<void>;
+  /**
+   * Sets `columns` of several rows, each row its key's value then the columns' values:
+   * one `UPDATE … SET c = CASE key WHEN … END WHERE key IN (…)` per 500 rows, in the
+   * order given (lock order: the caller's).
+   */
+  update(table: string, key: string, columns: readonly string[], rows: unknown[][]): Promise<void>;
+}
+
+/**
+ * Runs `body` in one transaction (START TRANSACTION … COMMIT, ROLLBACK when it throws) on
+ * one connection from knex's pool, written directly: a unit of several statements costs
+ * no knex transaction, builder or runner each. Run again whole (a new transaction) when
+ * `retryable` says so of what it threw (by default a deadlock victim, as `transaction`),
+ * up to `attempts` times. Every statement counts as one sent ('query' event, as knex's).
+ * Undefined when the handle is not MySQL.
+ */
+export type MysqlUnitRunner = <T>(
+  body: (w: MysqlWriter) => Promise<T>,
+  opts?: MysqlUnitOptions,
+) => Promise<T>;
+
+export interface MysqlUnitOptions {
+  /** READ COMMITTED for this transaction (the session's default otherwise). */
+  isolation?: 'read committed';
+  /** false: a body of one statement, atomic by itself, run without START TRANSACTION … COMMIT. */
+  transaction?: boolean;
+  attempts?: number;
+  retryable?: (err: unknown) => boolean;
+}
+
+interface MysqlWriteConnection {
+  query(options: { sql: string }, values: unknown[], callback: (err: Error | null, result: unknown) => void): unknown;
+}
+
+const mysqlRunners = new WeakMap<object, MysqlUnitRunner>();
+
+export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
+  if (!isMysql(db)) return undefined;
+  let runner = mysqlRunners.get(db);
+  if (runner) return runner;
+  const client = db.client as {
+    acquireConnection(): Promise<MysqlWriteConnection>;
+    releaseConnection(conn: unknown): Promise<unknown>;
+  };
+  const exec = (conn: MysqlWriteConnection, sql: string, params: unknown[], method: string) => new Promise<unknown>((resolve, reject) => {
+    db.emit('query', { method, sql, bindings: params, writer: true });
+    conn.query({ sql }, params, (err, result) => (err ? reject(err) : resolve(result)));
+  });
+  const once = async <T>(body: (w: MysqlWriter) => Promise<T>, opts: MysqlUnitOptions): Promise<T> => {
+    const conn = await client.acquireConnection();
+    try {
+      const w: MysqlWriter = {
+        all: async <R>(sql: string, params: unknown[]) => (await exec(conn, sql, params, 'select')) as R[],
+        run: async (sql, params) => ((await exec(conn, sql, params, 'raw')) as { affectedRows: number }).affectedRows,
+        async insert(table, columns, rows, suffix = '') {
+          for (let k = 0; k < rows.length; k += 200) {
+            const chunk = rows.slice(k, k + 200);
+            const sql = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, chunk.length)}${suffix ? ` ${suffix}` : ''}`;
+            await exec(conn, sql, chunk.flat(), 'insert');
+          }
+        },
+        async update(table, key, columns, rows) {
+          for (let k = 0; k < rows.length; k += 500) {
+            const chunk = rows.slice(k, k + 500);
+            const keys = chunk.map((r) => r[0]);
+            const params: unknown[] = [];
+            const set = columns.map((c, i) => {
+              if (chunk.length === 1) {
+                params.push(chunk[0]![i + 1]);
+                return `${c} = ?`;
+              }
+              for (const r of chunk) params.push(r[0], r[i + 1]);
+              return `${c} = CASE ${key} ${chunk.map(() => 'WHEN ? THEN ?').join(' ')} END`;
+            });
+            params.push(...keys);
+            await exec(conn, `UPDATE ${table} SET ${set.join(', ')} WHERE ${key} IN (${keys.map(() => '?').join(', ')})`, params, 'update');
+          }
+        },
+      };
+      if (opts.transaction === false) return await body(w);
+      if (opts.isolation) await exec(conn, 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], 'raw');
+      await exec(conn, 'START TRANSACTION', [], 'raw');
+      try {
+        const result = await body(w);
+        await exec(conn, 'COMMIT', [], 'raw');
+        return result;
+      } catch (err) {
+        // A deadlock victim is rolled back already; a broken connection cannot: its pool drops it.
+        await exec(conn, 'ROLLBACK', [], 'raw').catch(() => {});
+        throw err;
+      }
+    } finally {
+      await client.releaseConnection(conn);
+    }
+  };
+  runner = <T>(body: (w: MysqlWriter) => Promise<T>, opts: MysqlUnitOptions = {}) =>
+    retryingDeadlocks(() => once(body, opts), opts.attempts ?? 4, opts.retryable ?? isDeadlock);
+  mysqlRunners.set(db, runner);
+  return runner;
+}
+
 export function createDb(database: Config['database'], logger?: DbLogger): Db {
   const log = knexLog(logger);
   if (database.kind === 'sqlite') {
@@ -324,7 +587,7 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
     };
     return db;
   }
-  return knexFactory({
+  const db = knexFactory({
     client: 'mysql2',
     connection: {
       uri: database.url,
@@ -339,6 +602,8 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
     acquireConnectionTimeout: database.acquireTimeoutMs ?? 5000,
     log,
   });
+  mysqlReaders.set(db, createMysqlReader(db));
+  return db;
 }
 
 function sqliteKnex(filename: string, log: Knex.Config['log']): Db {

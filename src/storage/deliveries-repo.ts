@@ -7,7 +7,7 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { isMysql, padded, statement, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, mysqlReaderOf, padded, statement, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
@@ -111,6 +111,8 @@ function fromRow(r: any): DeliveryRecord {
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const OPEN = ['pending', 'retrying'];
+/** openCount on MySQL outside a transaction, past knex (db.ts's MysqlReader). */
+const OPEN_COUNT_SQL = `SELECT COUNT(*) AS n FROM deliveries WHERE bot_id = ? AND status IN (${OPEN.map((s) => `'${s}'`).join(', ')})`;
 
 /**
  * The webhook of a row read with its bot's webhook (webhook_* columns). A webhook
@@ -465,6 +467,8 @@ export function createDeliveriesRepo(db: Db) {
     },
 
     async openCount(botId: string, tx?: Tx): Promise<number> {
+      const mysqlReader = mysqlReaderOf(db);
+      if (!tx && mysqlReader) return Number((await mysqlReader.one<{ n: number | string }>(OPEN_COUNT_SQL, botId))!.n);
       const [{ n }] = (await (tx ?? db)('deliveries').where({ bot_id: botId }).whereIn('status', OPEN).count({ n: '*' })) as [{ n: number | string }];
       return Number(n);
     },

@@ -6,7 +6,7 @@
  */
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { isMysql, padded, transaction, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, padded, transaction, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
@@ -37,6 +37,8 @@ function place(partitions: number[], last: Map<number, number>): { partition: nu
 /** The feed's read on SQLite's writer (units.ts's synchronous send unit). */
 const WRITER_SQL = {
   lastSeqs: (n: number) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${Array(n).fill('?').join(', ')})`,
+  /** On MySQL's writer: the partitions' rows locked in ascending order. */
+  lockLastSeqs: (n: number) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${Array(n).fill('?').join(', ')}) ORDER BY partition_no FOR UPDATE`,
 };
 
 const FEED_COLUMNS = ['partition_no', 'seq', 'bot_id', 'chat_id', 'payload', 'created_at'] as const;
@@ -57,6 +59,20 @@ export function createFeedRepo(db: Db) {
         const placed = place(partitions, last);
         w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
         w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
+        return placed;
+      },
+    },
+
+    /** appendMany's statements on MySQL's writer (units.ts's send unit), the partitions' rows locked in ascending order. */
+    mysql: {
+      async appendMany(w: MysqlWriter, entries: { botId: string; chatId: number; payload: string }[], now: number): Promise<{ partition: number; seq: number }[]> {
+        const partitions = entries.map((e) => feedPartitionOf(e.botId, e.chatId));
+        const held = [...new Set(partitions)].sort((a, b) => a - b);
+        const rows = await w.all<{ partition_no: number; last_seq: number | string }>(WRITER_SQL.lockLastSeqs(held.length), held);
+        const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+        const placed = place(partitions, last);
+        await w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
+        await w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
         return placed;
       },
     },

@@ -6,7 +6,7 @@
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
-import { inTransaction, isDeadlockOrLockWait, isMysql, sqliteUnitRunner, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, isMysql, mysqlUnitRunner, sqliteUnitRunner, type Db, type Tx } from './db.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -49,9 +49,40 @@ interface CounterRow {
   count: number | string;
 }
 
+/** The calls decided in order against the counters' state (updated in place): each call's result, and the counters it changed. */
+function decideCalls(calls: CounterRule[][], state: Map<string, CounterState>): { results: AdmitResult[]; changed: { key: string; s: CounterState }[] } {
+  const changed = new Set<string>();
+  const results: AdmitResult[] = calls.map((rules) => {
+    // Counts in a window other than the rule's are from an earlier window: they start again.
+    const current = (r: CounterRule) => {
+      const s = state.get(r.key);
+      return s && s.windowStart === r.windowStart ? s.count : 0;
+    };
+    const refused = rules.find((r) => current(r) + 1 > r.limit);
+    if (refused) return { ok: false, rule: refused };
+    for (const r of rules) {
+      state.set(r.key, { windowStart: r.windowStart, windowEnd: r.windowEnd, count: current(r) + 1 });
+      changed.add(r.key);
+    }
+    return { ok: true };
+  });
+  return { results, changed: [...changed].sort().map((key) => ({ key, s: state.get(key)! })) };
+}
+
+const stateOf = (rows: CounterRow[]) => new Map<string, CounterState>(rows.map((r) => [r.counter_key, {
+  windowStart: Number(r.window_start), windowEnd: Number(r.window_end), count: Number(r.count),
+}]));
+
+/** admit's MySQL statements (db.ts's mysqlUnitRunner), with its knex path's locking. */
+const MYSQL_SQL = {
+  read: (n: number) => `SELECT counter_key, window_start, window_end, \`count\` FROM rate_counters WHERE counter_key IN (${Array(n).fill('?').join(', ')})`,
+};
+const COUNTER_COLUMNS = ['counter_key', 'window_start', 'window_end', '`count`'] as const;
+
 export function createLimitsRepo(db: Db) {
   const mysql = isMysql(db);
   const sqliteUnit = sqliteUnitRunner(db);
+  const mysqlUnit = mysqlUnitRunner(db);
 
   /**
    * Several calls on SQLite in one statement, when all of them fit: each counter gets
@@ -105,6 +136,19 @@ export function createLimitsRepo(db: Db) {
       if (await admitAll(counters)) return calls.map(() => ({ ok: true }));
       // Some call does not fit: the transaction below finds which (and admits, should a window have turned meanwhile).
     }
+    if (mysqlUnit && !outer) {
+      // As below, on one connection written directly: lock (creating) the rows in key order, read, decide, write.
+      return mysqlUnit(async (w) => {
+        const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
+        await w.insert('rate_counters', COUNTER_COLUMNS, keys.map((k) => [k, 0, 0, 0]), 'ON DUPLICATE KEY UPDATE counter_key = counter_key');
+        const { results, changed } = decideCalls(calls, stateOf(await w.all<CounterRow>(MYSQL_SQL.read(keys.length), keys)));
+        if (changed.length > 0) {
+          await w.insert('rate_counters', COUNTER_COLUMNS, changed.map(({ key, s }) => [key, s.windowStart, s.windowEnd, s.count]),
+            'ON DUPLICATE KEY UPDATE window_start = VALUES(window_start), window_end = VALUES(window_end), `count` = VALUES(`count`)');
+        }
+        return results;
+      }, { attempts: 5, retryable: isDeadlockOrLockWait });
+    }
     return inTransaction(db, outer, async (tx: Tx) => {
       const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
       if (mysql) {
@@ -116,30 +160,10 @@ export function createLimitsRepo(db: Db) {
           .merge(['counter_key']);
       }
       const rows = (await tx('rate_counters').whereIn('counter_key', keys).select()) as CounterRow[];
-      const state = new Map<string, CounterState>(rows.map((r) => [r.counter_key, {
-        windowStart: Number(r.window_start), windowEnd: Number(r.window_end), count: Number(r.count),
-      }]));
-      const changed = new Set<string>();
-      const results: AdmitResult[] = calls.map((rules) => {
-        // Counts in a window other than the rule's are from an earlier window: they start again.
-        const current = (r: CounterRule) => {
-          const s = state.get(r.key);
-          return s && s.windowStart === r.windowStart ? s.count : 0;
-        };
-        const refused = rules.find((r) => current(r) + 1 > r.limit);
-        if (refused) return { ok: false, rule: refused };
-        for (const r of rules) {
-          state.set(r.key, { windowStart: r.windowStart, windowEnd: r.windowEnd, count: current(r) + 1 });
-          changed.add(r.key);
-        }
-        return { ok: true };
-      });
-      if (changed.size > 0) {
+      const { results, changed } = decideCalls(calls, stateOf(rows));
+      if (changed.length > 0) {
         await tx('rate_counters')
-          .insert([...changed].sort().map((k) => {
-            const s = state.get(k)!;
-            return { counter_key: k, window_start: s.windowStart, window_end: s.windowEnd, count: s.count };
-          }))
+          .insert(changed.map(({ key, s }) => ({ counter_key: key, window_start: s.windowStart, window_end: s.windowEnd, count: s.count })))
           .onConflict('counter_key')
           .merge();
       }

@@ -6,7 +6,7 @@
  * (units.ts). Every method takes the caller's transaction, when it has one, as its
  * last argument.
  */
-import { readerOf, type Db, type SqliteWriter, type Tx } from './db.js';
+import { mysqlReaderOf, readerOf, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 /** A chat a bot has been written to from, as of `at`. */
 export interface ChatSeen {
@@ -24,7 +24,7 @@ export interface InboundMessage {
   at: number;
 }
 
-/** The embedded default's reads outside a transaction (db.ts's SqliteReader). */
+/** The hot reads outside a transaction, past knex (db.ts's SqliteReader and MysqlReader). */
 const SQL = {
   chatType: 'SELECT type FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
   messageExists: 'SELECT message_id FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
@@ -43,18 +43,24 @@ export interface SentMessage {
   message: Record<string, unknown>;
 }
 
+const SENT_COLUMNS = ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'] as const;
+const sentRow = (m: SentMessage, now: number) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now];
+
 export function createMessagesRepo(db: Db) {
   const reader = readerOf(db);
+  const mysqlReader = mysqlReaderOf(db);
   return {
     /** The chat's type, when it has written to the bot; else undefined. */
     async chatType(botId: string, chatId: number, tx?: Tx): Promise<string | undefined> {
       if (!tx && reader) return reader.one<{ type: string }>(SQL.chatType, botId, chatId)?.type;
+      if (!tx && mysqlReader) return (await mysqlReader.one<{ type: string }>(SQL.chatType, botId, chatId))?.type;
       const row = await (tx ?? db)('chats').where({ bot_id: botId, chat_id: chatId }).first('type');
       return row?.type;
     },
 
     async messageExists(botId: string, chatId: number, messageId: number, tx?: Tx): Promise<boolean> {
       if (!tx && reader) return reader.one(SQL.messageExists, botId, chatId, messageId) !== undefined;
+      if (!tx && mysqlReader) return (await mysqlReader.one(SQL.messageExists, botId, chatId, messageId)) !== undefined;
       return Boolean(await (tx ?? db)('messages').where({ bot_id: botId, chat_id: chatId, message_id: messageId }).first('message_id'));
     },
 
@@ -84,12 +90,18 @@ export function createMessagesRepo(db: Db) {
           'ON CONFLICT (bot_id, chat_id) DO UPDATE SET type = excluded.type, updated_at = excluded.updated_at');
       },
       insertSent(w: SqliteWriter, sent: SentMessage[], now: number): void {
-        w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'],
-          sent.map((m) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now]));
+        w.insert('messages', SENT_COLUMNS, sent.map((m) => sentRow(m, now)));
       },
       insertInbound(w: SqliteWriter, messages: InboundMessage[]): void {
         w.insert('messages', ['bot_id', 'chat_id', 'message_id', 'outbound', 'created_at'],
           messages.map((m) => [m.botId, m.chatId, m.messageId, 0, m.at]), 'ON CONFLICT (bot_id, chat_id, message_id) DO NOTHING');
+      },
+    },
+
+    /** insertSentMany as a statement of a MySQL unit of work (units.ts). */
+    mysql: {
+      async insertSent(w: MysqlWriter, sent: SentMessage[], now: number): Promise<void> {
+        await w.insert('messages', SENT_COLUMNS, sent.map((m) => sentRow(m, now)));
       },
     },
 

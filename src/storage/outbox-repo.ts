@@ -5,7 +5,7 @@
  * in the bus layer. Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { isDeadlockOrLockWait, isMysql, literalInt, padded, retryingDeadlocks, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
+import { isDeadlockOrLockWait, isMysql, literalInt, mysqlUnitRunner, padded, retryingDeadlocks, sqliteUnitRunner, statement, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 /** A bus message to publish once the transaction that adds it commits. */
 export interface NewOutboxMessage {
@@ -30,9 +30,18 @@ const WRITER_SQL = {
   delete: (n: number) => `DELETE FROM outbox WHERE id IN (${Array(n).fill('?').join(', ')})`,
 };
 
+/** The relay's MySQL statements (db.ts's mysqlUnitRunner): the claim locks what it takes, skipping rows another relay holds. */
+const MYSQL_SQL = {
+  claim: (limit: number) => `SELECT id, topic, msg_key, payload FROM outbox WHERE claimed_until < ? ORDER BY id ASC LIMIT ${literalInt(limit)} FOR UPDATE SKIP LOCKED`,
+  setClaimed: (n: number) => `UPDATE outbox SET claimed_until = ? WHERE id IN (${Array(n).fill('?').join(', ')})`,
+};
+
+const OUTBOX_COLUMNS = ['topic', 'msg_key', 'payload', 'created_at'] as const;
+
 export function createOutboxRepo(db: Db) {
   const mysql = isMysql(db);
   const sqliteUnit = sqliteUnitRunner(db);
+  const mysqlUnit = mysqlUnitRunner(db);
   return {
     /** Adds messages (one statement per 200). */
     async insert(messages: NewOutboxMessage[], now: number, tx?: Tx): Promise<void> {
@@ -43,7 +52,14 @@ export function createOutboxRepo(db: Db) {
     /** `insert` as a statement of a synchronous SQLite unit of work (units.ts). */
     sqlite: {
       insert(w: SqliteWriter, messages: NewOutboxMessage[], now: number): void {
-        w.insert('outbox', ['topic', 'msg_key', 'payload', 'created_at'], messages.map((m) => [m.topic, m.key, m.payload, now]));
+        w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
+      },
+    },
+
+    /** `insert` as a statement of a MySQL unit of work (units.ts). */
+    mysql: {
+      async insert(w: MysqlWriter, messages: NewOutboxMessage[], now: number): Promise<void> {
+        await w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
       },
     },
 
@@ -68,6 +84,13 @@ export function createOutboxRepo(db: Db) {
           .sort((a, b) => a.id - b.id), { transaction: false }); // RETURNING's order is not the id order
       }
       // Read committed: the claim locks the rows it takes, not the gap new outbox rows go into.
+      if (mysqlUnit) {
+        return mysqlUnit(async (w) => {
+          const rows = await w.all<{ id: number | string; topic: string; msg_key: string; payload: string }>(MYSQL_SQL.claim(limit), [now]);
+          if (rows.length > 0) await w.run(MYSQL_SQL.setClaimed(rows.length), [now + leaseMs, ...rows.map((r) => r.id)]);
+          return rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload }));
+        }, { isolation: 'read committed', attempts: 5, retryable: isDeadlockOrLockWait });
+      }
       return retryingDeadlocks(() => db.transaction(body, mysql ? { isolationLevel: 'read committed' } : undefined), 5, isDeadlockOrLockWait);
     },
 
@@ -77,6 +100,10 @@ export function createOutboxRepo(db: Db) {
       if (!tx && sqliteUnit) {
         const list = padded(db, ids);
         await sqliteUnit((w) => w.run(WRITER_SQL.delete(list.length), list), { transaction: false });
+        return;
+      }
+      if (!tx && mysqlUnit) {
+        await mysqlUnit((w) => w.run(WRITER_SQL.delete(ids.length), ids), { transaction: false, attempts: 5, retryable: isDeadlockOrLockWait });
         return;
       }
       await statement(db, tx, (q) => q('outbox').whereIn('id', ids).delete(), 5, isDeadlockOrLockWait);

@@ -14,7 +14,7 @@
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
-import { sqliteUnitRunner, transaction, type Db } from './db.js';
+import { mysqlUnitRunner, sqliteUnitRunner, transaction, type Db } from './db.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
@@ -228,6 +228,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const messages = createMessagesRepo(db);
   const feed = createFeedRepo(db);
   const sqliteUnit = sqliteUnitRunner(db);
+  const mysqlUnit = mysqlUnitRunner(db);
   const dedupe = (items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number) =>
     dedupeKeys(items, s, found, now, idempotencyWindowMs);
 
@@ -359,6 +360,18 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
           const payloads = sent.map(feedPayload);
           outbox.sqlite.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
           feed.sqlite.appendMany(w, sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now);
+          return sent.map((m) => m.message);
+        });
+      }
+      if (mysqlUnit) {
+        // MySQL: the same statements written directly on one connection (no knex per statement).
+        return mysqlUnit(async (w) => {
+          const { sent, last } = numberSends(items, await bots.mysql.lockMessageCounters(w, botIds));
+          await bots.mysql.setLastMessageIds(w, last);
+          await messages.mysql.insertSent(w, sent, now);
+          const payloads = sent.map(feedPayload);
+          await outbox.mysql.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
+          await feed.mysql.appendMany(w, sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now);
           return sent.map((m) => m.message);
         });
       }

@@ -5,7 +5,7 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, LITERAL, literalInt, padded, powerOfTwoChunks, readerOf, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, LITERAL, literalInt, mysqlReaderOf, padded, powerOfTwoChunks, readerOf, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
 
 /** Bots whose confirmed offset is remembered. */
 const CONFIRMED_KEPT = 10_000;
@@ -32,7 +32,7 @@ export interface UpdatesRepoOptions {
   idempotencyWindowMs?: number;
 }
 
-/** The embedded default's reads outside a transaction (db.ts's SqliteReader): hand-written, literal limits. */
+/** The hot reads outside a transaction, past knex (db.ts's SqliteReader and MysqlReader): hand-written, literal limits. */
 const SQL = {
   read: (limit: number) =>
     `SELECT update_id, bot_id, update_seq, kind, payload, created_at FROM updates WHERE bot_id = ? AND update_seq >= ? ORDER BY update_seq ASC LIMIT ${literalInt(limit)}`,
@@ -59,6 +59,7 @@ const objectOf = (columns: readonly string[], values: unknown[]) => Object.fromE
 
 export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
   const reader = readerOf(db);
+  const mysqlReader = mysqlReaderOf(db);
   const sqliteUnit = sqliteUnitRunner(db);
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   /** Per bot, the update_seq below which this process has confirmed (deleted) everything; bounded. */
@@ -94,6 +95,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
     /** Updates of a bot from update_seq `from` on, in order. */
     async read(botId: string, from: number, limit: number, tx?: Tx): Promise<StoredUpdate[]> {
       if (!tx && reader) return reader.all(SQL.read(limit), botId, from).map(updateOf);
+      if (!tx && mysqlReader) return (await mysqlReader.all(SQL.read(limit), botId, from)).map(updateOf);
       const rows = await (tx ?? db)('updates')
         .where({ bot_id: botId })
         .andWhere('update_seq', '>=', from)
@@ -159,6 +161,7 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
 
     async pendingCount(botId: string, tx?: Tx): Promise<number> {
       if (!tx && reader) return reader.one<{ n: number }>(SQL.pendingCount, botId)!.n;
+      if (!tx && mysqlReader) return Number((await mysqlReader.one<{ n: number | string }>(SQL.pendingCount, botId))!.n);
       const [{ n }] = (await (tx ?? db)('updates').where({ bot_id: botId }).count({ n: '*' })) as [{ n: number | string }];
       return Number(n);
     },

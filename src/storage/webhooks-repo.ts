@@ -4,7 +4,7 @@
  * queued updates: that is a unit of work (units.ts). Every method takes the
  * caller's transaction, when it has one, as its last argument.
  */
-import { LITERAL, padded, readerOf, type Db, type Tx } from './db.js';
+import { LITERAL, mysqlReaderOf, padded, readerOf, type Db, type Tx } from './db.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {
@@ -59,16 +59,18 @@ const RECORD_COLUMNS = [
   'bot_id', 'url', 'secret_sealed', 'allowed_ips', 'secret_header', 'max_connections', 'max_deliveries_per_second',
   'last_error_date', 'last_error_message', 'disabled_at', 'disabled_reason',
 ] as const;
-/** The embedded default's read outside a transaction (db.ts's SqliteReader). */
+/** The hot read outside a transaction, past knex (db.ts's SqliteReader and MysqlReader). */
 const GET_SQL = `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`;
 
 export function createWebhooksRepo(db: Db) {
   const reader = readerOf(db);
+  const mysqlReader = mysqlReaderOf(db);
   return {
     async get(botId: string, tx?: Tx): Promise<WebhookRecord | undefined> {
       /* eslint-disable-next-line @typescript-eslint/no-explicit-any */
       const r: any = !tx && reader
         ? reader.one(GET_SQL, botId)
+        : !tx && mysqlReader ? await mysqlReader.one(GET_SQL, botId)
         : (await (tx ?? db)('webhooks').where({ bot_id: botId }).select(RECORD_COLUMNS).limit(1, LITERAL))[0];
       return r && {
         botId: r.bot_id,
