@@ -442,7 +442,11 @@ const core: Component = {
       ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
       : undefined;
     const feedWaker = createFeedWaker();
-    const sendWriter = createSendWriter(b.units, () => feedWaker.sent());
+    // Each committed batch wakes this instance's feed streams, and its relay (the batch's outbox messages).
+    const sendWriter = createSendWriter(b.units, () => {
+      feedWaker.sent();
+      relay.nudge();
+    });
     const core = createCore({
       authenticator,
       handlers: createHandlers({

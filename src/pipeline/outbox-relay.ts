@@ -1,7 +1,12 @@
 /**
  * Publishes committed outbox messages to the bus and deletes them once the bus has
- * them: at least once, oldest first. Nudged right after each commit; also polls, so
- * messages left by a process that died after its commit go out too.
+ * them: at least once, oldest first. Nudged right after each commit (every writer of
+ * the outbox nudges its own process's relay: ingest and sends); also polls, so messages
+ * left by a process that died after its commit go out too. The poll is every `pollMs`
+ * while this relay has had work recently, and every `idlePollMs` once a few rounds
+ * in a row found nothing and no commit nudged it: an idle core asks the database a
+ * few times a minute instead of four times a second, and what its own writers commit
+ * still goes out at once (the nudge ends the wait).
  *
  * The bus is not the system of record: a batch is claimed in a short transaction,
  * published outside any transaction (with a time limit), then deleted. While the bus
@@ -13,7 +18,10 @@ import type { Bus } from '../bus/bus.js';
 import type { OutboxRepo } from '../storage/outbox-repo.js';
 
 export interface OutboxRelayOptions {
+  /** The poll's interval while the relay has had work recently. */
   pollMs?: number;
+  /** The poll's interval once IDLE_ROUNDS rounds in a row found nothing without a nudge (a dead writer's rows wait at most this long). */
+  idlePollMs?: number;
   batch?: number;
   /** A publish not acknowledged within this long counts as failed (the batch goes out again). */
   publishTimeoutMs?: number;
@@ -25,8 +33,12 @@ export interface OutboxRelayOptions {
   onRecovered?: () => void;
 }
 
+/** Empty, unnudged rounds in a row (a second at the default pollMs) before the relay polls at idlePollMs. */
+const IDLE_ROUNDS = 4;
+
 export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, opts: OutboxRelayOptions = {}) {
   const pollMs = opts.pollMs ?? 250;
+  const idlePollMs = Math.max(pollMs, opts.idlePollMs ?? 2000);
   const batch = opts.batch ?? 500;
   const publishTimeoutMs = opts.publishTimeoutMs ?? 3000;
   const maxBackoffMs = opts.maxBackoffMs ?? 1000;
@@ -84,13 +96,17 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
 
   async function run() {
     let backoff = 0;
+    /** Rounds in a row that found nothing and were not nudged. */
+    let empty = 0;
     while (running) {
+      const wasNudged = nudged;
       nudged = false;
       try {
         const n = await round();
         backoff = 0;
+        empty = n > 0 || wasNudged ? 0 : empty + 1;
         if (n === batch || nudged) continue;
-        await sleep(pollMs);
+        await sleep(empty >= IDLE_ROUNDS ? idlePollMs : pollMs);
       } catch (err) {
         const e = err as Error & { relayStage?: string };
         if (e.relayStage === 'publish') {
