@@ -1,0 +1,99 @@
+/**
+ * The outbox relay's pace: a commit's nudge publishes at once, however long the relay
+ * has been idle; rows nobody nudged for (a writer that died after its commit) still go
+ * out, at the idle poll's pace once the relay has been idle a while.
+ * On MariaDB when TEST_DATABASE_URL is set, else on SQLite.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMemoryBus } from '../src/bus/memory-bus.js';
+import type { BusMessage } from '../src/bus/bus.js';
+import { createLogger } from '../src/logger.js';
+import { createOutboxRelay, type OutboxRelay } from '../src/pipeline/outbox-relay.js';
+import { createDb, migrateLatest, type Db } from '../src/storage/db.js';
+import { createOutboxRepo } from '../src/storage/outbox-repo.js';
+import { createTestDatabase } from './helpers/harness.js';
+
+const POLL_MS = 40;
+const IDLE_POLL_MS = 600;
+const TOPIC = 'relay-pace';
+
+describe('outbox relay pace', () => {
+  let dir: string;
+  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let relay: OutboxRelay;
+  const arrived: { key: string; at: number }[] = [];
+  const repo = () => createOutboxRepo(db);
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'relay-pace-'));
+    dbHandle = await createTestDatabase(dir);
+    const url = dbHandle.url;
+    db = createDb(url.startsWith('sqlite:') ? { kind: 'sqlite', filename: url.slice('sqlite:'.length) } : { kind: 'mysql', url, poolMax: 3 });
+    await migrateLatest(db);
+    const bus = createMemoryBus();
+    await bus.subscribeAll([TOPIC], (m: BusMessage) => arrived.push({ key: m.key, at: performance.now() }));
+    relay = createOutboxRelay(repo(), bus, createLogger('silent'), { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS });
+    relay.start();
+  });
+
+  afterAll(async () => {
+    await relay?.stop();
+    await db?.destroy();
+    await dbHandle?.drop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Commits one outbox row, as a writer would, and returns when it committed. */
+  const commit = async (key: string) => {
+    await repo().insert([{ topic: TOPIC, key, payload: '{}' }], Date.now());
+    return performance.now();
+  };
+  const arrival = async (key: string, withinMs: number) => {
+    const until = performance.now() + withinMs;
+    while (performance.now() < until) {
+      const found = arrived.find((a) => a.key === key);
+      if (found) return found.at;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error(`${key} was not published within ${withinMs} ms`);
+  };
+
+  it('right after work, publishes rows nobody nudged for at the busy pace', async () => {
+    const first = await commit('busy-nudged');
+    relay.nudge();
+    await arrival('busy-nudged', 2000);
+    expect(performance.now() - first).toBeLessThan(IDLE_POLL_MS);
+    // Each row found keeps the relay at its busy pace: three unnudged rows in a row each go out within a few busy polls
+    // (at the idle pace, all three that quick would be a 1-in-60 chance).
+    for (let i = 0; i < 3; i++) {
+      const at = await commit(`busy-unnudged-${i}`);
+      expect((await arrival(`busy-unnudged-${i}`, 2000)) - at).toBeLessThan(IDLE_POLL_MS / 4);
+    }
+  });
+
+  it('once idle, a nudged commit goes out at once and an unnudged one within the idle poll', async () => {
+    // Well past four empty rounds at the busy pace: the relay polls at its idle pace now.
+    await new Promise((r) => setTimeout(r, POLL_MS * 10));
+    const nudgedAt = await commit('idle-nudged');
+    relay.nudge();
+    expect((await arrival('idle-nudged', 2000)) - nudgedAt).toBeLessThan(IDLE_POLL_MS / 4);
+
+    await new Promise((r) => setTimeout(r, POLL_MS * 10));
+    const lateAt = await commit('idle-unnudged');
+    const lag = (await arrival('idle-unnudged', IDLE_POLL_MS * 3)) - lateAt;
+    expect(lag).toBeLessThan(IDLE_POLL_MS + 200);
+    // Idle, it did not look at the busy pace: most such rows wait for the idle poll.
+    // (Measured over several rows so one lucky phase cannot decide it.)
+    const lags: number[] = [lag];
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, POLL_MS * 10 + 37 * i));
+      const t = await commit(`idle-unnudged-${i}`);
+      lags.push((await arrival(`idle-unnudged-${i}`, IDLE_POLL_MS * 3)) - t);
+    }
+    expect(Math.max(...lags)).toBeGreaterThan(POLL_MS * 2);
+  });
+});
