@@ -68,7 +68,7 @@ describe('outbox relay pace', () => {
     await arrival('busy-nudged', 2000);
     expect(performance.now() - first).toBeLessThan(IDLE_POLL_MS);
     // Each row found keeps the relay at its busy pace: three unnudged rows in a row each go out within a few busy polls
-    // (at the idle pace, all three that quick would be a 1-in-60 chance).
+    // (at the idle pace, all three that quick would be a 1-in-64 chance).
     for (let i = 0; i < 3; i++) {
       const at = await commit(`busy-unnudged-${i}`);
       expect((await arrival(`busy-unnudged-${i}`, 2000)) - at).toBeLessThan(IDLE_POLL_MS / 4);
