@@ -283,17 +283,16 @@ async function calls() {
   const payload = Buffer.alloc(96, 1); // about a getMe answer's size
   const identity = (b: Buffer) => b;
 
+  // The baselines, each named, so that a call's ratios name the baseline they divide by.
+  const raw: Target = { name: 'baseline: raw Fastify, constant JSON', run: (w) => benchHttp(`${baselines.http}/const`, 'x', 'GET', baselines.pid, undefined, w) };
+  const getMeFloor: Target = { name: 'baseline: floor (Fastify + SHA-256 + prepared SQLite lookup)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) };
+  const echoServer: Target = { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
+    echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) };
   const listFloor: Target = { name: 'baseline: floor of GET /bots/my (Fastify + kept JWT principal + prepared page and count, same JSON)', run: (w) =>
     benchHttp(`${baselines.http}/floor/my`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
   const detailFloor: Target = { name: 'baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + prepared bot and webhook reads, same JSON)', run: (w) =>
     benchHttp(`${baselines.http}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
-  const targets: Target[] = [
-    { name: 'baseline: raw Fastify, constant JSON', run: (w) => benchHttp(`${baselines.http}/const`, 'x', 'GET', baselines.pid, undefined, w) },
-    { name: 'baseline: floor (Fastify + SHA-256 + prepared SQLite lookup)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) },
-    { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
-      echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) },
-    listFloor,
-    detailFloor,
+  const serviceCalls: Target[] = [
     { name: 'POST /bots/getMe', goal: { of: 'raw', rps: 0.3, cpuVsFloor: 3 }, run: (w) => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', pid, undefined, w) },
     { name: 'GET /bots/my (6 bots)', goal: { of: 'raw', rps: 0.25 }, floor: listFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
     { name: 'GET /bots/my/{id}', goal: { of: 'raw', rps: 0.25 }, floor: detailFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
@@ -307,10 +306,10 @@ async function calls() {
   // BENCH_CALLS=a,b keeps only the service's calls whose names contain one of these (the
   // baselines always run): with BENCH_CPU_PROF, a profile of those calls alone.
   const wanted = process.env.BENCH_CALLS?.split(',').map((s) => s.trim()).filter(Boolean);
-  const baselineCount = targets.filter((t) => t.name.startsWith('baseline:')).length;
-  if (wanted?.length) {
-    for (let j = targets.length - 1; j >= baselineCount; j--) if (!wanted.some((w) => targets[j]!.name.includes(w))) targets.splice(j, 1);
-  }
+  const targets: Target[] = [
+    raw, getMeFloor, echoServer, listFloor, detailFloor,
+    ...serviceCalls.filter((t) => !wanted?.length || wanted.some((w) => t.name.includes(w))),
+  ];
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const results = targets.map(() => [] as Figures[]);
   for (let i = 0; i < rounds; i++) {
@@ -325,8 +324,8 @@ async function calls() {
   console.log('| call | requests/s | CPU ms/request | p50 / p99 ms | errors | × raw throughput | × floor CPU | × its own floor: throughput, CPU | goal | met |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---|---|');
   for (const [j, t] of targets.entries()) {
-    const tput = t.goal?.of === 'echo' ? ratio(j, 2, 'rps') : ratio(j, 0, 'rps');
-    const cpu = ratio(j, 1, 'cpuMs');
+    const tput = ratio(j, targets.indexOf(t.goal?.of === 'echo' ? echoServer : raw), 'rps');
+    const cpu = ratio(j, targets.indexOf(getMeFloor), 'cpuMs');
     let goal = '';
     let met = '';
     if (t.goal) {

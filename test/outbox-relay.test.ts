@@ -26,7 +26,7 @@ describe('outbox relay pace', () => {
   let db: Db;
   let relay: OutboxRelay;
   const arrived: { key: string; at: number }[] = [];
-  const repo = () => createOutboxRepo(db);
+  let repo: ReturnType<typeof createOutboxRepo>;
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'relay-pace-'));
@@ -36,7 +36,8 @@ describe('outbox relay pace', () => {
     await migrateLatest(db);
     const bus = createMemoryBus();
     await bus.subscribeAll([TOPIC], (m: BusMessage) => arrived.push({ key: m.key, at: performance.now() }));
-    relay = createOutboxRelay(repo(), bus, createLogger('silent'), { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS });
+    repo = createOutboxRepo(db);
+    relay = createOutboxRelay(repo, bus, createLogger('silent'), { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS });
     relay.start();
   });
 
@@ -49,7 +50,7 @@ describe('outbox relay pace', () => {
 
   /** Commits one outbox row, as a writer would, and returns when it committed. */
   const commit = async (key: string) => {
-    await repo().insert([{ topic: TOPIC, key, payload: '{}' }], Date.now());
+    await repo.insert([{ topic: TOPIC, key, payload: '{}' }], Date.now());
     return performance.now();
   };
   const arrival = async (key: string, withinMs: number) => {

@@ -82,17 +82,26 @@ const RECORD = RECORD_COLUMNS.join(', ');
 const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'] as const;
 
 /**
+ * The record reads (one bot for its owner, one bot by id, an owner's page newest first on
+ * the index bots_owner_created), selecting `select`: on SQLite one JSON array of the
+ * record's columns (reader.allOf; for 27 columns, cheaper than the driver converting each),
+ * on MySQL the columns as they are (MysqlReader).
+ */
+const recordReads = (select: string) => ({
+  forOwner: `SELECT ${select} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
+  byId: `SELECT ${select} FROM bots WHERE id = ? LIMIT 1`,
+  listForOwner: (limit: number, offset: number) =>
+    `SELECT ${select} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
+});
+const MYSQL_RECORD = recordReads(RECORD);
+
+/**
  * The hot reads outside a transaction, past knex: the embedded default's (db.ts's
  * SqliteReader) and, where the dialects agree, MySQL's (MysqlReader). Hand-written,
  * literal limits.
  */
 const SQL = {
-  /** A record's row as one JSON array of its columns (reader.allOf), as the list reads them: for 27 columns, cheaper than the driver converting each. */
-  forOwner: `SELECT json_array(${RECORD}) FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
-  byId: `SELECT json_array(${RECORD}) FROM bots WHERE id = ? LIMIT 1`,
-  /** An owner's page, newest first (the index bots_owner_created), each row as one JSON array of the record's columns. */
-  listForOwner: (limit: number, offset: number) =>
-    `SELECT json_array(${RECORD}) FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
+  ...recordReads(`json_array(${RECORD})`),
   countForOwner: 'SELECT COUNT(*) AS n FROM bots WHERE owner_id = ?',
   byTokenHash: `SELECT ${AUTH_COLUMNS.join(', ')} FROM bots WHERE token_hash = ? LIMIT 1`,
   pollingState: 'SELECT delivery_mode, last_update_seq FROM bots WHERE id = ? LIMIT 1',
@@ -101,14 +110,6 @@ const SQL = {
   lastUpdateSeq: 'SELECT last_update_seq FROM bots WHERE id = ? LIMIT 1',
   /** Review status of `n` ids (lists padded to a power of two, so the texts stay few). */
   reviewStatusOf: (n: number) => `SELECT id, review_status FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
-};
-
-/** The record reads on MySQL (MysqlReader): the record's columns as they are, not one JSON array. */
-const MYSQL_SQL = {
-  forOwner: `SELECT ${RECORD} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
-  byId: `SELECT ${RECORD} FROM bots WHERE id = ? LIMIT 1`,
-  listForOwner: (limit: number, offset: number) =>
-    `SELECT ${RECORD} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
 };
 
 function fromRow(r: BotRow): BotRecord {
@@ -313,7 +314,7 @@ export function createBotsRepo(db: Db) {
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
       const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.forOwner, ownerId, id)[0]
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_SQL.forOwner, ownerId, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_RECORD.forOwner, ownerId, id)
         : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
       return row && fromRow(row);
     },
@@ -326,7 +327,7 @@ export function createBotsRepo(db: Db) {
         return { items: rows.map(fromRow), total };
       }
       if (!tx && mysqlReader) {
-        const rows = await mysqlReader.all<BotRow>(MYSQL_SQL.listForOwner(limit, (page - 1) * limit), ownerId);
+        const rows = await mysqlReader.all<BotRow>(MYSQL_RECORD.listForOwner(limit, (page - 1) * limit), ownerId);
         const total = page === 1 && rows.length < limit ? rows.length : Number((await mysqlReader.one<{ n: number | string }>(SQL.countForOwner, ownerId))!.n);
         return { items: rows.map(fromRow), total };
       }
@@ -341,7 +342,7 @@ export function createBotsRepo(db: Db) {
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
       const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.byId, id)[0]
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_SQL.byId, id)
+        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_RECORD.byId, id)
         : await one<BotRow>(records(tx).where({ id }));
       return row && fromRow(row);
     },
