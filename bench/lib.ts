@@ -25,7 +25,9 @@ export async function startService(env: Record<string, string>, opts: { compiled
   // follow single calls (a long poll's wake-up) sample by sample.
   const prof = process.env.BENCH_CPU_PROF;
   const interval = process.env.BENCH_CPU_PROF_INTERVAL ? ['--cpu-prof-interval', process.env.BENCH_CPU_PROF_INTERVAL] : [];
-  const nodeArgs = [...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof, ...interval] : []), ...(opts.nodeArgs ?? [])];
+  // BENCH_NODE_ARGS: more node/V8 flags for every service process (space-separated), to try one.
+  const extra = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean) : [];
+  const nodeArgs = [...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof, ...interval] : []), ...extra, ...(opts.nodeArgs ?? [])];
   const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], { compiled, nodeArgs });
   children.push(child);
   return child;

@@ -48,7 +48,9 @@ const ONLY_WAKE = ONLY.has('wake');
 const WAKE_SAMPLES = Number(process.env.BENCH_WAKE_SAMPLES ?? (ONLY_WAKE ? 200 : 50));
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const INTERNAL = 'bench-internal-token-bench-internal-token-00';
-const dispatcher = new Agent({ connections: null, pipelining: 0, keepAliveTimeout: 60_000 });
+// Keep-alive, as bot clients do (undici's pipelining: 0 would close each connection after
+// its response: every poll and call a new TCP connection, its setup on the measured path).
+const dispatcher = new Agent({ connections: null, keepAliveTimeout: 60_000 });
 
 interface Instance { http: string; grpc: string; pid: number }
 
