@@ -66,8 +66,10 @@ export function addLifecycle(
       return reply.type(contentType).send(body);
     });
   }
-  app.addHook('onSend', async (_request, reply) => {
+  // Callback form: an async onSend hook costs a promise and a microtask turn per response.
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (draining) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   return {
