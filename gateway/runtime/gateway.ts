@@ -99,16 +99,16 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     closing = true;
   });
 
-  // One access log line and one sample per request, labelled by route template (not
-  // by raw URL: ids would make the label set unbounded).
   // The hooks every request runs take Fastify's callback form: an async hook costs a
   // promise and a microtask turn per request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     done(closing ? CLOSING : undefined);
   });
-  // In one process, the core hands a call's `rpc` fields to the request (logSinkOf) and
-  // they go on its `http` line, the core's `ms` as `rpcMs`: one line per request.
+  // One access log line and one sample per request, labelled by route template (not
+  // by raw URL: ids would make the label set unbounded). In one process, the core hands
+  // a call's `rpc` fields to the request (logSinkOf) and they go on its `http` line, the
+  // core's `ms` as `rpcMs`: one line per request.
   app.decorateRequest('rpcLog', null);
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unrouted';

@@ -66,7 +66,7 @@ export function addLifecycle(
       return reply.type(contentType).send(body);
     });
   }
-  // Callback form: an async onSend hook costs a promise and a microtask turn per response.
+  // Callback form, as the gateway's per-request hooks (no promise per response).
   app.addHook('onSend', (_request, reply, payload, done) => {
     if (draining) reply.header('connection', 'close');
     done(null, payload);
