@@ -25,7 +25,8 @@
  * counted) and a console call (GET /bots/my: metrics only), as on/off ratios.
  *
  * Settings (env): BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_DATABASE_URL
- * (default: a fresh SQLite file), BENCH_ROUNDS (3), BENCH_ONLY (calls | paths |
+ * (default: a fresh SQLite file), BENCH_KAFKA_BROKERS (calls, with a MySQL/MariaDB
+ * BENCH_DATABASE_URL: the service on Kafka too, as at scale), BENCH_ROUNDS (3), BENCH_ONLY (calls | paths |
  * overhead | all), BENCH_PIN (0), BENCH_CALLS (calls: only the service's calls whose
  * names contain one of these comma-separated strings), BENCH_CPU_PROF (a directory: each
  * service process writes a V8 CPU profile there when it exits), BENCH_ENV (calls: a JSON
@@ -251,6 +252,7 @@ async function calls() {
   // counts), metrics on, request logs at info (to /dev/null).
   const child = await start({
     AUTH_JWT_SECRET: SECRET, DATA_DIR: dataDir, DATABASE_URL: database, ROLE: 'all', PORT: port, GRPC_PORT: grpcPort, LOG_LEVEL: 'info',
+    ...(mysql && process.env.BENCH_KAFKA_BROKERS ? { KAFKA_BROKERS: process.env.BENCH_KAFKA_BROKERS } : {}),
     LIMITS_ENABLED: 'true', METRICS_ENABLED: 'true', RATE_LIMIT_BOT: '1000000000/1s', RATE_LIMIT_CHAT: '1000000000/1s', QUOTA_DAILY: '1000000000',
     ...JSON.parse(process.env.BENCH_ENV ?? '{}'),
   });
