@@ -78,21 +78,40 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     });
   }
 
-  // Signals raised in the same tick leave in one publish: a burst of polls (every
-  // client reconnecting at once) costs one bus round trip, not one each.
+  // Signals leave one publish at a time: those raised in the same tick, or while the
+  // previous publish is on its way, go together in the next. Of one bot's poll signals
+  // in a publish only the newest goes, since it ends whatever an older one would. A
+  // burst of polls (every client reconnecting at once, or one client's many connections)
+  // costs one bus round trip and one message per bot, not one each; so does a bus slow
+  // to answer, instead of publishes piling up behind it.
   let outgoing: BusMessage[] = [];
-  let flushing: Promise<void> | null = null;
+  /** Where each bot's poll signal sits in `outgoing`. */
+  const pollAt = new Map<string, number>();
+  /** The publish that signals raised now go in, until it starts. */
+  let next: Promise<void> | null = null;
+  /** The publish on its way (settled when none is). */
+  let sending: Promise<void> = Promise.resolve();
   function signal(s: Signal): Promise<void> {
     const full = { ...s, origin } as ControlSignal;
     onSignal(full);
-    outgoing.push({ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(full) });
-    flushing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      const batch = outgoing;
-      outgoing = [];
-      flushing = null;
-      return bus.publish(batch);
-    });
-    return flushing;
+    const message = { topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(full) };
+    const at = s.type === 'poll' ? pollAt.get(s.botId) : undefined;
+    if (at !== undefined) outgoing[at] = message;
+    else {
+      if (s.type === 'poll') pollAt.set(s.botId, outgoing.length);
+      outgoing.push(message);
+    }
+    if (!next) {
+      next = sending.then(() => new Promise<void>((resolve) => setImmediate(resolve))).then(() => {
+        const batch = outgoing;
+        outgoing = [];
+        pollAt.clear();
+        next = null;
+        return bus.publish(batch);
+      });
+      sending = next.catch(() => {});
+    }
+    return next;
   }
 
   /**
