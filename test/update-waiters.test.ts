@@ -142,7 +142,7 @@ describe('poll takeover signals between instances', () => {
   const polls = (batch: BusMessage[]) => batch.map((m) => JSON.parse(m.value) as { type: string; botId: string; generation: number });
 
   it("a burst of polls for one bot goes out as its newest poll alone, and still ends the other instance's older poll", async () => {
-    const { bus, publishes } = slowBus(30);
+    const { bus, publishes } = slowBus(200);
     const here = createUpdateWaiters(bus, createLogger('silent'));
     const there = createUpdateWaiters(bus, createLogger('silent'));
     await here.start();
@@ -150,12 +150,13 @@ describe('poll takeover signals between instances', () => {
     // Another instance holds a long poll for bot-a (its own signal goes out first).
     const held = there.claim('bot-a', true);
     const waiting = held.wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err) => err);
-    await until(() => publishes.length, (n) => n === 1, 1000);
-    // Here, 20 polls of bot-a and 20 of bot-b in one tick, then 10 more of bot-a while that publish is on its way.
+    await until(async () => publishes.length, (n) => n === 1, 1000);
+    // Here, 20 polls of bot-a and 20 of bot-b in one tick, then 10 more of bot-a while that
+    // publish is on its way (it takes 200 ms; the check below looks within 50 ms of its start).
     const claims = Array.from({ length: 20 }, () => [here.claim('bot-a', true), here.claim('bot-b', true)]).flat();
-    await until(() => publishes.length, (n) => n === 2, 1000);
+    await until(async () => publishes.length, (n) => n === 2, 1000);
     const later = Array.from({ length: 10 }, () => here.claim('bot-a', true));
-    await until(() => publishes.length, (n) => n === 3, 1000);
+    await until(async () => publishes.length, (n) => n === 3, 1000);
     // Each publish carries one poll per bot: the newest one raised before it left.
     expect(polls(publishes[1]!).map((s) => s.botId).sort()).toEqual(['bot-a', 'bot-b']);
     expect(polls(publishes[1]!).find((s) => s.botId === 'bot-a')!.generation).toBe(claims.at(-2)!.generation);
@@ -163,7 +164,7 @@ describe('poll takeover signals between instances', () => {
     // The other instance's poll was ended by the newer one.
     expect(await waiting).toMatchObject({ code: Code.ABORTED });
     // And nothing more goes out.
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 300));
     expect(publishes).toHaveLength(3);
     here.close();
     there.close();
