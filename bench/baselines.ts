@@ -12,6 +12,8 @@
  *                the same JSON the service writes (the same fields, about 3 KB).
  *   GET  /floor/my/:id  the same for GET /bots/my/{id}: the bot by id and owner, and its
  *                webhook (none), as the service's JSON.
+ *   POST /floor/send  what sendMessage cannot do without (see its code below): on SQLite,
+ *                or on MySQL/MariaDB when BASELINE_DATABASE_URL names a database there.
  *   gRPC /bench.Echo/Echo  a raw grpc-js unary echo (bytes in, the same bytes out).
  */
 import crypto from 'node:crypto';
@@ -127,6 +129,150 @@ app.get<{ Params: { id: string } }>('/floor/my/:id', async (request, reply) => {
   const row = JSON.parse(text) as unknown[];
   const hook = webhookOf.get(row[I.id]) as { url: string } | undefined;
   return reply.type('application/json; charset=utf-8').send(JSON.stringify({ bot: botJson(row, hook && { url: hook.url }) }));
+});
+
+// The floor of sendMessage: what a send cannot do without. The bearer's principal kept
+// by its SHA-256 (as the service keeps verified principals), the chat checked (it must
+// have written to the bot), and the message stored with the bot's next message id: the
+// sends that arrive together share one transaction (begun after the current event-loop
+// turn, one at a time, as the service's group commit): the bots' rows locked, the chats
+// read, the counters set, the messages inserted, in as many statements. On SQLite
+// (better-sqlite3, prepared) in this process's file; on MySQL/MariaDB (mysql2, one
+// connection, the same hand-written statements a raw client would send) in the database
+// BASELINE_DATABASE_URL names: there the floor's CPU less raw Fastify's is what the
+// database costs a send on the client's side.
+interface Send { botId: string; chatId: number; text: string; done: (err: Error | null, answer?: string) => void }
+interface Sender { username: string; name: string; lastMessageId: number }
+const sendPrincipals = new Map<string, { botId: string }>();
+const sendBotId = crypto.randomUUID();
+sendPrincipals.set(sha(token), { botId: sendBotId });
+const mysqlUrl = process.env.BASELINE_DATABASE_URL;
+/** Stores one batch in one transaction: for each send, its message id, or 0 if its chat is unknown. */
+let storeBatch: (batch: Send[]) => Promise<{ ids: number[]; bots: Map<string, Sender>; chats: Map<string, string> }>;
+const chatKeyOf = (botId: string, chatId: number) => `${botId}:${chatId}`;
+/** The message ids of a batch, given each bot's last one and the known chats; the bots' new last ids. */
+function numberBatch(batch: Send[], bots: Map<string, Sender>, chats: Map<string, string>) {
+  const last = new Map<string, number>();
+  const ids = batch.map((m) => {
+    const bot = bots.get(m.botId);
+    if (!bot || !chats.has(chatKeyOf(m.botId, m.chatId))) return 0;
+    const id = (last.get(m.botId) ?? bot.lastMessageId) + 1;
+    last.set(m.botId, id);
+    return id;
+  });
+  return { ids, last };
+}
+const payloadOf = (m: Send, id: number, bot: Sender, type: string, date: number) =>
+  JSON.stringify({ message_id: id, from: { id: 7_000_000_001, is_bot: true, first_name: bot.name, username: bot.username }, chat: { id: m.chatId, type }, date, text: m.text });
+if (mysqlUrl) {
+  const mysql = (await import('mysql2')).default;
+  const conn = mysql.createConnection({ uri: mysqlUrl, supportBigNumbers: true });
+  const q = <R>(sql: string, values: unknown[] = []) =>
+    new Promise<R>((resolve, reject) => conn.query(sql, values, (err, rows) => (err ? reject(err) : resolve(rows as R))));
+  await q(`create table send_bots (id varchar(40) primary key, username varchar(64) not null, name varchar(128) not null,
+    last_message_id bigint not null) engine=InnoDB`);
+  await q('create table send_chats (bot_id varchar(40) not null, chat_id bigint not null, type varchar(16) not null, primary key (bot_id, chat_id)) engine=InnoDB');
+  await q(`create table send_messages (bot_id varchar(40) not null, chat_id bigint not null, message_id bigint not null, outbound tinyint not null,
+    payload mediumtext, created_at bigint not null, primary key (bot_id, chat_id, message_id)) engine=InnoDB`);
+  await q('insert into send_bots values (?, ?, ?, 0)', [sendBotId, 'floor_bot', 'Floor bot']);
+  await q("insert into send_chats values (?, 4242, 'private')", [sendBotId]);
+  storeBatch = async (batch) => {
+    const botIds = [...new Set(batch.map((m) => m.botId))].sort();
+    const pairs = [...new Map(batch.map((m) => [chatKeyOf(m.botId, m.chatId), [m.botId, m.chatId]])).values()];
+    await q('START TRANSACTION');
+    try {
+      const botRows = await q<{ id: string; username: string; name: string; last_message_id: number }[]>(
+        `SELECT id, username, name, last_message_id FROM send_bots WHERE id IN (${botIds.map(() => '?').join(', ')}) ORDER BY id FOR UPDATE`, botIds);
+      const chatRows = await q<{ bot_id: string; chat_id: number; type: string }[]>(
+        `SELECT bot_id, chat_id, type FROM send_chats WHERE (bot_id, chat_id) IN (${pairs.map(() => '(?, ?)').join(', ')})`, pairs.flat());
+      const bots = new Map(botRows.map((r) => [r.id, { username: r.username, name: r.name, lastMessageId: Number(r.last_message_id) }]));
+      const chats = new Map(chatRows.map((r) => [chatKeyOf(r.bot_id, Number(r.chat_id)), r.type]));
+      const { ids, last } = numberBatch(batch, bots, chats);
+      if (last.size > 0) {
+        const set = [...last];
+        await q(`UPDATE send_bots SET last_message_id = CASE id ${set.map(() => 'WHEN ? THEN ?').join(' ')} END WHERE id IN (${set.map(() => '?').join(', ')})`,
+          [...set.flat(), ...set.map(([id]) => id)]);
+        const now = Date.now();
+        const date = Math.floor(now / 1000);
+        const rows = batch.flatMap((m, i) => (ids[i] ? [[m.botId, m.chatId, ids[i], 1, payloadOf(m, ids[i]!, bots.get(m.botId)!, chats.get(chatKeyOf(m.botId, m.chatId))!, date), now]] : []));
+        await q(`INSERT INTO send_messages (bot_id, chat_id, message_id, outbound, payload, created_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')}`, rows.flat());
+      }
+      await q('COMMIT');
+      return { ids, bots, chats };
+    } catch (err) {
+      await q('ROLLBACK').catch(() => {});
+      throw err;
+    }
+  };
+} else {
+  db.exec('create table send_bots (id text primary key, username text not null, name text not null, last_message_id integer not null)');
+  db.exec('create table send_chats (bot_id text not null, chat_id integer not null, type text not null, primary key (bot_id, chat_id))');
+  db.exec(`create table send_messages (bot_id text not null, chat_id integer not null, message_id integer not null, outbound integer not null,
+    payload text, created_at integer not null, primary key (bot_id, chat_id, message_id))`);
+  db.prepare('insert into send_bots values (?, ?, ?, 0)').run(sendBotId, 'floor_bot', 'Floor bot');
+  db.prepare("insert into send_chats values (?, 4242, 'private')").run(sendBotId);
+  const botOf = db.prepare('select username, name, last_message_id from send_bots where id = ?');
+  const chatOf = db.prepare('select type from send_chats where bot_id = ? and chat_id = ?').pluck();
+  const setLast = db.prepare('update send_bots set last_message_id = ? where id = ?');
+  const addMessage = db.prepare('insert into send_messages values (?, ?, ?, 1, ?, ?)');
+  const store = db.transaction((batch: Send[]) => {
+    const bots = new Map<string, Sender>();
+    for (const id of new Set(batch.map((m) => m.botId))) {
+      const r = botOf.get(id) as { username: string; name: string; last_message_id: number } | undefined;
+      if (r) bots.set(id, { username: r.username, name: r.name, lastMessageId: r.last_message_id });
+    }
+    const chats = new Map<string, string>();
+    for (const m of batch) {
+      const key = chatKeyOf(m.botId, m.chatId);
+      if (chats.has(key)) continue;
+      const type = chatOf.get(m.botId, m.chatId) as string | undefined;
+      if (type) chats.set(key, type);
+    }
+    const { ids, last } = numberBatch(batch, bots, chats);
+    for (const [id, n] of last) setLast.run(n, id);
+    const now = Date.now();
+    const date = Math.floor(now / 1000);
+    batch.forEach((m, i) => {
+      if (ids[i]) addMessage.run(m.botId, m.chatId, ids[i], payloadOf(m, ids[i]!, bots.get(m.botId)!, chats.get(chatKeyOf(m.botId, m.chatId))!, date), now);
+    });
+    return { ids, bots, chats };
+  });
+  storeBatch = async (batch) => store.immediate(batch);
+}
+let queued: Send[] = [];
+let storing = false;
+function drain() {
+  if (storing || queued.length === 0) return;
+  storing = true;
+  setImmediate(() => {
+    const batch = queued;
+    queued = [];
+    storeBatch(batch).then(({ ids, bots, chats }) => {
+      const date = Math.floor(Date.now() / 1000);
+      batch.forEach((m, i) => m.done(null, ids[i]
+        ? `{"ok":true,"result":${payloadOf(m, ids[i]!, bots.get(m.botId)!, chats.get(chatKeyOf(m.botId, m.chatId))!, date)}}`
+        : undefined));
+    }, (err: Error) => batch.forEach((m) => m.done(err))).finally(() => {
+      storing = false;
+      drain();
+    });
+  });
+}
+app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', (request, reply) => {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+  const principal = m ? sendPrincipals.get(sha(m[1]!)) : undefined;
+  if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
+  const { chat_id: chatId, text } = request.body ?? {};
+  if (typeof chatId !== 'number' || !Number.isSafeInteger(chatId) || chatId === 0 || typeof text !== 'string' || text.length === 0 || text.length > 4096) {
+    return reply.code(400).send({ ok: false, error_code: 400 });
+  }
+  queued.push({ botId: principal.botId, chatId, text, done: (err, answer) => {
+    if (err) reply.code(500).send({ ok: false, error_code: 500 });
+    else if (!answer) reply.code(400).send({ ok: false, error_code: 400, description: 'chat not found' });
+    else reply.type('application/json; charset=utf-8').send(answer);
+  } });
+  drain();
+  return reply;
 });
 
 await app.listen({ host: '127.0.0.1', port: 0 });
