@@ -24,6 +24,7 @@ import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
+import { createGroupCommit } from '../src/group-commit.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-floor-'));
 const db = new Database(path.join(dir, 'floor.sqlite'));
@@ -141,29 +142,36 @@ app.get<{ Params: { id: string } }>('/floor/my/:id', async (request, reply) => {
 // connection, the same hand-written statements a raw client would send) in the database
 // BASELINE_DATABASE_URL names: there the floor's CPU less raw Fastify's is what the
 // database costs a send on the client's side.
-interface Send { botId: string; chatId: number; text: string; done: (err: Error | null, answer?: string) => void }
+interface Send { botId: string; chatId: number; text: string }
 interface Sender { username: string; name: string; lastMessageId: number }
 const sendPrincipals = new Map<string, { botId: string }>();
 const sendBotId = crypto.randomUUID();
 sendPrincipals.set(sha(token), { botId: sendBotId });
 const mysqlUrl = process.env.BASELINE_DATABASE_URL;
-/** Stores one batch in one transaction: for each send, its message id, or 0 if its chat is unknown. */
-let storeBatch: (batch: Send[]) => Promise<{ ids: number[]; bots: Map<string, Sender>; chats: Map<string, string> }>;
+/** Stores one batch in one transaction: for each send, its message as JSON, or undefined if its chat is unknown. */
+let storeBatch: (batch: Send[]) => Promise<(string | undefined)[]>;
 const chatKeyOf = (botId: string, chatId: number) => `${botId}:${chatId}`;
-/** The message ids of a batch, given each bot's last one and the known chats; the bots' new last ids. */
-function numberBatch(batch: Send[], bots: Map<string, Sender>, chats: Map<string, string>) {
+/**
+ * A batch's messages, given each bot's row and the known chats: each send's message
+ * (its id the bot's next) as JSON, or undefined; the bots' new last ids; the rows to insert.
+ */
+function planBatch(batch: Send[], bots: Map<string, Sender>, chats: Map<string, string>) {
   const last = new Map<string, number>();
-  const ids = batch.map((m) => {
+  const now = Date.now();
+  const date = Math.floor(now / 1000);
+  const rows: unknown[][] = [];
+  const messages = batch.map((m) => {
     const bot = bots.get(m.botId);
-    if (!bot || !chats.has(chatKeyOf(m.botId, m.chatId))) return 0;
+    const type = chats.get(chatKeyOf(m.botId, m.chatId));
+    if (!bot || !type) return undefined;
     const id = (last.get(m.botId) ?? bot.lastMessageId) + 1;
     last.set(m.botId, id);
-    return id;
+    const json = JSON.stringify({ message_id: id, from: { id: 7_000_000_001, is_bot: true, first_name: bot.name, username: bot.username }, chat: { id: m.chatId, type }, date, text: m.text });
+    rows.push([m.botId, m.chatId, id, 1, json, now]);
+    return json;
   });
-  return { ids, last };
+  return { messages, last, rows };
 }
-const payloadOf = (m: Send, id: number, bot: Sender, type: string, date: number) =>
-  JSON.stringify({ message_id: id, from: { id: 7_000_000_001, is_bot: true, first_name: bot.name, username: bot.username }, chat: { id: m.chatId, type }, date, text: m.text });
 if (mysqlUrl) {
   const mysql = (await import('mysql2')).default;
   const conn = mysql.createConnection({ uri: mysqlUrl, supportBigNumbers: true });
@@ -187,18 +195,15 @@ if (mysqlUrl) {
         `SELECT bot_id, chat_id, type FROM send_chats WHERE (bot_id, chat_id) IN (${pairs.map(() => '(?, ?)').join(', ')})`, pairs.flat());
       const bots = new Map(botRows.map((r) => [r.id, { username: r.username, name: r.name, lastMessageId: Number(r.last_message_id) }]));
       const chats = new Map(chatRows.map((r) => [chatKeyOf(r.bot_id, Number(r.chat_id)), r.type]));
-      const { ids, last } = numberBatch(batch, bots, chats);
+      const { messages, last, rows } = planBatch(batch, bots, chats);
       if (last.size > 0) {
         const set = [...last];
         await q(`UPDATE send_bots SET last_message_id = CASE id ${set.map(() => 'WHEN ? THEN ?').join(' ')} END WHERE id IN (${set.map(() => '?').join(', ')})`,
           [...set.flat(), ...set.map(([id]) => id)]);
-        const now = Date.now();
-        const date = Math.floor(now / 1000);
-        const rows = batch.flatMap((m, i) => (ids[i] ? [[m.botId, m.chatId, ids[i], 1, payloadOf(m, ids[i]!, bots.get(m.botId)!, chats.get(chatKeyOf(m.botId, m.chatId))!, date), now]] : []));
         await q(`INSERT INTO send_messages (bot_id, chat_id, message_id, outbound, payload, created_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')}`, rows.flat());
       }
       await q('COMMIT');
-      return { ids, bots, chats };
+      return messages;
     } catch (err) {
       await q('ROLLBACK').catch(() => {});
       throw err;
@@ -214,7 +219,7 @@ if (mysqlUrl) {
   const botOf = db.prepare('select username, name, last_message_id from send_bots where id = ?');
   const chatOf = db.prepare('select type from send_chats where bot_id = ? and chat_id = ?').pluck();
   const setLast = db.prepare('update send_bots set last_message_id = ? where id = ?');
-  const addMessage = db.prepare('insert into send_messages values (?, ?, ?, 1, ?, ?)');
+  const addMessage = db.prepare('insert into send_messages values (?, ?, ?, ?, ?, ?)');
   const store = db.transaction((batch: Send[]) => {
     const bots = new Map<string, Sender>();
     for (const id of new Set(batch.map((m) => m.botId))) {
@@ -228,37 +233,16 @@ if (mysqlUrl) {
       const type = chatOf.get(m.botId, m.chatId) as string | undefined;
       if (type) chats.set(key, type);
     }
-    const { ids, last } = numberBatch(batch, bots, chats);
+    const { messages, last, rows } = planBatch(batch, bots, chats);
     for (const [id, n] of last) setLast.run(n, id);
-    const now = Date.now();
-    const date = Math.floor(now / 1000);
-    batch.forEach((m, i) => {
-      if (ids[i]) addMessage.run(m.botId, m.chatId, ids[i], payloadOf(m, ids[i]!, bots.get(m.botId)!, chats.get(chatKeyOf(m.botId, m.chatId))!, date), now);
-    });
-    return { ids, bots, chats };
+    for (const row of rows) addMessage.run(...row);
+    return messages;
   });
   storeBatch = async (batch) => store.immediate(batch);
 }
-let queued: Send[] = [];
-let storing = false;
-function drain() {
-  if (storing || queued.length === 0) return;
-  storing = true;
-  setImmediate(() => {
-    const batch = queued;
-    queued = [];
-    storeBatch(batch).then(({ ids, bots, chats }) => {
-      const date = Math.floor(Date.now() / 1000);
-      batch.forEach((m, i) => m.done(null, ids[i]
-        ? `{"ok":true,"result":${payloadOf(m, ids[i]!, bots.get(m.botId)!, chats.get(chatKeyOf(m.botId, m.chatId))!, date)}}`
-        : undefined));
-    }, (err: Error) => batch.forEach((m) => m.done(err))).finally(() => {
-      storing = false;
-      drain();
-    });
-  });
-}
-app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', (request, reply) => {
+// One batch at a time, begun after the current event-loop turn: the service's group commit.
+const sends = createGroupCommit<Send, string | undefined>(storeBatch, 500, undefined, true);
+app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', async (request, reply) => {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
   const principal = m ? sendPrincipals.get(sha(m[1]!)) : undefined;
   if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
@@ -266,13 +250,9 @@ app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', (reques
   if (typeof chatId !== 'number' || !Number.isSafeInteger(chatId) || chatId === 0 || typeof text !== 'string' || text.length === 0 || text.length > 4096) {
     return reply.code(400).send({ ok: false, error_code: 400 });
   }
-  queued.push({ botId: principal.botId, chatId, text, done: (err, answer) => {
-    if (err) reply.code(500).send({ ok: false, error_code: 500 });
-    else if (!answer) reply.code(400).send({ ok: false, error_code: 400, description: 'chat not found' });
-    else reply.type('application/json; charset=utf-8').send(answer);
-  } });
-  drain();
-  return reply;
+  const [message] = await sends.write([{ botId: principal.botId, chatId, text }]);
+  if (!message) return reply.code(400).send({ ok: false, error_code: 400, description: 'chat not found' });
+  return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":${message}}`);
 });
 
 await app.listen({ host: '127.0.0.1', port: 0 });

@@ -12,6 +12,7 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
 import type { Bus, BusMessage } from '../bus/bus.js';
+import { createGroupCommit } from '../group-commit.js';
 import { CONTROL_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 
 /** The caller's going away, as the wait reads it (an AbortSignal, or the gateway's lighter CallSignal). */
@@ -78,40 +79,22 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     });
   }
 
-  // Signals leave one publish at a time: those raised in the same tick, or while the
-  // previous publish is on its way, go together in the next. Of one bot's poll signals
-  // in a publish only the newest goes, since it ends whatever an older one would. A
-  // burst of polls (every client reconnecting at once, or one client's many connections)
-  // costs one bus round trip and one message per bot, not one each; so does a bus slow
-  // to answer, instead of publishes piling up behind it.
-  let outgoing: BusMessage[] = [];
-  /** Where each bot's poll signal sits in `outgoing`. */
-  const pollAt = new Map<string, number>();
-  /** The publish that signals raised now go in, until it starts. */
-  let next: Promise<void> | null = null;
-  /** The publish on its way (settled when none is). */
-  let sending: Promise<void> = Promise.resolve();
+  // Signals leave one publish at a time (a group commit): those raised in the same tick,
+  // or while the previous publish is on its way, go together in the next. Of one bot's
+  // poll signals in a publish only the newest goes, since it ends whatever an older one
+  // would. A burst of polls (every client reconnecting at once, or one client's many
+  // connections) costs one bus round trip and one message per bot, not one each.
+  const publishing = createGroupCommit<ControlSignal, void>(async (signals) => {
+    const newestPoll = new Map<string, ControlSignal>();
+    for (const s of signals) if (s.type === 'poll') newestPoll.set(s.botId, s);
+    const batch = signals.filter((s) => s.type !== 'poll' || newestPoll.get(s.botId) === s);
+    await bus.publish(batch.map((s) => ({ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(s) })));
+    return signals.map(() => undefined);
+  }, 500, undefined, true);
   function signal(s: Signal): Promise<void> {
     const full = { ...s, origin } as ControlSignal;
     onSignal(full);
-    const message = { topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(full) };
-    const at = s.type === 'poll' ? pollAt.get(s.botId) : undefined;
-    if (at !== undefined) outgoing[at] = message;
-    else {
-      if (s.type === 'poll') pollAt.set(s.botId, outgoing.length);
-      outgoing.push(message);
-    }
-    if (!next) {
-      next = sending.then(() => new Promise<void>((resolve) => setImmediate(resolve))).then(() => {
-        const batch = outgoing;
-        outgoing = [];
-        pollAt.clear();
-        next = null;
-        return bus.publish(batch);
-      });
-      sending = next.catch(() => {});
-    }
-    return next;
+    return publishing.write([full]).then(() => undefined);
   }
 
   /**
