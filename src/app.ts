@@ -337,7 +337,7 @@ const outboxRelay: Component = {
   stop: 'relay',
   async start(ctx) {
     const b = backendOf(ctx);
-    const relay = createOutboxRelay(b.outbox, b.bus, ctx.logger, { onFailure: () => ctx.telemetry.relayFailure() });
+    const relay = createOutboxRelay(b.outbox, b.bus, ctx.logger, { lingerMs: ctx.config.outboxLingerMs, onFailure: () => ctx.telemetry.relayFailure() });
     relay.start();
     ctx.relay = relay;
     // Why this core is degraded: the relay cannot publish, or the bus delivers nothing.

@@ -121,6 +121,7 @@ const schema = z
     KAFKA_CLIENT_ID: z.string().regex(/^[A-Za-z0-9._-]+$/).default('botplatform'),
     INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
     UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+    OUTBOX_LINGER: duration('5ms').refine((ms) => ms <= 1000, 'must be at most 1s'),
     INGEST_IDEMPOTENCY_WINDOW: duration('24h').refine((ms) => ms >= 1000 && ms <= 30 * 86_400_000, 'must be from 1s to 30d'),
     WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
@@ -251,6 +252,8 @@ const schema = z
       limits: { enabled: c.LIMITS_ENABLED, botRate: c.RATE_LIMIT_BOT, chatRate: c.RATE_LIMIT_CHAT, dailyQuota: c.QUOTA_DAILY },
       metricsEnabled: c.METRICS_ENABLED,
       statsFlushMs: c.STATS_FLUSH_INTERVAL,
+      /** Under sustained writes, how long the outbox relay waits after a busy round to carry more per bus publish. */
+      outboxLingerMs: c.OUTBOX_LINGER,
       shutdownDrainMs: c.SHUTDOWN_DRAIN,
       shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT,
     };

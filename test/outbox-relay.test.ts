@@ -98,3 +98,80 @@ describe('outbox relay pace', () => {
     expect(Math.max(...lags)).toBeGreaterThan(POLL_MS * 2);
   });
 });
+
+describe('outbox relay linger under sustained writes', () => {
+  const LINGER_MS = 300;
+  const LINGER_TOPIC = 'relay-linger';
+  let dir: string;
+  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let relay: OutboxRelay;
+  let repo: ReturnType<typeof createOutboxRepo>;
+  const arrived = new Map<string, number>();
+  /** Messages per bus publish, in order. */
+  const publishes: number[] = [];
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'relay-linger-'));
+    dbHandle = await createTestDatabase(dir);
+    const url = dbHandle.url;
+    db = createDb(url.startsWith('sqlite:') ? { kind: 'sqlite', filename: url.slice('sqlite:'.length) } : { kind: 'mysql', url, poolMax: 3 });
+    await migrateLatest(db);
+    const memory = createMemoryBus();
+    await memory.subscribeAll([LINGER_TOPIC], (m: BusMessage) => arrived.set(m.key, performance.now()));
+    // Each publish takes 20 ms, as a broker's acknowledgement does: commits arrive while a round is on its way.
+    const bus = {
+      ...memory,
+      publish: async (messages: Parameters<typeof memory.publish>[0]) => {
+        publishes.push(messages.length);
+        await new Promise((r) => setTimeout(r, 20));
+        return memory.publish(messages);
+      },
+    };
+    repo = createOutboxRepo(db);
+    relay = createOutboxRelay(repo, bus, createLogger('silent'), { pollMs: 40, idlePollMs: 600, lingerMs: LINGER_MS });
+    relay.start();
+  });
+
+  afterAll(async () => {
+    await relay?.stop();
+    await db?.destroy();
+    await dbHandle?.drop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const commitAndNudge = async (key: string) => {
+    await repo.insert([{ topic: LINGER_TOPIC, key, payload: '{}' }], Date.now());
+    relay.nudge();
+    return performance.now();
+  };
+  const arrival = async (key: string, withinMs: number) => {
+    const until = performance.now() + withinMs;
+    while (performance.now() < until) {
+      const at = arrived.get(key);
+      if (at !== undefined) return at;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error(`${key} was not published within ${withinMs} ms`);
+  };
+
+  it('a commit after a quiet spell goes out at once; a stream of commits goes out in few publishes, none held much past the linger', async () => {
+    await new Promise((r) => setTimeout(r, 400));
+    const quietAt = await commitAndNudge('quiet');
+    expect((await arrival('quiet', 2000)) - quietAt).toBeLessThan(LINGER_MS / 2);
+
+    // 60 commits, each nudging, one every 5 ms: without a linger, each round would carry what came during the one before (about four).
+    publishes.length = 0;
+    const committed = new Map<string, number>();
+    for (let i = 0; i < 60; i++) {
+      committed.set(`stream-${i}`, await commitAndNudge(`stream-${i}`));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const lags: number[] = [];
+    for (const [key, at] of committed) lags.push((await arrival(key, 5000)) - at);
+    expect(publishes.reduce((a, b) => a + b, 0)).toBe(60);
+    expect(publishes.length).toBeLessThanOrEqual(6);
+    expect(Math.max(...publishes)).toBeGreaterThan(15);
+    expect(Math.max(...lags)).toBeLessThan(LINGER_MS + 200);
+  });
+});

@@ -8,6 +8,12 @@
  * few times a minute instead of four times a second, and what its own writers commit
  * still goes out at once (the nudge ends the wait).
  *
+ * Under sustained writes (a round published something and more commits nudged it
+ * meanwhile), the next round waits `lingerMs` first, as a Kafka producer's linger.ms:
+ * one publish then carries what several rounds would have (each round costs a claim, a
+ * publish and a delete, whatever it carries). A commit after a quiet spell still goes
+ * out at once: only a round that follows a busy one lingers.
+ *
  * The bus is not the system of record: a batch is claimed in a short transaction,
  * published outside any transaction (with a time limit), then deleted. While the bus
  * is down, ingest goes on committing (the outbox grows), the relay retries with a
@@ -23,6 +29,8 @@ export interface OutboxRelayOptions {
   /** The poll's interval once IDLE_ROUNDS rounds in a row found nothing without a nudge (a dead writer's rows wait at most this long). */
   idlePollMs?: number;
   batch?: number;
+  /** Under sustained writes, how long a round waits after a busy one, to carry more (0: none). */
+  lingerMs?: number;
   /** A publish not acknowledged within this long counts as failed (the batch goes out again). */
   publishTimeoutMs?: number;
   /** Longest wait between attempts while publishing fails. */
@@ -40,6 +48,7 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
   const pollMs = opts.pollMs ?? 250;
   const idlePollMs = Math.max(pollMs, opts.idlePollMs ?? 2000);
   const batch = opts.batch ?? 500;
+  const lingerMs = opts.lingerMs ?? 0;
   const publishTimeoutMs = opts.publishTimeoutMs ?? 3000;
   const maxBackoffMs = opts.maxBackoffMs ?? 1000;
   // A claim outlives a publish attempt, so two relays do not publish one batch at once.
@@ -105,7 +114,12 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
         const n = await round();
         backoff = 0;
         empty = n > 0 || wasNudged ? 0 : empty + 1;
-        if (n === batch || nudged) continue;
+        if (n === batch) continue;
+        if (nudged) {
+          // Busy: more was committed during this round. Let it gather (a nudge does not cut this short).
+          if (n > 0 && lingerMs > 0) await new Promise((r) => setTimeout(r, lingerMs));
+          continue;
+        }
         await sleep(empty >= IDLE_ROUNDS ? idlePollMs : pollMs);
       } catch (err) {
         const e = err as Error & { relayStage?: string };
