@@ -466,6 +466,7 @@ const core: Component = {
         files,
         metrics: createMetricsService({
           bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
+          settleLimits: limiter ? (botId) => limiter.releaseBot(botId) : undefined,
         }),
         feed: createFeedService({ feed: createFeedRepo(b.db), waker: feedWaker }),
       }),
@@ -491,8 +492,15 @@ const core: Component = {
         await b.limits.purgeCounters(Date.now() - 60_000);
         await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
       }, logger, 'limits and statistics sweep'),
+      // What the limiter reserved ahead and has not used goes back to the counters, as often as usage is flushed.
+      ...(limiter ? [every(config.statsFlushMs, () => limiter.release(), logger, 'limiter allowance release')] : []),
     ];
-    return { close: async () => { for (const stop of sweeps) await stop(); } };
+    return {
+      close: async () => {
+        for (const stop of sweeps) await stop();
+        await limiter?.close();
+      },
+    };
   },
 };
 

@@ -157,7 +157,8 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
     expect(await send('GetMe', undefined)).toBe('ok'); // not a send
     expect(await send('SendMessage', 1)).toMatch(/^RESOURCE_EXHAUSTED/); // refused locally now
 
-    // Calls that were admitted, and only those, used the quota: 4 of bot-a's 10.
+    // Calls that were admitted, and only those, used the quota: 4 of bot-a's 10 (once what the limiter reserved ahead is given back).
+    await limiter.release();
     const quota = await repo.counter('quota:bot-a');
     expect(quota?.count).toBe(4);
     const chat = await repo.counter('chat:bot-a:1');
@@ -189,6 +190,50 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
     const results = await Promise.all(Array.from({ length: 50 }, () =>
       limiter.check('bot-burst', '/botplatform.v1.RuntimeService/GetMe', {}).then(() => true, () => false)));
     expect(results.filter(Boolean)).toHaveLength(7);
+  });
+
+  it('two instances deciding a busy counter in memory: most calls without the database, never past the limit, nothing lost', async () => {
+    const repo = createLimitsRepo(db);
+    /** Transactions each instance asked of the database. */
+    const trips = [0, 0];
+    const instance = (i: number) => createLimiter({
+      repo: { ...repo, admit: (...a: Parameters<typeof repo.admit>) => (trips[i]!++, repo.admit(...a)), admitReserving: (...a: Parameters<typeof repo.admitReserving>) => (trips[i]!++, repo.admitReserving(...a)) },
+      telemetry: createTelemetry(false), logger: createLogger('silent'),
+      settings: { botRate: { count: 2000, windowMs: 3_600_000 }, chatRate: null, dailyQuota: 4000 },
+    });
+    const [a, b] = [instance(0), instance(1)];
+    const getMe = (l: typeof a) => l.check('bot-busy', '/botplatform.v1.RuntimeService/GetMe', {}).then(() => true, (e: ApiError) => {
+      expect(e.code).toBe(Code.RESOURCE_EXHAUSTED);
+      return false;
+    });
+    // The hour's window (and the day's) must not turn during the test.
+    const into = Date.now() % 3_600_000;
+    if (into > 3_600_000 - 10_000) await sleep(3_600_000 - into + 50);
+    const waves = async (count: number) => {
+      let admitted = 0;
+      for (let w = 0; w < count; w++) {
+        const wave = await Promise.all(Array.from({ length: 50 }, (_, k) => getMe(k % 2 ? a : b)));
+        admitted += wave.filter(Boolean).length;
+        await sleep(5);
+      }
+      return admitted;
+    };
+    // 20 waves of 25 calls on each instance, 5 ms apart, well within the limit of 2,000 an hour.
+    expect(await waves(20)).toBe(1000);
+    // Most waves were decided from memory (deciding each in the database: a transaction per wave on each instance, 40).
+    expect(trips[0]! + trips[1]!).toBeLessThan(20);
+    // Given back, the counters hold exactly what was admitted: nothing counted twice, nothing lost.
+    await a.release();
+    await b.release();
+    expect((await repo.counter('rate:bot-busy'))?.count).toBe(1000);
+    expect((await repo.counter('quota:bot-busy'))?.count).toBe(1000);
+    // 40 more waves, 2,000 calls for the 1,000 left: exactly those, never past the limit
+    // (near it every call is decided in the database; what either instance held in reserve, its later waves spent).
+    expect(await waves(40)).toBe(1000);
+    await a.release();
+    await b.release();
+    expect((await repo.counter('rate:bot-busy'))?.count).toBe(2000);
+    expect((await repo.counter('quota:bot-busy'))?.count).toBe(2000);
   });
 
   it('counts batches exactly: calls that all fit are admitted together, then a batch that overfills admits up to the limit', async () => {

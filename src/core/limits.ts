@@ -7,13 +7,25 @@
  * answers RESOURCE_EXHAUSTED with the seconds until the window that refused it
  * ends; once a counter is full, this instance refuses it without asking the
  * database again until its window ends.
+ *
+ * A busy counter is decided in memory: with its calls, a transaction reserves on each
+ * counter about RESERVE_AHEAD_MS of this instance's recent demand more (an allowance,
+ * counted in the database at once), and later calls spend the allowance without asking
+ * the database. So no counter ever goes past its limit, however many instances share
+ * it. A counter reserves nothing on its first decision in a window, nor when a call of
+ * the batch does not fit in it, nor near its limit (less than twice the reservation
+ * left): there every call is decided in the database, exactly. What an instance
+ * reserved and did not use goes back to the counters every STATS_FLUSH_INTERVAL,
+ * before a bot's quota is read on this instance, and on shutdown. Until then another
+ * instance can be refused up to that many admissions early, and the quota reads that
+ * many more used (a crashed instance's stay reserved until their window ends).
  */
 import type { Logger } from 'pino';
 import type { RateSetting } from '../config.js';
 import { ApiError, Code } from '../errors.js';
 import { methodSettings } from '../gen/methods.js';
 import { createGroupCommit } from '../group-commit.js';
-import type { AdmitResult, CounterRule, LimitsRepo } from '../storage/limits-repo.js';
+import type { AdmitResult, CounterRule, LimitsRepo, Reservation } from '../storage/limits-repo.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import { chatKey, DAY_MS, quotaKey, rateKey, windowOf } from '../domain/limit-keys.js';
 
@@ -38,13 +50,89 @@ function chatOf(path: string, request: unknown): string | undefined {
   return chat === undefined || chat === null || chat === '' || chat === 0 ? undefined : String(chat);
 }
 
+/** How much of a counter's recent demand a transaction reserves ahead: its rate over this long. */
+const RESERVE_AHEAD_MS = 100;
+/** The shortest span a demand's rate is measured over (a burst in one millisecond is not a rate of thousands a second). */
+const MIN_SPAN_MS = 10;
+
+/** This instance's share of one counter's current window. */
+interface Allowance {
+  botId: string;
+  rule: CounterRule;
+  /** Admissions reserved in the database and not yet spent. */
+  left: number;
+  /** Admissions spent from the allowance since `since`. */
+  used: number;
+  /** When the database last decided for this counter. */
+  since: number;
+}
+
 export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings; telemetry: Telemetry; logger: Logger; now?: () => number }) {
   const now = deps.now ?? Date.now;
   const { botRate, chatRate, dailyQuota } = deps.settings;
   /** Counters known full, until their window ends. */
   const full = new Map<string, number>();
+  /** Allowances by counter key. */
+  const allowances = new Map<string, Allowance>();
 
-  const commit = createGroupCommit<CounterRule[], AdmitResult>((calls) => deps.repo.admit(calls), 500, undefined, true);
+  /** A batch's calls, and what it reserves on their busy counters; the grants become allowances. */
+  async function decideBatch(items: { botId: string; rules: CounterRule[] }[]): Promise<AdmitResult[]> {
+    const at = now();
+    const calls = items.map((i) => i.rules);
+    /** Each counter of the batch: its bot, its rule and how many of the batch's calls need it. */
+    const counters = new Map<string, { botId: string; rule: CounterRule; calls: number }>();
+    for (const { botId, rules } of items) {
+      for (const rule of rules) {
+        const c = counters.get(rule.key);
+        if (c) c.calls++;
+        else counters.set(rule.key, { botId, rule, calls: 1 });
+      }
+    }
+    const reservations: Reservation[] = [];
+    for (const [key, { rule, calls: n }] of counters) {
+      const a = allowances.get(key);
+      // A counter this instance decided before in this window: its demand since then, as a rate, over RESERVE_AHEAD_MS.
+      if (!a || a.rule.windowStart !== rule.windowStart) continue;
+      const ahead = Math.floor(((a.used + n) * RESERVE_AHEAD_MS) / Math.max(MIN_SPAN_MS, at - a.since));
+      if (ahead > 0) reservations.push({ rule, n: ahead });
+    }
+    const { results, granted } = reservations.length > 0
+      ? await deps.repo.admitReserving(calls, reservations)
+      : { results: await deps.repo.admit(calls), granted: undefined };
+    const after = now();
+    for (const [key, { botId, rule }] of counters) {
+      let a = allowances.get(key);
+      if (!a || a.rule.windowStart !== rule.windowStart) {
+        if (allowances.size > 100_000) void release().catch((err) => deps.logger.warn({ err }, 'limiter: giving back allowances failed'));
+        a = { botId, rule, left: 0, used: 0, since: after };
+        allowances.set(key, a);
+      }
+      a.used = 0;
+      a.since = after;
+      a.left += granted?.get(key) ?? 0;
+    }
+    return results;
+  }
+
+  /** Resolves after this turn of the event loop (one promise for all the calls of the turn). */
+  let turn: Promise<void> | null = null;
+  const turnEnd = () => (turn ??= new Promise<void>((resolve) => setImmediate(() => {
+    turn = null;
+    resolve();
+  })));
+  const commit = createGroupCommit<{ botId: string; rules: CounterRule[] }, AdmitResult>(decideBatch, 500, undefined, true);
+
+  /** Gives back what was reserved and not used (of one bot's counters, or of all). */
+  async function release(botId?: string): Promise<void> {
+    const at = now();
+    const items: { key: string; windowStart: number; n: number }[] = [];
+    for (const [key, a] of allowances) {
+      if (botId !== undefined && a.botId !== botId) continue;
+      allowances.delete(key);
+      if (a.left > 0 && a.rule.windowEnd > at) items.push({ key, windowStart: a.rule.windowStart, n: a.left });
+    }
+    if (items.length > 0) await deps.repo.release(items);
+  }
 
   function rulesOf(botId: string, path: string, request: unknown, at: number): CounterRule[] {
     const rules: CounterRule[] = [];
@@ -82,16 +170,52 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
           full.delete(r.key);
         }
       }
+      // Counters with an allowance in this window are decided here; the database decides the others.
+      const spent: Allowance[] = [];
+      const rest: CounterRule[] = [];
+      for (const r of rules) {
+        const a = allowances.get(r.key);
+        if (a && a.left > 0 && a.rule.windowStart === r.windowStart) {
+          a.left--;
+          a.used++;
+          spent.push(a);
+        } else rest.push(r);
+      }
+      // Decided here. The call goes on with the others of this turn of the event loop, as it
+      // would from a batch: the reads after it are grouped per turn, and together they cost
+      // less. A send goes on at once: its write waits for the turn's end anyway (the send
+      // writer's group commit), and a turn more measurably costs it.
+      if (rest.length === 0) return methodSettings[path]?.chatLimited ? undefined : turnEnd();
       let result: AdmitResult;
       try {
-        [result] = (await commit.write([rules])) as [AdmitResult];
+        [result] = (await commit.write([{ botId, rules: rest }])) as [AdmitResult];
       } catch (err) {
         // A counter store outage does not become a service outage: the call goes through.
         deps.logger.warn({ err }, 'rate limiter unavailable; call admitted unchecked');
         return;
       }
-      if (!result.ok) throw refuse(result.rule, at);
+      if (!result.ok) {
+        // A refused call takes nothing: what it spent of allowances is theirs again, or
+        // (an allowance given back meanwhile) the counter's.
+        const back: { key: string; windowStart: number; n: number }[] = [];
+        for (const a of spent) {
+          if (allowances.get(a.rule.key) === a) {
+            a.left++;
+            a.used--;
+          } else back.push({ key: a.rule.key, windowStart: a.rule.windowStart, n: 1 });
+        }
+        if (back.length > 0) await deps.repo.release(back).catch((err) => deps.logger.warn({ err }, 'limiter: giving back an admission failed'));
+        throw refuse(result.rule, at);
+      }
     },
+
+    /** Gives back what was reserved ahead and not used, on every counter (every STATS_FLUSH_INTERVAL, and on shutdown). */
+    release: () => release(),
+
+    /** The same for one bot's counters (before its quota is read). */
+    releaseBot: (botId: string) => release(botId),
+
+    close: () => release(),
   };
 }
 

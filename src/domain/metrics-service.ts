@@ -24,6 +24,8 @@ export interface MetricsDeps {
   usage: UsageRecorder;
   /** The limits in force (null: off); dailyQuota 0: none. */
   settings: { botRate: RateSetting | null; chatRate: RateSetting | null; dailyQuota: number };
+  /** Gives back what this process's limiter reserved ahead on the bot's counters (its quota then reads what was used). */
+  settleLimits?: (botId: string) => Promise<void>;
   now?: () => number;
 }
 
@@ -54,7 +56,7 @@ export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBo
       const bot = req.id ? await deps.bots.findForOwner(principal.accountId, req.id) : undefined;
       if (!bot) throw ApiError.notFound('bot');
 
-      await deps.usage.flush();
+      await Promise.all([deps.usage.flush(), deps.settleLimits?.(bot.id)]);
       const at = now();
       const since = windowStart(at, windowSeconds);
       const [totals, quotaCounter, pending] = await Promise.all([

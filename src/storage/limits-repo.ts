@@ -6,7 +6,7 @@
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
-import { inTransaction, isDeadlockOrLockWait, isMysql, mysqlUnitRunner, sqliteUnitRunner, type Db, type Tx } from './db.js';
+import { inTransaction, isDeadlockOrLockWait, isMysql, mysqlUnitRunner, sqliteUnitRunner, statement, type Db, type Tx } from './db.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -49,24 +49,56 @@ interface CounterRow {
   count: number | string;
 }
 
-/** The calls decided in order against the counters' state (updated in place): each call's result, and the counters it changed. */
-function decideCalls(calls: CounterRule[][], state: Map<string, CounterState>): { results: AdmitResult[]; changed: { key: string; s: CounterState }[] } {
+/**
+ * Admissions an instance asks for beyond its calls', to decide later calls on its own
+ * (the limiter's allowance): `n` on the counter of `rule` when it has at least twice
+ * that left after the batch's calls (near its limit, calls are decided one by one in
+ * the database, exactly), and none when a call of the batch that needs it is refused.
+ */
+export interface Reservation {
+  rule: CounterRule;
+  n: number;
+}
+
+/** What `admitReserving` answers: each call's result, and how many admissions each reservation got. */
+export interface AdmitReserved {
+  results: AdmitResult[];
+  granted: Map<string, number>;
+}
+
+/** The calls decided in order against the counters' state (updated in place), then the reservations: each call's result, what each reservation got, and the counters changed. */
+function decideCalls(calls: CounterRule[][], state: Map<string, CounterState>, reservations: Reservation[] = []): { results: AdmitResult[]; granted: Map<string, number>; changed: { key: string; s: CounterState }[] } {
   const changed = new Set<string>();
+  // Counts in a window other than the rule's are from an earlier window: they start again.
+  const current = (r: CounterRule) => {
+    const s = state.get(r.key);
+    return s && s.windowStart === r.windowStart ? s.count : 0;
+  };
+  /** Counters of refused calls: demand that did not fit (a reservation there would go unused). */
+  const short = new Set<string>();
   const results: AdmitResult[] = calls.map((rules) => {
-    // Counts in a window other than the rule's are from an earlier window: they start again.
-    const current = (r: CounterRule) => {
-      const s = state.get(r.key);
-      return s && s.windowStart === r.windowStart ? s.count : 0;
-    };
     const refused = rules.find((r) => current(r) + 1 > r.limit);
-    if (refused) return { ok: false, rule: refused };
+    if (refused) {
+      for (const r of rules) short.add(r.key);
+      return { ok: false, rule: refused };
+    }
     for (const r of rules) {
       state.set(r.key, { windowStart: r.windowStart, windowEnd: r.windowEnd, count: current(r) + 1 });
       changed.add(r.key);
     }
     return { ok: true };
   });
-  return { results, changed: [...changed].sort().map((key) => ({ key, s: state.get(key)! })) };
+  const granted = new Map<string, number>();
+  for (const { rule, n } of reservations) {
+    if (short.has(rule.key)) continue;
+    const count = current(rule);
+    // Near its limit (less than twice the reservation left), a counter's calls are decided here, one by one.
+    if (n <= 0 || count + 2 * n > rule.limit) continue;
+    state.set(rule.key, { windowStart: rule.windowStart, windowEnd: rule.windowEnd, count: count + n });
+    changed.add(rule.key);
+    granted.set(rule.key, n);
+  }
+  return { results, granted, changed: [...changed].sort().map((key) => ({ key, s: state.get(key)! })) };
 }
 
 const stateOf = (rows: CounterRow[]) => new Map<string, CounterState>(rows.map((r) => [r.counter_key, {
@@ -109,48 +141,55 @@ export function createLimitsRepo(db: Db) {
   }
 
   /**
-   * The counters a batch needs, each with how many admissions; undefined when two calls
-   * see one counter differently (a window turned between them, another limit): those
-   * are decided call by call.
+   * The counters a batch needs, each with how many admissions (its calls', and what the
+   * batch reserves on it); undefined when two calls see one counter differently (a window
+   * turned between them, another limit): those are decided call by call.
    */
-  function tally(calls: CounterRule[][]): (CounterRule & { n: number })[] | undefined {
+  function tally(calls: CounterRule[][], reservations: Reservation[]): (CounterRule & { n: number })[] | undefined {
     const byKey = new Map<string, CounterRule & { n: number }>();
+    const add = (r: CounterRule, n: number) => {
+      const t = byKey.get(r.key);
+      if (!t) byKey.set(r.key, { ...r, n });
+      else if (t.windowStart !== r.windowStart || t.windowEnd !== r.windowEnd || t.limit !== r.limit) return false;
+      else t.n += n;
+      return true;
+    };
     for (const rules of calls) {
       const seen = new Set<string>();
       for (const r of rules) {
         if (seen.has(r.key)) return undefined;
         seen.add(r.key);
-        const t = byKey.get(r.key);
-        if (!t) byKey.set(r.key, { ...r, n: 1 });
-        else if (t.windowStart !== r.windowStart || t.windowEnd !== r.windowEnd || t.limit !== r.limit) return undefined;
-        else t.n++;
+        if (!add(r, 1)) return undefined;
       }
     }
+    for (const { rule, n } of reservations) if (!add(rule, n)) return undefined;
     return [...byKey.values()];
   }
 
   /** One transaction (the caller's, or its own run again, 5 tries in all, after a deadlock or a lock wait timeout). */
-  async function decide(calls: CounterRule[][], outer?: Tx): Promise<AdmitResult[]> {
-    const counters = !mysql && !outer ? tally(calls) : undefined;
+  async function decide(calls: CounterRule[][], reservations: Reservation[], outer?: Tx): Promise<AdmitReserved> {
+    const counters = !mysql && !outer ? tally(calls, reservations) : undefined;
     if (counters && counters.length > 0) {
-      if (await admitAll(counters)) return calls.map(() => ({ ok: true }));
-      // Some call does not fit: the transaction below finds which (and admits, should a window have turned meanwhile).
+      // All fit, the reservations too (SQLite has one writing process: they get what they ask).
+      if (await admitAll(counters)) return { results: calls.map(() => ({ ok: true })), granted: new Map(reservations.map((r) => [r.rule.key, r.n])) };
+      // Some call or reservation does not fit: the transaction below finds which (and admits, should a window have turned meanwhile).
     }
+    const keysOf = () => [...new Set([...calls.flat().map((r) => r.key), ...reservations.map((r) => r.rule.key)])].sort();
     if (mysqlUnit && !outer) {
       // As below, on one connection written directly: lock (creating) the rows in key order, read, decide, write.
       return mysqlUnit(async (w) => {
-        const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
+        const keys = keysOf();
         await w.insert('rate_counters', COUNTER_COLUMNS, keys.map((k) => [k, 0, 0, 0]), 'ON DUPLICATE KEY UPDATE counter_key = counter_key');
-        const { results, changed } = decideCalls(calls, stateOf(await w.all<CounterRow>(MYSQL_SQL.read(keys.length), keys)));
+        const { results, granted, changed } = decideCalls(calls, stateOf(await w.all<CounterRow>(MYSQL_SQL.read(keys.length), keys)), reservations);
         if (changed.length > 0) {
           await w.insert('rate_counters', COUNTER_COLUMNS, changed.map(({ key, s }) => [key, s.windowStart, s.windowEnd, s.count]),
             'ON DUPLICATE KEY UPDATE window_start = VALUES(window_start), window_end = VALUES(window_end), `count` = VALUES(`count`)');
         }
-        return results;
+        return { results, granted };
       }, { attempts: 5, retryable: isDeadlockOrLockWait });
     }
     return inTransaction(db, outer, async (tx: Tx) => {
-      const keys = [...new Set(calls.flat().map((r) => r.key))].sort();
+      const keys = keysOf();
       if (mysql) {
         // Lock every counter row (creating the missing ones) in key order, so two
         // instances deciding overlapping batches queue instead of deadlocking.
@@ -160,14 +199,14 @@ export function createLimitsRepo(db: Db) {
           .merge(['counter_key']);
       }
       const rows = (await tx('rate_counters').whereIn('counter_key', keys).select()) as CounterRow[];
-      const { results, changed } = decideCalls(calls, stateOf(rows));
+      const { results, granted, changed } = decideCalls(calls, stateOf(rows), reservations);
       if (changed.length > 0) {
         await tx('rate_counters')
           .insert(changed.map(({ key, s }) => ({ counter_key: key, window_start: s.windowStart, window_end: s.windowEnd, count: s.count })))
           .onConflict('counter_key')
           .merge();
       }
-      return results;
+      return { results, granted };
     }, 5, isDeadlockOrLockWait);
   }
 
@@ -176,7 +215,37 @@ export function createLimitsRepo(db: Db) {
      * Decides calls in order, each needing one admission from each of its rules;
      * a refused call takes nothing from any counter.
      */
-    admit: decide,
+    async admit(calls: CounterRule[][], tx?: Tx): Promise<AdmitResult[]> {
+      return (await decide(calls, [], tx)).results;
+    },
+
+    /**
+     * `admit`, and besides it reserves admissions on counters for the caller to decide
+     * later calls with (see Reservation; on SQLite, one writing process, a batch in which
+     * everything fits gets all it asks).
+     */
+    admitReserving: (calls: CounterRule[][], reservations: Reservation[], tx?: Tx): Promise<AdmitReserved> => decide(calls, reservations, tx),
+
+    /**
+     * Gives back admissions reserved and not used, to counters still in the window they
+     * were reserved in (a window since turned has nothing of them).
+     */
+    async release(items: { key: string; windowStart: number; n: number }[], tx?: Tx): Promise<void> {
+      // One statement per 200 counters: each gives back its own count, if still in its window.
+      for (let i = 0; i < items.length; i += 200) {
+        const chunk = items.slice(i, i + 200);
+        const byKey = (pick: (x: (typeof chunk)[number]) => number) => ({
+          sql: `CASE counter_key ${chunk.map(() => 'WHEN ? THEN ?').join(' ')} END`,
+          params: chunk.flatMap((x) => [x.key, pick(x)]),
+        });
+        const n = byKey((x) => x.n);
+        const windowStart = byKey((x) => x.windowStart);
+        const sql = `UPDATE rate_counters SET ?? = ?? - ${n.sql}
+          WHERE counter_key IN (${chunk.map(() => '?').join(', ')}) AND window_start = ${windowStart.sql} AND ?? >= ${n.sql}`;
+        const params = ['count', 'count', ...n.params, ...chunk.map((x) => x.key), ...windowStart.params, 'count', ...n.params];
+        await statement(db, tx, (q) => q.raw(sql, params), 5, isDeadlockOrLockWait);
+      }
+    },
 
     async counter(key: string, tx?: Tx): Promise<CounterState | undefined> {
       const row = (await (tx ?? db)('rate_counters').where({ counter_key: key }).first()) as CounterRow | undefined;
