@@ -108,18 +108,19 @@ describe('polling runner', () => {
     const b = await botBehindProxy('sdk_poll_cut');
     const receiver = await startReceiver(pki);
     closers.push(receiver.close);
-    const run = runPolling(b.viaProxy, { timeoutSeconds: 20, onUpdate: () => {}, onError });
+    // Each run's end is awaited from the start: it can end before the call that ends it has its own answer.
+    const run = runPolling(b.viaProxy, { timeoutSeconds: 20, onUpdate: () => {}, onError }).catch((e: unknown) => e);
     await until(async () => b.proxy.calls.length, (n) => n >= 1);
     await new Promise((r) => setTimeout(r, 100));
     await account.console.setBotWebhook({ id: b.id, url: receiver.url, secret_token: 'poll_secret' });
-    expect(await run.catch((e: unknown) => e)).toBeInstanceOf(WebhookActiveError);
+    expect(await run).toBeInstanceOf(WebhookActiveError);
 
     await b.bot.deleteWebhook();
-    const second = runPolling(b.viaProxy, { timeoutSeconds: 20, onUpdate: () => {}, onError });
+    const second = runPolling(b.viaProxy, { timeoutSeconds: 20, onUpdate: () => {}, onError }).catch((e: unknown) => e);
     await until(async () => b.proxy.calls.length, (n) => n >= 2);
     await new Promise((r) => setTimeout(r, 100));
     const other = b.bot.getUpdates({ timeout: 1 });
-    const err = await second.catch((e: unknown) => e);
+    const err = await second;
     expect(err).toBeInstanceOf(PollingConflictError);
     expect((err as Error).message).toMatch(/only one instance/);
     await other;
