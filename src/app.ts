@@ -498,7 +498,7 @@ const core: Component = {
     return {
       close: async () => {
         for (const stop of sweeps) await stop();
-        await limiter?.close();
+        await limiter?.release();
       },
     };
   },

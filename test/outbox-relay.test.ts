@@ -1,7 +1,8 @@
 /**
  * The outbox relay's pace: a commit's nudge publishes at once, however long the relay
  * has been idle; rows nobody nudged for (a writer that died after its commit) still go
- * out, at the idle poll's pace once the relay has been idle a while.
+ * out, at the idle poll's pace once the relay has been idle a while; under sustained
+ * writes it lingers, so that one publish carries what several rounds would.
  * On MariaDB when TEST_DATABASE_URL is set, else on SQLite.
  */
 import fs from 'node:fs';
@@ -9,63 +10,84 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../src/bus/memory-bus.js';
-import type { BusMessage } from '../src/bus/bus.js';
+import type { Bus, BusMessage } from '../src/bus/bus.js';
 import { createLogger } from '../src/logger.js';
-import { createOutboxRelay, type OutboxRelay } from '../src/pipeline/outbox-relay.js';
-import { createDb, migrateLatest, type Db } from '../src/storage/db.js';
+import { createOutboxRelay, type OutboxRelayOptions } from '../src/pipeline/outbox-relay.js';
+import { createDb, migrateLatest } from '../src/storage/db.js';
 import { createOutboxRepo } from '../src/storage/outbox-repo.js';
 import { createTestDatabase } from './helpers/harness.js';
 
 const POLL_MS = 40;
 const IDLE_POLL_MS = 600;
-const TOPIC = 'relay-pace';
+
+/**
+ * A relay on a database of its own, publishing `topic` to a memory bus whose publishes
+ * take `publishMs` each (a broker's acknowledgement); it notes each publish's size and
+ * each key's first arrival.
+ */
+async function startRelay(topic: string, opts: OutboxRelayOptions, publishMs = 0) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${topic}-`));
+  const dbHandle = await createTestDatabase(dir);
+  const url = dbHandle.url;
+  const db = createDb(url.startsWith('sqlite:') ? { kind: 'sqlite', filename: url.slice('sqlite:'.length) } : { kind: 'mysql', url, poolMax: 3 });
+  await migrateLatest(db);
+  const memory = createMemoryBus();
+  const arrived = new Map<string, number>();
+  await memory.subscribeAll([topic], (m: BusMessage) => {
+    if (!arrived.has(m.key)) arrived.set(m.key, performance.now());
+  });
+  /** Messages per bus publish, in order. */
+  const publishes: number[] = [];
+  const bus: Bus = {
+    ...memory,
+    publish: async (messages) => {
+      publishes.push(messages.length);
+      if (publishMs > 0) await new Promise((r) => setTimeout(r, publishMs));
+      return memory.publish(messages);
+    },
+  };
+  const repo = createOutboxRepo(db);
+  const relay = createOutboxRelay(repo, bus, createLogger('silent'), opts);
+  relay.start();
+  return {
+    relay,
+    publishes,
+    /** Commits one outbox row, as a writer would, and returns when it committed. */
+    async commit(key: string) {
+      await repo.insert([{ topic, key, payload: '{}' }], Date.now());
+      return performance.now();
+    },
+    /** When `key` was published (waiting up to `withinMs` for it). */
+    async arrival(key: string, withinMs: number) {
+      const until = performance.now() + withinMs;
+      while (performance.now() < until) {
+        const at = arrived.get(key);
+        if (at !== undefined) return at;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      throw new Error(`${key} was not published within ${withinMs} ms`);
+    },
+    async close() {
+      await relay.stop();
+      await db.destroy();
+      await dbHandle.drop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 describe('outbox relay pace', () => {
-  let dir: string;
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
-  let db: Db;
-  let relay: OutboxRelay;
-  const arrived: { key: string; at: number }[] = [];
-  let repo: ReturnType<typeof createOutboxRepo>;
-
+  let r: Awaited<ReturnType<typeof startRelay>>;
   beforeAll(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'relay-pace-'));
-    dbHandle = await createTestDatabase(dir);
-    const url = dbHandle.url;
-    db = createDb(url.startsWith('sqlite:') ? { kind: 'sqlite', filename: url.slice('sqlite:'.length) } : { kind: 'mysql', url, poolMax: 3 });
-    await migrateLatest(db);
-    const bus = createMemoryBus();
-    await bus.subscribeAll([TOPIC], (m: BusMessage) => arrived.push({ key: m.key, at: performance.now() }));
-    repo = createOutboxRepo(db);
-    relay = createOutboxRelay(repo, bus, createLogger('silent'), { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS });
-    relay.start();
+    r = await startRelay('relay-pace', { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS });
   });
-
-  afterAll(async () => {
-    await relay?.stop();
-    await db?.destroy();
-    await dbHandle?.drop();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  /** Commits one outbox row, as a writer would, and returns when it committed. */
-  const commit = async (key: string) => {
-    await repo.insert([{ topic: TOPIC, key, payload: '{}' }], Date.now());
-    return performance.now();
-  };
-  const arrival = async (key: string, withinMs: number) => {
-    const until = performance.now() + withinMs;
-    while (performance.now() < until) {
-      const found = arrived.find((a) => a.key === key);
-      if (found) return found.at;
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    throw new Error(`${key} was not published within ${withinMs} ms`);
-  };
+  afterAll(async () => r?.close());
+  const commit = (key: string) => r.commit(key);
+  const arrival = (key: string, withinMs: number) => r.arrival(key, withinMs);
 
   it('right after work, publishes rows nobody nudged for at the busy pace', async () => {
     const first = await commit('busy-nudged');
-    relay.nudge();
+    r.relay.nudge();
     await arrival('busy-nudged', 2000);
     expect(performance.now() - first).toBeLessThan(IDLE_POLL_MS);
     // Each row found keeps the relay at its busy pace: three unnudged rows in a row each go out within a few busy polls
@@ -80,7 +102,7 @@ describe('outbox relay pace', () => {
     // Well past four empty rounds at the busy pace: the relay polls at its idle pace now.
     await new Promise((r) => setTimeout(r, POLL_MS * 10));
     const nudgedAt = await commit('idle-nudged');
-    relay.nudge();
+    r.relay.nudge();
     expect((await arrival('idle-nudged', 2000)) - nudgedAt).toBeLessThan(IDLE_POLL_MS / 4);
 
     await new Promise((r) => setTimeout(r, POLL_MS * 10));
@@ -101,59 +123,18 @@ describe('outbox relay pace', () => {
 
 describe('outbox relay linger under sustained writes', () => {
   const LINGER_MS = 300;
-  const LINGER_TOPIC = 'relay-linger';
-  let dir: string;
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
-  let db: Db;
-  let relay: OutboxRelay;
-  let repo: ReturnType<typeof createOutboxRepo>;
-  const arrived = new Map<string, number>();
-  /** Messages per bus publish, in order. */
-  const publishes: number[] = [];
-
+  let r: Awaited<ReturnType<typeof startRelay>>;
+  // Each publish takes 20 ms: commits arrive while a round is on its way.
   beforeAll(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'relay-linger-'));
-    dbHandle = await createTestDatabase(dir);
-    const url = dbHandle.url;
-    db = createDb(url.startsWith('sqlite:') ? { kind: 'sqlite', filename: url.slice('sqlite:'.length) } : { kind: 'mysql', url, poolMax: 3 });
-    await migrateLatest(db);
-    const memory = createMemoryBus();
-    await memory.subscribeAll([LINGER_TOPIC], (m: BusMessage) => arrived.set(m.key, performance.now()));
-    // Each publish takes 20 ms, as a broker's acknowledgement does: commits arrive while a round is on its way.
-    const bus = {
-      ...memory,
-      publish: async (messages: Parameters<typeof memory.publish>[0]) => {
-        publishes.push(messages.length);
-        await new Promise((r) => setTimeout(r, 20));
-        return memory.publish(messages);
-      },
-    };
-    repo = createOutboxRepo(db);
-    relay = createOutboxRelay(repo, bus, createLogger('silent'), { pollMs: 40, idlePollMs: 600, lingerMs: LINGER_MS });
-    relay.start();
+    r = await startRelay('relay-linger', { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS, lingerMs: LINGER_MS }, 20);
   });
-
-  afterAll(async () => {
-    await relay?.stop();
-    await db?.destroy();
-    await dbHandle?.drop();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
+  afterAll(async () => r?.close());
   const commitAndNudge = async (key: string) => {
-    await repo.insert([{ topic: LINGER_TOPIC, key, payload: '{}' }], Date.now());
-    relay.nudge();
-    return performance.now();
+    const at = await r.commit(key);
+    r.relay.nudge();
+    return at;
   };
-  const arrival = async (key: string, withinMs: number) => {
-    const until = performance.now() + withinMs;
-    while (performance.now() < until) {
-      const at = arrived.get(key);
-      if (at !== undefined) return at;
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    throw new Error(`${key} was not published within ${withinMs} ms`);
-  };
+  const arrival = (key: string, withinMs: number) => r.arrival(key, withinMs);
 
   it('a commit after a quiet spell goes out at once; a stream of commits goes out in few publishes, none held much past the linger', async () => {
     await new Promise((r) => setTimeout(r, 400));
@@ -161,7 +142,7 @@ describe('outbox relay linger under sustained writes', () => {
     expect((await arrival('quiet', 2000)) - quietAt).toBeLessThan(LINGER_MS / 2);
 
     // 60 commits, each nudging, one every 5 ms: without a linger, each round would carry what came during the one before (about four).
-    publishes.length = 0;
+    r.publishes.length = 0;
     const committed = new Map<string, number>();
     for (let i = 0; i < 60; i++) {
       committed.set(`stream-${i}`, await commitAndNudge(`stream-${i}`));
@@ -169,9 +150,9 @@ describe('outbox relay linger under sustained writes', () => {
     }
     const lags: number[] = [];
     for (const [key, at] of committed) lags.push((await arrival(key, 5000)) - at);
-    expect(publishes.reduce((a, b) => a + b, 0)).toBe(60);
-    expect(publishes.length).toBeLessThanOrEqual(6);
-    expect(Math.max(...publishes)).toBeGreaterThan(15);
+    expect(r.publishes.reduce((a, b) => a + b, 0)).toBe(60);
+    expect(r.publishes.length).toBeLessThanOrEqual(6);
+    expect(Math.max(...r.publishes)).toBeGreaterThan(15);
     expect(Math.max(...lags)).toBeLessThan(LINGER_MS + 200);
   });
 });

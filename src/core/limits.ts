@@ -96,9 +96,7 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
       const ahead = Math.floor(((a.used + n) * RESERVE_AHEAD_MS) / Math.max(MIN_SPAN_MS, at - a.since));
       if (ahead > 0) reservations.push({ rule, n: ahead });
     }
-    const { results, granted } = reservations.length > 0
-      ? await deps.repo.admitReserving(calls, reservations)
-      : { results: await deps.repo.admit(calls), granted: undefined };
+    const { results, granted } = await deps.repo.admitReserving(calls, reservations);
     const after = now();
     for (const [key, { botId, rule }] of counters) {
       let a = allowances.get(key);
@@ -109,7 +107,7 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
       }
       a.used = 0;
       a.since = after;
-      a.left += granted?.get(key) ?? 0;
+      a.left += granted.get(key) ?? 0;
     }
     return results;
   }
@@ -214,8 +212,6 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
 
     /** The same for one bot's counters (before its quota is read). */
     releaseBot: (botId: string) => release(botId),
-
-    close: () => release(),
   };
 }
 

@@ -111,6 +111,9 @@ const MYSQL_SQL = {
 };
 const COUNTER_COLUMNS = ['counter_key', 'window_start', 'window_end', '`count`'] as const;
 
+/** A counter a batch needs: `n` admissions in all, `reserved` of them a reservation's. */
+type Tallied = CounterRule & { n: number; reserved: number };
+
 export function createLimitsRepo(db: Db) {
   const mysql = isMysql(db);
   const sqliteUnit = sqliteUnitRunner(db);
@@ -118,11 +121,12 @@ export function createLimitsRepo(db: Db) {
 
   /**
    * Several calls on SQLite in one statement, when all of them fit: each counter gets
-   * `n` admissions (the calls that need it), or — when that would overfill any of them —
-   * none does (then the transaction below decides call by call). All fitting, in order
-   * or at once is the same: a counter's count only grows.
+   * `n` admissions (the calls that need it and what is reserved on it), or — when any
+   * would not fit, counting twice what is reserved (Reservation's rule) — none does (then
+   * the transaction below decides call by call). All fitting, in order or at once is the
+   * same: a counter's count only grows.
    */
-  async function admitAll(counters: (CounterRule & { n: number })[]): Promise<boolean> {
+  async function admitAll(counters: Tallied[]): Promise<boolean> {
     const sql = `with v(k, ws, we, lim, n) as (values ${counters.map(() => '(?, ?, ?, ?, ?)').join(', ')})
       insert into rate_counters (counter_key, window_start, window_end, count)
       select k, ws, we, n from v
@@ -133,7 +137,7 @@ export function createLimitsRepo(db: Db) {
         count = case when rate_counters.window_start = excluded.window_start then rate_counters.count + excluded.count else excluded.count end,
         window_start = excluded.window_start,
         window_end = excluded.window_end`;
-    const params = counters.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit, r.n]);
+    const params = counters.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit - r.reserved, r.n]);
     // On knex's connection, prepared once per number of counters, without knex's per-statement work.
     if (sqliteUnit) return (await sqliteUnit((w) => w.run(sql, params), { transaction: false })) > 0;
     const res = (await db.raw(sql, params)) as { changes: number };
@@ -145,13 +149,16 @@ export function createLimitsRepo(db: Db) {
    * batch reserves on it); undefined when two calls see one counter differently (a window
    * turned between them, another limit): those are decided call by call.
    */
-  function tally(calls: CounterRule[][], reservations: Reservation[]): (CounterRule & { n: number })[] | undefined {
-    const byKey = new Map<string, CounterRule & { n: number }>();
-    const add = (r: CounterRule, n: number) => {
+  function tally(calls: CounterRule[][], reservations: Reservation[]): Tallied[] | undefined {
+    const byKey = new Map<string, Tallied>();
+    const add = (r: CounterRule, n: number, reserved = 0) => {
       const t = byKey.get(r.key);
-      if (!t) byKey.set(r.key, { ...r, n });
+      if (!t) byKey.set(r.key, { ...r, n, reserved });
       else if (t.windowStart !== r.windowStart || t.windowEnd !== r.windowEnd || t.limit !== r.limit) return false;
-      else t.n += n;
+      else {
+        t.n += n;
+        t.reserved += reserved;
+      }
       return true;
     };
     for (const rules of calls) {
@@ -162,7 +169,7 @@ export function createLimitsRepo(db: Db) {
         if (!add(r, 1)) return undefined;
       }
     }
-    for (const { rule, n } of reservations) if (!add(rule, n)) return undefined;
+    for (const { rule, n } of reservations) if (!add(rule, n, n)) return undefined;
     return [...byKey.values()];
   }
 
@@ -170,7 +177,7 @@ export function createLimitsRepo(db: Db) {
   async function decide(calls: CounterRule[][], reservations: Reservation[], outer?: Tx): Promise<AdmitReserved> {
     const counters = !mysql && !outer ? tally(calls, reservations) : undefined;
     if (counters && counters.length > 0) {
-      // All fit, the reservations too (SQLite has one writing process: they get what they ask).
+      // All fit, the reservations too.
       if (await admitAll(counters)) return { results: calls.map(() => ({ ok: true })), granted: new Map(reservations.map((r) => [r.rule.key, r.n])) };
       // Some call or reservation does not fit: the transaction below finds which (and admits, should a window have turned meanwhile).
     }
@@ -221,8 +228,7 @@ export function createLimitsRepo(db: Db) {
 
     /**
      * `admit`, and besides it reserves admissions on counters for the caller to decide
-     * later calls with (see Reservation; on SQLite, one writing process, a batch in which
-     * everything fits gets all it asks).
+     * later calls with (see Reservation).
      */
     admitReserving: (calls: CounterRule[][], reservations: Reservation[], tx?: Tx): Promise<AdmitReserved> => decide(calls, reservations, tx),
 
