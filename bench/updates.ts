@@ -20,8 +20,11 @@
  * reaching the client, once the ingest's own answer is in too (as the full run measures it).
  * It prints p50 / p90 / p99 / max of those, the same for the poll's answer alone (its
  * arrival, whichever answer came first), the service's CPU per cycle (/proc), and a
- * baseline: the same ingest call with no poll waiting. BENCH_WAKE_SAMPLES: wake-ups measured
- * (50, or 200 with BENCH_ONLY=wake).
+ * baseline: the same ingest call with no poll waiting. First, the same measurement of the
+ * wake-up's floor (bench/wake-floor.ts, a process of its own: Fastify holding the poll, the
+ * service's own gRPC ingest method storing the update in SQLite and answering the poll
+ * from it, nothing else): what this machine allows with the same clients and idle pattern.
+ * BENCH_WAKE_SAMPLES: wake-ups measured (50, or 200 with BENCH_ONLY=wake).
  * BENCH_HEAP_SNAPSHOTS=dir: the polling process writes a heap snapshot there before its
  * polls arrive and once they are held, after the measurements (it runs with
  * --heapsnapshot-signal; compare them in Chrome DevTools' Memory tab, "Comparison").
@@ -36,6 +39,7 @@ import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
+import { spawn } from 'node:child_process';
 import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } from './lib.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -329,6 +333,32 @@ async function ingestAlone(at: Instance, bot: { id: string }) {
   return { p50: percentile(samples, 50), p90: percentile(samples, 90), p99: percentile(samples, 99), max: samples.at(-1)! };
 }
 
+/** The wake-up's floor (bench/wake-floor.ts) in a process of its own, as an Instance with its one bot. */
+async function startWakeFloor() {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'wake-floor.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  process.on('exit', () => child.kill('SIGTERM'));
+  const line = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
+    });
+    child.once('exit', (code) => reject(new Error(`the wake floor exited with ${code}`)));
+  });
+  const { http, grpc: address, botId, token } = JSON.parse(line) as { http: string; grpc: string; botId: string; token: string };
+  return { at: { http, grpc: address, pid: child.pid! } satisfies Instance, bot: { id: botId, token }, stop: () => child.kill('SIGTERM') };
+}
+
+/** The wake-up measurement and its ingest-alone baseline on the wake floor. */
+async function floorWake() {
+  const floor = await startWakeFloor();
+  try {
+    return { name: 'baseline: floor of the wake-up (bench/wake-floor.ts)', wake: await wakeUp(floor.at, floor.at, floor.bot), alone: await ingestAlone(floor.at, floor.bot) };
+  } finally {
+    floor.stop();
+  }
+}
+
 /** BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, with its baseline (the ingest call alone). */async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
   const { A, B } = await instances(envA, envB);
   const [bot, other] = await makeBots(A.http, 2, `u${crypto.randomBytes(3).toString('hex')}k`);
@@ -400,7 +430,7 @@ async function main() {
   }
 
   if (ONLY_WAKE) {
-    const wakes = await setups(runWake);
+    const wakes = [await floorWake(), ...(await setups(runWake))];
     console.log(`\nbench:updates, wake-up only — ${WAKE_SAMPLES} samples, a poll waiting 100 ms before each ingest`);
     console.log(`machine: ${machine()}\n`);
     const ms = (p: { p50: number; p90: number; p99: number; max: number }) => [p.p50, p.p90, p.p99, p.max].map((x) => x.toFixed(2)).join(' / ');
