@@ -465,8 +465,8 @@ export function createBotsRepo(db: Db) {
         const list = [...new Set(ids)].sort();
         return messageCountersOf(list.length === 0 ? [] : await w.all(WRITER_SQL.lockMessageCounters(list.length), list));
       },
-      async setLastMessageIds(w: MysqlWriter, rows: { id: string; lastMessageId: number }[]): Promise<void> {
-        await w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
+      setLastMessageIds(w: MysqlWriter, rows: { id: string; lastMessageId: number }[]): void {
+        w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
       },
     },
 

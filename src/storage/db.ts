@@ -460,20 +460,29 @@ export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
  * A statement sink of a MySQL unit of work (`mysqlUnitRunner`): hand-written SQL run by
  * mysql2 on the unit's one connection, no knex query building, binding or runner per
  * statement. Only the repository that owns a table writes it here.
+ *
+ * Statements whose answer the unit does not read (`queue`, `insert`, `update`, and the
+ * unit's START TRANSACTION) are not sent on their own: they go with the unit's next
+ * statement that answers (`all`, `run`) or with its COMMIT, in one round trip (one
+ * multi-statement query, run by the server in order, stopping at the first failure,
+ * which then rejects that call and the unit). A send of six statements costs three
+ * round trips, not nine.
  */
 export interface MysqlWriter {
   /** The rows a SELECT returns (mysql2's row objects, values as knex's path gives them). */
   all<R>(sql: string, params: unknown[]): Promise<R[]>;
   /** Runs a statement that answers no rows: how many rows it changed. */
   run(sql: string, params: unknown[]): Promise<number>;
-  /** Inserts rows (each the columns' values in order), one multi-row statement per 200; `suffix` after the VALUES list. */
-  insert(table: string, columns: readonly string[], rows: unknown[][], suffix?: string): Promise<void>;
+  /** A statement whose answer the unit does not need: sent with the unit's next one. */
+  queue(sql: string, params: unknown[]): void;
+  /** Inserts rows (each the columns' values in order), one multi-row statement per 200; `suffix` after the VALUES list. Queued. */
+  insert(table: string, columns: readonly string[], rows: unknown[][], suffix?: string): void;
   /**
    * Sets `columns` of several rows, each row its key's value then the columns' values:
    * one `UPDATE … SET c = CASE key WHEN … END WHERE key IN (…)` per 500 rows, in the
-   * order given (lock order: the caller's).
+   * order given (lock order: the caller's). Queued.
    */
-  update(table: string, key: string, columns: readonly string[], rows: unknown[][]): Promise<void>;
+  update(table: string, key: string, columns: readonly string[], rows: unknown[][]): void;
 }
 
 /**
@@ -512,24 +521,40 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
     acquireConnection(): Promise<MysqlWriteConnection>;
     releaseConnection(conn: unknown): Promise<unknown>;
   };
-  const exec = (conn: MysqlWriteConnection, sql: string, params: unknown[], method: string) => new Promise<unknown>((resolve, reject) => {
-    db.emit('query', { method, sql, bindings: params, writer: true });
+  const send = (conn: MysqlWriteConnection, sql: string, params: unknown[]) => new Promise<unknown>((resolve, reject) => {
     conn.query({ sql }, params, (err, result) => (err ? reject(err) : resolve(result)));
   });
   const once = async <T>(body: (w: MysqlWriter) => Promise<T>, opts: MysqlUnitOptions): Promise<T> => {
     const conn = await client.acquireConnection();
+    /** Queued statements (each counted when queued), sent with the next one. */
+    let queued: { sql: string; params: unknown[] }[] = [];
+    const queue = (sql: string, params: unknown[], method: string) => {
+      db.emit('query', { method, sql, bindings: params, writer: true });
+      queued.push({ sql, params });
+    };
+    /** Sends the queued statements and then this one (if any) in one round trip: this one's answer. */
+    const exec = async (sql: string | undefined, params: unknown[], method: string) => {
+      if (sql !== undefined) db.emit('query', { method, sql, bindings: params, writer: true });
+      const batch = sql === undefined ? queued : [...queued, { sql, params }];
+      queued = [];
+      if (batch.length === 0) return undefined;
+      if (batch.length === 1) return send(conn, batch[0]!.sql, batch[0]!.params);
+      const results = (await send(conn, batch.map((b) => b.sql).join(';\n'), batch.flatMap((b) => b.params))) as unknown[];
+      return results[results.length - 1];
+    };
     try {
       const w: MysqlWriter = {
-        all: async <R>(sql: string, params: unknown[]) => (await exec(conn, sql, params, 'select')) as R[],
-        run: async (sql, params) => ((await exec(conn, sql, params, 'raw')) as { affectedRows: number }).affectedRows,
-        async insert(table, columns, rows, suffix = '') {
+        all: async <R>(sql: string, params: unknown[]) => (await exec(sql, params, 'select')) as R[],
+        run: async (sql, params) => ((await exec(sql, params, 'raw')) as { affectedRows: number }).affectedRows,
+        queue: (sql, params) => queue(sql, params, 'raw'),
+        insert(table, columns, rows, suffix = '') {
           for (let k = 0; k < rows.length; k += 200) {
             const chunk = rows.slice(k, k + 200);
             const sql = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, chunk.length)}${suffix ? ` ${suffix}` : ''}`;
-            await exec(conn, sql, chunk.flat(), 'insert');
+            queue(sql, chunk.flat(), 'insert');
           }
         },
-        async update(table, key, columns, rows) {
+        update(table, key, columns, rows) {
           for (let k = 0; k < rows.length; k += 500) {
             const chunk = rows.slice(k, k + 500);
             const keys = chunk.map((r) => r[0]);
@@ -543,20 +568,26 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
               return `${c} = CASE ${key} ${chunk.map(() => 'WHEN ? THEN ?').join(' ')} END`;
             });
             params.push(...keys);
-            await exec(conn, `UPDATE ${table} SET ${set.join(', ')} WHERE ${key} IN (${keys.map(() => '?').join(', ')})`, params, 'update');
+            queue(`UPDATE ${table} SET ${set.join(', ')} WHERE ${key} IN (${keys.map(() => '?').join(', ')})`, params, 'update');
           }
         },
       };
-      if (opts.transaction === false) return await body(w);
-      if (opts.isolation) await exec(conn, 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], 'raw');
-      await exec(conn, 'START TRANSACTION', [], 'raw');
+      if (opts.transaction === false) {
+        const result = await body(w);
+        await exec(undefined, [], 'raw');
+        return result;
+      }
+      if (opts.isolation) queue('SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], 'raw');
+      queue('START TRANSACTION', [], 'raw');
       try {
         const result = await body(w);
-        await exec(conn, 'COMMIT', [], 'raw');
+        await exec('COMMIT', [], 'raw');
         return result;
       } catch (err) {
         // A deadlock victim is rolled back already; a broken connection cannot: its pool drops it.
-        await exec(conn, 'ROLLBACK', [], 'raw').catch(() => {});
+        // What was queued is not sent: its transaction is the one rolled back.
+        queued = [];
+        await exec('ROLLBACK', [], 'raw').catch(() => {});
         throw err;
       }
     } finally {
@@ -595,6 +626,10 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
       supportBigNumbers: true,
       bigNumberStrings: false,
       dateStrings: true,
+      // For the units of work's queued statements (mysqlUnitRunner): several in one round
+      // trip. No statement anywhere is built from input: values are bound (`?`, escaped by
+      // mysql2) and the few literals written into SQL are checked integers (literalInt).
+      multipleStatements: true,
     } as Knex.MySql2ConnectionConfig,
     pool: { min: 0, max: database.poolMax },
     // With the database down, a call waits this long for a connection and then answers

@@ -71,8 +71,8 @@ export function createFeedRepo(db: Db) {
         const rows = await w.all<{ partition_no: number; last_seq: number | string }>(WRITER_SQL.lockLastSeqs(held.length), held);
         const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
         const placed = place(partitions, last);
-        await w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
-        await w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
+        w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
+        w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
         return placed;
       },
     },

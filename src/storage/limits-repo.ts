@@ -186,10 +186,10 @@ export function createLimitsRepo(db: Db) {
       // As below, on one connection written directly: lock (creating) the rows in key order, read, decide, write.
       return mysqlUnit(async (w) => {
         const keys = keysOf();
-        await w.insert('rate_counters', COUNTER_COLUMNS, keys.map((k) => [k, 0, 0, 0]), 'ON DUPLICATE KEY UPDATE counter_key = counter_key');
+        w.insert('rate_counters', COUNTER_COLUMNS, keys.map((k) => [k, 0, 0, 0]), 'ON DUPLICATE KEY UPDATE counter_key = counter_key');
         const { results, granted, changed } = decideCalls(calls, stateOf(await w.all<CounterRow>(MYSQL_SQL.read(keys.length), keys)), reservations);
         if (changed.length > 0) {
-          await w.insert('rate_counters', COUNTER_COLUMNS, changed.map(({ key, s }) => [key, s.windowStart, s.windowEnd, s.count]),
+          w.insert('rate_counters', COUNTER_COLUMNS, changed.map(({ key, s }) => [key, s.windowStart, s.windowEnd, s.count]),
             'ON DUPLICATE KEY UPDATE window_start = VALUES(window_start), window_end = VALUES(window_end), `count` = VALUES(`count`)');
         }
         return { results, granted };

@@ -100,8 +100,8 @@ export function createMessagesRepo(db: Db) {
 
     /** insertSentMany as a statement of a MySQL unit of work (units.ts). */
     mysql: {
-      async insertSent(w: MysqlWriter, sent: SentMessage[], now: number): Promise<void> {
-        await w.insert('messages', SENT_COLUMNS, sent.map((m) => sentRow(m, now)));
+      insertSent(w: MysqlWriter, sent: SentMessage[], now: number): void {
+        w.insert('messages', SENT_COLUMNS, sent.map((m) => sentRow(m, now)));
       },
     },
 

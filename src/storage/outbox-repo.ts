@@ -58,8 +58,8 @@ export function createOutboxRepo(db: Db) {
 
     /** `insert` as a statement of a MySQL unit of work (units.ts). */
     mysql: {
-      async insert(w: MysqlWriter, messages: NewOutboxMessage[], now: number): Promise<void> {
-        await w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
+      insert(w: MysqlWriter, messages: NewOutboxMessage[], now: number): void {
+        w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
       },
     },
 
@@ -87,7 +87,7 @@ export function createOutboxRepo(db: Db) {
       if (mysqlUnit) {
         return mysqlUnit(async (w) => {
           const rows = await w.all<{ id: number | string; topic: string; msg_key: string; payload: string }>(MYSQL_SQL.claim(limit), [now]);
-          if (rows.length > 0) await w.run(MYSQL_SQL.setClaimed(rows.length), [now + leaseMs, ...rows.map((r) => r.id)]);
+          if (rows.length > 0) w.queue(MYSQL_SQL.setClaimed(rows.length), [now + leaseMs, ...rows.map((r) => r.id)]);
           return rows.map((r) => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload }));
         }, { isolation: 'read committed', attempts: 5, retryable: isDeadlockOrLockWait });
       }

@@ -367,10 +367,10 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         // MySQL: the same statements written directly on one connection (no knex per statement).
         return mysqlUnit(async (w) => {
           const { sent, last } = numberSends(items, await bots.mysql.lockMessageCounters(w, botIds));
-          await bots.mysql.setLastMessageIds(w, last);
-          await messages.mysql.insertSent(w, sent, now);
+          bots.mysql.setLastMessageIds(w, last);
+          messages.mysql.insertSent(w, sent, now);
           const payloads = sent.map(feedPayload);
-          await outbox.mysql.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
+          outbox.mysql.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
           await feed.mysql.appendMany(w, sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now);
           return sent.map((m) => m.message);
         });
