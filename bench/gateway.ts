@@ -33,7 +33,6 @@
  * object of settings for the service under test, over the shipped ones, for ablations:
  * '{"LIMITS_ENABLED":"false"}', '{"LOG_LEVEL":"warn"}').
  */
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -46,7 +45,7 @@ import { ConsoleServiceClient } from '../src/gen/botplatform/v1/console_service.
 import { RuntimeServiceClient } from '../src/gen/botplatform/v1/runtime_service.js';
 import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
-import { cpuSeconds, machine, percentile, startService as start, stopServices } from './lib.js';
+import { cpuSeconds, machine, percentile, startHelper, startService as start, stopServices } from './lib.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -217,19 +216,8 @@ function pin(pid: number, cpu: number) {
 
 /** bench/baselines.ts as a child process: its addresses, the floor's bot token and its pid. */
 async function startBaselines(env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'baselines.ts')], {
-    stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env },
-  });
-  process.on('exit', () => child.kill('SIGTERM'));
-  const line = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
-    });
-    child.once('exit', (code) => reject(new Error(`baselines exited with ${code}`)));
-  });
-  return { ...(JSON.parse(line) as { http: string; grpc: string; token: string; jwt: string; botId: string }), pid: child.pid!, stop: () => child.kill('SIGTERM') };
+  const { info, pid, stop } = await startHelper<{ http: string; grpc: string; token: string; jwt: string; botId: string }>('baselines.ts', env);
+  return { ...info, pid, stop };
 }
 
 interface Target {

@@ -1,7 +1,8 @@
 /** Shared pieces of the benchmarks: the service as a child process, percentiles, CPU and memory of a pid. */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { buildService, startServiceProcess } from '../test/helpers/service-process.js';
 
 const children: ChildProcess[] = [];
@@ -31,6 +32,27 @@ export async function startService(env: Record<string, string>, opts: { compiled
   const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], { compiled, nodeArgs });
   children.push(child);
   return child;
+}
+
+/**
+ * A bench helper process (a baseline: bench/baselines.ts, bench/wake-floor.ts) run under
+ * tsx with env, once it prints its first line (one JSON object: where it listens): that
+ * object, its pid, and how to stop it. It is stopped when this process exits, too.
+ */
+export async function startHelper<T>(file: string, env: Record<string, string> = {}): Promise<{ info: T; pid: number; stop: () => void }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, file)], {
+    stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env },
+  });
+  process.on('exit', () => child.kill('SIGTERM'));
+  const line = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
+    });
+    child.once('exit', (code) => reject(new Error(`${file} exited with ${code}`)));
+  });
+  return { info: JSON.parse(line) as T, pid: child.pid!, stop: () => child.kill('SIGTERM') };
 }
 
 export function stopServices() {

@@ -39,8 +39,7 @@ import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
-import { spawn } from 'node:child_process';
-import { cpuSeconds, machine, percentile, rssMiB, startService, stopServices } from './lib.js';
+import { cpuSeconds, machine, percentile, rssMiB, startHelper, startService, stopServices } from './lib.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 100);
@@ -335,18 +334,8 @@ async function ingestAlone(at: Instance, bot: { id: string }) {
 
 /** The wake-up's floor (bench/wake-floor.ts) in a process of its own, as an Instance with its one bot. */
 async function startWakeFloor() {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'wake-floor.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-  process.on('exit', () => child.kill('SIGTERM'));
-  const line = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      if (buf.includes('\n')) resolve(buf.slice(0, buf.indexOf('\n')));
-    });
-    child.once('exit', (code) => reject(new Error(`the wake floor exited with ${code}`)));
-  });
-  const { http, grpc: address, botId, token } = JSON.parse(line) as { http: string; grpc: string; botId: string; token: string };
-  return { at: { http, grpc: address, pid: child.pid! } satisfies Instance, bot: { id: botId, token }, stop: () => child.kill('SIGTERM') };
+  const { info, pid, stop } = await startHelper<{ http: string; grpc: string; botId: string; token: string }>('wake-floor.ts');
+  return { at: { http: info.http, grpc: info.grpc, pid } satisfies Instance, bot: { id: info.botId, token: info.token }, stop };
 }
 
 /** The wake-up measurement and its ingest-alone baseline on the wake floor. */
