@@ -439,7 +439,7 @@ const core: Component = {
     });
     const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
     const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
-      ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger })
+      ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger, recheckFullMs: config.statsFlushMs })
       : undefined;
     const feedWaker = createFeedWaker();
     // Each committed batch wakes this instance's feed streams, and its relay (the batch's outbox messages).

@@ -236,6 +236,29 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
     expect((await repo.counter('quota:bot-busy'))?.count).toBe(2000);
   });
 
+  it('a burst on one instance holds at most an eighth of a small limit away from another instance', async () => {
+    const settings = { botRate: { count: 40, windowMs: 3_600_000 }, chatRate: null, dailyQuota: 0 };
+    const instance = () => createLimiter({ repo: createLimitsRepo(db), telemetry: createTelemetry(false), logger: createLogger('silent'), settings, recheckFullMs: 300 });
+    const [a, b] = [instance(), instance()];
+    const into = Date.now() % 3_600_000;
+    if (into > 3_600_000 - 10_000) await sleep(3_600_000 - into + 50);
+    const getMe = (l: typeof a) => l.check('bot-small', '/botplatform.v1.RuntimeService/GetMe', {}).then(() => true, () => false);
+    // Two calls back to back on A: the second looks like a rate of 100 a second, 10 in the
+    // next 100 ms, and reserves what it can (at most 40 / 8 = 5).
+    expect(await getMe(a)).toBe(true);
+    expect(await getMe(a)).toBe(true);
+    // B is admitted until the counter is full: all but A's two calls and what A holds.
+    let admitted = 0;
+    while (await getMe(b)) admitted++;
+    expect(admitted).toBeGreaterThanOrEqual(40 - 2 - 5);
+    // Given back, B gets the rest once it asks the database again (it refuses a counter
+    // it found full without asking, for recheckFullMs): never past the limit, nothing lost.
+    await a.release();
+    await sleep(350);
+    while (await getMe(b)) admitted++;
+    expect(admitted).toBe(38);
+  });
+
   it('counts batches exactly: calls that all fit are admitted together, then a batch that overfills admits up to the limit', async () => {
     const repo = createLimitsRepo(db);
     const rules = (bot: string) => [

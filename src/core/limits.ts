@@ -6,10 +6,12 @@
  * calls arriving together share it). A refused call takes nothing from any counter and
  * answers RESOURCE_EXHAUSTED with the seconds until the window that refused it
  * ends; once a counter is full, this instance refuses it without asking the
- * database again until its window ends.
+ * database again until its window ends, or for at most `recheckFullMs` (what other
+ * instances held in reserve comes back within it).
  *
  * A busy counter is decided in memory: with its calls, a transaction reserves on each
- * counter about RESERVE_AHEAD_MS of this instance's recent demand more (an allowance,
+ * counter about RESERVE_AHEAD_MS of this instance's recent demand more, at most an
+ * eighth of its limit (an allowance,
  * counted in the database at once), and later calls spend the allowance without asking
  * the database. So no counter ever goes past its limit, however many instances share
  * it. A counter reserves nothing on its first decision in a window, nor when a call of
@@ -54,6 +56,11 @@ function chatOf(path: string, request: unknown): string | undefined {
 const RESERVE_AHEAD_MS = 100;
 /** The shortest span a demand's rate is measured over (a burst in one millisecond is not a rate of thousands a second). */
 const MIN_SPAN_MS = 10;
+/**
+ * At most this share of a counter's limit in one reservation: a burst of a few calls
+ * must not hold much of a small limit (30 a second) away from the other instances.
+ */
+const MAX_RESERVED_SHARE = 1 / 8;
 
 /** This instance's share of one counter's current window. */
 interface Allowance {
@@ -67,11 +74,16 @@ interface Allowance {
   since: number;
 }
 
-export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings; telemetry: Telemetry; logger: Logger; now?: () => number }) {
+export function createLimiter(deps: {
+  repo: LimitsRepo; settings: LimitSettings; telemetry: Telemetry; logger: Logger; now?: () => number;
+  /** How long a counter found full is refused here without asking the database again, within its window (STATS_FLUSH_INTERVAL). */
+  recheckFullMs?: number;
+}) {
   const now = deps.now ?? Date.now;
+  const recheckFullMs = deps.recheckFullMs ?? 1000;
   const { botRate, chatRate, dailyQuota } = deps.settings;
-  /** Counters known full, until their window ends. */
-  const full = new Map<string, number>();
+  /** Counters known full: their window's end, and when to ask the database again (at most recheckFullMs on). */
+  const full = new Map<string, { windowEnd: number; recheckAt: number }>();
   /** Allowances by counter key. */
   const allowances = new Map<string, Allowance>();
 
@@ -93,7 +105,10 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
       const a = allowances.get(key);
       // A counter this instance decided before in this window: its demand since then, as a rate, over RESERVE_AHEAD_MS.
       if (!a || a.rule.windowStart !== rule.windowStart) continue;
-      const ahead = Math.floor(((a.used + n) * RESERVE_AHEAD_MS) / Math.max(MIN_SPAN_MS, at - a.since));
+      const ahead = Math.min(
+        Math.floor(((a.used + n) * RESERVE_AHEAD_MS) / Math.max(MIN_SPAN_MS, at - a.since)),
+        Math.floor(rule.limit * MAX_RESERVED_SHARE),
+      );
       if (ahead > 0) reservations.push({ rule, n: ahead });
     }
     const { results, granted } = await deps.repo.admitReserving(calls, reservations);
@@ -143,7 +158,7 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
 
   function refuse(rule: CounterRule, at: number): ApiError {
     if (full.size > 100_000) full.clear();
-    full.set(rule.key, rule.windowEnd);
+    full.set(rule.key, { windowEnd: rule.windowEnd, recheckAt: Math.min(rule.windowEnd, at + recheckFullMs) });
     const name: 'rate' | 'chat' | 'quota' = rule.key.startsWith('quota:') ? 'quota' : rule.key.startsWith('chat:') ? 'chat' : 'rate';
     deps.telemetry.limited(name);
     const retryAfterSeconds = Math.max(1, Math.ceil((rule.windowEnd - at) / 1000));
@@ -162,9 +177,9 @@ export function createLimiter(deps: { repo: LimitsRepo; settings: LimitSettings;
       const rules = rulesOf(botId, path, request, at);
       if (rules.length === 0) return;
       for (const r of rules) {
-        const until = full.get(r.key);
-        if (until !== undefined) {
-          if (until > at && until === r.windowEnd) throw refuse(r, at);
+        const known = full.get(r.key);
+        if (known !== undefined) {
+          if (known.recheckAt > at && known.windowEnd === r.windowEnd) throw refuse(r, at);
           full.delete(r.key);
         }
       }
