@@ -465,8 +465,8 @@ export function sqliteUnitRunner(db: Db): SqliteUnitRunner | undefined {
  * unit's START TRANSACTION) are not sent on their own: they go with the unit's next
  * statement that answers (`all`, `run`) or with its COMMIT, in one round trip (one
  * multi-statement query, run by the server in order, stopping at the first failure,
- * which then rejects that call and the unit). A send of six statements costs three
- * round trips, not nine.
+ * which then rejects that call and the unit). A batch of sends, nine statements with
+ * its START TRANSACTION and COMMIT, takes three round trips.
  */
 export interface MysqlWriter {
   /** The rows a SELECT returns (mysql2's row objects, values as knex's path gives them). */
