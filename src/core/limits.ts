@@ -11,9 +11,8 @@
  *
  * A busy counter is decided in memory: with its calls, a transaction reserves on each
  * counter about RESERVE_AHEAD_MS of this instance's recent demand more, at most an
- * eighth of its limit (an allowance,
- * counted in the database at once), and later calls spend the allowance without asking
- * the database. So no counter ever goes past its limit, however many instances share
+ * eighth of its limit (an allowance, counted in the database at once), and later calls
+ * spend the allowance without asking the database. So no counter ever goes past its limit, however many instances share
  * it. A counter reserves nothing on its first decision in a window, nor when a call of
  * the batch does not fit in it, nor near its limit (less than twice the reservation
  * left): there every call is decided in the database, exactly. What an instance
@@ -82,8 +81,11 @@ export function createLimiter(deps: {
   const now = deps.now ?? Date.now;
   const recheckFullMs = deps.recheckFullMs ?? 1000;
   const { botRate, chatRate, dailyQuota } = deps.settings;
-  /** Counters known full: their window's end, and when to ask the database again (at most recheckFullMs on). */
-  const full = new Map<string, { windowEnd: number; recheckAt: number }>();
+  /**
+   * Counters known full: when to ask the database again (at most recheckFullMs on, never
+   * past the window's end, so a time still ahead means the same window).
+   */
+  const full = new Map<string, number>();
   /** Allowances by counter key. */
   const allowances = new Map<string, Allowance>();
 
@@ -158,7 +160,7 @@ export function createLimiter(deps: {
 
   function refuse(rule: CounterRule, at: number): ApiError {
     if (full.size > 100_000) full.clear();
-    full.set(rule.key, { windowEnd: rule.windowEnd, recheckAt: Math.min(rule.windowEnd, at + recheckFullMs) });
+    full.set(rule.key, Math.min(rule.windowEnd, at + recheckFullMs));
     const name: 'rate' | 'chat' | 'quota' = rule.key.startsWith('quota:') ? 'quota' : rule.key.startsWith('chat:') ? 'chat' : 'rate';
     deps.telemetry.limited(name);
     const retryAfterSeconds = Math.max(1, Math.ceil((rule.windowEnd - at) / 1000));
@@ -177,9 +179,9 @@ export function createLimiter(deps: {
       const rules = rulesOf(botId, path, request, at);
       if (rules.length === 0) return;
       for (const r of rules) {
-        const known = full.get(r.key);
-        if (known !== undefined) {
-          if (known.recheckAt > at && known.windowEnd === r.windowEnd) throw refuse(r, at);
+        const recheckAt = full.get(r.key);
+        if (recheckAt !== undefined) {
+          if (recheckAt > at) throw refuse(r, at);
           full.delete(r.key);
         }
       }

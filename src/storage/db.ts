@@ -532,15 +532,19 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
       db.emit('query', { method, sql, bindings: params, writer: true });
       queued.push({ sql, params });
     };
-    /** Sends the queued statements and then this one (if any) in one round trip: this one's answer. */
-    const exec = async (sql: string | undefined, params: unknown[], method: string) => {
-      if (sql !== undefined) db.emit('query', { method, sql, bindings: params, writer: true });
-      const batch = sql === undefined ? queued : [...queued, { sql, params }];
+    /** Sends the queued statements in one round trip: the last one's answer. */
+    const flush = async () => {
+      const batch = queued;
       queued = [];
       if (batch.length === 0) return undefined;
       if (batch.length === 1) return send(conn, batch[0]!.sql, batch[0]!.params);
       const results = (await send(conn, batch.map((b) => b.sql).join(';\n'), batch.flatMap((b) => b.params))) as unknown[];
       return results[results.length - 1];
+    };
+    /** Sends the queued statements and then this one, in one round trip: this one's answer. */
+    const exec = (sql: string, params: unknown[], method: string) => {
+      queue(sql, params, method);
+      return flush();
     };
     try {
       const w: MysqlWriter = {
@@ -574,7 +578,7 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
       };
       if (opts.transaction === false) {
         const result = await body(w);
-        await exec(undefined, [], 'raw');
+        await flush();
         return result;
       }
       if (opts.isolation) queue('SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], 'raw');
