@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, statement, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -396,15 +396,17 @@ export function createBotsRepo(db: Db) {
 
     /** pending → approved with a first token. False when the bot was not pending. */
     async approve(id: string, token: IssuedToken, now: number, tx?: Tx): Promise<boolean> {
-      const n = await q(tx).where({ id, review_status: 'pending' })
-        .update({ review_status: 'approved', review_reason: null, status: 'active', ...tokenColumns(token, now) });
+      // Concurrent reviews of one application can deadlock on MySQL (the row and its unique
+      // token index): the victim runs again, finds it no longer pending, and answers false.
+      const n = await statement(db, tx, (t) => t('bots').where({ id, review_status: 'pending' })
+        .update({ review_status: 'approved', review_reason: null, status: 'active', ...tokenColumns(token, now) }));
       return n === 1;
     },
 
     /** pending → rejected. False when the bot was not pending. */
     async reject(id: string, reason: string, now: number, tx?: Tx): Promise<boolean> {
-      const n = await q(tx).where({ id, review_status: 'pending' })
-        .update({ review_status: 'rejected', review_reason: reason, updated_at: now });
+      const n = await statement(db, tx, (t) => t('bots').where({ id, review_status: 'pending' })
+        .update({ review_status: 'rejected', review_reason: reason, updated_at: now }));
       return n === 1;
     },
 
