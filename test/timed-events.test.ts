@@ -32,7 +32,7 @@ describe('TimedEvents', () => {
     expect(await ours.metrics()).toBe(expected);
   });
 
-  it('takes two labels as well as three, and refuses other counts', async () => {
+  it('takes one or two labels as well as three, and refuses other counts', async () => {
     const theirs = new Registry();
     const ours = new Registry();
     const counter = new client.Counter({ name: 'y_calls_total', help: 'Calls', labelNames: ['method', 'code'], registers: [theirs] });
@@ -43,7 +43,17 @@ describe('TimedEvents', () => {
       histogram.observe({ method, code }, seconds);
       events.record(seconds, method, code);
     }
+    const attempts = new client.Counter({ name: 'w_attempts_total', help: 'Attempts', labelNames: ['outcome'], registers: [theirs] });
+    const attemptSeconds = new client.Histogram({ name: 'w_seconds', help: 'Latency', labelNames: ['outcome'], buckets: [0.1, 1], registers: [theirs] });
+    const byOutcome = new TimedEvents(ours, ['outcome'], [0.1, 1], { name: 'w_attempts_total', help: 'Attempts' }, { name: 'w_seconds', help: 'Latency' });
+    for (const [outcome, seconds] of [['succeeded', 0.05], ['failed', 2], ['succeeded', 0.1]] as const) {
+      attempts.inc({ outcome });
+      attemptSeconds.observe({ outcome }, seconds);
+      byOutcome.record(seconds, outcome);
+    }
     expect(await ours.metrics()).toBe(await theirs.metrics());
-    expect(() => new TimedEvents(new Registry(), ['one'], BUCKETS, { name: 'z_total', help: 'z' }, { name: 'z_seconds', help: 'z' })).toThrow(/two or three labels/);
+    for (const labels of [[], ['a', 'b', 'c', 'd']]) {
+      expect(() => new TimedEvents(new Registry(), labels, BUCKETS, { name: 'z_total', help: 'z' }, { name: 'z_seconds', help: 'z' })).toThrow(/one to three labels/);
+    }
   });
 });

@@ -43,18 +43,20 @@ export function createTelemetry(enabled: boolean): Telemetry {
   }
   const registry = new Registry();
   client.collectDefaultMetrics({ register: registry, prefix: 'botplatform_' });
-  // The metrics of every call (each request's two) are TimedEvents: prom-client's own classes cost a few objects per event.
+  // Events counted and timed (each request's, call's, stream's, webhook attempt's) are TimedEvents: prom-client's own classes cost a few objects per event.
   const rpcCalls = new TimedEvents(registry, ['method', 'code'], LATENCY_BUCKETS,
     { name: 'botplatform_rpc_calls_total', help: 'Calls through the core, by RPC method and gRPC status' },
     { name: 'botplatform_rpc_duration_seconds', help: 'Latency of calls through the core, by RPC method and gRPC status' });
-  const streams = new client.Counter({ name: 'botplatform_rpc_streams_total', help: 'Streaming calls ended, by RPC method and gRPC status', labelNames: ['method', 'code'], registers: [registry] });
-  const streamSeconds = new client.Histogram({ name: 'botplatform_rpc_stream_duration_seconds', help: 'How long streaming calls stayed open, by RPC method and gRPC status', labelNames: ['method', 'code'], buckets: [...LATENCY_BUCKETS, 300, 3600], registers: [registry] });
+  const streams = new TimedEvents(registry, ['method', 'code'], [...LATENCY_BUCKETS, 300, 3600],
+    { name: 'botplatform_rpc_streams_total', help: 'Streaming calls ended, by RPC method and gRPC status' },
+    { name: 'botplatform_rpc_stream_duration_seconds', help: 'How long streaming calls stayed open, by RPC method and gRPC status' });
   const httpRequests = new TimedEvents(registry, ['method', 'route', 'status'], LATENCY_BUCKETS,
     { name: 'botplatform_http_requests_total', help: 'HTTP requests through the gateway, by method, route and status' },
     { name: 'botplatform_http_request_duration_seconds', help: 'Latency of HTTP requests through the gateway, by method, route and status' });
   const ingested = new client.Counter({ name: 'botplatform_updates_ingested_total', help: 'Updates offered to ingest, by outcome', labelNames: ['outcome'], registers: [registry] });
-  const attempts = new client.Counter({ name: 'botplatform_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome (succeeded, failed, dead_letter)', labelNames: ['outcome'], registers: [registry] });
-  const attemptSeconds = new client.Histogram({ name: 'botplatform_webhook_attempt_duration_seconds', help: 'Latency of webhook delivery attempts', labelNames: ['outcome'], buckets: LATENCY_BUCKETS, registers: [registry] });
+  const attempts = new TimedEvents(registry, ['outcome'], LATENCY_BUCKETS,
+    { name: 'botplatform_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome (succeeded, failed, dead_letter)' },
+    { name: 'botplatform_webhook_attempt_duration_seconds', help: 'Latency of webhook delivery attempts' });
   const limited = new client.Counter({ name: 'botplatform_rate_limited_total', help: 'Runtime calls refused by a rate limit or quota, by limit', labelNames: ['limit'], registers: [registry] });
   const relayFailures = new client.Counter({ name: 'botplatform_outbox_relay_failures_total', help: 'Outbox batches the relay could not publish to the bus (retried)', registers: [registry] });
   const lag = new client.Gauge({ name: 'botplatform_kafka_consumer_lag', help: 'Messages behind the partition end, as of the last batch handled', labelNames: ['group', 'topic', 'partition'], registers: [registry] });
@@ -62,16 +64,10 @@ export function createTelemetry(enabled: boolean): Telemetry {
   return {
     enabled: true,
     rpc: (method, code, seconds) => rpcCalls.record(seconds, method, code),
-    stream(method, code, seconds) {
-      streams.inc({ method, code });
-      streamSeconds.observe({ method, code }, seconds);
-    },
+    stream: (method, code, seconds) => streams.record(seconds, method, code),
     http: (method, route, status, seconds) => httpRequests.record(seconds, method, route, status),
     ingested: (outcome, n) => ingested.inc({ outcome }, n),
-    webhookAttempt(outcome, seconds) {
-      attempts.inc({ outcome });
-      attemptSeconds.observe({ outcome }, seconds);
-    },
+    webhookAttempt: (outcome, seconds) => attempts.record(seconds, outcome),
     limited: (limit) => limited.inc({ limit }),
     kafkaLag: (group, topic, partition, value) => lag.set({ group, topic, partition: String(partition) }, value),
     relayFailure: () => relayFailures.inc(),

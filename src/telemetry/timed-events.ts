@@ -43,7 +43,7 @@ export class TimedEvents {
     counter: { name: string; help: string },
     histogram: { name: string; help: string },
   ) {
-    if (labelNames.length !== 2 && labelNames.length !== 3) throw new Error('TimedEvents takes two or three labels');
+    if (labelNames.length < 1 || labelNames.length > 3) throw new Error('TimedEvents takes one to three labels');
     this.bounds = Float64Array.from([...buckets].sort((a, b) => a - b));
     const view = (type: 'counter' | 'histogram', name: string, help: string, values: () => MetricValue[]) => ({
       name, help, type, aggregator: 'sum' as const,
@@ -57,7 +57,7 @@ export class TimedEvents {
   }
 
   /** One event of these label values (as many as the label names), lasting `seconds`. */
-  record(seconds: number, a: string | number, b: string | number, c?: string | number): void {
+  record(seconds: number, a: string | number, b?: string | number, c?: string | number): void {
     const s = this.seriesOf(a, b, c);
     let i = 0;
     const bounds = this.bounds;
@@ -67,13 +67,15 @@ export class TimedEvents {
     s.count += 1;
   }
 
-  private seriesOf(a: string | number, b: string | number, c: string | number | undefined): Series {
+  private seriesOf(a: string | number, b: string | number | undefined, c: string | number | undefined): Series {
+    const n = this.labelNames.length;
+    if (n === 1) return (this.root.get(a) as Series | undefined) ?? this.add(this.root, a, [a]);
     let byB = this.root.get(a) as Level | undefined;
     if (!byB) this.root.set(a, (byB = new Map()));
-    if (this.labelNames.length === 2) return (byB.get(b) as Series | undefined) ?? this.add(byB, b, [a, b]);
-    let byC = byB.get(b) as Level | undefined;
-    if (!byC) byB.set(b, (byC = new Map()));
-    return (byC.get(c!) as Series | undefined) ?? this.add(byC, c!, [a, b, c!]);
+    if (n === 2) return (byB.get(b!) as Series | undefined) ?? this.add(byB, b!, [a, b!]);
+    let byC = byB.get(b!) as Level | undefined;
+    if (!byC) byB.set(b!, (byC = new Map()));
+    return (byC.get(c!) as Series | undefined) ?? this.add(byC, c!, [a, b!, c!]);
   }
 
   private add(level: Level, key: string | number, values: (string | number)[]): Series {
