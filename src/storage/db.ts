@@ -528,6 +528,8 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
     const conn = await client.acquireConnection();
     /** Queued statements (each counted when queued), sent with the next one. */
     let queued: { sql: string; params: unknown[] }[] = [];
+    /** Whether anything has gone to the server (its transaction begun there). */
+    let sent = false;
     const queue = (sql: string, params: unknown[], method: string) => {
       db.emit('query', { method, sql, bindings: params, writer: true });
       queued.push({ sql, params });
@@ -537,6 +539,7 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
       const batch = queued;
       queued = [];
       if (batch.length === 0) return undefined;
+      sent = true;
       if (batch.length === 1) return send(conn, batch[0]!.sql, batch[0]!.params);
       const results = (await send(conn, batch.map((b) => b.sql).join(';\n'), batch.flatMap((b) => b.params))) as unknown[];
       return results[results.length - 1];
@@ -589,9 +592,11 @@ export function mysqlUnitRunner(db: Db): MysqlUnitRunner | undefined {
         return result;
       } catch (err) {
         // A deadlock victim is rolled back already; a broken connection cannot: its pool drops it.
-        // What was queued is not sent: its transaction is the one rolled back.
+        // What was queued is not sent: its transaction is the one rolled back. Nothing
+        // sent yet (the body failed before its first statement that answers): no
+        // transaction was begun on the server, and there is nothing to roll back.
         queued = [];
-        await exec('ROLLBACK', [], 'raw').catch(() => {});
+        if (sent) await exec('ROLLBACK', [], 'raw').catch(() => {});
         throw err;
       }
     } finally {

@@ -91,6 +91,23 @@ describe('MySQL units of work', () => {
     expect(await topics('k-queued')).toEqual(['after']);
   });
 
+  it('a unit that fails before anything went to the server sends nothing, not even a ROLLBACK', async () => {
+    trips = 0;
+    await expect(unit(async (w) => {
+      w.insert('outbox', COLUMNS, [['t1', 'k-early', '{}', 1]]);
+      throw new Error('refused before any statement that answers');
+    })).rejects.toThrow(/refused before/);
+    expect(trips).toBe(0);
+    expect(await topics('k-early')).toEqual([]);
+    // A failure after the first round trip still rolls back: one more trip.
+    trips = 0;
+    await expect(unit(async (w) => {
+      await w.all('SELECT 1', []);
+      throw new Error('refused after a read');
+    })).rejects.toThrow(/refused after/);
+    expect(trips).toBe(2);
+  });
+
   it('a unit without a transaction sends what it queued when its body ends', async () => {
     trips = 0;
     await unit(async (w) => {
