@@ -56,7 +56,11 @@ export class TimedEvents {
     register(view('histogram', histogram.name, histogram.help, () => this.histogramValues(histogram.name)));
   }
 
-  /** One event of these label values (as many as the label names), lasting `seconds`. */
+  /**
+   * One event of these label values (as many as the label names), lasting `seconds`. A
+   * label's values are keys as given: pass each label's values as one type (a status as
+   * a number every time, say), or 200 and "200" would be two series.
+   */
   record(seconds: number, a: string | number, b?: string | number, c?: string | number): void {
     const s = this.seriesOf(a, b, c);
     let i = 0;
