@@ -30,6 +30,13 @@ describe('TimedEvents', () => {
     const expected = await theirs.metrics();
     expect(expected).toContain('x_request_seconds_bucket{le="+Inf",method="GET",route="/a/:id",status="200"} 4');
     expect(await ours.metrics()).toBe(expected);
+    // The registry's reset forgets the label sets, as prom-client's own metrics do.
+    theirs.resetMetrics();
+    ours.resetMetrics();
+    events.record(0.003, 'GET', '/c', 200);
+    histogram.observe({ method: 'GET', route: '/c', status: '200' }, 0.003);
+    counter.inc({ method: 'GET', route: '/c', status: '200' });
+    expect(await ours.metrics()).toBe(await theirs.metrics());
   });
 
   it('takes one or two labels as well as three, and refuses other counts', async () => {

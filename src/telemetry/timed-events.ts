@@ -45,11 +45,11 @@ export class TimedEvents {
   ) {
     if (labelNames.length < 1 || labelNames.length > 3) throw new Error('TimedEvents takes one to three labels');
     this.bounds = Float64Array.from([...buckets].sort((a, b) => a - b));
-    const view = (type: 'counter' | 'histogram', name: string, help: string, values: () => MetricValue[]) => ({
-      name, help, type, aggregator: 'sum' as const,
-      get: async () => ({ name, help, type, aggregator: 'sum' as const, values: values() }),
-      reset: () => {},
-    });
+    const view = (type: 'counter' | 'histogram', name: string, help: string, values: () => MetricValue[]) => {
+      const about = { name, help, type, aggregator: 'sum' as const };
+      // reset: the registry's resetMetrics(), as prom-client's own metrics forget their label sets.
+      return { ...about, get: async () => ({ ...about, values: values() }), reset: () => this.reset() };
+    };
     // The registry takes any object of this shape (registerMetric's type is its own classes').
     const register = (metric: ReturnType<typeof view>) => registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
     register(view('counter', counter.name, counter.help, () => this.all.map((s) => ({ value: s.count, labels: s.labels }))));
@@ -80,6 +80,12 @@ export class TimedEvents {
     let byC = byB.get(b!) as Level | undefined;
     if (!byC) byB.set(b!, (byC = new Map()));
     return (byC.get(c!) as Series | undefined) ?? this.add(byC, c!, [a, b!, c!]);
+  }
+
+  /** Forgets every label set (both views show none until the next event). */
+  private reset(): void {
+    this.root.clear();
+    this.all.length = 0;
   }
 
   private add(level: Level, key: string | number, values: (string | number)[]): Series {
