@@ -1,4 +1,7 @@
-/** Structured JSON logs (pino). Credentials are redacted wherever they could appear. */
+/**
+ * Structured JSON logs (pino). Credentials are redacted wherever they could appear: by key
+ * (REDACT_PATHS), and inside the text of errors and messages (scrubSecrets).
+ */
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 /** Keys that hold a credential wherever they appear. */
@@ -25,6 +28,46 @@ export const REDACT_PATHS = [
 ];
 
 /**
+ * Credentials as they can appear inside text (an error's message or stack, a log message):
+ * `Bearer <anything>` (an authorization value, the internal token's included), bot tokens,
+ * JWTs, and the token of a Telegram-surface path (`/bot<token>/...`, `/file/bot<token>/...`;
+ * native `/bots/...` paths and bot ids, `bot_...`, are left alone). grpc-js, for one,
+ * repeats a refused metadata value in its error's message.
+ */
+const SECRET_TEXT = /(\bbearer)\s+[^\s"'`]+|sbot_[A-Za-z0-9]+|eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*|(\/bot)(?!s(?:[/?#\s"'`]|$)|_)[^/?#\s"'`]+/gi;
+/** A cheap first look: text without any of these holds none of the above. */
+const MAYBE_SECRET = /bearer|sbot_|eyJ|\/bot/i;
+
+/** `text` with every credential SECRET_TEXT finds replaced. */
+export function scrubSecrets(text: string): string {
+  if (!MAYBE_SECRET.test(text)) return text;
+  return text.replace(SECRET_TEXT, (match, bearer?: string, bot?: string) =>
+    bearer ? `${bearer} [redacted]` : bot ? `${bot}[redacted]` : match.startsWith('sbot_') ? 'sbot_[redacted]' : '[redacted JWT]');
+}
+
+/** A logged value with every string scrubbed (scrubSecrets). */
+function scrubDeep(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return scrubSecrets(value);
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth >= 8) return '[nested too deep]';
+  if (Array.isArray(value)) return value.map((v) => scrubDeep(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const key in value) {
+    out[key] = scrubDeep((value as Record<string, unknown>)[key], depth + 1);
+  }
+  return out;
+}
+
+/**
+ * Errors as pino's standard serializer writes them (type, message and stack with their
+ * causes, own properties), then scrubbed: an error's text may repeat a credential it was
+ * handed (grpc-js refusing an authorization value quotes it whole).
+ */
+function errSerializer(err: unknown): unknown {
+  return scrubDeep(pino.stdSerializers.err(err as Error));
+}
+
+/**
  * The service's logger; `destination` (tests) receives the JSON lines instead of stdout.
  *
  * On stdout, lines are gathered up to 4 KB and written off the event loop, at the latest
@@ -35,7 +78,12 @@ export const REDACT_PATHS = [
  * lose the last 100 ms.
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  const options = { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: 'botplatform' } };
+  const options: pino.LoggerOptions = {
+    level,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    base: { service: 'botplatform' },
+    serializers: { err: errSerializer },
+  };
   if (destination) return pino(options, destination);
   return pino(options, pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 }));
 }

@@ -164,4 +164,46 @@ describe('roles as separate processes', () => {
       await db.drop();
     }
   }, 90_000);
+
+  it('a gateway process answers 401 to a credential with a stray character, and no process logs it', async () => {
+    // grpc-js refuses a metadata value that is not printable ASCII: the gateway used to
+    // answer 500 and log the whole credential in the error's message and stack.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-stray-'));
+    const db = await createTestDatabase(dir);
+    try {
+      const grpcPort = await freePort();
+      const common = { DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: 'roles-test-secret-roles-test-secret-0000', SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'trace' };
+      const core = await start({ ...common, ROLE: 'core', PORT: String(await freePort()), GRPC_PORT: String(grpcPort) }, /botplatform started/);
+      const gatewayPort = await freePort();
+      const gateway = await start({ ...common, ROLE: 'gateway', PORT: String(gatewayPort), CORE_GRPC_ADDRESS: `127.0.0.1:${grpcPort}` }, /botplatform started/);
+      const base = `http://127.0.0.1:${gatewayPort}`;
+      const { mintAccountJwt } = await import('../src/auth/account-jwt.js');
+      const jwt = await mintAccountJwt(common.AUTH_JWT_SECRET, { sub: 'stray' });
+      const admin = await mintAccountJwt(common.AUTH_JWT_SECRET, { sub: 'stray-admin', roles: ['admin'] });
+      const created = await client(base, jwt).post('/api/v1/bots/applications', { name: 'Stray', username: 'stray_bot' });
+      expect((await client(base, admin).post(`/api/v1/admin/bots/${created.body.id}/approve`)).status).toBe(200);
+      const token = (await client(base, jwt).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token as string;
+
+      const nbsp = await call(base, 'POST', '/api/v1/bots/getMe', { headers: { authorization: `Bearer ${token}\u00a0` } });
+      expect([nbsp.status, nbsp.body.ok, nbsp.body.error_code]).toEqual([401, false, 401]);
+      const newline = await call(base, 'GET', `/bot${token}%0A/getMe`);
+      expect([newline.status, newline.body.ok, newline.body.error_code]).toEqual([401, false, 401]);
+      const consoleAnswer = await call(base, 'GET', '/api/v1/bots/my', { headers: { authorization: `Bearer ${jwt}\u00a0` } });
+      expect([consoleAnswer.status, consoleAnswer.body.error?.status]).toEqual([401, 'UNAUTHENTICATED']);
+      expect((await call(base, 'POST', '/api/v1/bots/getMe', { token })).status).toBe(200);
+
+      // Logs are written at exit at the latest: stop both, then read everything they wrote.
+      const exits = [exited(gateway.child), exited(core.child)];
+      gateway.child.kill('SIGTERM');
+      core.child.kill('SIGTERM');
+      expect(await Promise.all(exits)).toEqual([0, 0]);
+      for (const output of [gateway.output(), core.output()]) {
+        expect(output).toMatch(/"msg":"http"|"msg":"rpc"/);
+        for (const secret of [token, token.slice(5), jwt]) expect(output).not.toContain(secret);
+        expect(output).not.toMatch(/"level":50/);
+      }
+    } finally {
+      await db.drop();
+    }
+  }, 90_000);
 });

@@ -39,6 +39,13 @@ export interface GatewayOptions {
 
 const FORWARDED_HEADERS = ['authorization'] as const;
 
+/**
+ * What a credential may hold: printable ASCII (as gRPC metadata values must be). A stray
+ * character (a pasted no-break space, a token file's newline) is a bad credential, refused
+ * before any call metadata is built, whatever the transport to the core.
+ */
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
 /** The gateway app; `cancelInFlight` answers every call still waiting on the core with 503 (shutdown's last resort). */
 export type Gateway = FastifyInstance & { cancelInFlight(): void };
 
@@ -224,6 +231,13 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   async function invokeCore(
     spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply,
   ): Promise<Record<string, unknown>> {
+    // Every call's metadata is built here: native and console routes (handle) and the
+    // Telegram surface (its `call`, with `Bearer <the path's token>`). A credential that is
+    // not printable ASCII is a 401 whatever the role, and its value is never repeated.
+    const authorization = extra.authorization;
+    if (authorization !== undefined && !PRINTABLE_ASCII.test(authorization)) {
+      throw ApiError.unauthenticated('the credential must be printable ASCII: look for a stray character around it (a line break, a no-break space)');
+    }
     const metadata: Record<string, string> = {
       ...extra,
       'x-request-id': String(request.id),

@@ -4,6 +4,8 @@
  * interceptor chain (wired by src/app.ts). Both reject with ApiError.
  */
 import * as grpc from '@grpc/grpc-js';
+import { PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
+import { ApiError, Code } from '../../src/errors.js';
 import { fromServiceError } from '../../src/grpc/status-details.js';
 import {
   HealthCheckRequest,
@@ -45,7 +47,18 @@ export function createGrpcInvoker(address: string): Invoker {
     invoke(route, request, metadata, signal) {
       return new Promise((resolve, reject) => {
         const md = new grpc.Metadata();
-        for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+        for (const [k, v] of Object.entries(metadata)) {
+          try {
+            md.set(k, v);
+          } catch {
+            // grpc-js refuses a value that is not printable ASCII, and its error repeats the
+            // value (a credential, for authorization): refused here without it. The gateway
+            // checks the credential before this (a 401); this is the backstop.
+            const header = k === PUBLIC_BASE_URL_METADATA ? 'Host' : k;
+            reject(new ApiError(Code.INVALID_ARGUMENT, `the request's ${header} header is not printable ASCII`));
+            return;
+          }
+        }
         const call = client.makeUnaryRequest(
           route.grpc.path,
           route.grpc.requestSerialize as (v: unknown) => Buffer,
