@@ -45,15 +45,22 @@ export function scrubSecrets(text: string): string {
     bearer ? `${bearer} [redacted]` : bot ? `${bot}[redacted]` : match.startsWith('sbot_') ? 'sbot_[redacted]' : '[redacted JWT]');
 }
 
-/** A logged value with every string scrubbed (scrubSecrets). */
+/**
+ * A logged value with every string scrubbed (scrubSecrets) and raw bytes left out (Node's
+ * `clientError` carries the request's bytes as `rawPacket`: its path and headers).
+ */
 function scrubDeep(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return scrubSecrets(value);
   if (typeof value !== 'object' || value === null) return value;
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return `[${value.byteLength} bytes]`;
   if (depth >= 8) return '[nested too deep]';
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return scrubDeep(toJSON.call(value), depth + 1);
   if (Array.isArray(value)) return value.map((v) => scrubDeep(v, depth + 1));
   const out: Record<string, unknown> = {};
-  for (const key in value) {
-    out[key] = scrubDeep((value as Record<string, unknown>)[key], depth + 1);
+  for (const key of Object.keys(value)) {
+    const v = (value as Record<string, unknown>)[key];
+    if (key !== 'rawPacket' && typeof v !== 'function') out[key] = scrubDeep(v, depth + 1);
   }
   return out;
 }
@@ -65,6 +72,12 @@ function scrubDeep(value: unknown, depth = 0): unknown {
  */
 function errSerializer(err: unknown): unknown {
   return scrubDeep(pino.stdSerializers.err(err as Error));
+}
+
+/** A request (Fastify's `req`), without its headers, the path scrubbed. */
+function reqSerializer(req: { method?: string; url?: string; id?: unknown } | undefined): unknown {
+  if (typeof req !== 'object' || req === null) return req;
+  return { method: req.method, url: typeof req.url === 'string' ? scrubSecrets(req.url) : undefined, id: req.id };
 }
 
 /**
@@ -82,7 +95,19 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     level,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     base: { service: 'botplatform' },
-    serializers: { err: errSerializer },
+    // Fastify's own serializers (its `req` writes the raw URL) are replaced by these.
+    serializers: { err: errSerializer, req: reqSerializer },
+    hooks: {
+      // A message may repeat a URL (Fastify's "Reply was already sent ... in the \"<url>\"
+      // route" warning) or an error's text: scrubbed like errors.
+      logMethod(args, method) {
+        for (let i = 0; i < args.length; i++) {
+          const a = args[i];
+          if (typeof a === 'string') args[i] = scrubSecrets(a);
+        }
+        return method.apply(this, args);
+      },
+    },
   };
   if (destination) return pino(options, destination);
   return pino(options, pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 }));
