@@ -20,7 +20,30 @@ const bad = (field: string, description: string, reason = 'INVALID_TYPE') => Api
 
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 
-const RFC3339 = /^\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)$/;
+const RFC3339 = /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.\d{1,9})?(?:[Zz]|[+-](\d\d):(\d\d))$/;
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+const isLeapYear = (y: number) => y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+
+/**
+ * An RFC 3339 timestamp as a Date, or undefined: it must carry an offset (without one,
+ * Date would read the time in the server's zone) and name a real moment (RFC 3339's
+ * day-of-month rules: Date alone rolls 2026-02-30 over to March 2nd and takes 24:00),
+ * within google.protobuf.Timestamp's years 0001 to 9999. No leap second (:60), as
+ * protojson takes none.
+ */
+function parseTimestamp(v: string): Date | undefined {
+  const m = RFC3339.exec(v);
+  if (!m) return undefined;
+  type Parts = [number, number, number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = m.slice(1).map((n) => Number(n ?? 0)) as Parts;
+  if (month < 1 || month > 12 || day < 1) return undefined;
+  if (day > (month === 2 && isLeapYear(year) ? 29 : DAYS_IN_MONTH[month - 1]!)) return undefined;
+  if (hour > 23 || minute > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) return undefined;
+  const d = new Date(v);
+  const utcYear = d.getUTCFullYear();
+  return utcYear >= 1 && utcYear <= 9999 ? d : undefined;
+}
 
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -136,9 +159,8 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         if (!isObject(v)) throw bad(field, 'must be an object');
         return decodeMessage(t.ref, v, field);
       case 'timestamp': {
-        // An offset is required: without one, Date would read the time in the server's zone.
-        const d = typeof v === 'string' && RFC3339.test(v) ? new Date(v) : undefined;
-        if (!d || Number.isNaN(d.getTime())) throw bad(field, 'must be an RFC 3339 timestamp');
+        const d = typeof v === 'string' ? parseTimestamp(v) : undefined;
+        if (!d) throw bad(field, 'must be an RFC 3339 timestamp');
         return d;
       }
       case 'fieldmask':

@@ -199,11 +199,24 @@ describe('codec: decoding JSON', () => {
     it('Timestamp: an RFC 3339 string with an offset ⇄ Date', () => {
       expect(decode({ at: '2024-02-03T04:05:06Z' }).at).toEqual(new Date(Date.UTC(2024, 1, 3, 4, 5, 6)));
       expect(decode({ at: '2024-02-03T04:05:06.5+02:00' }).at).toEqual(new Date(Date.UTC(2024, 1, 3, 2, 5, 6, 500)));
+      // Leap days, and the ends of the range.
+      expect(decode({ at: '2024-02-29T23:59:59Z' }).at).toEqual(new Date(Date.UTC(2024, 1, 29, 23, 59, 59)));
+      expect(decode({ at: '2000-02-29T00:00:00Z' }).at).toEqual(new Date(Date.UTC(2000, 1, 29)));
+      expect((decode({ at: '0001-01-01T00:00:00Z' }).at as Date).toISOString()).toBe('0001-01-01T00:00:00.000Z');
+      expect((decode({ at: '9999-12-31T23:59:59.999999999Z' }).at as Date).toISOString()).toBe('9999-12-31T23:59:59.999Z');
+      expect((decode({ at: '2026-01-01T00:30:00+23:59' }).at as Date).toISOString()).toBe('2025-12-31T00:31:00.000Z');
       const out = codec.encodeMessage('fx.Thing', { ...decode({}), at: new Date(Date.UTC(2024, 1, 3, 4, 5, 6)) }, 'console');
       expect(out.at).toBe('2024-02-03T04:05:06.000Z');
     });
 
-    it.each([['2024-02-03'], ['2024-02-03T04:05:06'], ['2024-13-03T04:05:06Z'], ['yesterday'], [1706933106]])('Timestamp: refuses %j', (v) => {
+    it.each([
+      ['2024-02-03'], ['2024-02-03T04:05:06'], ['2024-13-03T04:05:06Z'], ['yesterday'], [1706933106],
+      // Impossible calendar dates and times, which Date alone rolls over or takes.
+      ['2026-02-30T00:00:00Z'], ['2026-02-29T00:00:00Z'], ['2100-02-29T00:00:00Z'], ['2026-04-31T00:00:00Z'], ['2026-01-00T00:00:00Z'],
+      ['2026-01-01T24:00:00Z'], ['2026-01-01T23:60:00Z'], ['2026-12-31T23:59:60Z'], ['2026-01-01T00:00:00+24:00'], ['2026-01-01T00:00:00+01:60'],
+      // Outside google.protobuf.Timestamp's years 0001 to 9999.
+      ['0000-12-31T23:59:59Z'], ['0001-01-01T00:00:00+00:01'], ['9999-12-31T23:59:59-00:01'],
+    ])('Timestamp: refuses %j', (v) => {
       expect(refusal(() => decode({ at: v }))).toMatchObject({ field: 'at', description: 'must be an RFC 3339 timestamp' });
     });
 
