@@ -186,6 +186,9 @@ describe('the OpenAPI document', () => {
     const page = await fetch(`${h.url}/docs`);
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toContain('text/html');
+    const hardened = (res: Response) => [res.headers.get('x-content-type-options'), res.headers.get('referrer-policy')];
+    expect(hardened(page)).toEqual(['nosniff', 'no-referrer']);
+    expect(hardened(await fetch(`${h.url}/docs/`))).toEqual(['nosniff', 'no-referrer']);
     const html = await page.text();
     expect(html).not.toMatch(/https?:\/\//);
     const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
@@ -193,6 +196,7 @@ describe('the OpenAPI document', () => {
     for (const asset of assets) {
       const res = await fetch(h.url + asset);
       expect(res.status, asset).toBe(200);
+      expect(hardened(res), asset).toEqual(['nosniff', 'no-referrer']);
       expect((await res.arrayBuffer()).byteLength, asset).toBeGreaterThan(0);
     }
     expect(await (await fetch(`${h.url}/docs/init.js`)).text()).toContain("url: '/api/v1/openapi.json'");

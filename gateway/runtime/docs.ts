@@ -46,17 +46,20 @@ const INIT = `window.onload = function () {
 /** Same-origin only: the page loads nothing from anywhere else. */
 const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
+/** On every /docs answer: no content-type sniffing, and no Referer (the page's URL) sent to anyone. */
+const HARDENING = { 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer' };
+
 export function registerDocsRoutes(app: FastifyInstance): void {
   const dir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
   const files = new Map(Object.entries(ASSETS).map(([name, type]) => [name, { type, body: fs.readFileSync(path.join(dir, name)) }]));
   files.set('init.js', { type: 'text/javascript; charset=utf-8', body: Buffer.from(INIT) });
   const page = (_req: unknown, reply: import('fastify').FastifyReply) =>
-    reply.header('content-security-policy', CSP).type('text/html; charset=utf-8').send(PAGE);
+    reply.headers(HARDENING).header('content-security-policy', CSP).type('text/html; charset=utf-8').send(PAGE);
   app.get('/docs', page);
   app.get('/docs/', page);
   app.get<{ Params: { file: string } }>('/docs/:file', (request, reply) => {
     const file = files.get(request.params.file);
     if (!file) return reply.callNotFound();
-    return reply.header('cache-control', 'public, max-age=3600').type(file.type).send(file.body);
+    return reply.headers(HARDENING).header('cache-control', 'public, max-age=3600').type(file.type).send(file.body);
   });
 }
