@@ -20,6 +20,30 @@ afterAll(async () => {
   await h?.close();
 });
 
+/** Raw bytes to the gateway; the answer's status, headers and body (JSON) once the connection closes. */
+function rawRequest(bytes: string): Promise<{ status: number; headers: Record<string, string>; body: unknown }> {
+  const { hostname, port } = new URL(h.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(bytes, 'latin1'));
+    let answer = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (d) => (answer += d));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const [head = '', text = ''] = answer.split('\r\n\r\n');
+      const [statusLine = '', ...lines] = head.split('\r\n');
+      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // not JSON: kept as text
+      }
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body });
+    });
+  });
+}
+
 describe('timestamps', () => {
   it('recovery refuses impossible dates with INVALID_ARGUMENT naming the field', async () => {
     const owner = client(h.url, ownerJwt);
@@ -33,5 +57,33 @@ describe('timestamps', () => {
     }
     // A real date gets past the codec (the bot has no webhook: 409).
     expect((await owner.post(`/api/v1/bots/my/${bot.id}/deliveries/recover`, { since: '2024-02-29T00:00:00Z' })).status).toBe(409);
+  });
+});
+
+describe('requests Node\'s parser refuses', () => {
+  it('a malformed request is a 400 in the envelope of its path\'s surface', async () => {
+    const telegram = await rawRequest(`GET /bot${bot.token}/getMe HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${bot.token}\r\nBad Header\r\n\r\n`);
+    expect(telegram).toMatchObject({ status: 400, headers: { 'content-type': 'application/json', connection: 'close' } });
+    expect(telegram.body).toEqual({ ok: false, error_code: 400, description: 'Bad Request: malformed HTTP request' });
+
+    const runtime = await rawRequest(`POST /api/v1/bots/getMe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ten\r\n\r\n`);
+    expect([runtime.status, runtime.body]).toEqual([400, { ok: false, error_code: 400, description: 'Bad Request: malformed HTTP request' }]);
+
+    const consoleAnswer = await rawRequest(`GET /api/v1/bots/my HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Junk: a\x01b\r\n\r\n`);
+    expect([consoleAnswer.status, consoleAnswer.body]).toEqual([400, { error: { code: 400, status: 'INVALID_ARGUMENT', message: 'malformed HTTP request' } }]);
+
+    const garbage = await rawRequest('NOT HTTP AT ALL\r\n\r\n');
+    expect([garbage.status, garbage.body]).toEqual([400, { error: { code: 400, status: 'INVALID_ARGUMENT', message: 'malformed HTTP request' } }]);
+  });
+
+  it('headers past Node\'s size limit are a 431 in the envelope of the path\'s surface', async () => {
+    const big = `X-Big: ${'a'.repeat(20_000)}\r\n`;
+    const runtime = await rawRequest(`GET /bot${bot.token}/getMe HTTP/1.1\r\nHost: 127.0.0.1\r\n${big}\r\n`);
+    expect(runtime).toMatchObject({ status: 431, headers: { 'content-type': 'application/json' } });
+    expect(runtime.body).toEqual({ ok: false, error_code: 431, description: 'Request Header Fields Too Large: the request headers are too large' });
+    const consoleAnswer = await rawRequest(`GET /api/v1/bots/my HTTP/1.1\r\nHost: 127.0.0.1\r\n${big}\r\n`);
+    expect([consoleAnswer.status, consoleAnswer.body]).toEqual([431, { error: { code: 431, status: 'INVALID_ARGUMENT', message: 'the request headers are too large' } }]);
+    // The service still answers.
+    expect((await call(h.url, 'GET', `/bot${bot.token}/getMe`)).status).toBe(200);
   });
 });

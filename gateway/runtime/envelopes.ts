@@ -22,11 +22,13 @@ const REASON_PHRASE: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  408: 'Request Timeout',
   409: 'Conflict',
   413: 'Request Entity Too Large',
   414: 'URI Too Long',
   415: 'Unsupported Media Type',
   429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
   499: 'Client Closed Request',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
@@ -93,9 +95,10 @@ export function successBody(surface: Surface, result: unknown): unknown {
 
 /**
  * Which surface an unrouted path belongs to: runtime methods live directly under
- * /api/v1/bots/, and the signed file URLs under /api/v1/files/ answer as runtime too.
+ * /api/v1/bots/, and the signed file URLs under /api/v1/files/ and the Telegram surface
+ * (/bot<token>/..., /file/bot<token>/...) answer as runtime too.
  */
 export function surfaceOfPath(path: string): Surface {
-  if (/^\/api\/v1\/files\//.test(path)) return 'runtime';
+  if (/^\/(?:api\/v1\/files\/|bot|file\/bot)/.test(path)) return 'runtime';
   return /^\/api\/v1\/bots\/(?!my(\/|$|\?)|applications(\/|$|\?))[^?]/.test(path) ? 'runtime' : 'console';
 }

@@ -14,6 +14,7 @@ import { bindRequest } from './binding.js';
 import { createCodec } from './codec.js';
 import { renderError, surfaceOfPath } from './envelopes.js';
 import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
+import { answerClientError } from './client-errors.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
 import { registerDocsRoutes } from './docs.js';
@@ -86,6 +87,9 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     // The router's own failures (a path that does not percent-decode, an over-long
     // parameter) take the one error path too, instead of Fastify's body echoing the path.
     frameworkErrors: (err, request, reply) => sendError(err, request, reply),
+    // What Node's parser refuses (malformed request, headers too large: 431, too slow: 408)
+    // is answered in the contract's envelope too, and logged without its bytes.
+    clientErrorHandler: (err, socket) => answerClientError(err, socket, app.log),
   }) as unknown as FastifyInstance;
 
   /**
