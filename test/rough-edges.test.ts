@@ -3,6 +3,7 @@
  * Fastify's and Node's own 400/431 answers in the contract's envelopes, and
  * `Cache-Control: no-store` on the Telegram surface and the API's answers.
  */
+import crypto from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
@@ -85,5 +86,54 @@ describe('requests Node\'s parser refuses', () => {
     expect([consoleAnswer.status, consoleAnswer.body]).toEqual([431, { error: { code: 431, status: 'INVALID_ARGUMENT', message: 'the request headers are too large' } }]);
     // The service still answers.
     expect((await call(h.url, 'GET', `/bot${bot.token}/getMe`)).status).toBe(200);
+  });
+});
+
+describe('Cache-Control: no-store', () => {
+  const noStore = (res: { headers: Headers }) => res.headers.get('cache-control');
+
+  it('on every answer of the Telegram surface, errors included', async () => {
+    const { token } = bot;
+    expect(noStore(await call(h.url, 'GET', `/bot${token}/getMe`))).toBe('no-store');
+    expect(noStore(await call(h.url, 'POST', `/bot${token}/getUpdates`, { body: { timeout: 0 } }))).toBe('no-store');
+    expect(noStore(await call(h.url, 'GET', `/bot${token}/getWebhookInfo`))).toBe('no-store');
+    for (const [method, p] of [['GET', `/bot${token}/sendSticker`], ['GET', `/botsbot_${'x'.repeat(40)}/getMe`], ['POST', `/bot${token}/sendMessage`], ['GET', `/file/bot${token}/no-such-file`], ['POST', `/file/bot${token}/x`]]) {
+      const res = await call(h.url, method!, p!);
+      expect(res.status, `${method} ${p!.replace(token, '<token>')}`).toBeGreaterThanOrEqual(400);
+      expect(noStore(res), `${method} ${p!.replace(token, '<token>')}`).toBe('no-store');
+    }
+  });
+
+  it('on a file downloaded at /file/bot<token>/..., while the signed download URL keeps its own caching', async () => {
+    const bytes = crypto.randomBytes(1000);
+    const sha = crypto.createHash('sha256').update(bytes).digest('hex');
+    const rt = (method: string, body: object) => call(h.url, 'POST', `/api/v1/bots/${method}`, { token: bot.token, body });
+    const creds = await rt('files/upload-credentials', { fileName: 'a.bin', fileSize: bytes.length, fileType: 'application/octet-stream', checksum: sha, reuseRequestId: 'r1' });
+    expect(creds.status).toBe(200);
+    expect(noStore(creds)).toBe('no-store');
+    expect((await fetch(creds.body.result.uploadUrl, { method: 'PUT', body: bytes, headers: { 'content-type': 'application/octet-stream' } })).status).toBe(200);
+    const done = await rt('files/complete', { checksum: sha, reuseRequestId: 'r1' });
+    const fileId = done.body.result.file_id as string;
+    const file = await call(h.url, 'GET', `/bot${bot.token}/getFile?file_id=${encodeURIComponent(fileId)}`);
+    const viaTelegram = await fetch(`${h.url}/file/bot${bot.token}/${file.body.result.file_path}`);
+    expect(viaTelegram.status).toBe(200);
+    expect(noStore(viaTelegram)).toBe('no-store');
+    expect(Buffer.from(await viaTelegram.arrayBuffer()).equals(bytes)).toBe(true);
+    const native = await rt('getFile', { file_id: fileId });
+    const signed = await fetch(native.body.result.download_url);
+    expect([signed.status, noStore(signed)]).toEqual([200, 'private, max-age=3600']);
+    await signed.arrayBuffer();
+  });
+
+  it('on the native API\'s answers (tokens, secrets, messages) and its errors; not on /docs, the console or /healthz', async () => {
+    const owner = client(h.url, ownerJwt);
+    expect(noStore(await call(h.url, 'POST', '/api/v1/bots/getMe', { token: bot.token }))).toBe('no-store');
+    expect(noStore(await owner.get(`/api/v1/bots/my/${bot.id}`))).toBe('no-store');
+    expect(noStore(await owner.post(`/api/v1/bots/my/${bot.id}/regenerate-token`))).toBe('no-store');
+    expect(noStore(await owner.get('/api/v1/bots/my/bot_nope'))).toBe('no-store');
+    expect(noStore(await call(h.url, 'POST', '/api/v1/bots/sendSmokeSignal'))).toBe('no-store');
+    expect(noStore(await call(h.url, 'GET', '/elsewhere'))).toBe('no-store');
+    expect(noStore(await call(h.url, 'GET', '/docs/swagger-ui.css'))).toBe('public, max-age=3600');
+    expect(noStore(await call(h.url, 'GET', '/healthz'))).toBeNull();
   });
 });

@@ -60,7 +60,8 @@ export function renderError(err: ApiError, surface: Surface): RenderedError {
     details: err.details.map(({ field, reason }) => ({ field, reason })),
     retryAfterSeconds: err.retryAfterSeconds,
   };
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  // An error is never worth keeping in a cache (and on the Telegram surface its URL holds a token).
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
   if (http === 401) headers['www-authenticate'] = 'Bearer';
   if (err.retryAfterSeconds !== undefined) headers['retry-after'] = String(err.retryAfterSeconds);
   return { status: http, headers, body: errorBody(surface, failure) };

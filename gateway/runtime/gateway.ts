@@ -59,6 +59,16 @@ type LoggedRequest = FastifyRequest & { rpcLog: { written: boolean; fields: Reco
 /** The reason of a call aborted because its client went away. */
 const CLIENT_GONE = Symbol('client gone');
 
+/** onSend hooks: `Cache-Control: no-store`, unless the route set its own; and in any case. */
+function noStore(_request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) {
+  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  done(null, payload);
+}
+function forceNoStore(_request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) {
+  reply.header('cache-control', 'no-store');
+  done(null, payload);
+}
+
 /** The answer to a request that arrives while the gateway is closing. */
 const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call');
 
@@ -170,6 +180,20 @@ export function buildGateway(opts: GatewayOptions): Gateway {
 
   app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
   app.setNotFoundHandler((request, reply) => sendError(routeNotFound(surfaceOfPath(request.url), request.method), request, reply));
+
+  // The API's answers (the route table's, the signed file URLs', the Telegram surface's)
+  // are per caller and carry tokens, secrets and chats' messages: no cache may keep them.
+  // `Cache-Control: no-store` goes on every answer of a route with a surface, errors
+  // included (renderError sets it on every error answer as well). A route may set its own
+  // (a signed download URL's file: `private, max-age=3600`), except on the Telegram surface,
+  // whose URLs carry the bot's token (/bot<token>/..., /file/bot<token>/...). Route hooks,
+  // added as the routes are: /healthz, /metrics, /docs and the console pay nothing.
+  app.addHook('onRoute', (route) => {
+    if (!(route.config as { surface?: Surface } | undefined)?.surface) return;
+    const telegram = route.url.startsWith('/bot') || route.url.startsWith('/file/bot');
+    const hooks = route.onSend === undefined ? [] : Array.isArray(route.onSend) ? route.onSend : [route.onSend];
+    route.onSend = [...hooks, telegram ? forceNoStore : noStore] as typeof route.onSend;
+  });
 
   if (opts.openapi) {
     app.get('/api/v1/openapi.json', async () => opts.openapi);

@@ -27,7 +27,7 @@ describe('error path: the status table', () => {
     const err = new ApiError(Code.INVALID_ARGUMENT, 'request body is too large', { httpStatus: 413 });
     expect(renderError(err, 'console')).toEqual({
       status: 413,
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
       body: { error: { code: 413, status: 'INVALID_ARGUMENT', message: 'request body is too large' } },
     });
     expect(renderError(err, 'runtime').body).toEqual({ ok: false, error_code: 413, description: 'Request Entity Too Large: request body is too large' });
