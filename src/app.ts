@@ -554,7 +554,8 @@ const gateway: Component = {
     const openapi = JSON.parse(fs.readFileSync(new URL('../gateway/generated/openapi.json', import.meta.url), 'utf8'));
     if (ctx.app.localJwtSecret) ctx.app.localSignIn = createLocalSignIn();
     const gateway = buildGateway({
-      table: routeTable, invoker: need(ctx.invoker, 'the invoker'), logger, maxBodyBytes: config.maxBodyBytes, maxFileBytes: config.maxFileBytes, openapi, telemetry, files: ctx.files(),
+      table: routeTable, invoker: need(ctx.invoker, 'the invoker'), logger, maxBodyBytes: config.maxBodyBytes, maxFileBytes: config.maxFileBytes, uploads: config.uploads,
+      requestTimeoutMs: config.requestTimeoutMs, bodyIdleTimeoutMs: config.bodyIdleTimeoutMs, openapi, telemetry, files: ctx.files(),
       console: { localSignIn: ctx.app.localSignIn },
     });
     ctx.cancelInFlight = () => gateway.cancelInFlight();

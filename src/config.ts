@@ -154,6 +154,10 @@ const schema = z
     ),
     MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
     MAX_FILE_BYTES: int(2 * 1024 ** 3, 1, 1024 ** 4),
+    UPLOADS_PER_BOT: int(4, 1, 10_000),
+    UPLOADS_MAX: int(32, 1, 100_000),
+    REQUEST_TIMEOUT: duration('15m').refine((ms) => ms >= 1000 && ms <= 86_400_000, 'must be from 1s to 24h'),
+    BODY_IDLE_TIMEOUT: duration('30s').refine((ms) => ms >= 100 && ms <= 3_600_000, 'must be from 100ms to 1h'),
     FILE_URL_TTL: duration('1h').refine((ms) => ms >= 1000, 'must be at least 1s'),
     POSSESSION_MAX_TRIES: int(5, 1, 100),
     POSSESSION_TRY_WINDOW: duration('1h').refine((ms) => ms >= 1000 && ms <= 7 * 86_400_000, 'must be from 1s to 7d'),
@@ -239,6 +243,11 @@ const schema = z
       maxBodyBytes: c.MAX_BODY_BYTES,
       /** Largest file accepted by upload-credentials. */
       maxFileBytes: c.MAX_FILE_BYTES,
+      /** Multipart uploads the Telegram surface reads at once, per bot and in all. */
+      uploads: { perBot: c.UPLOADS_PER_BOT, total: c.UPLOADS_MAX },
+      /** Longest a request's body may take to arrive, and longest it may pause. */
+      requestTimeoutMs: c.REQUEST_TIMEOUT,
+      bodyIdleTimeoutMs: c.BODY_IDLE_TIMEOUT,
       /** How long signed upload and download URLs work. */
       fileUrlTtlMs: c.FILE_URL_TTL,
       /** Possession challenges an account may be handed for one content per window, answered or not. */

@@ -367,7 +367,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   }
 
   return {
-    emptyMessage, decodeMessage, setFromText, fieldPathOf, encodeMessage, encodeField, encodeMessageJson, encodeFieldJson, lookup, schemaOf,
+    emptyMessage, decodeMessage, decodeField, setFromText, fieldPathOf, encodeMessage, encodeField, encodeMessageJson, encodeFieldJson, lookup, schemaOf,
   };
 }
 

@@ -4,6 +4,7 @@
  * failure (errors.ts, envelopes.ts). Routes come only from the table; none is written here.
  * The app is built, not started: callers listen (or inject, in tests) and close.
  */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../../src/errors.js';
@@ -30,6 +31,11 @@ export interface GatewayOptions {
   maxBodyBytes: number;
   /** Largest file part of a multipart body on the Telegram surface (MAX_FILE_BYTES). */
   maxFileBytes: number;
+  /** Multipart uploads the Telegram surface reads at once, per bot and in all (UPLOADS_PER_BOT, UPLOADS_MAX). */
+  uploads: { perBot: number; total: number };
+  /** Longest a request's body may take to arrive (REQUEST_TIMEOUT), and longest it may pause (BODY_IDLE_TIMEOUT); ms. */
+  requestTimeoutMs: number;
+  bodyIdleTimeoutMs: number;
   openapi?: unknown;
   /** Serves the signed upload and download URLs of files. */
   files?: FileRoutesOptions;
@@ -79,6 +85,15 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
+    // A body must arrive within REQUEST_TIMEOUT (Node's requestTimeout), and pause no longer
+    // than BODY_IDLE_TIMEOUT (the onRequest hook): a slow or stalled upload holds its socket
+    // and its staged bytes no longer than that. Waiting for an answer (a long poll) is not
+    // receiving a body, so neither limits it.
+    requestTimeout: opts.requestTimeoutMs,
+    // Given to Node's server at its creation too: set only afterwards (as Fastify does), Node
+    // 20 never enforces it. Node checks for overdue requests every connectionsCheckingInterval
+    // (30 s by default, which would hold a socket up to 30 s past a short timeout).
+    http: { requestTimeout: opts.requestTimeoutMs, connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(opts.requestTimeoutMs / 4))) },
     // Signed file URLs carry their grant in a path parameter.
     routerOptions: { maxParamLength: 2048 },
     // The caller's x-request-id when it is a plain token, else a new one; it goes on
@@ -115,6 +130,23 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     return reply.code(status).headers(headers).send(body);
   }
 
+  /**
+   * A request with a body: its socket is closed once no byte of the body has come for
+   * BODY_IDLE_TIMEOUT (Node destroys a timed-out socket nobody answers for), until the body
+   * has ended (read, or drained after the answer). Waiting for the answer is not limited.
+   */
+  function limitBodyIdle(req: IncomingMessage) {
+    const socket = req.socket;
+    socket.setTimeout(opts.bodyIdleTimeoutMs);
+    const clear = () => socket.setTimeout(0);
+    req.once('end', clear);
+    req.once('close', clear);
+  }
+
+  /** Whether a request has a body to receive (else the message ends with its headers). */
+  const hasBody = (headers: IncomingHttpHeaders) =>
+    headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
@@ -124,6 +156,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   // promise and a microtask turn per request.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    if (hasBody(request.headers)) limitBodyIdle(request.raw);
     done(closing ? CLOSING : undefined);
   });
   // One access log line and one sample per request, labelled by route template (not
@@ -201,7 +234,10 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   }
   if (opts.files) registerFileRoutes(app, opts.files);
   if (opts.console) registerConsoleRoutes(app, opts.console);
-  registerTelegramRoutes(app, { table: opts.table, codec, files: opts.files, maxBodyBytes: opts.maxBodyBytes, maxFileBytes: opts.maxFileBytes, call: (spec, message, metadata, request, reply) => callCore(spec, message, metadata, request, reply) });
+  registerTelegramRoutes(app, {
+    table: opts.table, codec, files: opts.files, maxBodyBytes: opts.maxBodyBytes, maxFileBytes: opts.maxFileBytes, uploads: opts.uploads,
+    call: (spec, message, metadata, request, reply) => invokeCore(spec, message, metadata, request, reply),
+  });
 
   for (const spec of opts.table.routes) {
     app.route({
@@ -245,17 +281,8 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   /**
    * One call through the invoker (the core's whole chain) for a request: request id and
    * public base URL as metadata, cancelled when the client goes away or at shutdown.
-   * Answers the route's response as its JSON wire value (the response_body field's, if any).
+   * Answers the core's response message.
    */
-  async function callCore(spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    const response = await invokeCore(spec, message, extra, request, reply);
-    const field = responseFieldOf(spec);
-    return field
-      ? codec.encodeField(field, response[field.ts], spec.surface)
-      : codec.encodeMessage(spec.responseType, response, spec.surface);
-  }
-
-  /** The core's response message to one call of a request (see callCore). */
   async function invokeCore(
     spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply,
   ): Promise<Record<string, unknown>> {

@@ -14,14 +14,34 @@ import { PassThrough } from 'node:stream';
 import { BlobMismatch, stagingKey, type BlobStore } from '../../src/blobs/blob-store.js';
 import { ApiError, Code } from '../../src/errors.js';
 
-/** A file part, staged in the blob store under `key`. */
-export interface StagedFilePart {
-  upload: true;
-  fileName: string;
-  contentType: string;
-  key: string;
-  size: number;
-  sha256: string;
+/** Only this module holds it, so only parseMultipartStream can make a StagedFile. */
+const MINT: unique symbol = Symbol('StagedFile');
+
+/**
+ * A file part of this request's body, staged in the blob store under `key` and measured
+ * on the way. Unforgeable: its constructor takes a value private to this module, so no
+ * JSON, form or query value can be one (a value's type, not its shape, makes it a file),
+ * and the route checks that it is one of the parts its own request staged.
+ */
+export class StagedFile {
+  readonly fileName: string;
+  readonly contentType: string;
+  readonly key: string;
+  readonly size: number;
+  readonly sha256: string;
+  constructor(mint: typeof MINT, part: { fileName: string; contentType: string; key: string; size: number; sha256: string }) {
+    if (mint !== MINT) throw new Error('a StagedFile is made by the multipart parser only');
+    this.fileName = part.fileName;
+    this.contentType = part.contentType;
+    this.key = part.key;
+    this.size = part.size;
+    this.sha256 = part.sha256;
+  }
+}
+
+/** A parsed multipart body: its fields, text or staged file, by name. */
+export class MultipartBody {
+  constructor(readonly fields: ReadonlyMap<string, string | StagedFile>, readonly files: ReadonlySet<StagedFile>) {}
 }
 
 export interface MultipartLimits {
@@ -29,10 +49,14 @@ export interface MultipartLimits {
   maxTextBytes: number;
   /** File parts' bytes, together. */
   maxFileBytes: number;
+  /** Whether file parts are taken at all (the method has a file parameter); else a file part is a 400. */
+  files: boolean;
 }
 
 /** Most parts (fields and files) in one body. */
 const MAX_PARTS = 100;
+/** Most file parts in one body (sendMediaGroup's largest album is 10). */
+const MAX_FILE_PARTS = 10;
 /** Longest header block of one part. */
 const MAX_HEADER_BYTES = 16 * 1024;
 
@@ -52,11 +76,13 @@ interface Open {
  */
 export async function parseMultipartStream(
   source: AsyncIterable<Buffer>, contentType: string, blobs: BlobStore | undefined, limits: MultipartLimits, staged: string[],
-): Promise<Record<string, unknown>> {
+): Promise<MultipartBody> {
   const m = /boundary=(?:"([^"]+)"|([^;]+))/i.exec(contentType);
   if (!m) throw ApiError.invalid('body', 'MALFORMED_MULTIPART', 'multipart/form-data needs a boundary');
   const delimiter = Buffer.from(`\r\n--${(m[1] ?? m[2])!.trim()}`);
-  const out: Record<string, unknown> = {};
+  const out = new Map<string, string | StagedFile>();
+  const files = new Set<StagedFile>();
+  let fileParts = 0;
   let textBudget = limits.maxTextBytes;
   let fileBudget = limits.maxFileBytes;
   let parts = 0;
@@ -81,7 +107,9 @@ export async function parseMultipartStream(
       open = { name, text: [] };
       return;
     }
+    if (!limits.files) throw ApiError.invalid(name, 'INVALID_TYPE', 'this method takes no file');
     if (!blobs) throw ApiError.invalid(name, 'UPLOAD_UNAVAILABLE', 'file uploads are not served here; send a file_id');
+    if (++fileParts > MAX_FILE_PARTS) throw malformed(`has more than ${MAX_FILE_PARTS} files`);
     const key = stagingKey(`tg_${crypto.randomBytes(16).toString('hex')}`);
     staged.push(key);
     const pass = new PassThrough({ highWaterMark: 1 << 20 });
@@ -107,14 +135,16 @@ export async function parseMultipartStream(
     open = undefined;
     if (!p || p.name === undefined) return;
     if (p.text) {
-      out[p.name] = Buffer.concat(p.text).toString('utf8');
+      out.set(p.name, Buffer.concat(p.text).toString('utf8'));
       return;
     }
     const f = p.file!;
     f.pass.end();
     const { size, sha256 } = await f.stored;
     fileBudget -= size;
-    out[p.name] = { upload: true, fileName: f.fileName, contentType: f.contentType, key: f.key, size, sha256 } satisfies StagedFilePart;
+    const file = new StagedFile(MINT, { fileName: f.fileName, contentType: f.contentType, key: f.key, size, sha256 });
+    files.add(file);
+    out.set(p.name, file);
   }
 
   async function feed(chunk: Buffer) {
@@ -186,11 +216,11 @@ export async function parseMultipartStream(
     throw err;
   }
   // Telegram's attach://<name> form: a parameter naming another part.
-  for (const [k, v] of Object.entries(out)) {
+  for (const [k, v] of out) {
     if (typeof v === 'string' && v.startsWith('attach://')) {
-      const target = out[v.slice(9)];
-      if (typeof target === 'object' && target !== null && (target as StagedFilePart).upload) out[k] = target;
+      const target = out.get(v.slice(9));
+      if (target instanceof StagedFile) out.set(k, target);
     }
   }
-  return out;
+  return new MultipartBody(out, files);
 }

@@ -9,6 +9,18 @@
  * updates, getMe's `id` is the bot's numeric user id (Message.from.id), photos are
  * PhotoSize arrays. The token is the path's and is never echoed or logged: the access
  * log and metrics name the route template, and errors never repeat the path.
+ *
+ * Typed end to end (telegram-bot-api's methods table, one typed entry per method):
+ * RPCs are called by their generated definition (`RuntimeServiceService`), so requests
+ * and responses are the generated message types and a misspelt method or field does not
+ * compile; parameters are decoded into the request by the request type's descriptors
+ * (the codec the native routes use). A file parameter is a `file_id` string or a
+ * `StagedFile` — a value only the multipart parser makes, for a part this very request
+ * staged — and nothing else.
+ *
+ * A multipart body is read only after its token is checked, its method known to take a
+ * file, and an upload slot of the bot's and of the gateway's taken (telegram-uploads.ts):
+ * no byte of it is stored for anyone without a valid token.
  */
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -18,18 +30,19 @@ import { compact, tgMessage, tgUpdate } from '../../src/domain/telegram-types.js
 import { UPDATE_KINDS } from '../../src/domain/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
+import { RuntimeServiceService } from '../../src/gen/botplatform/v1/runtime_service.js';
 import type { Codec } from './codec.js';
 import { routeNotFound, unsupportedMediaType } from './errors.js';
 import { sendDownload, type FileRoutesOptions } from './file-routes.js';
 import type { RouteSpec, RouteTable } from './schema.js';
-import { parseMultipartStream, tooLarge, type StagedFilePart } from './telegram-multipart.js';
+import { MultipartBody, parseMultipartStream, StagedFile, tooLarge } from './telegram-multipart.js';
+import { createUploadSlots, type UploadSlots } from './telegram-uploads.js';
 
-type Obj = Record<string, unknown>;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Wire = any;
-
-/** Parameters by name: text (query, form, multipart field), JSON values, or an uploaded file. */
-type Params = Record<string, unknown>;
+type Runtime = typeof RuntimeServiceService;
+/** A runtime RPC by its generated definition's name ("sendMessage"). */
+type Rpc = keyof Runtime;
+type RequestOf<K extends Rpc> = Parameters<Runtime[K]['requestSerialize']>[0];
+type ResponseOf<K extends Rpc> = ReturnType<Runtime[K]['responseDeserialize']>;
 
 export interface TelegramRoutesOptions {
   table: RouteTable;
@@ -39,71 +52,40 @@ export interface TelegramRoutesOptions {
   maxBodyBytes: number;
   /** File parts of a multipart body, together, at most. */
   maxFileBytes: number;
-  /** One call through the core chain; answers the RPC's result as its JSON wire value. */
+  /** Multipart uploads read at once, per bot and in all (UPLOADS_PER_BOT, UPLOADS_MAX). */
+  uploads: { perBot: number; total: number };
+  /** One call through the core chain; answers the RPC's response message. */
   call(spec: RouteSpec, message: unknown, metadata: Record<string, string>, request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
 }
 
-/** What one method call can do: call an RPC by short name with native JSON-ish params. */
+/**
+ * A parameter as it came: text (query string, form, multipart field), a JSON value
+ * (anything JSON.parse makes), or a file part this request's multipart body staged.
+ */
+type Param = unknown;
+
+/** What one method has: its parameters, and the runtime RPCs of its caller. */
 interface Ctx {
-  rpc(name: string, params: Params): Promise<Wire>;
-  params: Params;
-  files?: FileRoutesOptions;
+  /** The raw parameter (see Param). */
+  param(name: string): Param;
+  /**
+   * The RPC's request from the named parameters (Telegram name → request field, same
+   * name unless renamed), each decoded by the request type's descriptors: a wrong type
+   * is a 400 naming the parameter. Unnamed parameters are ignored, as Telegram does.
+   */
+  request<K extends Rpc>(rpc: K, names: readonly string[], rename?: Readonly<Record<string, string>>): RequestOf<K>;
+  rpc<K extends Rpc>(rpc: K, request: RequestOf<K>): Promise<ResponseOf<K>>;
+  /** A file parameter as a file_id of the bot: the text given, or the staged part registered (see fileParam). */
+  file(name: string, photo: boolean): Promise<string>;
 }
 
-const num = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
-
-/** Only the named parameters, renamed where Telegram's name differs from the RPC's. */
-function pick(params: Params, names: string[], rename: Record<string, string> = {}): Params {
-  const out: Params = {};
-  for (const n of names) if (params[n] !== undefined) out[rename[n] ?? n] = params[n];
-  return out;
+interface Method {
+  run(ctx: Ctx): Promise<unknown>;
+  /** Whether it takes a file part (only these methods read a multipart body's files). */
+  files?: true;
 }
-
-const isFile = (v: unknown): v is StagedFilePart => typeof v === 'object' && v !== null && (v as StagedFilePart).upload === true;
 
 const IMAGE_TYPES: Record<string, string> = { jpg: 'image/jpeg', jpeg: 'image/jpeg', png: 'image/png', gif: 'image/gif', webp: 'image/webp' };
-
-/**
- * A multipart file part (already staged in the blob store, measured) registered as a file
- * of the bot through the upload flow's own RPCs: content reuse, possession proof (read
- * back from the staged bytes), or the staged object promoted to the upload's staging key
- * and completed.
- */
-async function uploadedFileId(ctx: Ctx, part: StagedFilePart, field: string, photo: boolean): Promise<string> {
-  if (!ctx.files) throw ApiError.invalid(field, 'UPLOAD_UNAVAILABLE', 'file uploads are not served here; send a file_id');
-  const ext = part.fileName.split('.').pop()?.toLowerCase() ?? '';
-  let type = part.contentType;
-  if (!type || type === 'application/octet-stream') type = IMAGE_TYPES[ext] ?? (photo ? 'image/jpeg' : 'application/octet-stream');
-  const fileName = part.fileName || (photo ? 'photo.jpg' : 'document');
-  const creds = await ctx.rpc('CreateUploadCredentials', { file_name: fileName, file_size: part.size, checksum: part.sha256, file_type: type, reuse_existing: true });
-  if (creds.possessionRequired) {
-    const c = creds.possessionChallenge;
-    const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
-    for (const r of c.ranges) {
-      const offset = Number(r.offset);
-      const length = Number(r.length);
-      if (length > 0) for await (const chunk of ctx.files.blobs.read(part.key, { start: offset, end: offset + length - 1 })) hash.update(chunk as Buffer);
-    }
-    const proven = await ctx.rpc('ProvePossession', { challenge_id: c.challengeId, proof: hash.digest('hex') });
-    return proven.file_id;
-  }
-  if (!creds.uploadRequired) return creds.file_id;
-  const token = String(creds.uploadUrl).split('/api/v1/files/upload/')[1] ?? '';
-  const grant = ctx.files.signer.verify(token, 'upload');
-  if (!('ok' in grant)) throw new Error('the core handed out an upload URL this gateway cannot verify');
-  if (grant.ok.size !== part.size || grant.ok.sha256 !== part.sha256) throw new Error('the core granted an upload of other bytes than the staged ones');
-  await ctx.files.blobs.promote(part.key, stagingKey(grant.ok.id));
-  const done = await ctx.rpc('CompleteUpload', { checksum: part.sha256 });
-  return done.file_id;
-}
-
-/** A send method's file parameter: a file_id, or an uploaded file part. */
-async function fileParam(ctx: Ctx, field: string, photo: boolean): Promise<unknown> {
-  const v = ctx.params[field];
-  if (isFile(v)) return uploadedFileId(ctx, v, field, photo);
-  if (v === undefined) throw ApiError.invalid(field, 'REQUIRED', 'is required');
-  return v;
-}
 
 /**
  * allowed_updates as Telegram takes it: the kinds this platform never produces
@@ -111,9 +93,8 @@ async function fileParam(ctx: Ctx, field: string, photo: boolean): Promise<unkno
  * left out, as Telegram ignores kinds it has nothing of; a list of nothing but those
  * is refused, since the bot would wait for updates that never come.
  */
-function allowedUpdates(params: Params): Params {
-  let v = params.allowed_updates;
-  if (v === undefined) return params;
+function allowedUpdates(v: Param): string[] | undefined {
+  if (v === undefined || v === null) return undefined;
   if (typeof v === 'string') {
     try {
       v = JSON.parse(v);
@@ -122,18 +103,17 @@ function allowedUpdates(params: Params): Params {
     }
   }
   if (!Array.isArray(v)) throw ApiError.invalid('allowed_updates', 'INVALID_TYPE', 'must be an array of update types');
-  const kinds = v.filter((k) => (UPDATE_KINDS as readonly unknown[]).includes(k));
+  const kinds = v.filter((k): k is string => (UPDATE_KINDS as readonly unknown[]).includes(k));
   if (v.length > 0 && kinds.length === 0) {
     throw ApiError.invalid('allowed_updates', 'INVALID_VALUE', `only ${UPDATE_KINDS.join(', ')} updates are delivered here`);
   }
-  return { ...params, allowed_updates: kinds };
+  return kinds;
 }
 
-const SEND = ['chat_id', 'caption', 'reply_to_message_id'];
-
-/** reply_parameters.message_id (the newer spelling) as reply_to_message_id. */
-function replyTo(params: Params): Params {
-  let rp = params.reply_parameters;
+/** reply_parameters.message_id (the newer spelling), when reply_to_message_id is not given. */
+function replyTo(ctx: Ctx): number | undefined {
+  if (ctx.param('reply_to_message_id') !== undefined) return undefined;
+  let rp = ctx.param('reply_parameters');
   if (typeof rp === 'string') {
     try {
       rp = JSON.parse(rp);
@@ -141,98 +121,147 @@ function replyTo(params: Params): Params {
       throw ApiError.invalid('reply_parameters', 'MALFORMED_JSON', 'is not valid JSON');
     }
   }
-  const id = (rp as { message_id?: unknown } | undefined)?.message_id;
-  return id !== undefined && params.reply_to_message_id === undefined ? { ...params, reply_to_message_id: id } : params;
+  if (rp === undefined || rp === null) return undefined;
+  if (typeof rp !== 'object' || Array.isArray(rp) || rp instanceof StagedFile) throw ApiError.invalid('reply_parameters', 'INVALID_TYPE', 'must be an object');
+  const id = (rp as { message_id?: unknown }).message_id;
+  if (id === undefined) return undefined;
+  const n = typeof id === 'string' && /^-?\d+$/.test(id) ? Number(id) : id;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw ApiError.invalid('reply_parameters.message_id', 'INVALID_TYPE', 'must be an integer');
+  return n;
 }
 
+const MAX_INT32 = 2 ** 31 - 1;
+
+/** The parameters every send method shares, besides its content. */
+const SEND = ['chat_id', 'caption', 'reply_to_message_id'] as const;
+
 /** The methods, by lower-case name. */
-const METHODS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
-  async getme(ctx) {
-    const me = await ctx.rpc('GetMe', {});
-    return {
-      // The numeric id the bot's messages carry in from.id (derived from its opaque id).
-      id: botUserId(String(me.id)),
-      is_bot: true,
-      first_name: me.name,
-      username: me.username,
-      can_join_groups: Boolean(me.can_join_groups),
-      can_read_all_group_messages: false,
-      supports_inline_queries: Boolean(me.supports_inline_queries),
-    };
+const METHODS: Record<string, Method> = {
+  getme: {
+    async run(ctx) {
+      const me = (await ctx.rpc('getMe', {})).result!;
+      return {
+        // The numeric id the bot's messages carry in from.id (derived from its opaque id).
+        id: botUserId(me.id),
+        is_bot: true,
+        first_name: me.name,
+        username: me.username,
+        can_join_groups: me.canJoinGroups,
+        can_read_all_group_messages: false,
+        supports_inline_queries: me.supportsInlineQueries,
+      };
+    },
   },
 
-  async getupdates(ctx) {
-    const p = pick(allowedUpdates(ctx.params), ['offset', 'limit', 'timeout', 'allowed_updates']);
-    const offset = p.offset === undefined ? undefined : Number(p.offset);
-    if (offset !== undefined && Number.isInteger(offset) && offset < 0) {
-      delete p.offset;
-      p.tail = -offset;
-    } else if (offset === 0) {
-      delete p.offset;
-    }
-    const updates = (await ctx.rpc('GetUpdates', p)) as Wire[];
-    return updates.map(tgUpdate);
+  getupdates: {
+    async run(ctx) {
+      const req = ctx.request('getUpdates', ['offset', 'limit', 'timeout']);
+      req.allowedUpdates = allowedUpdates(ctx.param('allowed_updates')) ?? [];
+      if (req.offset !== undefined && req.offset < 0) {
+        // -offset is the request's int32 tail.
+        if (req.offset < -MAX_INT32) throw ApiError.invalid('offset', 'OUT_OF_RANGE', `must be at least -${MAX_INT32}`);
+        req.tail = -req.offset;
+        req.offset = undefined;
+      } else if (req.offset === 0) {
+        req.offset = undefined;
+      }
+      return (await ctx.rpc('getUpdates', req)).result.map(tgUpdate);
+    },
   },
 
-  async setwebhook(ctx) {
-    return ctx.rpc('SetWebhook', pick(allowedUpdates(ctx.params), ['url', 'secret_token', 'allowed_updates', 'max_connections', 'drop_pending_updates']));
+  setwebhook: {
+    async run(ctx) {
+      const req = ctx.request('setWebhook', ['url', 'secret_token', 'max_connections', 'drop_pending_updates']);
+      req.allowedUpdates = allowedUpdates(ctx.param('allowed_updates')) ?? [];
+      return (await ctx.rpc('setWebhook', req)).result;
+    },
   },
 
-  async deletewebhook(ctx) {
-    return ctx.rpc('DeleteWebhook', pick(ctx.params, ['drop_pending_updates']));
+  deletewebhook: {
+    async run(ctx) {
+      return (await ctx.rpc('deleteWebhook', ctx.request('deleteWebhook', ['drop_pending_updates']))).result;
+    },
   },
 
-  async getwebhookinfo(ctx) {
-    const w = await ctx.rpc('GetWebhookInfo', {});
-    return compact({
-      url: w.url ?? '',
-      has_custom_certificate: false,
-      pending_update_count: num(w.pending_update_count) ?? 0,
-      max_connections: w.url ? w.max_connections : undefined,
-      allowed_updates: w.url && w.allowed_updates?.length ? w.allowed_updates : undefined,
-      last_error_date: num(w.last_error_date),
-      last_error_message: w.last_error_message,
-    });
+  getwebhookinfo: {
+    async run(ctx) {
+      const w = (await ctx.rpc('getWebhookInfo', {})).result!;
+      return compact({
+        url: w.url,
+        has_custom_certificate: false,
+        pending_update_count: w.pendingUpdateCount,
+        max_connections: w.url ? w.maxConnections : undefined,
+        allowed_updates: w.url && w.allowedUpdates.length ? w.allowedUpdates : undefined,
+        last_error_date: w.lastErrorDate,
+        last_error_message: w.lastErrorMessage,
+      });
+    },
   },
 
-  async sendmessage(ctx) {
-    return tgMessage(await ctx.rpc('SendMessage', pick(replyTo(ctx.params), ['chat_id', 'text', 'reply_to_message_id'])));
+  sendmessage: {
+    async run(ctx) {
+      const req = ctx.request('sendMessage', ['chat_id', 'text', 'reply_to_message_id']);
+      req.replyToMessageId ??= replyTo(ctx);
+      return tgMessage((await ctx.rpc('sendMessage', req)).result);
+    },
   },
 
-  async sendphoto(ctx) {
-    const fileId = await fileParam(ctx, 'photo', true);
-    return tgMessage(await ctx.rpc('SendPhoto', { ...pick(replyTo(ctx.params), SEND), file_id: fileId }));
+  sendphoto: {
+    files: true,
+    async run(ctx) {
+      const req = ctx.request('sendPhoto', SEND);
+      req.replyToMessageId ??= replyTo(ctx);
+      req.fileId = await ctx.file('photo', true);
+      return tgMessage((await ctx.rpc('sendPhoto', req)).result);
+    },
   },
 
-  async senddocument(ctx) {
-    const fileId = await fileParam(ctx, 'document', false);
-    return tgMessage(await ctx.rpc('SendDocument', { ...pick(replyTo(ctx.params), SEND), file_id: fileId }));
+  senddocument: {
+    files: true,
+    async run(ctx) {
+      const req = ctx.request('sendDocument', SEND);
+      req.replyToMessageId ??= replyTo(ctx);
+      req.fileId = await ctx.file('document', false);
+      return tgMessage((await ctx.rpc('sendDocument', req)).result);
+    },
   },
 
-  async getfile(ctx) {
-    const f = await ctx.rpc('GetFile', pick(ctx.params, ['file_id']));
-    // file_path is the file_id: /file/bot<token>/<file_id> downloads it.
-    return compact({ file_id: f.file_id, file_unique_id: f.file_unique_id, file_size: num(f.file_size), file_path: f.file_id });
+  getfile: {
+    async run(ctx) {
+      const f = (await ctx.rpc('getFile', ctx.request('getFile', ['file_id']))).result!;
+      // file_path is the file_id: /file/bot<token>/<file_id> downloads it.
+      return compact({ file_id: f.fileId, file_unique_id: f.fileUniqueId, file_size: f.fileSize, file_path: f.fileId });
+    },
   },
 
   // Nothing to log out of or close here (there is no other API server); the token is checked.
-  async logout(ctx) {
-    await ctx.rpc('GetMe', {});
-    return true;
+  logout: {
+    async run(ctx) {
+      await ctx.rpc('getMe', {});
+      return true;
+    },
   },
-  async close(ctx) {
-    await ctx.rpc('GetMe', {});
-    return true;
+  close: {
+    async run(ctx) {
+      await ctx.rpc('getMe', {});
+      return true;
+    },
   },
 
-  async setmycommands(ctx) {
-    return ctx.rpc('SetMyCommands', pick(ctx.params, ['commands']));
+  setmycommands: {
+    async run(ctx) {
+      return (await ctx.rpc('setMyCommands', ctx.request('setMyCommands', ['commands']))).result;
+    },
   },
-  async getmycommands(ctx) {
-    return ctx.rpc('GetMyCommands', {});
+  getmycommands: {
+    async run(ctx) {
+      return (await ctx.rpc('getMyCommands', {})).result;
+    },
   },
-  async deletemycommands(ctx) {
-    return ctx.rpc('DeleteMyCommands', {});
+  deletemycommands: {
+    async run(ctx) {
+      return (await ctx.rpc('deleteMyCommands', {})).result;
+    },
   },
 };
 
@@ -257,51 +286,110 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
   const { codec } = opts;
   const specs = new Map<string, RouteSpec>();
   for (const r of opts.table.routes) {
-    if (r.rpc.startsWith('botplatform.v1.RuntimeService/') && r.method === 'POST') specs.set(r.rpc.split('/')[1]!, r);
+    if (r.rpc.startsWith('botplatform.v1.RuntimeService/') && r.method === 'POST') specs.set(r.grpc.path, r);
   }
+  const specOf = (rpc: Rpc): RouteSpec => {
+    const spec = specs.get(RuntimeServiceService[rpc].path);
+    if (!spec) throw new Error(`no POST route for ${rpc}`);
+    return spec;
+  };
 
-  /** The RPC's request message from Telegram parameters (text, JSON values); unknown ones are ignored, as Telegram does. */
-  function bind(spec: RouteSpec, params: Params): Obj {
-    const type = spec.requestType;
+  /** The request of `rpc` from the named parameters (see Ctx.request). */
+  function decodeRequest<K extends Rpc>(rpc: K, params: ReadonlyMap<string, Param>, names: readonly string[], rename: Readonly<Record<string, string>> = {}): RequestOf<K> {
+    const type = specOf(rpc).requestType;
     const fields = codec.lookup(type);
     const message = codec.emptyMessage(type);
-    const json: Obj = {};
-    for (const [name, value] of Object.entries(params)) {
-      const f = fields.get(name);
-      if (!f || value === undefined || isFile(value)) continue;
-      if (typeof value === 'string' && (f.repeated || f.type.kind === 'message')) {
+    for (const name of names) {
+      const value = params.get(name);
+      if (value === undefined) continue;
+      const f = fields.get(rename[name] ?? name);
+      if (!f) throw new Error(`${type} has no field ${rename[name] ?? name}`);
+      if (value instanceof StagedFile) throw ApiError.invalid(name, 'INVALID_TYPE', 'must not be a file');
+      if (typeof value === 'string' && (f.repeated || f.type.kind === 'message' || f.type.kind === 'map')) {
+        // A list or object given as text (a form or query value, a multipart field) is JSON.
+        let json: unknown;
         try {
-          json[name] = JSON.parse(value);
+          json = JSON.parse(value);
         } catch {
           throw ApiError.invalid(name, 'MALFORMED_JSON', 'is not valid JSON');
         }
-      } else if (typeof value === 'string') {
-        codec.setFromText(type, message, [f.proto], [value], name);
+        message[f.ts] = codec.decodeField(f, json, name);
       } else {
-        json[name] = value;
+        message[f.ts] = codec.decodeField(f, value, name, typeof value === 'string');
       }
     }
-    return codec.decodeMessage(type, json, '', message);
+    return message as RequestOf<K>;
   }
 
   const config = { surface: 'runtime' as const };
-  /** Blob keys a request's multipart file parts were staged under. */
-  const staged = new WeakMap<object, string[]>();
+  /** The file parts a request's multipart body staged (only these are its files). */
+  const staged = new WeakMap<object, { keys: string[]; files?: ReadonlySet<StagedFile> }>();
+  const slots: UploadSlots = createUploadSlots(opts.uploads);
+  /** A request's upload slot, given back when it is answered or abandoned. */
+  const held = new WeakMap<object, () => void>();
+
+  /**
+   * A file parameter as a file_id: the text given, or a part this request staged,
+   * registered as a file of the bot through the upload flow's own RPCs (content reuse,
+   * possession proof read back from the staged bytes, or the staged object promoted to
+   * the upload's staging key and completed). Anything else (an object, a number, a
+   * part of another request) is a 400.
+   */
+  async function fileParam(request: FastifyRequest, ctx: Ctx, name: string, photo: boolean): Promise<string> {
+    const v = ctx.param(name);
+    if (v === undefined || v === null || v === '') throw ApiError.invalid(name, 'REQUIRED', 'is required');
+    if (typeof v === 'string') return v;
+    if (!(v instanceof StagedFile) || !staged.get(request.raw)?.files?.has(v)) {
+      throw ApiError.invalid(name, 'INVALID_TYPE', 'must be a file_id or a file uploaded in this multipart body');
+    }
+    const files = opts.files;
+    if (!files) throw ApiError.invalid(name, 'UPLOAD_UNAVAILABLE', 'file uploads are not served here; send a file_id');
+    const ext = v.fileName.split('.').pop()?.toLowerCase() ?? '';
+    let type = v.contentType;
+    if (!type || type === 'application/octet-stream') type = IMAGE_TYPES[ext] ?? (photo ? 'image/jpeg' : 'application/octet-stream');
+    const creds = (await ctx.rpc('createUploadCredentials', {
+      fileName: v.fileName || (photo ? 'photo.jpg' : 'document'), fileSize: v.size, checksum: v.sha256, fileType: type, reuseRequestId: '', reuseExisting: true,
+    })).result!;
+    if (creds.possessionRequired) {
+      const c = creds.possessionChallenge!;
+      const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
+      for (const r of c.ranges) {
+        if (r.length > 0) for await (const chunk of files.blobs.read(v.key, { start: r.offset, end: r.offset + r.length - 1 })) hash.update(chunk as Buffer);
+      }
+      const proven = (await ctx.rpc('provePossession', { challengeId: c.challengeId, proof: hash.digest('hex') })).result!;
+      return proven.fileId!;
+    }
+    if (!creds.uploadRequired) return creds.fileId!;
+    const grantToken = String(creds.uploadUrl).split('/api/v1/files/upload/')[1] ?? '';
+    const grant = files.signer.verify(grantToken, 'upload');
+    if (!('ok' in grant)) throw new Error('the core handed out an upload URL this gateway cannot verify');
+    if (grant.ok.size !== v.size || grant.ok.sha256 !== v.sha256) throw new Error('the core granted an upload of other bytes than the staged ones');
+    await files.blobs.promote(v.key, stagingKey(grant.ok.id));
+    const done = (await ctx.rpc('completeUpload', { checksum: v.sha256, reuseRequestId: '' })).result!;
+    return done.fileId;
+  }
 
   // SHA-256 of a token → its bot's user id, learnt from one GetMe: a token's bot never
   // changes (a revoked token still fails its own call).
   const userIds = new Map<string, number>();
   /** A Telegram-form token's id must be its bot's user id (else 401, as any bad token). */
-  async function checkClaimedId(token: string, claimedId: string | undefined, getMe: () => Promise<Wire>): Promise<void> {
+  async function checkClaimedId(token: string, claimedId: string | undefined, getMe: () => Promise<ResponseOf<'getMe'>>): Promise<void> {
     if (claimedId === undefined) return;
     const key = crypto.createHash('sha256').update(token).digest('hex');
     let id = userIds.get(key);
     if (id === undefined) {
-      id = botUserId(String((await getMe()).id));
+      id = botUserId((await getMe()).result!.id);
       if (userIds.size >= MAX_VERIFIED) userIds.clear();
       userIds.set(key, id);
     }
     if (String(id) !== claimedId) throw ApiError.unauthenticated('invalid bot token');
+  }
+
+  /** The runtime RPCs of one request, as its token's bot. */
+  function rpcOf(request: FastifyRequest, reply: FastifyReply, token: string) {
+    const metadata = { authorization: `Bearer ${token}`, [SURFACE_METADATA]: 'telegram' };
+    return <K extends Rpc>(rpc: K, message: RequestOf<K>) =>
+      opts.call(specOf(rpc), message, metadata, request, reply) as Promise<ResponseOf<K>>;
   }
 
   app.register(async (scope) => {
@@ -319,30 +407,49 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
       done(null, Object.fromEntries(new URLSearchParams(body as string)));
     });
     // Multipart bodies stream: text parts within MAX_BODY_BYTES, file parts into the blob
-    // store within MAX_FILE_BYTES (telegram-multipart.ts). Staged parts are removed once
-    // the request is answered (or abandoned).
+    // store within MAX_FILE_BYTES (telegram-multipart.ts). Before a byte is read, the
+    // method must take a file, the token must be a bot's, and an upload slot must be free
+    // (preParsing below). Staged parts are removed once the request is answered (or
+    // abandoned).
     const limits = { maxTextBytes: opts.maxBodyBytes, maxFileBytes: opts.maxFileBytes };
-    scope.addHook('preParsing', async (request, _reply, payload) => {
+    const isMultipart = (request: FastifyRequest) => /^multipart\/form-data\b/i.test(String(request.headers['content-type'] ?? ''));
+    scope.addHook('preParsing', async (request, reply, payload) => {
+      if (!isMultipart(request)) return payload;
       const declared = Number(request.headers['content-length']);
-      const multipart = /^multipart\/form-data\b/i.test(String(request.headers['content-type'] ?? ''));
-      if (multipart && declared > limits.maxTextBytes + limits.maxFileBytes) throw tooLarge('the request body');
+      if (declared > limits.maxTextBytes + limits.maxFileBytes) throw tooLarge('the request body');
+      const entry: { keys: string[]; files?: ReadonlySet<StagedFile> } = { keys: [] };
+      staged.set(request.raw, entry);
+      if (request.routeOptions.url !== '/bot*') return payload;
+      const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
+      const method = METHODS[tail.toLowerCase()];
+      if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
+      if (!method.files || !opts.files) return payload; // text parts only: a file part is refused unread
+      // The token, before any byte is stored: the bot's own GetMe through the core.
+      const rpc = rpcOf(request, reply, token);
+      const me = await rpc('getMe', {});
+      await checkClaimedId(token, claimedId, async () => me);
+      held.set(request.raw, slots.take(me.result!.id));
       return payload;
     });
     scope.addContentTypeParser('multipart/form-data', async (request: FastifyRequest, payload: NodeJS.ReadableStream) => {
-      const keys: string[] = [];
-      staged.set(request.raw, keys);
-      return parseMultipartStream(payload as AsyncIterable<Buffer>, String(request.headers['content-type']), opts.files?.blobs, limits, keys);
+      const entry = staged.get(request.raw)!;
+      const files = held.has(request.raw);
+      const body = await parseMultipartStream(payload as AsyncIterable<Buffer>, String(request.headers['content-type']), files ? opts.files?.blobs : undefined, { ...limits, files }, entry.keys);
+      entry.files = body.files;
+      return body;
     });
-    const unstage = async (request: FastifyRequest) => {
-      const keys = staged.get(request.raw);
+    const release = async (request: FastifyRequest) => {
+      held.get(request.raw)?.();
+      held.delete(request.raw);
+      const entry = staged.get(request.raw);
       staged.delete(request.raw);
-      if (keys && opts.files) await Promise.all(keys.map((k) => opts.files!.blobs.delete(k).catch(() => {})));
+      if (entry && opts.files) await Promise.all(entry.keys.map((k) => opts.files!.blobs.delete(k).catch(() => {})));
     };
-    scope.addHook('onResponse', unstage);
-    scope.addHook('onRequestAbort', unstage);
-    // A refused oversize body is not read to its end: the connection closes after the answer.
-    scope.addHook('onSend', async (_request, reply, payload) => {
-      if (reply.statusCode === 413) reply.header('connection', 'close');
+    scope.addHook('onResponse', release);
+    scope.addHook('onRequestAbort', release);
+    // A refused body is not read to its end: the connection closes after the answer.
+    scope.addHook('onSend', async (request, reply, payload) => {
+      if (reply.statusCode === 413 || (isMultipart(request) && !request.raw.complete)) reply.header('connection', 'close');
       return payload;
     });
     scope.addContentTypeParser('*', (_req, payload, done) => {
@@ -358,22 +465,16 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
         const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
         const method = METHODS[tail.toLowerCase()];
         if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
-        const body = request.body;
-        if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
-          throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
-        }
-        const params: Params = { ...(request.query as Params), ...(body as Params | undefined) };
-        const metadata = { authorization: `Bearer ${token}`, [SURFACE_METADATA]: 'telegram' };
+        const params = paramsOf(request.query, request.body);
+        const rpc = rpcOf(request, reply, token);
         const ctx: Ctx = {
-          params,
-          files: opts.files,
-          rpc: (name, p) => {
-            const spec = specs.get(name)!;
-            return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
-          },
+          param: (name) => params.get(name),
+          request: (name, names, rename) => decodeRequest(name, params, names, rename),
+          rpc,
+          file: (name, photo) => fileParam(request, ctx, name, photo),
         };
-        await checkClaimedId(token, claimedId, () => ctx.rpc('GetMe', {}));
-        const result = await method(ctx);
+        if (!held.has(request.raw)) await checkClaimedId(token, claimedId, () => rpc('getMe', {}));
+        const result = await method.run(ctx);
         return reply.code(200).type('application/json').send({ ok: true, result: result ?? null });
       },
     });
@@ -382,16 +483,27 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
       const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
       if (!tail) throw routeNotFound('runtime', request.method);
       if (!opts.files) throw ApiError.notFound('file');
-      const metadata = { authorization: `Bearer ${token}`, [SURFACE_METADATA]: 'telegram' };
-      const rpc = (name: string, p: Params) => {
-        const spec = specs.get(name)!;
-        return opts.call(spec, bind(spec, p), metadata, request, reply) as Promise<Wire>;
-      };
-      await checkClaimedId(token, claimedId, () => rpc('GetMe', {}));
-      const file = await rpc('GetFile', { file_id: tail });
-      const grant = String(file.download_url ?? '').split('/api/v1/files/download/')[1];
+      const rpc = rpcOf(request, reply, token);
+      await checkClaimedId(token, claimedId, () => rpc('getMe', {}));
+      const file = (await rpc('getFile', { fileId: tail })).result!;
+      const grant = String(file.downloadUrl ?? '').split('/api/v1/files/download/')[1];
       if (!grant) throw ApiError.notFound('file');
       return sendDownload(opts.files, grant, reply);
     });
   });
+}
+
+/**
+ * A request's parameters by name: the query string's, then the body's (JSON object,
+ * form, or multipart fields and files). A JSON body must be an object.
+ */
+function paramsOf(query: unknown, body: unknown): Map<string, Param> {
+  const params = new Map<string, Param>(Object.entries(query as Record<string, string>));
+  if (body instanceof MultipartBody) {
+    for (const [k, v] of body.fields) params.set(k, v);
+  } else if (body !== undefined) {
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
+    for (const [k, v] of Object.entries(body)) params.set(k, v);
+  }
+  return params;
 }

@@ -4,14 +4,13 @@
  * telegram.ts) and the bodies of webhooks set through it (the dispatcher), so a
  * framework's webhook handler reads exactly what its getUpdates would. Telegram names:
  * `update_id` is the bot's update_seq, photos are PhotoSize arrays, absent optional
- * fields are left out. Takes the JSON wire forms (int64 values may be strings).
+ * fields are left out. Takes the generated message types (a stored webhook body is read
+ * back into them first).
  */
+import type { File, Message, Update, User } from '../gen/botplatform/v1/update.js';
+import { fromWireMessage } from './wire.js';
 
 type Obj = Record<string, unknown>;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Wire = any;
-
-const num = (v: unknown) => (v === undefined || v === null ? undefined : Number(v));
 
 /** Drops undefined values (Telegram leaves absent optional fields out). */
 export function compact(o: Obj): Obj {
@@ -20,33 +19,39 @@ export function compact(o: Obj): Obj {
   return out;
 }
 
-export function tgUser(u: Wire): Obj | undefined {
+export function tgUser(u: User | undefined): Obj | undefined {
   if (!u) return undefined;
-  return compact({ id: num(u.id), is_bot: Boolean(u.is_bot), first_name: u.first_name ?? u.username ?? '', username: u.username });
+  return compact({ id: u.id, is_bot: u.isBot, first_name: u.firstName ?? u.username ?? '', username: u.username });
 }
 
-export function tgMessage(m: Wire): Obj | undefined {
+const tgFile = (f: File) => compact({ file_id: f.fileId, file_unique_id: f.fileUniqueId, file_size: f.fileSize });
+
+export function tgMessage(m: Message | undefined): Obj | undefined {
   if (!m) return undefined;
   return compact({
-    message_id: num(m.message_id),
+    message_id: m.messageId,
     from: tgUser(m.from),
-    chat: m.chat ? { id: num(m.chat.id), type: m.chat.type } : undefined,
-    date: num(m.date),
+    chat: m.chat ? { id: m.chat.id, type: m.chat.type } : undefined,
+    date: m.date,
     text: m.text,
     caption: m.caption,
-    photo: m.photo ? [compact({ file_id: m.photo.file_id, file_unique_id: m.photo.file_unique_id, width: 0, height: 0, file_size: num(m.photo.file_size) })] : undefined,
-    document: m.document
-      ? compact({ file_id: m.document.file_id, file_unique_id: m.document.file_unique_id, file_name: m.document.file_name, mime_type: m.document.mime_type, file_size: num(m.document.file_size) })
-      : undefined,
+    photo: m.photo ? [{ ...tgFile(m.photo), width: 0, height: 0 }] : undefined,
+    document: m.document ? compact({ ...tgFile(m.document), file_name: m.document.fileName, mime_type: m.document.mimeType }) : undefined,
   });
 }
 
-/** A native update (`{update_id, update_seq, message | edited_message}`) as a Telegram Update. */
-export function tgUpdate(u: Wire): Obj {
-  return compact({ update_id: num(u.update_seq), message: tgMessage(u.message), edited_message: tgMessage(u.edited_message) });
+/** An update as a Telegram Update. */
+export function tgUpdate(u: Update): Obj {
+  return compact({ update_id: u.updateSeq, message: tgMessage(u.message), edited_message: tgMessage(u.editedMessage) });
 }
 
 /** A stored webhook body (the native update's JSON) as the Telegram Update's JSON. */
 export function telegramWebhookBody(payload: string): string {
-  return JSON.stringify(tgUpdate(JSON.parse(payload)));
+  const u = JSON.parse(payload) as { update_id: number; update_seq: number; message?: unknown; edited_message?: unknown };
+  return JSON.stringify(tgUpdate({
+    updateId: u.update_id,
+    updateSeq: u.update_seq,
+    message: u.message ? fromWireMessage(u.message) : undefined,
+    editedMessage: u.edited_message ? fromWireMessage(u.edited_message) : undefined,
+  }));
 }
