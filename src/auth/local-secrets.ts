@@ -14,7 +14,7 @@ export function loadOrCreateSecret(dataDir: string, name: string): string {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  fs.mkdirSync(dataDir, { recursive: true });
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const value = crypto.randomBytes(32).toString('base64');
   try {
     fs.writeFileSync(file, value + '\n', { mode: 0o600, flag: 'wx' });

@@ -36,10 +36,13 @@ function scavenging(): Transform {
   });
 }
 
+/**
+ * Files' bytes are for this service's user alone: directories are created 0700 (root
+ * included, when this creates it) and files 0600. A directory that already exists keeps
+ * its mode.
+ */
 export function createLocalDiskStore(root: string): BlobStore {
-  fs.mkdirSync(path.join(root, 'staging'), { recursive: true });
-  fs.mkdirSync(path.join(root, 'blobs'), { recursive: true });
-  fs.mkdirSync(path.join(root, 'tmp'), { recursive: true });
+  for (const dir of ['staging', 'blobs', 'tmp']) fs.mkdirSync(path.join(root, dir), { recursive: true, mode: 0o700 });
 
   const pathOf = (key: string) => {
     // Keys are built by the service, never taken from a request; this is a last guard.
@@ -66,7 +69,7 @@ export function createLocalDiskStore(root: string): BlobStore {
       },
     });
     try {
-      await pipeline(source, counter, scavenging(), fs.createWriteStream(tmp, { highWaterMark: 1 << 20 }));
+      await pipeline(source, counter, scavenging(), fs.createWriteStream(tmp, { highWaterMark: 1 << 20, mode: 0o600 }));
       check(count);
       await fs.promises.rename(tmp, target);
     } catch (err) {

@@ -613,7 +613,11 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
   const log = knexLog(logger);
   if (database.kind === 'sqlite') {
     if (database.filename === ':memory:') return sqliteKnex(database.filename, log);
-    fs.mkdirSync(path.dirname(database.filename), { recursive: true });
+    // For this service's user alone: the folder created 0700, the database file created
+    // 0600 before SQLite opens it (SQLite gives its -wal and -shm files the database
+    // file's mode). Existing ones keep theirs.
+    fs.mkdirSync(path.dirname(database.filename), { recursive: true, mode: 0o700 });
+    fs.closeSync(fs.openSync(database.filename, 'a', 0o600));
     const db = sqliteKnex(database.filename, log);
     // The reader's statements are reported as knex's are: a 'query' event each, of the same shape.
     const reader = createSqliteReader(database.filename, (sql, bindings) => db.emit('query', { method: 'select', sql, bindings, reader: true }));
