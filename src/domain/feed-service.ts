@@ -18,7 +18,7 @@ import { FEED_PARTITIONS, type FeedRepo, type FeedRow } from '../storage/feed-re
 import { constraintsOf } from '../gen/constraints.js';
 import type { CallSignal, InternalRpc } from './rpc.js';
 import * as check from './validation.js';
-import { fromWireMessage } from './wire.js';
+import { fromWireMessage } from '../wire.js';
 
 export interface FeedOptions {
   /** How long a member's partitions stay its own without a renewal (ms). */
