@@ -1,9 +1,16 @@
 /**
  * Messages as they are stored and sent on the JSON wire (snake_case, as webhook
- * receivers get them) ⇄ the generated message types the core works with.
+ * receivers get them) ⇄ the generated message types the core works with. A leaf: the
+ * domain, the dispatcher and the Telegram mappers (src/telegram/) all read it.
  */
-import type { File, Message, Update, User } from '../gen/botplatform/v1/update.js';
-import type { StoredUpdate } from '../storage/updates-repo.js';
+import crypto from 'node:crypto';
+import type { File, Message, Update, User } from './gen/botplatform/v1/update.js';
+
+/** The numeric user id a bot's messages carry in from.id (Telegram's getMe id), derived from its opaque id. */
+export function botUserId(botId: string): number {
+  const x = parseInt(crypto.createHash('sha256').update(botId).digest('hex').slice(0, 13), 16);
+  return 2 ** 52 + x;
+}
 
 export type WireMessage = Record<string, unknown>;
 
@@ -71,7 +78,8 @@ export function fromWireMessage(w: any): Message {
 }
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
-export function toUpdateMessage(u: StoredUpdate): Update {
+/** A stored update (its kind and wire message) as the generated Update. */
+export function toUpdateMessage(u: { updateId: number; updateSeq: number; kind: string; message: Record<string, unknown> }): Update {
   const message = fromWireMessage(u.message);
   return {
     updateId: u.updateId,

@@ -22,6 +22,21 @@ type BindingSpec = Pick<RouteSpec, 'requestType' | 'body' | 'pathParams'>;
 
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * The one JSON body parser of both surfaces (Fastify's content-type parser for
+ * application/json, read as a string): an empty body is no body (undefined); malformed
+ * JSON is a 400 in the route's envelope.
+ */
+export function parseJsonBody(_request: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
+  const text = String(body).trim();
+  if (text === '') return done(null, undefined);
+  try {
+    done(null, JSON.parse(text));
+  } catch {
+    done(ApiError.invalid('body', 'MALFORMED_JSON', 'is not valid JSON'), undefined);
+  }
+}
+
 /** Builds the request message from path, body and query. */
 export function bindRequest(codec: Codec, spec: BindingSpec, { body, query, params }: HttpRequestParts): Obj {
   const message = codec.emptyMessage(spec.requestType);

@@ -11,7 +11,7 @@ import { ApiError, Code } from '../../src/errors.js';
 import { CallAbort, PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
 import type { Telemetry } from '../../src/telemetry/metrics.js';
 import { requestIdOf } from '../../src/telemetry/request-id.js';
-import { bindRequest } from './binding.js';
+import { bindRequest, parseJsonBody } from './binding.js';
 import { createCodec } from './codec.js';
 import { renderError, surfaceOfPath } from './envelopes.js';
 import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
@@ -196,15 +196,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
 
   // JSON only; an empty body is an empty request. Malformed JSON is a 400 in the route's envelope.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = (body as string).trim();
-    if (text === '') return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch {
-      done(ApiError.invalid('body', 'MALFORMED_JSON', 'is not valid JSON'), undefined);
-    }
-  });
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
   app.addContentTypeParser('*', (_req, payload, done) => {
     // Drain and refuse: only JSON bodies are understood.
     payload.resume();

@@ -25,12 +25,12 @@
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { stagingKey } from '../../src/blobs/blob-store.js';
-import { botUserId } from '../../src/domain/messages-service.js';
-import { compact, tgMessage, tgUpdate } from '../../src/domain/telegram-types.js';
-import { UPDATE_KINDS } from '../../src/domain/wire.js';
+import { compact, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
+import { botUserId, UPDATE_KINDS } from '../../src/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
 import { RuntimeServiceService } from '../../src/gen/botplatform/v1/runtime_service.js';
+import { parseJsonBody } from './binding.js';
 import type { Codec } from './codec.js';
 import { routeNotFound, unsupportedMediaType } from './errors.js';
 import { sendDownload, type FileRoutesOptions } from './file-routes.js';
@@ -394,15 +394,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
 
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-      const text = (body as string).trim();
-      if (text === '') return done(null, undefined);
-      try {
-        done(null, JSON.parse(text));
-      } catch {
-        done(ApiError.invalid('body', 'MALFORMED_JSON', 'is not valid JSON'), undefined);
-      }
-    });
+    scope.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)));
     });

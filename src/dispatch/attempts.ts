@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { createGroupCommit } from '../group-commit.js';
 import type { SecretBox } from '../auth/secret-box.js';
-import { telegramWebhookBody } from '../domain/telegram-types.js';
+import { telegramWebhookBody } from '../telegram/bot-api.js';
 import type { DeliveriesRepo, DeliveryRecord, DeliveryWrite, OutcomeWrite } from '../storage/deliveries-repo.js';
 import type { UnitsOfWork } from '../storage/units.js';
 import type { WebhookTarget, WebhooksRepo } from '../storage/webhooks-repo.js';

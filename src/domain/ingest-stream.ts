@@ -21,7 +21,7 @@ import type {
   StreamIngestUpdatesRequest,
   StreamIngestUpdatesResponse,
 } from '../gen/botplatform/v1/internal_service.js';
-import { toStatusMessage } from '../grpc/status-details.js';
+import { toStatusMessage } from '../error-status.js';
 import type { InternalRpc, UndecodableMessage } from './rpc.js';
 
 /** Batches read and not yet acknowledged to the transport, at most. */

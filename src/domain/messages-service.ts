@@ -3,7 +3,6 @@
  * may reply to a message of the same chat, and sends files registered by itself.
  * Each sent message is stored and queued for the platform's messaging services.
  */
-import crypto from 'node:crypto';
 import { ApiError } from '../errors.js';
 import type { SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message } from '../gen/botplatform/v1/update.js';
@@ -14,7 +13,7 @@ import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
-import { fromWireMessage, toWireMessage } from './wire.js';
+import { botUserId, fromWireMessage, toWireMessage } from '../wire.js';
 
 export interface MessagesDeps {
   messages: MessagesRepo;
@@ -40,11 +39,6 @@ const LIMITS = {
     replyTo: constraintsOf('botplatform.v1.SendDocumentRequest', 'reply_to_message_id'),
   },
 };
-
-export function botUserId(botId: string): number {
-  const x = parseInt(crypto.createHash('sha256').update(botId).digest('hex').slice(0, 13), 16);
-  return 2 ** 52 + x;
-}
 
 interface SendInput {
   chatId: number;

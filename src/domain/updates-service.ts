@@ -22,7 +22,7 @@ import type { UpdateWaiters } from '../pipeline/update-waiters.js';
 import { webhookActive } from '../pipeline/update-waiters.js';
 import type { UpdateWriter } from '../pipeline/update-writer.js';
 import * as check from './validation.js';
-import { toUpdateMessage, toWireMessage, UPDATE_KINDS } from './wire.js';
+import { toUpdateMessage, toWireMessage, UPDATE_KINDS } from '../wire.js';
 
 export interface UpdatesDeps {
   bots: BotsRepo;

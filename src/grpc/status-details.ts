@@ -1,44 +1,14 @@
 /**
- * ApiError ⇄ gRPC status with rich details: field violations travel as
- * google.rpc.BadRequest, retry hints as google.rpc.RetryInfo, and every error's
- * reason and domain (AIP-193) as google.rpc.ErrorInfo, inside
+ * ApiError ⇄ gRPC status with rich details (error-status.ts) inside
  * `grpc-status-details-bin`, the standard any gRPC client can read.
  */
 import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js';
 import { ApiError, Code, ERROR_DOMAIN } from '../errors.js';
+import { BAD_REQUEST, ERROR_INFO, RETRY_INFO, toStatusMessage } from '../error-status.js';
 import { BadRequest, ErrorInfo, RetryInfo } from '../gen/google/rpc/error_details.js';
 import { Status } from '../gen/google/rpc/status.js';
 
-const BAD_REQUEST = 'type.googleapis.com/google.rpc.BadRequest';
-const RETRY_INFO = 'type.googleapis.com/google.rpc.RetryInfo';
-const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo';
 const DETAILS_KEY = 'grpc-status-details-bin';
-
-/** The google.rpc.Status of an error, with its details (BadRequest, RetryInfo, ErrorInfo) as Any. */
-export function toStatusMessage(err: ApiError): Status {
-  const details = [];
-  if (err.details.length > 0) {
-    details.push({
-      typeUrl: BAD_REQUEST,
-      value: Buffer.from(BadRequest.encode({
-        fieldViolations: err.details.map((d) => ({ field: d.field, description: d.description, reason: d.reason, localizedMessage: undefined })),
-      }).finish()),
-    });
-  }
-  if (err.retryAfterSeconds !== undefined) {
-    details.push({
-      typeUrl: RETRY_INFO,
-      value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: err.retryAfterSeconds, nanos: 0 } }).finish()),
-    });
-  }
-  if (err.code !== Code.OK) {
-    details.push({
-      typeUrl: ERROR_INFO,
-      value: Buffer.from(ErrorInfo.encode({ reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata }).finish()),
-    });
-  }
-  return { code: err.code, message: err.message, details };
-}
 
 export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
   const status = toStatusMessage(err);

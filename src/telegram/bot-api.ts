@@ -1,14 +1,14 @@
 /**
- * This platform's updates and messages in Telegram's Bot API types, for the
- * Telegram-compatible surface: its getUpdates and method results (gateway/runtime/
- * telegram.ts) and the bodies of webhooks set through it (the dispatcher), so a
- * framework's webhook handler reads exactly what its getUpdates would. Telegram names:
- * `update_id` is the bot's update_seq, photos are PhotoSize arrays, absent optional
- * fields are left out. Takes the generated message types (a stored webhook body is read
+ * Telegram's Bot API types, a leaf at the edge: this platform's updates and messages in
+ * Telegram's shape, for the Telegram-compatible surface: its getUpdates and method
+ * results (gateway/runtime/telegram.ts) and the bodies of webhooks set through it (the
+ * dispatcher), so a framework's webhook handler reads exactly what its getUpdates would.
+ * Telegram names: `update_id` is the bot's update_seq, photos are PhotoSize arrays,
+ * absent optional fields are left out. Takes the generated message types (a stored webhook body is read
  * back into them first).
  */
 import type { File, Message, Update, User } from '../gen/botplatform/v1/update.js';
-import { fromWireMessage } from './wire.js';
+import { fromWireMessage } from '../wire.js';
 
 type Obj = Record<string, unknown>;
 
