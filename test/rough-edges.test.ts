@@ -22,8 +22,8 @@ afterAll(async () => {
 });
 
 /** Raw bytes to the gateway; the answer's status, headers and body (JSON) once the connection closes. */
-function rawRequest(bytes: string): Promise<{ status: number; headers: Record<string, string>; body: unknown }> {
-  const { hostname, port } = new URL(h.url);
+function rawRequest(bytes: string, base = h.url): Promise<{ status: number; headers: Record<string, string>; body: unknown }> {
+  const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => socket.write(bytes, 'latin1'));
     let answer = '';
@@ -86,6 +86,27 @@ describe('requests Node\'s parser refuses', () => {
     expect([consoleAnswer.status, consoleAnswer.body]).toEqual([431, { error: { code: 431, status: 'INVALID_ARGUMENT', message: 'the request headers are too large' } }]);
     // The service still answers.
     expect((await call(h.url, 'GET', `/bot${bot.token}/getMe`)).status).toBe(200);
+  });
+});
+
+describe('a request whose body does not arrive within REQUEST_TIMEOUT', () => {
+  let slow: Harness;
+  beforeAll(async () => {
+    slow = await startHarness('in-process', { REQUEST_TIMEOUT: '1s', BODY_IDLE_TIMEOUT: '1h' });
+  });
+  afterAll(async () => {
+    await slow?.close();
+  });
+
+  it('is a 408 in the envelope of its path\'s surface', async () => {
+    const started = Date.now();
+    const res = await rawRequest(
+      `POST /bot${bot.token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"chat_id":`,
+      slow.url,
+    );
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(res).toMatchObject({ status: 408, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
+    expect(res.body).toEqual({ ok: false, error_code: 408, description: 'Request Timeout: the call did not finish in time; retry it' });
   });
 });
 

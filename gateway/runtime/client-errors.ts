@@ -1,9 +1,9 @@
 /**
- * Requests Node's HTTP parser refuses before Fastify sees them (a malformed request line
- * or header, headers past Node's size limit, a request that did not arrive in time):
- * answered in the contract's envelope of the path's surface, like every other failure,
- * instead of Fastify's default bodies. There is no request or reply object then: the
- * answer is written to the socket, which is then closed.
+ * Requests Node's HTTP server refuses before Fastify answers them (a malformed request
+ * line or header, headers past Node's size limit, a request that did not arrive within
+ * REQUEST_TIMEOUT): answered in the contract's envelope of the path's surface, like every
+ * other failure, instead of Fastify's default bodies. There is no request or reply object
+ * then: the answer is written to the socket, which is then closed.
  */
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
@@ -18,7 +18,7 @@ interface ClientError extends Error {
   rawPacket?: unknown;
 }
 
-/** The path of the request line at the start of the bytes Node was parsing, if there is one. */
+/** The path of the request line at the start of the bytes Node was parsing, if there is one (else ''). */
 function pathOf(raw: unknown): string {
   if (!Buffer.isBuffer(raw)) return '';
   const line = raw.subarray(0, 4096).toString('latin1');
@@ -43,9 +43,12 @@ export function answerClientError(err: ClientError, socket: Socket, log: Fastify
   log.trace({ err }, 'client error');
   // As Node's own default: an answer only when no response of this connection has begun
   // (an answer after part of another would corrupt the stream).
-  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: { url?: string } } | null })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
-    const { status, headers, body } = renderError(errorOf(err), surfaceOfPath(pathOf(err.rawPacket)));
+    // The path: from the bytes being parsed, or (a request that did not arrive in time,
+    // its headers read) from the request Node made of them.
+    const path = pathOf(err.rawPacket) || inFlight?.req?.url || '';
+    const { status, headers, body } = renderError(errorOf(err), surfaceOfPath(path));
     const text = JSON.stringify(body);
     const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`];
     for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
