@@ -14,6 +14,7 @@ import * as outboxClaimsIngestKeys from './20261201000001_outbox_claims_ingest_k
 import * as webhookHealthRate from './20261210000001_webhook_health_rate.js';
 import * as webhookSecretHeader from './20261211000001_webhook_secret_header.js';
 import * as outboundFeed from './20261224000001_outbound_feed.js';
+import * as feedPositionsWithinHeads from './20261227000001_feed_positions_within_heads.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -27,6 +28,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261210000001_webhook_health_rate': webhookHealthRate,
   '20261211000001_webhook_secret_header': webhookSecretHeader,
   '20261224000001_outbound_feed': outboundFeed,
+  '20261227000001_feed_positions_within_heads': feedPositionsWithinHeads,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

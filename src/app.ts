@@ -468,7 +468,10 @@ const core: Component = {
           bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
           settleLimits: limiter ? (botId) => limiter.releaseBot(botId) : undefined,
         }),
-        feed: createFeedService({ feed: createFeedRepo(b.db), waker: feedWaker }),
+        feed: createFeedService({
+          feed: createFeedRepo(b.db), waker: feedWaker,
+          maxGroupMembers: config.feed.maxGroupMembers, maxStreamsPerConnection: config.feed.maxStreamsPerConnection,
+        }),
       }),
       logger,
       limiter,

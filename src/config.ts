@@ -122,6 +122,8 @@ const schema = z
     INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
     UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
     OUTBOX_LINGER: duration('5ms').refine((ms) => ms <= 1000, 'must be at most 1s'),
+    FEED_MAX_GROUP_MEMBERS: int(100, 1, 10_000),
+    FEED_MAX_STREAMS_PER_CONNECTION: int(100, 1, 100_000),
     INGEST_IDEMPOTENCY_WINDOW: duration('24h').refine((ms) => ms >= 1000 && ms <= 30 * 86_400_000, 'must be from 1s to 30d'),
     WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
       (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
@@ -263,6 +265,8 @@ const schema = z
       statsFlushMs: c.STATS_FLUSH_INTERVAL,
       /** Under sustained writes, how long the outbox relay waits after a busy round to carry more per bus publish. */
       outboxLingerMs: c.OUTBOX_LINGER,
+      /** The outbound feed's caps: live members of one consumer group, and StreamSentMessages streams on one gRPC connection. */
+      feed: { maxGroupMembers: c.FEED_MAX_GROUP_MEMBERS, maxStreamsPerConnection: c.FEED_MAX_STREAMS_PER_CONNECTION },
       shutdownDrainMs: c.SHUTDOWN_DRAIN,
       shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT,
     };

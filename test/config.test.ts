@@ -8,6 +8,7 @@ describe('config', () => {
     expect(c).toMatchObject({ role: 'all', port: 8080, grpcPort: 50051, auth: { kind: 'local' } });
     expect(c.database).toEqual({ kind: 'sqlite', filename: '/tmp/bp/botplatform.sqlite' });
     expect(c.oneTimeTokenRetentionMs).toBe(7 * 86_400_000);
+    expect(c.feed).toEqual({ maxGroupMembers: 100, maxStreamsPerConnection: 100 });
   });
 
   it('selects MySQL from DATABASE_URL and the auth source from AUTH_*', () => {

@@ -317,10 +317,9 @@ describe('constraints declared in the protos are the limits the API enforces', (
         { send: feed((v) => ({ start: [{ partition: v, seq: 0 }] })), path: 'start[0].partition' },
         { send: commit((v) => ({ positions: [{ partition: v, seq: 0 }] })), path: 'positions[0].partition' },
       ],
-      seq: [
-        { send: feed((v) => ({ start: [{ partition: 0, seq: v }] })), path: 'start[0].seq' },
-        { send: commit((v) => ({ positions: [{ partition: 0, seq: v }] })), path: 'positions[0].seq' },
-      ],
+      // Through the feed's start only: a commit's seq is also held to what its partition
+      // has (2^53-1 is refused there, naming the same field; test/feed.test.ts).
+      seq: { send: feed((v) => ({ start: [{ partition: 0, seq: v }] })), path: 'start[0].seq' },
     },
     'botplatform.v1.Message': {
       text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n) },

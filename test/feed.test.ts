@@ -4,14 +4,23 @@
  * content the send answered; a consumer killed mid-stream and resumed from its cursor
  * loses nothing; a group's committed positions carry over to a new member; two members of
  * a group split the partitions and together see everything; bad requests and missing
- * credentials are refused; shutting down ends open feeds at once.
+ * credentials are refused; shutting down ends open feeds at once. Issue 31: a group of
+ * 200 members costs the database the same few statements per tick as a group of one,
+ * and every message still reaches exactly one member; members per group and streams
+ * per connection are capped (RESOURCE_EXHAUSTED beyond); a commit past a partition's
+ * last message is refused instead of silencing the group for good.
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { up as repairPositions } from '../migrations/20261227000001_feed_positions_within_heads.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { byChat, openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+
+/** A client with a connection of its own (grpc-js's clients otherwise share one per address). */
+const ownConnection = (address: string) =>
+  new InternalServiceClient(address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
 
 describe('outbound feed', () => {
   let h: Harness;
@@ -19,7 +28,8 @@ describe('outbound feed', () => {
   const open: FeedConsumer[] = [];
 
   beforeAll(async () => {
-    h = await startHarness('in-process', { LIMITS_ENABLED: 'false' });
+    // Room for the 200-member group below (the defaults are 100 of each).
+    h = await startHarness('in-process', { LIMITS_ENABLED: 'false', FEED_MAX_GROUP_MEMBERS: '200', FEED_MAX_STREAMS_PER_CONNECTION: '250' });
     owner = client(h.url, await h.jwt('feed-owner'));
   });
   afterAll(async () => {
@@ -161,6 +171,115 @@ describe('outbound feed', () => {
     await a.waitFor(() => a.partitions().length === 16);
   });
 
+  it('takes over the partitions of a member whose leases lapsed (its instance died), and waits for live ones', async () => {
+    const db = h.apps[0]!.db!;
+    const ghost = (partition: number, expiresAt: number) => ({ group_name: 'lapsed', partition_no: partition, member: 'ghost-of-a-dead-instance', expires_at: expiresAt });
+    // Partitions 0-14 lapsed a second ago; 15 is held for another minute.
+    await db('feed_leases').insert([...Array.from({ length: 15 }, (_, p) => ghost(p, Date.now() - 1000)), ghost(15, Date.now() + 60_000)]);
+    const consumer = feed('lapsed');
+    await consumer.waitFor(() => consumer.partitions().length === 15);
+    expect(consumer.partitions()).toEqual(Array.from({ length: 15 }, (_, p) => p));
+    // Lapsed at last: taken too.
+    await db('feed_leases').where({ group_name: 'lapsed', partition_no: 15 }).update({ expires_at: Date.now() - 1 });
+    await consumer.waitFor(() => consumer.partitions().length === 16);
+    consumer.kill();
+  });
+
+  it('a group of 200 members costs a few statements per tick, not per member, and each message reaches exactly one member', async () => {
+    const chats = Array.from({ length: 32 }, (_, i) => 601 + i);
+    const bot = await botWithChats('feed_crowd', chats);
+    const members = Array.from({ length: 200 }, () => feed('crowd'));
+    // Every member has joined (its first event is its assignment), and the 16 partitions
+    // are held, each by one member (200 members: the first 16 in the group's order).
+    await members[0]!.waitFor(() => members.every((m) => m.assigned()), 60_000);
+    const held = () => members.flatMap((m) => m.partitions());
+    await members[0]!.waitFor(() => held().length === 16 && new Set(held()).size === 16, 30_000);
+
+    // The group's upkeep (memberships, leases) while getMe is called for 2 s: one tick a
+    // second for the whole process, each a few statements, whatever the number of members.
+    // (Before, each member ran its own tick: about 5 statements per member per second.)
+    const db = h.apps[0]!.db!;
+    let statements = 0;
+    const count = (q: { sql?: string }) => {
+      if (/feed_members|feed_leases/.test(q.sql ?? '')) statements++;
+    };
+    db.on('query', count);
+    const t0 = Date.now();
+    const latencies: number[] = [];
+    try {
+      while (Date.now() - t0 < 2000) {
+        const c0 = performance.now();
+        const me = await call(h.url, 'POST', '/api/v1/bots/getMe', { token: bot.token });
+        latencies.push(performance.now() - c0);
+        expect(me.status).toBe(200);
+      }
+    } finally {
+      db.off('query', count);
+    }
+    const seconds = (Date.now() - t0) / 1000;
+    expect(statements).toBeLessThanOrEqual(10 * (Math.ceil(seconds) + 1));
+    // A generous bound (the machine is shared): getMe stays responsive.
+    expect(Math.max(...latencies)).toBeLessThan(1000);
+
+    const texts: string[] = [];
+    for (let round = 0; round < 2; round++) {
+      for (const chat of chats) {
+        texts.push(`${chat}-${round}`);
+        await send(bot.token, chat, `${chat}-${round}`);
+      }
+    }
+    const mine = (c: FeedConsumer) => c.messages.filter((m) => m.botId === bot.id);
+    const received = () => members.flatMap(mine);
+    await members[0]!.waitFor(() => received().length >= texts.length);
+    await new Promise((r) => setTimeout(r, 300)); // nothing comes twice
+    expect(received().map((m) => m.message!.text).sort()).toEqual([...texts].sort());
+    expect(new Set(received().map((m) => `${m.partition}/${m.seq}`)).size).toBe(texts.length);
+    // Each chat's messages went to the one member holding its partition, in order.
+    for (const m of members) for (const [, t] of byChat(mine(m))) expect(t).toEqual([...t].sort((x, y) => Number(x.split('-')[1]) - Number(y.split('-')[1])));
+    expect(members.filter((m) => mine(m).length > 0).length).toBeLessThanOrEqual(16);
+    for (const m of members) m.kill();
+    await Promise.all(members.map((m) => m.ended));
+  }, 120_000);
+
+  it('refuses a commit past what a partition holds INVALID_ARGUMENT naming the position; the group goes on receiving', async () => {
+    const bot = await botWithChats('feed_past_head', [701, 702, 703, 704]);
+    // The attack: every partition "handled" up to 2^53-1, far past anything sent.
+    const attack = Array.from({ length: 16 }, (_, partition) => ({ partition, seq: Number.MAX_SAFE_INTEGER }));
+    const refused = await commit('past-head', attack).then(() => undefined, (err: grpc.ServiceError) => err);
+    expect(refused?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(refused!.details).toMatch(/^positions\[0\]\.seq: /);
+    expect(fromServiceError(refused!).details.map((d) => d.field)).toEqual(attack.map((_, i) => `positions[${i}].seq`));
+
+    // The group's next consumer gets what is sent from now on.
+    const consumer = feed('past-head');
+    await consumer.waitFor(() => consumer.partitions().length === 16);
+    for (let i = 0; i < 10; i++) await send(bot.token, 701 + (i % 4), `p${i}`);
+    const mine = () => consumer.messages.filter((m) => m.botId === bot.id);
+    await consumer.waitFor(() => mine().length === 10);
+    expect(mine().map((m) => m.message!.text).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `p${i}`).sort());
+    for (const [, t] of byChat(mine())) expect(t).toEqual([...t].sort((x, y) => Number(x.slice(1)) - Number(y.slice(1))));
+
+    // A partition's last message is as far as a commit may go: its seq is accepted, one past it refused.
+    const last = new Map<number, number>();
+    for (const m of consumer.messages) last.set(m.partition, Math.max(last.get(m.partition) ?? 0, m.seq));
+    const [partition, seq] = [...last][0]!;
+    await commit('past-head', [...last].map(([p, s]) => ({ partition: p, seq: s })));
+    const beyond = await commit('past-head', [{ partition, seq: seq + 1 }]).then(() => undefined, (err: grpc.ServiceError) => err);
+    expect(beyond?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(beyond!.details).toBe(`positions[0].seq: is past partition ${partition}'s last message (seq ${seq})`);
+
+    // Positions committed past the heads before this check existed are brought back to them (the migration).
+    const db = h.apps[0]!.db!;
+    await db('feed_positions').insert(attack.map((p) => ({ group_name: 'poisoned', partition_no: p.partition, seq: p.seq, updated_at: Date.now() })));
+    await db('feed_positions').insert({ group_name: 'poisoned-one', partition_no: partition, seq: seq - 1, updated_at: Date.now() });
+    await repairPositions(db);
+    const heads = new Map((await db('feed_partitions').select('partition_no', 'last_seq')).map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+    const repaired = await db('feed_positions').whereIn('group_name', ['poisoned', 'poisoned-one']).select('group_name', 'partition_no', 'seq');
+    expect(repaired.filter((r) => r.group_name === 'poisoned').map((r) => [Number(r.partition_no), Number(r.seq)]).sort((x, y) => x[0]! - y[0]!))
+      .toEqual([...heads].sort((x, y) => x[0] - y[0]));
+    expect(repaired.filter((r) => r.group_name === 'poisoned-one').map((r) => Number(r.seq))).toEqual([seq - 1]);
+  });
+
   it('ends open feeds UNAVAILABLE when the service shuts down, instead of holding the shutdown for its whole timeout', async () => {
     const own = await startHarness('in-process', { SHUTDOWN_TIMEOUT: '30s' });
     const c = openFeed(own.grpcAddress, 'shutdown');
@@ -188,5 +307,76 @@ describe('outbound feed', () => {
     const anonymous = openFeed(h.grpcAddress, 'ok', [], 'not-the-token');
     expect((await anonymous.ended).code).toBe(grpc.status.UNAUTHENTICATED);
     await expect(commit('ok', [])).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+  });
+
+  it('refuses streams beyond the cap per connection, and members beyond the cap per group, RESOURCE_EXHAUSTED naming the cap', async () => {
+    const own = await startHarness('in-process', { FEED_MAX_GROUP_MEMBERS: '3', FEED_MAX_STREAMS_PER_CONNECTION: '4' });
+    const opened: FeedConsumer[] = [];
+    const clients: InternalServiceClient[] = [];
+    const connection = () => {
+      const c = ownConnection(own.grpcAddress);
+      clients.push(c);
+      return c;
+    };
+    const open = (group: string, client: InternalServiceClient) => {
+      const c = openFeed(own.grpcAddress, group, [], undefined, { client });
+      opened.push(c);
+      return c;
+    };
+    /**
+     * A stream admitted once the server has seen the one before go: a cancelled stream
+     * ends on the client at once, and on the server a moment later.
+     */
+    const admitted = async (group: string, client: InternalServiceClient) => {
+      for (let attempt = 1; ; attempt++) {
+        const c = open(group, client);
+        const outcome = await Promise.race([
+          c.ended.then((s) => s.code),
+          c.waitFor(() => c.assigned()).then(() => 'assigned' as const, () => 'not assigned' as const),
+        ]);
+        if (outcome === 'assigned') return c;
+        if (outcome !== grpc.status.RESOURCE_EXHAUSTED || attempt === 50) throw new Error(`not admitted: ${outcome}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    /** How a stream was refused: it ends at once (one still open after 10 s was let in). */
+    const refusal = async (c: FeedConsumer) => {
+      const status = await Promise.race([c.ended, new Promise<undefined>((r) => setTimeout(r, 10_000))]);
+      return status ? { code: status.code, details: status.details } : 'still open';
+    };
+    try {
+      // One connection: 4 streams (any groups), the 5th refused; another connection is not held back.
+      const one = connection();
+      const first = Array.from({ length: 4 }, (_, i) => open(`conn-${i}`, one));
+      await first[0]!.waitFor(() => first.every((c) => c.assigned()));
+      expect(await refusal(open('conn-4', one))).toEqual({
+        code: grpc.status.RESOURCE_EXHAUSTED,
+        details: 'this connection has 4 feed streams open, the most FEED_MAX_STREAMS_PER_CONNECTION allows',
+      });
+      const other = open('conn-4', connection());
+      await other.waitFor(() => other.partitions().length === 16);
+      // One ends: its connection may open another.
+      first[0]!.kill();
+      await first[0]!.ended;
+      await admitted('conn-5', one);
+
+      // One group: 3 members, on any connections; the 4th refused until one leaves.
+      const members = [open('full', connection()), open('full', connection()), open('full', connection())];
+      await members[0]!.waitFor(() => members.every((c) => c.assigned()));
+      expect(await refusal(open('full', connection()))).toEqual({
+        code: grpc.status.RESOURCE_EXHAUSTED,
+        details: 'consumer group "full" has 3 members, the most FEED_MAX_GROUP_MEMBERS allows',
+      });
+      members[0]!.kill();
+      await members[0]!.ended;
+      const replacement = await admitted('full', connection());
+      const group = [members[1]!, members[2]!, replacement];
+      await replacement.waitFor(() => group.flatMap((c) => c.partitions()).length === 16 && new Set(group.flatMap((c) => c.partitions())).size === 16);
+    } finally {
+      for (const c of opened) c.kill();
+      await Promise.all(opened.map((c) => c.ended));
+      for (const c of clients) c.close();
+      await own.close();
+    }
   });
 });

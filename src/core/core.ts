@@ -85,9 +85,10 @@ export interface Core {
    * Runs one streaming call through the chain: `input` is the request (server streams) or
    * an async iterable of requests (client and bidirectional streams); the responses come
    * out as they are made (a client stream's one response too), each only when the
-   * transport asks for it (its flow control). Throws only ApiError.
+   * transport asks for it (its flow control). `connection` names the transport connection
+   * the call came on (CallContext.connection). Throws only ApiError.
    */
-  stream(path: string, input: unknown, metadata: CallMetadata, signal?: CallSignal): AsyncIterable<unknown>;
+  stream(path: string, input: unknown, metadata: CallMetadata, signal?: CallSignal, connection?: string): AsyncIterable<unknown>;
   /** The RPC paths that have a handler. */
   paths(): string[];
 }
@@ -165,7 +166,7 @@ export function createCore(deps: CoreDeps): Core {
     deps.logger.info(line, 'rpc');
   }
 
-  async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: CallSignal): AsyncGenerator<unknown> {
+  async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: CallSignal, connection?: string): AsyncGenerator<unknown> {
     const started = performance.now();
     const requestId = requestIdOf(metadata['x-request-id']);
     const method = names.get(path)?.rpc ?? 'unknown';
@@ -197,7 +198,7 @@ export function createCore(deps: CoreDeps): Core {
           record(path, requestId, caller, partCode, performance.now() - t0, fields);
         }
       };
-      const out = handler.call(input, { principal, requestId, metadata, signal, part });
+      const out = handler.call(input, { principal, requestId, metadata, signal, connection, part });
       if (Symbol.asyncIterator in (out as object)) {
         for await (const response of out as AsyncIterable<unknown>) {
           sent++;
@@ -226,7 +227,7 @@ export function createCore(deps: CoreDeps): Core {
   return {
     paths: () => [...handlers.keys()],
 
-    stream: (path, input, metadata, signal = never) => stream(path, input, metadata, signal),
+    stream: (path, input, metadata, signal = never, connection) => stream(path, input, metadata, signal, connection),
 
     async invoke(path, request, metadata, signal = never, logSink) {
       const started = performance.now();

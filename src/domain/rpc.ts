@@ -115,6 +115,12 @@ export interface CallContext<P extends Principal = Principal> {
   /** Aborted when the caller goes away (client cancel, HTTP connection closed, shutdown). */
   signal: CallSignal;
   /**
+   * Streaming calls only: the connection the call came on, as its transport names it
+   * (gRPC: the peer's address and port, one per open connection), for limits per
+   * connection. Absent when the transport does not say.
+   */
+  connection?: string;
+  /**
    * Streaming calls only: runs one unit of the stream (a batch, say) as the chain runs a
    * call, so each is accounted like a unary call of the method: an error becomes the
    * ApiError a call would answer (the database unreachable: UNAVAILABLE with a retry

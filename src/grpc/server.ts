@@ -200,7 +200,7 @@ async function serveStream(
   });
   let failure: ApiError | undefined;
   try {
-    for await (const response of core.stream(path, input, metadataOf(call.metadata), signal)) {
+    for await (const response of core.stream(path, input, metadataOf(call.metadata), signal, call.getPeer())) {
       if (caller.signal.aborted) break;
       if (unaryCallback) {
         unaryCallback(null, response);

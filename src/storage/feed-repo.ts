@@ -6,7 +6,7 @@
  */
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { isMysql, padded, transaction, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
+import { isMysql, padded, statement, transaction, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
@@ -42,6 +42,25 @@ const WRITER_SQL = {
 };
 
 const FEED_COLUMNS = ['partition_no', 'seq', 'bot_id', 'chat_id', 'payload', 'created_at'] as const;
+
+/** A partition's lease in a consumer group: its holder, until `expiresAt` (epoch ms). */
+export interface FeedLease {
+  group: string;
+  partition: number;
+  member: string;
+  expiresAt: number;
+}
+
+/** Members, groups or rows per statement of the consumer groups' upkeep (well within both engines' limits on placeholders). */
+const CHUNK = 500;
+const chunks = <T>(list: readonly T[]): T[][] => {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += CHUNK) out.push(list.slice(i, i + CHUNK));
+  return out;
+};
+const distinct = <T>(list: readonly T[]): T[] => [...new Set(list)];
+/** Code-unit order: the same in every process (member ids are lower-case UUIDs, ordered alike by the databases' collations). */
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 export function createFeedRepo(db: Db) {
   const mysql = isMysql(db);
@@ -113,37 +132,67 @@ export function createFeedRepo(db: Db) {
       return rows.map((r) => ({ partition, seq: Number(r.seq), botId: r.bot_id, chatId: Number(r.chat_id), payload: r.payload }));
     },
 
-    /** Marks a member of a group alive until `now + ttlMs`; forgets members long gone. */
-    async heartbeat(group: string, member: string, now: number, ttlMs: number): Promise<void> {
-      await db('feed_members').insert({ group_name: group, member, expires_at: now + ttlMs })
-        .onConflict(['group_name', 'member']).merge(['expires_at']);
-      await db('feed_members').where('group_name', group).andWhere('expires_at', '<', now - ttlMs).delete();
+    /**
+     * Marks members (of any groups) alive until `now + ttlMs`, and forgets their groups'
+     * members long gone: one statement per CHUNK members, and one per CHUNK groups.
+     */
+    async heartbeat(members: readonly { group: string; member: string }[], now: number, ttlMs: number): Promise<void> {
+      const rows = [...members].sort((a, b) => cmp(a.group, b.group) || cmp(a.member, b.member))
+        .map((m) => ({ group_name: m.group, member: m.member, expires_at: now + ttlMs }));
+      for (const part of chunks(rows)) {
+        await statement(db, undefined, (x) => x('feed_members').insert(part).onConflict(['group_name', 'member']).merge(['expires_at']));
+      }
+      for (const groups of chunks(distinct(members.map((m) => m.group)))) {
+        await statement(db, undefined, (x) => x('feed_members').whereIn('group_name', groups).andWhere('expires_at', '<', now - ttlMs).delete());
+      }
     },
 
-    /** The group's live members, in a stable order. */
-    async liveMembers(group: string, now: number): Promise<string[]> {
-      const rows = await db('feed_members').where('group_name', group).andWhere('expires_at', '>', now).orderBy('member').select('member');
-      return rows.map((r) => r.member as string);
+    /** The groups' live members, each group's in a stable order (the same on every instance). */
+    async liveMembers(groups: readonly string[], now: number): Promise<Map<string, string[]>> {
+      const out = new Map<string, string[]>(groups.map((g) => [g, []]));
+      for (const part of chunks(distinct(groups))) {
+        const rows = await db('feed_members').whereIn('group_name', part).andWhere('expires_at', '>', now).select('group_name', 'member');
+        for (const r of rows) out.get(r.group_name as string)?.push(r.member as string);
+      }
+      for (const list of out.values()) list.sort(cmp);
+      return out;
     },
 
-    /** Takes (or keeps) a partition's lease for a member: true when the member holds it now. */
-    async acquire(group: string, partition: number, member: string, now: number, ttlMs: number): Promise<boolean> {
-      const updated = await db('feed_leases').where({ group_name: group, partition_no: partition })
-        .andWhere((w) => w.where('expires_at', '<', now).orWhere('member', member))
-        .update({ member, expires_at: now + ttlMs });
-      if (Number(updated) > 0) return true;
-      // No lease row yet, or another member's live one: whoever inserts first has it.
-      await db('feed_leases').insert({ group_name: group, partition_no: partition, member, expires_at: now + ttlMs })
-        .onConflict(['group_name', 'partition_no']).ignore();
-      const row = await db('feed_leases').where({ group_name: group, partition_no: partition }).first('member');
-      return row?.member === member;
+    /** The groups' partition leases. */
+    async leases(groups: readonly string[]): Promise<FeedLease[]> {
+      const out: FeedLease[] = [];
+      for (const part of chunks(distinct(groups))) {
+        const rows = await db('feed_leases').whereIn('group_name', part).select('group_name', 'partition_no', 'member', 'expires_at');
+        for (const r of rows) out.push({ group: r.group_name, partition: Number(r.partition_no), member: r.member, expiresAt: Number(r.expires_at) });
+      }
+      return out;
     },
 
-    /** Extends the member's leases; returns the partitions it still holds. */
-    async renew(group: string, member: string, now: number, ttlMs: number): Promise<number[]> {
-      await db('feed_leases').where({ group_name: group, member }).update({ expires_at: now + ttlMs });
-      const rows = await db('feed_leases').where({ group_name: group, member }).select('partition_no');
-      return rows.map((r) => Number(r.partition_no));
+    /**
+     * Takes the partitions that have no lease in their group for the members named (one
+     * statement per CHUNK): a partition another instance took meanwhile stays its own.
+     * Read the leases to learn which were taken.
+     */
+    async claim(leases: readonly { group: string; partition: number; member: string }[], now: number, ttlMs: number): Promise<void> {
+      const rows = [...leases].sort((a, b) => cmp(a.group, b.group) || a.partition - b.partition)
+        .map((l) => ({ group_name: l.group, partition_no: l.partition, member: l.member, expires_at: now + ttlMs }));
+      for (const part of chunks(rows)) {
+        await statement(db, undefined, (x) => x('feed_leases').insert(part).onConflict(['group_name', 'partition_no']).ignore());
+      }
+    },
+
+    /** Takes a group's partitions whose leases have lapsed for a member (one statement). Read the leases to learn which were taken. */
+    async takeOver(group: string, member: string, partitions: readonly number[], now: number, ttlMs: number): Promise<void> {
+      await statement(db, undefined, (x) => x('feed_leases').where('group_name', group).whereIn('partition_no', [...partitions])
+        .andWhere('expires_at', '<', now).update({ member, expires_at: now + ttlMs }));
+    },
+
+    /** Extends the leases these members (of any groups) hold: one statement per CHUNK members. */
+    async renew(members: readonly { group: string; member: string }[], now: number, ttlMs: number): Promise<void> {
+      for (const part of chunks([...members])) {
+        await statement(db, undefined, (x) => x('feed_leases').whereIn('group_name', distinct(part.map((m) => m.group)))
+          .whereIn('member', part.map((m) => m.member)).update({ expires_at: now + ttlMs }));
+      }
     },
 
     /** Gives partitions up (all of the member's when none are named). */
@@ -153,11 +202,15 @@ export function createFeedRepo(db: Db) {
       await del.delete();
     },
 
-    /** The member leaves its group: its leases and its membership go at once. */
-    async leave(group: string, member: string): Promise<void> {
+    /** Members leave their groups: their leases and their memberships go at once, in one transaction. */
+    async leave(members: readonly { group: string; member: string }[]): Promise<void> {
       await transaction(db, async (tx) => {
-        await tx('feed_leases').where({ group_name: group, member }).delete();
-        await tx('feed_members').where({ group_name: group, member }).delete();
+        for (const part of chunks(members)) {
+          const groups = distinct(part.map((m) => m.group));
+          const ids = part.map((m) => m.member);
+          await tx('feed_leases').whereIn('group_name', groups).whereIn('member', ids).delete();
+          await tx('feed_members').whereIn('group_name', groups).whereIn('member', ids).delete();
+        }
       });
     },
 

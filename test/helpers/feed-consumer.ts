@@ -19,6 +19,8 @@ export interface FeedConsumer {
   messages: SentMessage[];
   /** The partitions held, as the last assignment said. */
   partitions(): number[];
+  /** Whether an assignment has come (a stream's first event: the member has joined its group). */
+  assigned(): boolean;
   /** The last seq received per partition (what it would resume from). */
   cursor(): FeedPosition[];
   /** How the stream ended, once it has. */
@@ -29,16 +31,28 @@ export interface FeedConsumer {
   waitFor(ok: () => boolean, ms?: number): Promise<void>;
 }
 
-export function openFeed(address: string, group: string, start: FeedPosition[] = [], credential = TEST_INTERNAL_TOKEN): FeedConsumer {
-  const client = new InternalServiceClient(address, grpc.credentials.createInsecure());
+/**
+ * Opens a stream. Each consumer makes its own client unless `opts.client` is given (then
+ * that client's connection carries it, and it is left open). grpc-js's clients of one
+ * address with the same options share one connection; `grpc.use_local_subchannel_pool`
+ * in a client's options gives it one of its own.
+ */
+export function openFeed(
+  address: string, group: string, start: FeedPosition[] = [], credential = TEST_INTERNAL_TOKEN, opts: { client?: InternalServiceClient } = {},
+): FeedConsumer {
+  const client = opts.client ?? new InternalServiceClient(address, grpc.credentials.createInsecure());
   const md = new grpc.Metadata();
   md.set('authorization', `Bearer ${credential}`);
   const stream = client.streamSentMessages({ group, start }, md);
   const messages: SentMessage[] = [];
   const positions = new Map(start.map((p) => [p.partition, p.seq]));
   let held: number[] = [];
+  let assigned = false;
   stream.on('data', (e: StreamSentMessagesResponse) => {
-    if (e.assignment) held = e.assignment.partitions;
+    if (e.assignment) {
+      held = e.assignment.partitions;
+      assigned = true;
+    }
     if (e.message) {
       messages.push(e.message);
       positions.set(e.message.partition, e.message.seq);
@@ -46,7 +60,7 @@ export function openFeed(address: string, group: string, start: FeedPosition[] =
   });
   const ended = new Promise<grpc.StatusObject>((resolve) => {
     stream.on('status', (s) => {
-      client.close();
+      if (!opts.client) client.close();
       resolve(s);
     });
     stream.on('error', () => {});
@@ -54,6 +68,7 @@ export function openFeed(address: string, group: string, start: FeedPosition[] =
   return {
     messages,
     partitions: () => held,
+    assigned: () => assigned,
     cursor: () => [...positions].map(([partition, seq]) => ({ partition, seq })),
     ended,
     kill: () => stream.cancel(),

@@ -1192,6 +1192,11 @@ export const InternalServiceService = {
    * at the group's committed position, so commit what has been handled. Messages of a
    * partition are never reordered within a stream; after a move, some may come again.
    *
+   * A group takes at most FEED_MAX_GROUP_MEMBERS live members (100 by default), and one
+   * connection at most FEED_MAX_STREAMS_PER_CONNECTION of these streams (100): beyond
+   * either, the stream fails RESOURCE_EXHAUSTED naming the setting. A group's members
+   * beyond 16 hold no partition: they stand by for those that leave.
+   *
    * The stream does not end by itself. It fails INVALID_ARGUMENT on a bad request,
    * UNAUTHENTICATED without the internal credential, UNAVAILABLE when the database
    * cannot be reached (resume from the cursor).
@@ -1210,7 +1215,9 @@ export const InternalServiceService = {
   /**
    * CommitSentMessages records how far a consumer group has handled the feed: per
    * partition, the seq of the last message handled. A position never goes back (a
-   * lower seq than the one committed is ignored).
+   * lower seq than the one committed is ignored). A seq past the partition's last
+   * message is refused INVALID_ARGUMENT naming it (positions[i].seq), and nothing of
+   * the request is recorded.
    */
   commitSentMessages: {
     path: "/botplatform.v1.InternalService/CommitSentMessages" as const,
@@ -1277,6 +1284,11 @@ export interface InternalServiceServer extends UntypedServiceImplementation {
    * at the group's committed position, so commit what has been handled. Messages of a
    * partition are never reordered within a stream; after a move, some may come again.
    *
+   * A group takes at most FEED_MAX_GROUP_MEMBERS live members (100 by default), and one
+   * connection at most FEED_MAX_STREAMS_PER_CONNECTION of these streams (100): beyond
+   * either, the stream fails RESOURCE_EXHAUSTED naming the setting. A group's members
+   * beyond 16 hold no partition: they stand by for those that leave.
+   *
    * The stream does not end by itself. It fails INVALID_ARGUMENT on a bad request,
    * UNAUTHENTICATED without the internal credential, UNAVAILABLE when the database
    * cannot be reached (resume from the cursor).
@@ -1285,7 +1297,9 @@ export interface InternalServiceServer extends UntypedServiceImplementation {
   /**
    * CommitSentMessages records how far a consumer group has handled the feed: per
    * partition, the seq of the last message handled. A position never goes back (a
-   * lower seq than the one committed is ignored).
+   * lower seq than the one committed is ignored). A seq past the partition's last
+   * message is refused INVALID_ARGUMENT naming it (positions[i].seq), and nothing of
+   * the request is recorded.
    */
   commitSentMessages: handleUnaryCall<CommitSentMessagesRequest, CommitSentMessagesResponse>;
 }
@@ -1363,6 +1377,11 @@ export interface InternalServiceClient extends Client {
    * at the group's committed position, so commit what has been handled. Messages of a
    * partition are never reordered within a stream; after a move, some may come again.
    *
+   * A group takes at most FEED_MAX_GROUP_MEMBERS live members (100 by default), and one
+   * connection at most FEED_MAX_STREAMS_PER_CONNECTION of these streams (100): beyond
+   * either, the stream fails RESOURCE_EXHAUSTED naming the setting. A group's members
+   * beyond 16 hold no partition: they stand by for those that leave.
+   *
    * The stream does not end by itself. It fails INVALID_ARGUMENT on a bad request,
    * UNAUTHENTICATED without the internal credential, UNAVAILABLE when the database
    * cannot be reached (resume from the cursor).
@@ -1379,7 +1398,9 @@ export interface InternalServiceClient extends Client {
   /**
    * CommitSentMessages records how far a consumer group has handled the feed: per
    * partition, the seq of the last message handled. A position never goes back (a
-   * lower seq than the one committed is ignored).
+   * lower seq than the one committed is ignored). A seq past the partition's last
+   * message is refused INVALID_ARGUMENT naming it (positions[i].seq), and nothing of
+   * the request is recorded.
    */
   commitSentMessages(
     request: CommitSentMessagesRequest,
