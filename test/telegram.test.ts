@@ -266,6 +266,23 @@ describe('Telegram surface', () => {
     expect(missing.status).toBe(400);
   });
 
+  it('multipart parameters quoted or not, as Telegram takes them: filename=photo.png (pyTelegramBotAPI), filename*=UTF-8\'\'…', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_unquoted');
+    await testUpdate(id, 'files please', 4343);
+    const send = (disposition: string, bytes: string) => call(h.url, 'POST', `/bot${token}/sendDocument`, {
+      rawBody: `--b\r\ncontent-disposition: form-data; name=chat_id\r\n\r\n4343\r\n--b\r\ncontent-disposition: ${disposition}\r\ncontent-type: text/plain\r\n\r\n${bytes}\r\n--b--\r\n`,
+      headers: { 'content-type': 'multipart/form-data; boundary=b' },
+    });
+    const unquoted = await send('form-data; name=document; filename=notes.txt', 'plain notes');
+    expect(unquoted.status).toBe(200);
+    expect(unquoted.body.result.document).toMatchObject({ file_name: 'notes.txt', file_size: 11 });
+    const extended = await send("form-data; name=\"document\"; filename*=UTF-8''%E2%82%AC%20rates.txt", 'euro rates');
+    expect(extended.body.result.document).toMatchObject({ file_name: '€ rates.txt', file_size: 10 });
+    // Not valid by RFC 6266 (an unquoted value with a space), still read as clients mean it.
+    const loose = await send('form-data; name=document; filename=my notes.txt', 'loose');
+    expect(loose.body.result.document).toMatchObject({ file_name: 'my notes.txt' });
+  });
+
   it('bad input is a 400 (413 for an oversize body) in Telegram\'s shape, never a 500', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'tg_bad');
     await testUpdate(id, 'hi', 55);

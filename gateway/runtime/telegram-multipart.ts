@@ -11,6 +11,7 @@
 import crypto from 'node:crypto';
 import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
+import { parse as parseContentDisposition } from 'content-disposition';
 import { BlobMismatch, stagingKey, type BlobStore } from '../../src/blobs/blob-store.js';
 import { ApiError, Code } from '../../src/errors.js';
 
@@ -63,6 +64,28 @@ const MAX_HEADER_BYTES = 16 * 1024;
 const malformed = (description: string) => ApiError.invalid('body', 'MALFORMED_MULTIPART', description);
 export const tooLarge = (what: string) => new ApiError(Code.INVALID_ARGUMENT, `${what} is too large`, { httpStatus: 413 });
 
+/**
+ * A part's name and file name from its Content-Disposition header, quoted or not
+ * (`filename=photo.png`, as pyTelegramBotAPI sends it, is as good as `filename="photo.png"`;
+ * RFC 5987's `filename*=UTF-8''…` is read too), by the `content-disposition` package
+ * (jshttp). A header it finds malformed (an unquoted value with spaces, say) is read
+ * leniently: each parameter up to the next `;`.
+ */
+function dispositionOf(headers: string): { name?: string; fileName?: string } {
+  const line = /^content-disposition:[ \t]*([^\r\n]*)/im.exec(headers)?.[1];
+  if (line === undefined) return {};
+  try {
+    const { parameters } = parseContentDisposition(line);
+    return { name: parameters.name, fileName: parameters.filename };
+  } catch {
+    const param = (key: string) => {
+      const m = new RegExp(`;\\s*${key}\\s*=\\s*(?:"((?:[^"\\\\]|\\\\.)*)"|([^;]*))`, 'i').exec(line);
+      return m ? (m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : m[2]!.trim()) : undefined;
+    };
+    return { name: param('name'), fileName: param('filename') };
+  }
+}
+
 interface Open {
   name: string | undefined;
   file?: { fileName: string; contentType: string; key: string; pass: PassThrough; stored: Promise<{ size: number; sha256: string }> };
@@ -99,8 +122,7 @@ export async function parseMultipartStream(
 
   async function startPart(headers: string) {
     if (++parts > MAX_PARTS) throw malformed(`has more than ${MAX_PARTS} parts`);
-    const name = /content-disposition:[^\r\n]*;\s*name="([^"]*)"/i.exec(headers)?.[1];
-    const fileName = /content-disposition:[^\r\n]*;\s*filename="([^"]*)"/i.exec(headers)?.[1];
+    const { name, fileName } = dispositionOf(headers);
     const type = /content-type:\s*([^\r\n;]+)/i.exec(headers)?.[1]?.trim() ?? '';
     const isFile = name !== undefined && (fileName !== undefined || (type !== '' && !type.startsWith('text/')));
     if (!isFile) {
