@@ -6,6 +6,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InternalServiceClient, type IngestUpdatesResponse } from '../src/gen/botplatform/v1/internal_service.js';
+import type { BusMessage } from '../src/bus/bus.js';
+import { UPDATES_TOPIC } from '../src/bus/topics.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { until } from './helpers/until.js';
 
@@ -241,6 +243,29 @@ describe('updates', () => {
   });
 
   describe('internal ingest', () => {
+    it('announces a batch on the updates topic by one empty message per bot, keyed by it', async () => {
+      const seen: BusMessage[] = [];
+      await h.apps[0]!.bus!.subscribeAll([UPDATES_TOPIC], (m) => seen.push(m));
+      const a = await approvedBot(h, ownerJwt, 'ingest_topic_a');
+      const b = await approvedBot(h, ownerJwt, 'ingest_topic_b');
+      // The subscription is live once an update of a third bot comes through.
+      const probe = await approvedBot(h, ownerJwt, 'ingest_topic_probe');
+      await expect.poll(async () => {
+        await ingest([{ botId: probe.id, message: message('probe') }]);
+        return seen.some((m) => m.key === probe.id);
+      }, { timeout: 10_000, interval: 500 }).toBe(true);
+      await ingest([a, b, a, a, b].map((bot, i) => ({ botId: bot.id, message: message(`t${i}`) })));
+      await expect.poll(() => seen.filter((m) => m.key === a.id || m.key === b.id).length, { timeout: 5000 }).toBe(2);
+      await new Promise((r) => setTimeout(r, 300));
+      const ours = seen.filter((m) => m.key === a.id || m.key === b.id);
+      expect(ours.map((m) => ({ topic: m.topic, value: m.value })).sort((x, y) => x.topic.localeCompare(y.topic))).toEqual([
+        { topic: UPDATES_TOPIC, value: '' }, { topic: UPDATES_TOPIC, value: '' },
+      ]);
+      expect(new Set(ours.map((m) => m.key))).toEqual(new Set([a.id, b.id]));
+      // The updates themselves are in the database.
+      expect((await poll(a.token)).body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['t0', 't2', 't3']);
+    });
+
     it('commits updates for several bots in one call, in order, and refuses outsiders', async () => {
       const a = await approvedBot(h, ownerJwt, 'ingest_a');
       const b = await approvedBot(h, ownerJwt, 'ingest_b');

@@ -1,6 +1,10 @@
 /** The bus's topics: named here, in the bus layer, and nowhere else. */
 
-/** Every stored update (key: bot id): wakes long polls and the webhook dispatchers. */
+/**
+ * Bots with newly stored updates (key: bot id; value empty, one message per bot per
+ * ingest): wakes long polls and the webhook dispatchers, which read the updates from the
+ * database.
+ */
 export const UPDATES_TOPIC = 'botplatform.updates';
 /** Every message a bot sent (key: bot id): for the platform's messaging services. */
 export const MESSAGES_TOPIC = 'botplatform.messages';

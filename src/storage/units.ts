@@ -214,8 +214,12 @@ function numberSends(items: SendItem[], counters: Map<string, MessageCounter>): 
 /** A sent message as the bus and the outbound feed carry it. */
 const feedPayload = (m: SentMessage) => JSON.stringify({ bot_id: m.botId, message: m.message });
 
-/** An update's outbox message: published on the updates topic, keyed by its bot. */
-const outboxMessage = (u: StoredUpdate) => ({ topic: UPDATES_TOPIC, key: u.botId, payload: JSON.stringify(u) });
+/**
+ * The outbox messages announcing stored updates: one per bot on the updates topic, keyed
+ * by it, empty (its consumers read the key and then the database, not the update).
+ */
+const outboxMessages = (stored: StoredUpdate[]) =>
+  [...new Set(stored.map((u) => u.botId))].map((botId) => ({ topic: UPDATES_TOPIC, key: botId, payload: '' }));
 
 export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
@@ -255,7 +259,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
           const plan = assign(items, screened, updates.sqlite.takeIds(w, screened.accepted.length), now);
           bots.sqlite.advanceCounters(w, plan.advanced);
           updates.sqlite.insert(w, plan.stored);
-          outbox.sqlite.insert(w, plan.stored.map(outboxMessage), now);
+          outbox.sqlite.insert(w, outboxMessages(plan.stored), now);
           deliveries.sqlite.insertFor(w, plan.toDeliver, now);
           for (const { botId, key } of screened.staleKeys) updates.sqlite.forgetIngestKey(w, botId, key);
           updates.sqlite.insertIngestKeys(w, plan.keys);
@@ -274,11 +278,8 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         if (screened.accepted.length === 0) return screened.outcomes;
         const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, tx), now);
         await bots.advanceCountersOf(plan.advanced, tx);
-        for (let k = 0; k < plan.stored.length; k += 200) {
-          const chunk = plan.stored.slice(k, k + 200);
-          await updates.insert(chunk, tx);
-          await outbox.insert(chunk.map(outboxMessage), now, tx);
-        }
+        for (let k = 0; k < plan.stored.length; k += 200) await updates.insert(plan.stored.slice(k, k + 200), tx);
+        await outbox.insert(outboxMessages(plan.stored), now, tx);
         await deliveries.insertFor(plan.toDeliver, now, tx);
         // Keys past the window are forgotten (the retention sweep may not have run yet).
         for (const { botId, key } of screened.staleKeys) await updates.forgetIngestKey(botId, key, tx);
