@@ -27,7 +27,9 @@ import { createRuntimeService } from './domain/runtime-service.js';
 import { createOutboxRelay, type OutboxRelay } from './pipeline/outbox-relay.js';
 import { createUpdateWaiters, type UpdateWaiters } from './pipeline/update-waiters.js';
 import { createSendWriter } from './pipeline/send-writer.js';
-import { createUpdateWriter } from './pipeline/update-writer.js';
+import { createIngestWriter } from './pipeline/ingest.js';
+import { startSweeps } from './pipeline/sweeps.js';
+import { every } from './every.js';
 import { createUpdatesService } from './domain/updates-service.js';
 import { parseCidrs } from './net/ssrf.js';
 import { startGrpcServer } from './grpc/server.js';
@@ -177,15 +179,6 @@ function backendOf(ctx: Ctx): Backend {
     usage: need(b.usage, 'the usage recorder'),
     attempts: need(b.attempts, 'the webhook attempts'),
   };
-}
-
-/** Runs `task` every `everyMs` until stopped; failures are logged, never thrown. */
-function every(everyMs: number, task: () => Promise<unknown>, logger: Logger, what: string) {
-  const timer = setInterval(() => {
-    task().catch((err) => logger.warn({ err }, `${what} failed`));
-  }, everyMs);
-  timer.unref();
-  return async () => clearInterval(timer);
 }
 
 /** The service's secret key (configured, or created in DATA_DIR on the embedded default). */
@@ -393,26 +386,13 @@ const core: Component = {
     const jwt = await createAccountJwtVerifier(source, config.auth);
     const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
 
-    const groupWriter = createUpdateWriter(b.units, () => relay.nudge());
-    const writer: typeof groupWriter = {
-      async write(items) {
-        const outcomes = await groupWriter.write(items);
-        const counts = { stored: 0, duplicate: 0, filtered: 0, rejected: 0 };
-        for (const o of outcomes) counts['ok' in o ? 'stored' : 'duplicate' in o ? 'duplicate' : 'filtered' in o ? 'filtered' : 'rejected']++;
-        for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
-        // Polls waiting here are woken directly, not only through the bus.
-        waiters.committed(new Set(outcomes.flatMap((o) => ('ok' in o ? [o.ok.botId] : []))));
-        return outcomes;
-      },
-    };
-
     const updates = createUpdatesService({
       bots: b.bots,
       updates: b.updates,
       webhooks: b.webhooks,
       units: b.units,
       waiters,
-      writer,
+      writer: createIngestWriter({ units: b.units, relay, waiters, telemetry }),
       secretBox: b.secretBox,
       allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
       allowedPorts: config.webhookAllowedPorts,
@@ -480,29 +460,10 @@ const core: Component = {
     });
     ctx.core = ctx.app.core = core;
     ctx.app.localJwtSecret = localSecret;
-    // Unread one-time tokens are discarded after their retention (reads also ignore
-    // expired ones); unconfirmed updates after theirs.
-    const sweeps = [
-      every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
-        () => b.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'),
-      every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
-        await b.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
-        await b.updates.purgeIngestKeys(Date.now());
-      }, logger, 'update retention sweep'),
-      every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => files.sweep(), logger, 'upload sweep'),
-      // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
-      every(60_000, async () => {
-        await b.limits.purgeCounters(Date.now() - 60_000);
-        await b.limits.purgeStats(Date.now() - 2 * 86_400_000);
-      }, logger, 'limits and statistics sweep'),
-      // What the limiter reserved ahead and has not used goes back to the counters, as often as usage is flushed.
-      ...(limiter ? [every(config.statsFlushMs, () => limiter.release(), logger, 'limiter allowance release')] : []),
-    ];
     return {
-      close: async () => {
-        for (const stop of sweeps) await stop();
-        await limiter?.release();
-      },
+      close: startSweeps(config, logger, {
+        bots: b.bots, updates: b.updates, limits: b.limits, files, limiter,
+      }),
     };
   },
 };

@@ -1,0 +1,48 @@
+/**
+ * The core's sweeps: what outlives its retention is deleted in the background, and
+ * what the limiter reserved ahead goes back to the shared counters. Each runs on its
+ * own timer; failures are logged and retried at the next tick.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { every } from '../every.js';
+import type { BotsRepo } from '../storage/bots-repo.js';
+import type { LimitsRepo } from '../storage/limits-repo.js';
+import type { UpdatesRepo } from '../storage/updates-repo.js';
+
+export interface SweepTargets {
+  bots: Pick<BotsRepo, 'purgeExpiredOneTimeTokens'>;
+  updates: Pick<UpdatesRepo, 'purgeOlderThan' | 'purgeIngestKeys'>;
+  limits: Pick<LimitsRepo, 'purgeCounters' | 'purgeStats'>;
+  /** Uploads never completed, and their staged bytes. */
+  files: { sweep(): Promise<void> };
+  /** The rate limiter, when limits are on: its unused allowances. */
+  limiter?: { release(): Promise<unknown> };
+}
+
+/** Starts the sweeps; the returned stop ends them, then gives back what the limiter still holds. */
+export function startSweeps(config: Config, logger: Logger, t: SweepTargets): () => Promise<void> {
+  const { limiter } = t;
+  // Unread one-time tokens are discarded after their retention (reads also ignore
+  // expired ones); unconfirmed updates after theirs.
+  const sweeps = [
+    every(Math.min(60_000, Math.max(1000, config.oneTimeTokenRetentionMs)),
+      () => t.bots.purgeExpiredOneTimeTokens(Date.now()), logger, 'one-time token sweep'),
+    every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
+      await t.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
+      await t.updates.purgeIngestKeys(Date.now());
+    }, logger, 'update retention sweep'),
+    every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => t.files.sweep(), logger, 'upload sweep'),
+    // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
+    every(60_000, async () => {
+      await t.limits.purgeCounters(Date.now() - 60_000);
+      await t.limits.purgeStats(Date.now() - 2 * 86_400_000);
+    }, logger, 'limits and statistics sweep'),
+    // What the limiter reserved ahead and has not used goes back to the counters, as often as usage is flushed.
+    ...(limiter ? [every(config.statsFlushMs, () => limiter.release(), logger, 'limiter allowance release')] : []),
+  ];
+  return async () => {
+    for (const stop of sweeps) await stop();
+    await limiter?.release();
+  };
+}
