@@ -241,7 +241,7 @@ if (mysqlUrl) {
   storeBatch = async (batch) => store.immediate(batch);
 }
 // One batch at a time, begun after the current event-loop turn: the service's group commit.
-const sends = createGroupCommit<Send, string | undefined>(storeBatch, 500, undefined, true);
+const sends = createGroupCommit<Send, string | undefined>(storeBatch, { gather: 'turn' });
 app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', async (request, reply) => {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
   const principal = m ? sendPrincipals.get(sha(m[1]!)) : undefined;

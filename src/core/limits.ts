@@ -135,7 +135,7 @@ export function createLimiter(deps: {
     turn = null;
     resolve();
   })));
-  const commit = createGroupCommit<{ botId: string; rules: CounterRule[] }, AdmitResult>(decideBatch, 500, undefined, true);
+  const commit = createGroupCommit<{ botId: string; rules: CounterRule[] }, AdmitResult>(decideBatch, { gather: 'turn' });
 
   /** Gives back what was reserved and not used (of one bot's counters, or of all). */
   async function release(botId?: string): Promise<void> {

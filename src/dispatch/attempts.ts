@@ -59,7 +59,7 @@ export function createAttempts(deps: AttemptDeps) {
   // of each other, or while one transaction is being written, share the next (one
   // statement per table for all of them).
   const outcomes = createGroupCommit<OutcomeWrite, boolean>(
-    (items) => deps.units.recordAttempts(items), 500, undefined, OUTCOME_LINGER_MS,
+    (items) => deps.units.recordAttempts(items), { gather: OUTCOME_LINGER_MS },
   );
   const record = async (id: string, leaseToken: string, next: DeliveryWrite) =>
     (await outcomes.write([{ id, leaseToken, next }]))[0]!;

@@ -29,6 +29,7 @@ import { ApiError, Code } from '../errors.js';
 import type { FeedPosition, StreamSentMessagesResponse } from '../gen/botplatform/v1/internal_service.js';
 import { FEED_PARTITIONS, type FeedLease, type FeedRepo, type FeedRow } from '../storage/feed-repo.js';
 import { constraintsOf } from '../gen/constraints.js';
+import { createGroupCommit } from '../group-commit.js';
 import type { CallSignal, InternalRpc } from './rpc.js';
 import * as check from './validation.js';
 import { fromWireMessage } from '../wire.js';
@@ -361,17 +362,15 @@ export function createFeedService(deps: { feed: FeedRepo; waker: FeedWaker } & F
   }
 
   /**
-   * The partitions' heads, one read for every stream that asks before it starts: a read
-   * started after a caller asked sees every commit the caller saw.
+   * The partitions' heads, one read for every stream that asks in the same turn of the
+   * event loop, or while the previous read is under way (a group commit of reads): a
+   * read started after a caller asked sees every commit the caller saw.
    */
-  let nextHeads: Promise<Map<number, number>> | undefined;
-  function heads(): Promise<Map<number, number>> {
-    nextHeads ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      nextHeads = undefined;
-      return deps.feed.heads();
-    });
-    return nextHeads;
-  }
+  const headReads = createGroupCommit<void, Map<number, number>>(async (asks) => {
+    const last = await deps.feed.heads();
+    return asks.map(() => last);
+  }, { gather: 'turn', maxBatch: Infinity });
+  const heads = async () => (await headReads.write([undefined]))[0]!;
 
   return {
     async *streamSentMessages(req, ctx) {

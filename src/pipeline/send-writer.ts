@@ -9,7 +9,7 @@ import { createGroupCommit } from '../group-commit.js';
 import type { SendItem, UnitsOfWork } from '../storage/units.js';
 
 export function createSendWriter(units: Pick<UnitsOfWork, 'sendMessages'>, onCommitted: () => void, maxBatch = 200, now = Date.now) {
-  const commit = createGroupCommit<SendItem, Record<string, unknown>>((items) => units.sendMessages(items, now()), maxBatch, onCommitted, true);
+  const commit = createGroupCommit<SendItem, Record<string, unknown>>((items) => units.sendMessages(items, now()), { maxBatch, onCommitted, gather: 'turn' });
   return {
     /** Resolves with the message as stored, once committed. */
     async send(item: SendItem): Promise<Record<string, unknown>> {

@@ -90,7 +90,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     const batch = signals.filter((s) => s.type !== 'poll' || newestPoll.get(s.botId) === s);
     await bus.publish(batch.map((s) => ({ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(s) })));
     return signals.map(() => undefined);
-  }, 500, undefined, true);
+  }, { gather: 'turn' });
   function signal(s: Signal): Promise<void> {
     const full = { ...s, origin } as ControlSignal;
     onSignal(full);
