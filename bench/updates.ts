@@ -36,7 +36,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { Agent, fetch } from 'undici';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, IngestUpdatesRequest, StreamIngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { cpuSeconds, machine, percentile, rssMiB, startHelper, startService, stopServices } from './lib.js';
@@ -92,7 +92,7 @@ function ingester(address: string) {
   return {
     send: (updates: { botId: string; text: string }[]) =>
       new Promise<void>((resolve, reject) =>
-        client.ingestUpdates({ updates: updates.map((u) => ({ botId: u.botId, message: message(u.text) })) } as never, md,
+        client.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: updates.map((u) => ({ botId: u.botId, message: message(u.text) })) }), md,
           (err) => (err ? reject(err) : resolve()))),
     close: () => client.close(),
   };
@@ -137,7 +137,7 @@ async function streamed(address: string, bots: { id: string }[], perBatch: numbe
   let sequence = 0;
   while (Date.now() < end) {
     const updates = Array.from({ length: perBatch }, () => ({ botId: bots[k++ % bots.length]!.id, message }));
-    if (!stream.write({ sequence: ++sequence, updates } as never)) await new Promise((r) => stream.once('drain', r));
+    if (!stream.write(StreamIngestUpdatesRequest.fromPartial({ sequence: ++sequence, updates }))) await new Promise((r) => stream.once('drain', r));
   }
   stream.end();
   await ended;

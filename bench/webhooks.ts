@@ -31,7 +31,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { createMysqlDatabase } from '../test/helpers/database.js';
 import { freePort } from '../test/helpers/ports.js';
 import { createTestPki } from '../test/helpers/tls.js';
@@ -102,7 +102,7 @@ function ingester(address: string) {
   return {
     send: (botIds: string[]) =>
       new Promise<{ updateId: number }[]>((resolve, reject) =>
-        client.ingestUpdates({ updates: botIds.map((botId) => ({ botId, message })) } as never, md, (err, res) =>
+        client.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: botIds.map((botId) => ({ botId, message })) }), md, (err, res) =>
           err ? reject(err) : resolve(res!.results))),
     close: () => client.close(),
   };

@@ -4,7 +4,7 @@
  * domain, the dispatcher and the Telegram mappers (src/telegram/) all read it.
  */
 import crypto from 'node:crypto';
-import type { File, Message, Update, User } from './gen/botplatform/v1/update.js';
+import { CallbackQuery, InlineQuery, MessageEntity, ReplyMarkup, type File, type Message, type Update, type User } from './gen/botplatform/v1/update.js';
 
 /** The numeric user id a bot's messages carry in from.id (Telegram's getMe id), derived from its opaque id. */
 export function botUserId(botId: string): number {
@@ -48,6 +48,35 @@ function fromWireFile(w: any): File | undefined {
   };
 }
 
+/**
+ * Plain nested data (entities, reply markup, queries) in its wire spelling: keys in
+ * snake_case, and what Telegram leaves out left out (undefined, false, empty lists).
+ */
+function toWireData(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(toWireData);
+  if (v === null || typeof v !== 'object' || v instanceof Date) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, item] of Object.entries(v)) {
+    if (item === undefined || item === false || (Array.isArray(item) && item.length === 0)) continue;
+    out[k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = toWireData(item);
+  }
+  return out;
+}
+
+/** Wire data back in the generated types' spelling (camelCase keys); fromPartial fills the defaults. */
+function fromWireData(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(fromWireData);
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, item] of Object.entries(v)) out[k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = fromWireData(item);
+  return out;
+}
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+const fromWireEntities = (w: any): MessageEntity[] => (Array.isArray(w) ? w.map((e) => MessageEntity.fromPartial(fromWireData(e) as any)) : []);
+const fromWireMarkup = (w: any): ReplyMarkup | undefined => (w ? ReplyMarkup.fromPartial(fromWireData(w) as any) : undefined);
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
 export function toWireMessage(m: Message): WireMessage {
   return {
     message_id: m.messageId,
@@ -59,6 +88,11 @@ export function toWireMessage(m: Message): WireMessage {
     ...(m.photo ? { photo: wireFile(m.photo) } : {}),
     ...(m.document ? { document: wireFile(m.document) } : {}),
     ...(m.caption !== undefined ? { caption: m.caption } : {}),
+    ...(m.entities?.length ? { entities: toWireData(m.entities) } : {}),
+    ...(m.captionEntities?.length ? { caption_entities: toWireData(m.captionEntities) } : {}),
+    ...(m.replyMarkup ? { reply_markup: toWireData(m.replyMarkup) } : {}),
+    ...(m.editDate !== undefined ? { edit_date: m.editDate } : {}),
+    ...(m.replyToMessage ? { reply_to_message: toWireMessage({ ...m.replyToMessage, replyToMessage: undefined }) } : {}),
   };
 }
 
@@ -74,18 +108,39 @@ export function fromWireMessage(w: any): Message {
     photo: fromWireFile(w.photo),
     document: fromWireFile(w.document),
     caption: w.caption,
+    entities: fromWireEntities(w.entities),
+    captionEntities: fromWireEntities(w.caption_entities),
+    replyMarkup: fromWireMarkup(w.reply_markup),
+    editDate: w.edit_date,
+    replyToMessage: w.reply_to_message ? fromWireMessage(w.reply_to_message) : undefined,
   };
+}
+
+/** A callback query as stored and sent (wire JSON) ⇄ the generated type. */
+export function toWireCallbackQuery(q: CallbackQuery): WireMessage {
+  return { ...(toWireData({ ...q, message: undefined, from: undefined }) as WireMessage), from: q.from ? wireUser(q.from) : undefined, ...(q.message ? { message: toWireMessage(q.message) } : {}) };
+}
+export function fromWireCallbackQuery(w: any): CallbackQuery {
+  return CallbackQuery.fromPartial({ ...(fromWireData({ ...w, message: undefined }) as any), message: w.message ? fromWireMessage(w.message) : undefined });
+}
+export function toWireInlineQuery(q: InlineQuery): WireMessage {
+  return toWireData(q) as WireMessage;
+}
+export function fromWireInlineQuery(w: any): InlineQuery {
+  return InlineQuery.fromPartial(fromWireData(w) as any);
 }
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 /** A stored update (its kind and wire message) as the generated Update. */
 export function toUpdateMessage(u: { updateId: number; updateSeq: number; kind: string; message: Record<string, unknown> }): Update {
-  const message = fromWireMessage(u.message);
+  const message = u.kind === 'message' || u.kind === 'edited_message' ? fromWireMessage(u.message) : undefined;
   return {
     updateId: u.updateId,
     updateSeq: u.updateSeq,
     message: u.kind === 'message' ? message : undefined,
     editedMessage: u.kind === 'edited_message' ? message : undefined,
+    callbackQuery: u.kind === 'callback_query' ? fromWireCallbackQuery(u.message) : undefined,
+    inlineQuery: u.kind === 'inline_query' ? fromWireInlineQuery(u.message) : undefined,
   };
 }
 

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { constraintTable, type FieldConstraints } from '../src/gen/constraints.js';
-import { InternalServiceClient, type StreamIngestUpdatesResponse } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, type StreamIngestUpdatesResponse, IngestUpdatesRequest, StreamIngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { BadRequest } from '../src/gen/google/rpc/error_details.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { approvedBot, client, startHarness, TEST_INTERNAL_TOKEN, type Harness, type HttpResult } from './helpers/harness.js';
@@ -109,7 +109,7 @@ describe('constraints declared in the protos are the limits the API enforces', (
     new Promise<Outcome>((resolve) => {
       const md = new grpc.Metadata();
       md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
-      internal.ingestUpdates({ updates: updates(v) } as never, md, (err) => {
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: updates(v) }), md, (err) => {
         if (!err) return resolve({ status: 'OK', fields: [] });
         const e = fromServiceError(err);
         resolve({ status: grpc.status[err.code]!, fields: err.code === grpc.status.INVALID_ARGUMENT ? e.details.map((d) => d.field) : [] });
@@ -139,7 +139,7 @@ describe('constraints declared in the protos are the limits the API enforces', (
           .flatMap((d) => BadRequest.decode(d.value).fieldViolations.map((f) => f.field));
         resolve({ status: grpc.status[error.code]!, fields });
       });
-      stream.write({ updates: [], sequence: 0, ...batch(v) });
+      stream.write(StreamIngestUpdatesRequest.fromPartial({ updates: [], sequence: 0, ...batch(v) }));
       stream.end();
     });
   /** Opens the outbound feed: OK once it answers its first assignment (then cancelled), or how it failed. */

@@ -9,7 +9,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { IngestUpdatesRequest, InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { call, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
 import { serviceProcesses } from './helpers/processes.js';
@@ -42,9 +42,9 @@ describe('kill -9 during ingest', () => {
         while (!stop) {
           const text = `m${n++}`;
           const ok = await new Promise<boolean>((resolve) =>
-            ingestClient.ingestUpdates({
+            ingestClient.ingestUpdates(IngestUpdatesRequest.fromPartial({
               updates: [{ botId: created.body.id, message: { messageId: 0, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, isBot: false }, text } }],
-            } as never, md, { deadline: Date.now() + 2000 }, (err) => resolve(!err)),
+            }), md, { deadline: Date.now() + 2000 }, (err) => resolve(!err)),
           );
           if (ok) acked.push(text);
           else return;

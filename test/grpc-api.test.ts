@@ -22,7 +22,7 @@ import {
   type UpdateMyBotResponse,
 } from '../src/gen/botplatform/v1/console_service.js';
 import { RuntimeServiceClient, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { IngestUpdatesRequest, InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { methodSettings } from '../src/gen/methods.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { createLogger } from '../src/logger.js';
@@ -353,7 +353,7 @@ describe('gRPC API', () => {
       let err: grpc.ServiceError | null;
       try {
         err = await new Promise<grpc.ServiceError | null>((resolve) => internalClient.ingestUpdates(
-          { updates: [{ botId: id, message }] } as never, callOptions(TEST_INTERNAL_TOKEN, 'deadline-ingest-1'), { deadline: Date.now() + 300 },
+          IngestUpdatesRequest.fromPartial({ updates: [{ botId: id, message }] }), callOptions(TEST_INTERNAL_TOKEN, 'deadline-ingest-1'), { deadline: Date.now() + 300 },
           (e) => resolve(e)));
         // Still hung well after the deadline (as on the server's clock, a little behind the client's).
         await new Promise((r) => setTimeout(r, 200));
@@ -377,7 +377,7 @@ describe('gRPC API', () => {
       try {
         err = await new Promise<grpc.ServiceError | null>((resolve) => {
           const call = internalClient.ingestUpdates(
-            { updates: [{ botId: id, message }] } as never, callOptions(TEST_INTERNAL_TOKEN, 'cancelled-ingest-1'), { deadline: Date.now() + 10_000 },
+            IngestUpdatesRequest.fromPartial({ updates: [{ botId: id, message }] }), callOptions(TEST_INTERNAL_TOKEN, 'cancelled-ingest-1'), { deadline: Date.now() + 10_000 },
             (e) => resolve(e));
           setTimeout(() => call.cancel(), 200);
         });

@@ -16,7 +16,7 @@ import {
   StreamIngestUpdatesRequest,
   StreamIngestUpdatesResponse,
 } from '../src/gen/botplatform/v1/internal_service.js';
-import type { Message } from '../src/gen/botplatform/v1/update.js';
+import { Message } from '../src/gen/botplatform/v1/update.js';
 import { BadRequest, ErrorInfo } from '../src/gen/google/rpc/error_details.js';
 import type { Status } from '../src/gen/google/rpc/status.js';
 import { approvedBot, call, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
@@ -64,9 +64,9 @@ describe('StreamIngestUpdates', () => {
     if (requestId) md.set('x-request-id', requestId);
     return md;
   };
-  const message = (text: string, chatId = 777) => ({
+  const message = (text: string, chatId = 777) => Message.fromPartial({
     messageId: 0, date: 0, chat: { id: chatId, type: 'private' }, from: { id: chatId, isBot: false }, text,
-  }) as Message;
+  });
   const update = (botId: string, m: Message, idempotencyKey?: string): IncomingUpdate => ({ botId, message: m, editedMessage: undefined, idempotencyKey });
 
   /** Opens a stream; `acks` fills as acknowledgements arrive, `ended` settles with the call's status. */

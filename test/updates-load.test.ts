@@ -6,7 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { approvedBot, call, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 
 describe('getUpdates under load', () => {
@@ -26,7 +26,7 @@ describe('getUpdates under load', () => {
     new Promise<void>((resolve, reject) => {
       const md = new grpc.Metadata();
       md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
-      internal.ingestUpdates({ updates } as never, md, (err) => (err ? reject(err) : resolve()));
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates }), md, (err) => (err ? reject(err) : resolve()));
     });
   const message = (text: string) => ({ messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text });
 

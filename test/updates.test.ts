@@ -5,7 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InternalServiceClient, type IngestUpdatesResponse } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, type IngestUpdatesResponse, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import type { BusMessage } from '../src/bus/bus.js';
 import { UPDATES_TOPIC } from '../src/bus/topics.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
@@ -34,7 +34,7 @@ describe('updates', () => {
     new Promise<IngestUpdatesResponse>((resolve, reject) => {
       const md = new grpc.Metadata();
       md.set('authorization', `Bearer ${credential}`);
-      internal.ingestUpdates({ updates } as never, md, (err, res) => (err ? reject(err) : resolve(res)));
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates }), md, (err, res) => (err ? reject(err) : resolve(res)));
     });
   const message = (text: string, chatId = 555) => ({
     messageId: 0, date: 0, chat: { id: chatId, type: 'private' }, from: { id: chatId, isBot: false, username: 'alice' }, text,
@@ -344,7 +344,7 @@ describe('updates', () => {
       const md = new grpc.Metadata();
       md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
       const timedOut = await new Promise<grpc.ServiceError | null>((resolve) =>
-        internal.ingestUpdates({ updates: batch } as never, md, { deadline: Date.now() + 2 }, (err) => resolve(err)));
+        internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: batch }), md, { deadline: Date.now() + 2 }, (err) => resolve(err)));
       expect(timedOut?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
       // ...the batch may be committed all the same (as it was here, once the core got it)...
       await until(() => pendingOf(a.token), (n) => n === 200, 5000);

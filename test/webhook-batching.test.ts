@@ -13,7 +13,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { createDb, type Db } from '../src/storage/db.js';
 import { approvedBot, client, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
@@ -66,7 +66,7 @@ describe('webhook delivery statements', () => {
       await new Promise<void>((resolve, reject) => {
         const md = new grpc.Metadata();
         md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
-        internal.ingestUpdates({ updates } as never, md, (err) => (err ? reject(err) : resolve()));
+        internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates }), md, (err) => (err ? reject(err) : resolve()));
       });
       await receiver.waitFor(updates.length, 30_000);
       // Every outcome written: each delivery succeeded, each update left its bot's queue.
@@ -110,7 +110,7 @@ describe('webhook delivery statements', () => {
         await new Promise<void>((resolve, reject) => {
           const md = new grpc.Metadata();
           md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
-          local.ingestUpdates({ updates: [...ids, ...ids].map((botId) => ({ botId, message })) } as never, md, (err) => (err ? reject(err) : resolve()));
+          local.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: [...ids, ...ids].map((botId) => ({ botId, message })) }), md, (err) => (err ? reject(err) : resolve()));
         });
       } finally {
         local.close();

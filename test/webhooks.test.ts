@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { until } from './helpers/until.js';
@@ -139,7 +139,7 @@ describe('webhook delivery', () => {
     md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
     const m = (text: string) => ({ messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text });
     const res = await new Promise<{ results: { filtered: boolean }[] }>((resolve, reject) =>
-      internal.ingestUpdates({ updates: [{ botId: id, message: m('not wanted') }, { botId: id, editedMessage: m('wanted') }] } as never, md,
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: [{ botId: id, message: m('not wanted') }, { botId: id, editedMessage: m('wanted') }] }), md,
         (err, r) => (err ? reject(err) : resolve(r as never))));
     internal.close();
     expect(res.results.map((r) => r.filtered)).toEqual([true, false]);

@@ -344,6 +344,19 @@ export interface components {
        */
       length: number;
     };
+    /** @description CallbackQuery is a tap on an inline keyboard button with callback_data (Telegram's CallbackQuery): the bot answers it with answerCallbackQuery. */
+    "botplatform.v1.CallbackQuery": {
+      /** @description Unique identifier of the query, answered with answerCallbackQuery. */
+      id: string;
+      /** @description Who tapped. */
+      from?: components["schemas"]["botplatform.v1.User"] | null;
+      /** @description The bot's message whose button was tapped. */
+      message?: components["schemas"]["botplatform.v1.Message"] | null;
+      /** @description Identifies the chat the message was in (for games' high scores; stable per chat). */
+      chat_instance: string;
+      /** @description The button's callback_data. */
+      data?: string;
+    };
     /** @description Chat is where a message was written. */
     "botplatform.v1.Chat": {
       /**
@@ -365,6 +378,11 @@ export interface components {
     "botplatform.v1.CompleteUploadResponse": {
       /** @description The registered file. */
       result?: components["schemas"]["botplatform.v1.RegisteredFile"] | null;
+    };
+    /** @description CopyTextButton is text a button copies to the clipboard. */
+    "botplatform.v1.CopyTextButton": {
+      /** @description The text: 1 to 256 characters. */
+      text: string;
     };
     /** @description CreateApplicationRequest is a new bot application. */
     "botplatform.v1.CreateApplicationRequest": {
@@ -631,6 +649,57 @@ export interface components {
       /** @description The webhook state. */
       result?: components["schemas"]["botplatform.v1.WebhookInfo"] | null;
     };
+    /** @description InlineKeyboardButton is a button under a message. Exactly one of url, callback_data, switch_inline_query, switch_inline_query_current_chat, web_app and copy_text is set. */
+    "botplatform.v1.InlineKeyboardButton": {
+      /** @description The label. */
+      text: string;
+      /** @description An HTTP(S) or tg:// URL opened on a tap. */
+      url?: string;
+      /** @description Sent back to the bot in a callback_query on a tap: 1 to 64 bytes. */
+      callback_data?: string;
+      /** @description Asks the user to pick a chat and starts an inline query of the bot there, with this text. */
+      switch_inline_query?: string;
+      /** @description Starts an inline query of the bot in the current chat, with this text. */
+      switch_inline_query_current_chat?: string;
+      /** @description A web app opened on a tap. */
+      web_app?: components["schemas"]["botplatform.v1.WebAppInfo"] | null;
+      /** @description Text copied to the clipboard on a tap. */
+      copy_text?: components["schemas"]["botplatform.v1.CopyTextButton"] | null;
+    };
+    /** @description InlineKeyboardRow is one row of an inline keyboard. */
+    "botplatform.v1.InlineKeyboardRow": {
+      /** @description The row's buttons, left to right. */
+      buttons: components["schemas"]["botplatform.v1.InlineKeyboardButton"][];
+    };
+    /** @description InlineQuery is text a user typed after the bot's username in any chat (inline mode, for bots with supports_inline_queries): the bot answers with answerInlineQuery. */
+    "botplatform.v1.InlineQuery": {
+      /** @description Unique identifier of the query, answered with answerInlineQuery. */
+      id: string;
+      /** @description Who typed. */
+      from?: components["schemas"]["botplatform.v1.User"] | null;
+      /** @description The text, up to 256 characters. */
+      query: string;
+      /** @description Offset of the results to return, as the bot set next_offset in its last answer. */
+      offset: string;
+      /** @description Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
+      chat_type?: string;
+    };
+    /** @description KeyboardButton is a button of a custom keyboard: its text is sent as a message on a tap, unless it requests the user's contact or location. */
+    "botplatform.v1.KeyboardButton": {
+      /** @description The label, sent as a message on a tap. */
+      text: string;
+      /** @description Sends the user's phone number as a contact instead. */
+      request_contact: boolean;
+      /** @description Sends the user's location instead. */
+      request_location: boolean;
+      /** @description Opens a web app instead. */
+      web_app?: components["schemas"]["botplatform.v1.WebAppInfo"] | null;
+    };
+    /** @description KeyboardRow is one row of a custom keyboard. */
+    "botplatform.v1.KeyboardRow": {
+      /** @description The row's buttons, left to right. */
+      buttons: components["schemas"]["botplatform.v1.KeyboardButton"][];
+    };
     /** @description ListBotsRequest filters and pages the review queue. */
     "botplatform.v1.ListBotsRequest": {
       /**
@@ -742,6 +811,42 @@ export interface components {
       document?: components["schemas"]["botplatform.v1.File"] | null;
       /** @description Caption of a photo or document: 0 to 1024 characters. */
       caption?: string;
+      /** @description Special entities of the text (commands, mentions, links, formatting), in UTF-16 code units as Telegram counts them; sorted by offset. */
+      entities: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description Special entities of the caption, likewise. */
+      caption_entities: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description The inline keyboard attached to the message (only inline_keyboard is ever set here; the other kinds of reply markup are not part of a message). */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+      /**
+       * Format: int64
+       * @description When the message was last edited, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      edit_date?: number;
+      /** @description The message this one replies to, when it is still there (one level: its own reply_to_message is never set). */
+      reply_to_message?: components["schemas"]["botplatform.v1.Message"] | null;
+    };
+    /** @description MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
+    "botplatform.v1.MessageEntity": {
+      /** @description mention, hashtag, cashtag, bot_command, url, email, phone_number, bold, italic, underline, strikethrough, spoiler, blockquote, expandable_blockquote, code, pre, text_link, text_mention or custom_emoji. */
+      type: string;
+      /**
+       * Format: int32
+       * @description Where it starts, in UTF-16 code units.
+       */
+      offset: number;
+      /**
+       * Format: int32
+       * @description How long it is, in UTF-16 code units.
+       */
+      length: number;
+      /** @description For text_link: the URL opened on a tap. */
+      url?: string;
+      /** @description For text_mention: the user mentioned. */
+      user?: components["schemas"]["botplatform.v1.User"] | null;
+      /** @description For pre: the programming language of the text. */
+      language?: string;
+      /** @description For custom_emoji: the emoji's identifier. */
+      custom_emoji_id?: string;
     };
     /** @description Pagination describes one page of a listing. */
     "botplatform.v1.Pagination": {
@@ -888,6 +993,27 @@ export interface components {
       /** @description The bot, review_status rejected. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
     };
+    /** @description ReplyMarkup is what a bot attaches to a message for the user to answer with (Telegram's InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyKeyboardRemove and ForceReply in one): exactly one of inline_keyboard, keyboard, remove_keyboard and force_reply is set. */
+    "botplatform.v1.ReplyMarkup": {
+      /** @description Buttons under the message, row by row. */
+      inline_keyboard: components["schemas"]["botplatform.v1.InlineKeyboardRow"][];
+      /** @description A custom keyboard replacing the user's, row by row. */
+      keyboard: components["schemas"]["botplatform.v1.KeyboardRow"][];
+      /** @description Removes the custom keyboard. */
+      remove_keyboard: boolean;
+      /** @description Asks the user's client to show a reply interface to this message. */
+      force_reply: boolean;
+      /** @description keyboard: shown until removed, even while hidden behind the system keyboard. */
+      is_persistent: boolean;
+      /** @description keyboard: sized to its buttons. */
+      resize_keyboard: boolean;
+      /** @description keyboard: hidden after one use. */
+      one_time_keyboard: boolean;
+      /** @description keyboard or force_reply: the placeholder of the input field, 1 to 64 characters. */
+      input_field_placeholder?: string;
+      /** @description keyboard, remove_keyboard or force_reply: only for the users mentioned in the text, or the sender of the message replied to. */
+      selective: boolean;
+    };
     /** @description RetryDeliveryRequest names the delivery to attempt again. */
     "botplatform.v1.RetryDeliveryRequest": {
       /** @description The bot id. */
@@ -1032,7 +1158,7 @@ export interface components {
       /** @description Always true. */
       result: boolean;
     };
-    /** @description Update is one event for a bot. Exactly one of message and edited_message is set. */
+    /** @description Update is one event for a bot. Exactly one of message, edited_message, callback_query and inline_query is set. */
     "botplatform.v1.Update": {
       /**
        * Format: int64
@@ -1048,6 +1174,10 @@ export interface components {
       message?: components["schemas"]["botplatform.v1.Message"] | null;
       /** @description A message to the bot that was edited. */
       edited_message?: components["schemas"]["botplatform.v1.Message"] | null;
+      /** @description A tap on a button of an inline keyboard the bot sent. */
+      callback_query?: components["schemas"]["botplatform.v1.CallbackQuery"] | null;
+      /** @description An inline query to the bot. */
+      inline_query?: components["schemas"]["botplatform.v1.InlineQuery"] | null;
     };
     /** @description UpdateCounts counts the bot's updates. */
     "botplatform.v1.UpdateCounts": {
@@ -1120,6 +1250,11 @@ export interface components {
       username?: string;
       /** @description Display name, when known: at most 100 characters (a bot's name as sender). */
       first_name?: string;
+    };
+    /** @description WebAppInfo names a web app. */
+    "botplatform.v1.WebAppInfo": {
+      /** @description Its HTTPS URL. */
+      url: string;
     };
     /** @description WebhookInfo describes how a bot receives updates. */
     "botplatform.v1.WebhookInfo": {

@@ -2319,6 +2319,28 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "callback_query",
+          "json": "callback_query",
+          "ts": "callbackQuery",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.CallbackQuery"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "inline_query",
+          "json": "inline_query",
+          "ts": "inlineQuery",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InlineQuery"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -2422,6 +2444,61 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "entities",
+          "json": "entities",
+          "ts": "entities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "edit_date",
+          "json": "edit_date",
+          "ts": "editDate",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "reply_to_message",
+          "json": "reply_to_message",
+          "ts": "replyToMessage",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -2523,6 +2600,497 @@ export const routeTable: RouteTable = {
           "proto": "download_url",
           "json": "download_url",
           "ts": "downloadUrl",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.MessageEntity": {
+      "fields": [
+        {
+          "proto": "type",
+          "json": "type",
+          "ts": "type",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "offset",
+          "json": "offset",
+          "ts": "offset",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "length",
+          "json": "length",
+          "ts": "length",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "user",
+          "json": "user",
+          "ts": "user",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.User"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "language",
+          "json": "language",
+          "ts": "language",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "custom_emoji_id",
+          "json": "custom_emoji_id",
+          "ts": "customEmojiId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.ReplyMarkup": {
+      "fields": [
+        {
+          "proto": "inline_keyboard",
+          "json": "inline_keyboard",
+          "ts": "inlineKeyboard",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InlineKeyboardRow"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "keyboard",
+          "json": "keyboard",
+          "ts": "keyboard",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.KeyboardRow"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "remove_keyboard",
+          "json": "remove_keyboard",
+          "ts": "removeKeyboard",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "force_reply",
+          "json": "force_reply",
+          "ts": "forceReply",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "is_persistent",
+          "json": "is_persistent",
+          "ts": "isPersistent",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "resize_keyboard",
+          "json": "resize_keyboard",
+          "ts": "resizeKeyboard",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "one_time_keyboard",
+          "json": "one_time_keyboard",
+          "ts": "oneTimeKeyboard",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "input_field_placeholder",
+          "json": "input_field_placeholder",
+          "ts": "inputFieldPlaceholder",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "selective",
+          "json": "selective",
+          "ts": "selective",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.InlineKeyboardRow": {
+      "fields": [
+        {
+          "proto": "buttons",
+          "json": "buttons",
+          "ts": "buttons",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InlineKeyboardButton"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.InlineKeyboardButton": {
+      "fields": [
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "callback_data",
+          "json": "callback_data",
+          "ts": "callbackData",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "switch_inline_query",
+          "json": "switch_inline_query",
+          "ts": "switchInlineQuery",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "switch_inline_query_current_chat",
+          "json": "switch_inline_query_current_chat",
+          "ts": "switchInlineQueryCurrentChat",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "web_app",
+          "json": "web_app",
+          "ts": "webApp",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.WebAppInfo"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "copy_text",
+          "json": "copy_text",
+          "ts": "copyText",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.CopyTextButton"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.WebAppInfo": {
+      "fields": [
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CopyTextButton": {
+      "fields": [
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.KeyboardRow": {
+      "fields": [
+        {
+          "proto": "buttons",
+          "json": "buttons",
+          "ts": "buttons",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.KeyboardButton"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.KeyboardButton": {
+      "fields": [
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "request_contact",
+          "json": "request_contact",
+          "ts": "requestContact",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "request_location",
+          "json": "request_location",
+          "ts": "requestLocation",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "web_app",
+          "json": "web_app",
+          "ts": "webApp",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.WebAppInfo"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CallbackQuery": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "from",
+          "json": "from",
+          "ts": "from",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.User"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "message",
+          "json": "message",
+          "ts": "message",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "chat_instance",
+          "json": "chat_instance",
+          "ts": "chatInstance",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "data",
+          "json": "data",
+          "ts": "data",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.InlineQuery": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "from",
+          "json": "from",
+          "ts": "from",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.User"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "query",
+          "json": "query",
+          "ts": "query",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "offset",
+          "json": "offset",
+          "ts": "offset",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "chat_type",
+          "json": "chat_type",
+          "ts": "chatType",
           "type": {
             "kind": "scalar",
             "scalar": "string"

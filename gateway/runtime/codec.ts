@@ -272,9 +272,17 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     return out === null && surface === 'runtime' ? undefined : out;
   }
 
+  /**
+   * Whether a field of a message is left out when it is an empty list: on the runtime
+   * API, a list of messages (a Message's entities, a keyboard's rows), as Telegram leaves
+   * out what is absent. Lists of scalars, and a response's own result, are always written.
+   */
+  const omitWhenEmpty = (f: FieldSchema, surface: Surface) => surface === 'runtime' && f.repeated && f.type.kind === 'message';
+
   function encodeMessage(type: string, message: Obj, surface: Surface): Obj {
     const out: Obj = {};
     for (const f of schemaOf(type).fields) {
+      if (omitWhenEmpty(f, surface) && !(message[f.ts] as unknown[] | undefined)?.length) continue;
       const v = encodeField(f, message[f.ts], surface);
       if (v !== undefined) out[f.json] = v;
     }
@@ -295,7 +303,10 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     let writer = messageWriters.get(key);
     if (writer) return writer;
     const fields = schemaOf(type).fields;
-    const writers = fields.map((f) => fieldWriter(f, surface));
+    const writers = fields.map((f): Writer => {
+      const w = fieldWriter(f, surface);
+      return omitWhenEmpty(f, surface) ? (v) => ((v as unknown[] | undefined)?.length ? w(v) : undefined) : w;
+    });
     // Unrolled, one statement per field: each field a named property read and a call of
     // its own writer (a loop over the fields reads by key and calls every writer from one
     // site, which V8 can neither specialise nor inline). The names are the schema's, each

@@ -72,7 +72,11 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       photo: undefined,
       document: undefined,
       caption: undefined,
+      replyMarkup: undefined,
+      replyToMessage: undefined,
       ...body,
+      entities: body.entities ?? [],
+      captionEntities: body.captionEntities ?? [],
     }) });
     return fromWireMessage(wire);
   }

@@ -53,5 +53,7 @@ export function telegramWebhookBody(payload: string): string {
     updateSeq: u.update_seq,
     message: u.message ? fromWireMessage(u.message) : undefined,
     editedMessage: u.edited_message ? fromWireMessage(u.edited_message) : undefined,
+    callbackQuery: undefined,
+    inlineQuery: undefined,
   }));
 }

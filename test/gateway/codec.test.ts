@@ -262,7 +262,7 @@ describe('codec: query and path text', () => {
 describe('codec: encoding', () => {
   const full = () => ({ ...codec.emptyMessage('fx.Thing') });
 
-  it('writes non-optional scalars and lists always; unset optionals and messages per surface', () => {
+  it('writes non-optional scalars and lists always (on the runtime API, empty lists of messages left out); unset optionals and messages per surface', () => {
     const consoleOut = codec.encodeMessage('fx.Thing', full(), 'console');
     expect(consoleOut).toEqual({
       name: '', count: 0, small: 0, big_id: 0, ubig: 0, ratio: 0, flag: false, blob: '', colour: null, tags: [],
@@ -270,8 +270,9 @@ describe('codec: encoding', () => {
     });
     const runtimeOut = codec.encodeMessage('fx.Thing', full(), 'runtime');
     expect(runtimeOut).toEqual({
-      name: '', count: 0, small: 0, big_id: 0, ubig: 0, ratio: 0, flag: false, blob: '', tags: [], children: [], displayName: '',
+      name: '', count: 0, small: 0, big_id: 0, ubig: 0, ratio: 0, flag: false, blob: '', tags: [], displayName: '',
     });
+    expect(codec.encodeMessage('fx.Thing', { ...full(), children: [{ email: 'e', age: 1 }] }, 'runtime')).toMatchObject({ children: [{ email: 'e', age: 1 }] });
   });
 
   it('writes set values by JSON name, nested messages recursively', () => {

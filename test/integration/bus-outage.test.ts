@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { InternalServiceClient, type IngestUpdatesResponse } from '../../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, type IngestUpdatesResponse, IngestUpdatesRequest } from '../../src/gen/botplatform/v1/internal_service.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { approvedBot, call, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness, type TestDatabase } from '../helpers/harness.js';
@@ -60,7 +60,7 @@ describe('a Kafka outage', () => {
     md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
     const t0 = performance.now();
     return new Promise<{ ms: number; res: IngestUpdatesResponse }>((resolve, reject) =>
-      internal.ingestUpdates({ updates: [{ botId, message: message(text) }] } as never, md, { deadline: Date.now() + 3000 },
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: [{ botId, message: message(text) }] }), md, { deadline: Date.now() + 3000 },
         (err, res) => (err ? reject(err) : resolve({ ms: performance.now() - t0, res: res! }))));
   };
   const metric = async (name: string) => {

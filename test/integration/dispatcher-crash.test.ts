@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { AdminServiceClient } from '../../src/gen/botplatform/v1/admin_service.js';
 import { ConsoleServiceClient } from '../../src/gen/botplatform/v1/console_service.js';
-import { InternalServiceClient } from '../../src/gen/botplatform/v1/internal_service.js';
+import { IngestUpdatesRequest, InternalServiceClient } from '../../src/gen/botplatform/v1/internal_service.js';
 import { createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET } from '../helpers/harness.js';
 import { freePort } from '../helpers/ports.js';
 import { until } from '../helpers/until.js';
@@ -67,7 +67,7 @@ describe('kill -9 of a dispatcher', () => {
       const TOTAL = 10_000;
       const message = { messageId: 0, date: 0, chat: { id: 3, type: 'private' }, from: { id: 3, isBot: false }, text: 'x' };
       for (let sent = 0; sent < TOTAL; sent += 500) {
-        await unary(ingest, ingest.ingestUpdates, { updates: Array.from({ length: 500 }, (_, k) => ({ botId: botIds[(sent + k) % 10], message })) }, TEST_INTERNAL_TOKEN);
+        await unary(ingest, ingest.ingestUpdates, IngestUpdatesRequest.fromPartial({ updates: Array.from({ length: 500 }, (_, k) => ({ botId: botIds[(sent + k) % 10], message })) }), TEST_INTERNAL_TOKEN);
       }
       // Kill the dispatcher in the middle of the stream, then start another.
       await receiver.waitFor(TOTAL / 4, 120_000);
@@ -132,7 +132,7 @@ describe('kill -9 of a dispatcher', () => {
       const TOTAL = 4000;
       const message = { messageId: 0, date: 0, chat: { id: 3, type: 'private' }, from: { id: 3, isBot: false }, text: 'x' };
       for (let sent = 0; sent < TOTAL; sent += 500) {
-        await unary(ingest, ingest.ingestUpdates, { updates: Array.from({ length: 500 }, (_, k) => ({ botId: botIds[(sent + k) % BOTS], message })) }, TEST_INTERNAL_TOKEN);
+        await unary(ingest, ingest.ingestUpdates, IngestUpdatesRequest.fromPartial({ updates: Array.from({ length: 500 }, (_, k) => ({ botId: botIds[(sent + k) % BOTS], message })) }), TEST_INTERNAL_TOKEN);
       }
       await receiver.waitFor(TOTAL / 4, 120_000);
       const before = receiver.abandoned.length;

@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { InternalServiceClient } from '../../src/gen/botplatform/v1/internal_service.js';
+import { InternalServiceClient, IngestUpdatesRequest } from '../../src/gen/botplatform/v1/internal_service.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { call, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type TestDatabase } from '../helpers/harness.js';
@@ -56,7 +56,7 @@ describe('two core instances on MariaDB + Kafka', () => {
     const md = new grpc.Metadata();
     md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
     return new Promise<void>((resolve, reject) =>
-      c.ingestUpdates({ updates: [{ botId, message: { messageId: 0, date: 0, chat: { id: 1, type: 'private' }, from: { id: 1, isBot: false }, text } }] } as never,
+      c.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: [{ botId, message: { messageId: 0, date: 0, chat: { id: 1, type: 'private' }, from: { id: 1, isBot: false }, text } }] }),
         md, (err) => { c.close(); if (err) reject(err); else resolve(); }),
     );
   };

@@ -215,6 +215,20 @@ export interface ByteRange {
   length: number;
 }
 
+/** CallbackQuery is a tap on an inline keyboard button with callback_data (Telegram's CallbackQuery): the bot answers it with answerCallbackQuery. */
+export interface CallbackQuery {
+  /** Unique identifier of the query, answered with answerCallbackQuery. */
+  id: string;
+  /** Who tapped. */
+  from?: User | null;
+  /** The bot's message whose button was tapped. */
+  message?: Message | null;
+  /** Identifies the chat the message was in (for games' high scores; stable per chat). */
+  chat_instance: string;
+  /** The button's callback_data. */
+  data?: string;
+}
+
 /** Chat is where a message was written. */
 export interface Chat {
   /** Chat identifier; for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
@@ -229,6 +243,12 @@ export interface CompleteUploadRequest {
   checksum: string;
   /** The reuseRequestId given to upload-credentials, if any. */
   reuseRequestId?: string;
+}
+
+/** CopyTextButton is text a button copies to the clipboard. */
+export interface CopyTextButton {
+  /** The text: 1 to 256 characters. */
+  text: string;
 }
 
 /** CreateApplicationRequest is a new bot application. */
@@ -395,6 +415,62 @@ export interface GetUpdatesRequest {
 export interface GetWebhookInfoRequest {
 }
 
+/** InlineKeyboardButton is a button under a message. Exactly one of url, callback_data, switch_inline_query, switch_inline_query_current_chat, web_app and copy_text is set. */
+export interface InlineKeyboardButton {
+  /** The label. */
+  text: string;
+  /** An HTTP(S) or tg:// URL opened on a tap. */
+  url?: string;
+  /** Sent back to the bot in a callback_query on a tap: 1 to 64 bytes. */
+  callback_data?: string;
+  /** Asks the user to pick a chat and starts an inline query of the bot there, with this text. */
+  switch_inline_query?: string;
+  /** Starts an inline query of the bot in the current chat, with this text. */
+  switch_inline_query_current_chat?: string;
+  /** A web app opened on a tap. */
+  web_app?: WebAppInfo | null;
+  /** Text copied to the clipboard on a tap. */
+  copy_text?: CopyTextButton | null;
+}
+
+/** InlineKeyboardRow is one row of an inline keyboard. */
+export interface InlineKeyboardRow {
+  /** The row's buttons, left to right. */
+  buttons: InlineKeyboardButton[];
+}
+
+/** InlineQuery is text a user typed after the bot's username in any chat (inline mode, for bots with supports_inline_queries): the bot answers with answerInlineQuery. */
+export interface InlineQuery {
+  /** Unique identifier of the query, answered with answerInlineQuery. */
+  id: string;
+  /** Who typed. */
+  from?: User | null;
+  /** The text, up to 256 characters. */
+  query: string;
+  /** Offset of the results to return, as the bot set next_offset in its last answer. */
+  offset: string;
+  /** Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
+  chat_type?: string;
+}
+
+/** KeyboardButton is a button of a custom keyboard: its text is sent as a message on a tap, unless it requests the user's contact or location. */
+export interface KeyboardButton {
+  /** The label, sent as a message on a tap. */
+  text: string;
+  /** Sends the user's phone number as a contact instead. */
+  request_contact: boolean;
+  /** Sends the user's location instead. */
+  request_location: boolean;
+  /** Opens a web app instead. */
+  web_app?: WebAppInfo | null;
+}
+
+/** KeyboardRow is one row of a custom keyboard. */
+export interface KeyboardRow {
+  /** The row's buttons, left to right. */
+  buttons: KeyboardButton[];
+}
+
 /** ListBotsRequest filters and pages the review queue. */
 export interface ListBotsRequest {
   /** Only bots in this review state; all when unset. */
@@ -473,6 +549,34 @@ export interface Message {
   document?: File | null;
   /** Caption of a photo or document: 0 to 1024 characters. */
   caption?: string;
+  /** Special entities of the text (commands, mentions, links, formatting), in UTF-16 code units as Telegram counts them; sorted by offset. */
+  entities: MessageEntity[];
+  /** Special entities of the caption, likewise. */
+  caption_entities: MessageEntity[];
+  /** The inline keyboard attached to the message (only inline_keyboard is ever set here; the other kinds of reply markup are not part of a message). */
+  reply_markup?: ReplyMarkup | null;
+  /** When the message was last edited, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  edit_date?: number;
+  /** The message this one replies to, when it is still there (one level: its own reply_to_message is never set). */
+  reply_to_message?: Message | null;
+}
+
+/** MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
+export interface MessageEntity {
+  /** mention, hashtag, cashtag, bot_command, url, email, phone_number, bold, italic, underline, strikethrough, spoiler, blockquote, expandable_blockquote, code, pre, text_link, text_mention or custom_emoji. */
+  type: string;
+  /** Where it starts, in UTF-16 code units. */
+  offset: number;
+  /** How long it is, in UTF-16 code units. */
+  length: number;
+  /** For text_link: the URL opened on a tap. */
+  url?: string;
+  /** For text_mention: the user mentioned. */
+  user?: User | null;
+  /** For pre: the programming language of the text. */
+  language?: string;
+  /** For custom_emoji: the emoji's identifier. */
+  custom_emoji_id?: string;
 }
 
 /** Pagination describes one page of a listing. */
@@ -579,6 +683,28 @@ export interface RejectBotRequest {
   reason: string;
 }
 
+/** ReplyMarkup is what a bot attaches to a message for the user to answer with (Telegram's InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyKeyboardRemove and ForceReply in one): exactly one of inline_keyboard, keyboard, remove_keyboard and force_reply is set. */
+export interface ReplyMarkup {
+  /** Buttons under the message, row by row. */
+  inline_keyboard: InlineKeyboardRow[];
+  /** A custom keyboard replacing the user's, row by row. */
+  keyboard: KeyboardRow[];
+  /** Removes the custom keyboard. */
+  remove_keyboard: boolean;
+  /** Asks the user's client to show a reply interface to this message. */
+  force_reply: boolean;
+  /** keyboard: shown until removed, even while hidden behind the system keyboard. */
+  is_persistent: boolean;
+  /** keyboard: sized to its buttons. */
+  resize_keyboard: boolean;
+  /** keyboard: hidden after one use. */
+  one_time_keyboard: boolean;
+  /** keyboard or force_reply: the placeholder of the input field, 1 to 64 characters. */
+  input_field_placeholder?: string;
+  /** keyboard, remove_keyboard or force_reply: only for the users mentioned in the text, or the sender of the message replied to. */
+  selective: boolean;
+}
+
 /** RetryDeliveryRequest names the delivery to attempt again. */
 export interface RetryDeliveryRequest {
   /** The bot id. */
@@ -665,7 +791,7 @@ export interface SetWebhookRequest {
   max_deliveries_per_second?: number;
 }
 
-/** Update is one event for a bot. Exactly one of message and edited_message is set. */
+/** Update is one event for a bot. Exactly one of message, edited_message, callback_query and inline_query is set. */
 export interface Update {
   /** Unique across the platform, never reused. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   update_id: number;
@@ -675,6 +801,10 @@ export interface Update {
   message?: Message | null;
   /** A message to the bot that was edited. */
   edited_message?: Message | null;
+  /** A tap on a button of an inline keyboard the bot sent. */
+  callback_query?: CallbackQuery | null;
+  /** An inline query to the bot. */
+  inline_query?: InlineQuery | null;
 }
 
 /** UpdateCounts counts the bot's updates. */
@@ -741,6 +871,12 @@ export interface UserInput {
   username?: string;
   /** Display name, when known: at most 100 characters (a bot's name as sender). */
   first_name?: string;
+}
+
+/** WebAppInfo names a web app. */
+export interface WebAppInfo {
+  /** Its HTTPS URL. */
+  url: string;
 }
 
 /** WebhookInfo describes how a bot receives updates. */

@@ -75,7 +75,206 @@ export interface Message {
     | File
     | undefined;
   /** Caption of a photo or document: 0 to 1024 characters. */
-  caption?: string | undefined;
+  caption?:
+    | string
+    | undefined;
+  /**
+   * Special entities of the text (commands, mentions, links, formatting), in UTF-16
+   * code units as Telegram counts them; sorted by offset.
+   */
+  entities: MessageEntity[];
+  /** Special entities of the caption, likewise. */
+  captionEntities: MessageEntity[];
+  /**
+   * The inline keyboard attached to the message (only inline_keyboard is ever set
+   * here; the other kinds of reply markup are not part of a message).
+   */
+  replyMarkup:
+    | ReplyMarkup
+    | undefined;
+  /**
+   * When the message was last edited, in unix seconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  editDate?:
+    | number
+    | undefined;
+  /**
+   * The message this one replies to, when it is still there (one level: its own
+   * reply_to_message is never set).
+   */
+  replyToMessage: Message | undefined;
+}
+
+/** MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
+export interface MessageEntity {
+  /**
+   * mention, hashtag, cashtag, bot_command, url, email, phone_number, bold, italic,
+   * underline, strikethrough, spoiler, blockquote, expandable_blockquote, code, pre,
+   * text_link, text_mention or custom_emoji.
+   */
+  type: string;
+  /** Where it starts, in UTF-16 code units. */
+  offset: number;
+  /** How long it is, in UTF-16 code units. */
+  length: number;
+  /** For text_link: the URL opened on a tap. */
+  url?:
+    | string
+    | undefined;
+  /** For text_mention: the user mentioned. */
+  user:
+    | User
+    | undefined;
+  /** For pre: the programming language of the text. */
+  language?:
+    | string
+    | undefined;
+  /** For custom_emoji: the emoji's identifier. */
+  customEmojiId?: string | undefined;
+}
+
+/**
+ * ReplyMarkup is what a bot attaches to a message for the user to answer with
+ * (Telegram's InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyKeyboardRemove and
+ * ForceReply in one): exactly one of inline_keyboard, keyboard, remove_keyboard and
+ * force_reply is set.
+ */
+export interface ReplyMarkup {
+  /** Buttons under the message, row by row. */
+  inlineKeyboard: InlineKeyboardRow[];
+  /** A custom keyboard replacing the user's, row by row. */
+  keyboard: KeyboardRow[];
+  /** Removes the custom keyboard. */
+  removeKeyboard: boolean;
+  /** Asks the user's client to show a reply interface to this message. */
+  forceReply: boolean;
+  /** keyboard: shown until removed, even while hidden behind the system keyboard. */
+  isPersistent: boolean;
+  /** keyboard: sized to its buttons. */
+  resizeKeyboard: boolean;
+  /** keyboard: hidden after one use. */
+  oneTimeKeyboard: boolean;
+  /** keyboard or force_reply: the placeholder of the input field, 1 to 64 characters. */
+  inputFieldPlaceholder?:
+    | string
+    | undefined;
+  /**
+   * keyboard, remove_keyboard or force_reply: only for the users mentioned in the text,
+   * or the sender of the message replied to.
+   */
+  selective: boolean;
+}
+
+/** InlineKeyboardRow is one row of an inline keyboard. */
+export interface InlineKeyboardRow {
+  /** The row's buttons, left to right. */
+  buttons: InlineKeyboardButton[];
+}
+
+/**
+ * InlineKeyboardButton is a button under a message. Exactly one of url,
+ * callback_data, switch_inline_query, switch_inline_query_current_chat, web_app and
+ * copy_text is set.
+ */
+export interface InlineKeyboardButton {
+  /** The label. */
+  text: string;
+  /** An HTTP(S) or tg:// URL opened on a tap. */
+  url?:
+    | string
+    | undefined;
+  /** Sent back to the bot in a callback_query on a tap: 1 to 64 bytes. */
+  callbackData?:
+    | string
+    | undefined;
+  /** Asks the user to pick a chat and starts an inline query of the bot there, with this text. */
+  switchInlineQuery?:
+    | string
+    | undefined;
+  /** Starts an inline query of the bot in the current chat, with this text. */
+  switchInlineQueryCurrentChat?:
+    | string
+    | undefined;
+  /** A web app opened on a tap. */
+  webApp:
+    | WebAppInfo
+    | undefined;
+  /** Text copied to the clipboard on a tap. */
+  copyText: CopyTextButton | undefined;
+}
+
+/** KeyboardRow is one row of a custom keyboard. */
+export interface KeyboardRow {
+  /** The row's buttons, left to right. */
+  buttons: KeyboardButton[];
+}
+
+/**
+ * KeyboardButton is a button of a custom keyboard: its text is sent as a message on a
+ * tap, unless it requests the user's contact or location.
+ */
+export interface KeyboardButton {
+  /** The label, sent as a message on a tap. */
+  text: string;
+  /** Sends the user's phone number as a contact instead. */
+  requestContact: boolean;
+  /** Sends the user's location instead. */
+  requestLocation: boolean;
+  /** Opens a web app instead. */
+  webApp: WebAppInfo | undefined;
+}
+
+/** WebAppInfo names a web app. */
+export interface WebAppInfo {
+  /** Its HTTPS URL. */
+  url: string;
+}
+
+/** CopyTextButton is text a button copies to the clipboard. */
+export interface CopyTextButton {
+  /** The text: 1 to 256 characters. */
+  text: string;
+}
+
+/**
+ * CallbackQuery is a tap on an inline keyboard button with callback_data (Telegram's
+ * CallbackQuery): the bot answers it with answerCallbackQuery.
+ */
+export interface CallbackQuery {
+  /** Unique identifier of the query, answered with answerCallbackQuery. */
+  id: string;
+  /** Who tapped. */
+  from:
+    | User
+    | undefined;
+  /** The bot's message whose button was tapped. */
+  message:
+    | Message
+    | undefined;
+  /** Identifies the chat the message was in (for games' high scores; stable per chat). */
+  chatInstance: string;
+  /** The button's callback_data. */
+  data?: string | undefined;
+}
+
+/**
+ * InlineQuery is text a user typed after the bot's username in any chat (inline mode,
+ * for bots with supports_inline_queries): the bot answers with answerInlineQuery.
+ */
+export interface InlineQuery {
+  /** Unique identifier of the query, answered with answerInlineQuery. */
+  id: string;
+  /** Who typed. */
+  from:
+    | User
+    | undefined;
+  /** The text, up to 256 characters. */
+  query: string;
+  /** Offset of the results to return, as the bot set next_offset in its last answer. */
+  offset: string;
+  /** Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
+  chatType?: string | undefined;
 }
 
 /**
@@ -102,7 +301,10 @@ export interface File {
   downloadUrl?: string | undefined;
 }
 
-/** Update is one event for a bot. Exactly one of message and edited_message is set. */
+/**
+ * Update is one event for a bot. Exactly one of message, edited_message,
+ * callback_query and inline_query is set.
+ */
 export interface Update {
   /**
    * Unique across the platform, never reused.
@@ -119,7 +321,15 @@ export interface Update {
     | Message
     | undefined;
   /** A message to the bot that was edited. */
-  editedMessage: Message | undefined;
+  editedMessage:
+    | Message
+    | undefined;
+  /** A tap on a button of an inline keyboard the bot sent. */
+  callbackQuery:
+    | CallbackQuery
+    | undefined;
+  /** An inline query to the bot. */
+  inlineQuery: InlineQuery | undefined;
 }
 
 /** WebhookInfo describes how a bot receives updates. */
@@ -341,6 +551,11 @@ function createBaseMessage(): Message {
     photo: undefined,
     document: undefined,
     caption: undefined,
+    entities: [],
+    captionEntities: [],
+    replyMarkup: undefined,
+    editDate: undefined,
+    replyToMessage: undefined,
   };
 }
 
@@ -372,6 +587,21 @@ export const Message: MessageFns<Message> = {
     }
     if (message.caption !== undefined) {
       writer.uint32(74).string(message.caption);
+    }
+    for (const v of message.entities) {
+      MessageEntity.encode(v!, writer.uint32(82).fork()).join();
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(90).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(98).fork()).join();
+    }
+    if (message.editDate !== undefined) {
+      writer.uint32(104).int64(message.editDate);
+    }
+    if (message.replyToMessage !== undefined) {
+      Message.encode(message.replyToMessage, writer.uint32(114).fork()).join();
     }
     return writer;
   },
@@ -461,6 +691,46 @@ export const Message: MessageFns<Message> = {
             message.caption = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.entities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.editDate = longToNumber(reader.int64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.replyToMessage = Message.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -489,6 +759,971 @@ export const Message: MessageFns<Message> = {
       ? File.fromPartial(object.document)
       : undefined;
     message.caption = object.caption ?? undefined;
+    message.entities = object.entities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
+    message.editDate = object.editDate ?? undefined;
+    message.replyToMessage = (object.replyToMessage !== undefined && object.replyToMessage !== null)
+      ? Message.fromPartial(object.replyToMessage)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseMessageEntity(): MessageEntity {
+  return {
+    type: "",
+    offset: 0,
+    length: 0,
+    url: undefined,
+    user: undefined,
+    language: undefined,
+    customEmojiId: undefined,
+  };
+}
+
+export const MessageEntity: MessageFns<MessageEntity> = {
+  encode(message: MessageEntity, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).int32(message.offset);
+    }
+    if (message.length !== 0) {
+      writer.uint32(24).int32(message.length);
+    }
+    if (message.url !== undefined) {
+      writer.uint32(34).string(message.url);
+    }
+    if (message.user !== undefined) {
+      User.encode(message.user, writer.uint32(42).fork()).join();
+    }
+    if (message.language !== undefined) {
+      writer.uint32(50).string(message.language);
+    }
+    if (message.customEmojiId !== undefined) {
+      writer.uint32(58).string(message.customEmojiId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MessageEntity {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMessageEntity();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.length = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.user = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.language = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.customEmojiId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<MessageEntity>, I>>(base?: I): MessageEntity {
+    return MessageEntity.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MessageEntity>, I>>(object: I): MessageEntity {
+    const message = createBaseMessageEntity();
+    message.type = object.type ?? "";
+    message.offset = object.offset ?? 0;
+    message.length = object.length ?? 0;
+    message.url = object.url ?? undefined;
+    message.user = (object.user !== undefined && object.user !== null) ? User.fromPartial(object.user) : undefined;
+    message.language = object.language ?? undefined;
+    message.customEmojiId = object.customEmojiId ?? undefined;
+    return message;
+  },
+};
+
+function createBaseReplyMarkup(): ReplyMarkup {
+  return {
+    inlineKeyboard: [],
+    keyboard: [],
+    removeKeyboard: false,
+    forceReply: false,
+    isPersistent: false,
+    resizeKeyboard: false,
+    oneTimeKeyboard: false,
+    inputFieldPlaceholder: undefined,
+    selective: false,
+  };
+}
+
+export const ReplyMarkup: MessageFns<ReplyMarkup> = {
+  encode(message: ReplyMarkup, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.inlineKeyboard) {
+      InlineKeyboardRow.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.keyboard) {
+      KeyboardRow.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.removeKeyboard !== false) {
+      writer.uint32(24).bool(message.removeKeyboard);
+    }
+    if (message.forceReply !== false) {
+      writer.uint32(32).bool(message.forceReply);
+    }
+    if (message.isPersistent !== false) {
+      writer.uint32(40).bool(message.isPersistent);
+    }
+    if (message.resizeKeyboard !== false) {
+      writer.uint32(48).bool(message.resizeKeyboard);
+    }
+    if (message.oneTimeKeyboard !== false) {
+      writer.uint32(56).bool(message.oneTimeKeyboard);
+    }
+    if (message.inputFieldPlaceholder !== undefined) {
+      writer.uint32(66).string(message.inputFieldPlaceholder);
+    }
+    if (message.selective !== false) {
+      writer.uint32(72).bool(message.selective);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReplyMarkup {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReplyMarkup();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.inlineKeyboard.push(InlineKeyboardRow.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.keyboard.push(KeyboardRow.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.removeKeyboard = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.forceReply = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.isPersistent = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.resizeKeyboard = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.oneTimeKeyboard = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.inputFieldPlaceholder = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.selective = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ReplyMarkup>, I>>(base?: I): ReplyMarkup {
+    return ReplyMarkup.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReplyMarkup>, I>>(object: I): ReplyMarkup {
+    const message = createBaseReplyMarkup();
+    message.inlineKeyboard = object.inlineKeyboard?.map((e) => InlineKeyboardRow.fromPartial(e)) || [];
+    message.keyboard = object.keyboard?.map((e) => KeyboardRow.fromPartial(e)) || [];
+    message.removeKeyboard = object.removeKeyboard ?? false;
+    message.forceReply = object.forceReply ?? false;
+    message.isPersistent = object.isPersistent ?? false;
+    message.resizeKeyboard = object.resizeKeyboard ?? false;
+    message.oneTimeKeyboard = object.oneTimeKeyboard ?? false;
+    message.inputFieldPlaceholder = object.inputFieldPlaceholder ?? undefined;
+    message.selective = object.selective ?? false;
+    return message;
+  },
+};
+
+function createBaseInlineKeyboardRow(): InlineKeyboardRow {
+  return { buttons: [] };
+}
+
+export const InlineKeyboardRow: MessageFns<InlineKeyboardRow> = {
+  encode(message: InlineKeyboardRow, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.buttons) {
+      InlineKeyboardButton.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InlineKeyboardRow {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInlineKeyboardRow();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.buttons.push(InlineKeyboardButton.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InlineKeyboardRow>, I>>(base?: I): InlineKeyboardRow {
+    return InlineKeyboardRow.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InlineKeyboardRow>, I>>(object: I): InlineKeyboardRow {
+    const message = createBaseInlineKeyboardRow();
+    message.buttons = object.buttons?.map((e) => InlineKeyboardButton.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseInlineKeyboardButton(): InlineKeyboardButton {
+  return {
+    text: "",
+    url: undefined,
+    callbackData: undefined,
+    switchInlineQuery: undefined,
+    switchInlineQueryCurrentChat: undefined,
+    webApp: undefined,
+    copyText: undefined,
+  };
+}
+
+export const InlineKeyboardButton: MessageFns<InlineKeyboardButton> = {
+  encode(message: InlineKeyboardButton, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    if (message.url !== undefined) {
+      writer.uint32(18).string(message.url);
+    }
+    if (message.callbackData !== undefined) {
+      writer.uint32(26).string(message.callbackData);
+    }
+    if (message.switchInlineQuery !== undefined) {
+      writer.uint32(34).string(message.switchInlineQuery);
+    }
+    if (message.switchInlineQueryCurrentChat !== undefined) {
+      writer.uint32(42).string(message.switchInlineQueryCurrentChat);
+    }
+    if (message.webApp !== undefined) {
+      WebAppInfo.encode(message.webApp, writer.uint32(50).fork()).join();
+    }
+    if (message.copyText !== undefined) {
+      CopyTextButton.encode(message.copyText, writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InlineKeyboardButton {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInlineKeyboardButton();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.callbackData = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.switchInlineQuery = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.switchInlineQueryCurrentChat = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.webApp = WebAppInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.copyText = CopyTextButton.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InlineKeyboardButton>, I>>(base?: I): InlineKeyboardButton {
+    return InlineKeyboardButton.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InlineKeyboardButton>, I>>(object: I): InlineKeyboardButton {
+    const message = createBaseInlineKeyboardButton();
+    message.text = object.text ?? "";
+    message.url = object.url ?? undefined;
+    message.callbackData = object.callbackData ?? undefined;
+    message.switchInlineQuery = object.switchInlineQuery ?? undefined;
+    message.switchInlineQueryCurrentChat = object.switchInlineQueryCurrentChat ?? undefined;
+    message.webApp = (object.webApp !== undefined && object.webApp !== null)
+      ? WebAppInfo.fromPartial(object.webApp)
+      : undefined;
+    message.copyText = (object.copyText !== undefined && object.copyText !== null)
+      ? CopyTextButton.fromPartial(object.copyText)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseKeyboardRow(): KeyboardRow {
+  return { buttons: [] };
+}
+
+export const KeyboardRow: MessageFns<KeyboardRow> = {
+  encode(message: KeyboardRow, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.buttons) {
+      KeyboardButton.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyboardRow {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyboardRow();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.buttons.push(KeyboardButton.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<KeyboardRow>, I>>(base?: I): KeyboardRow {
+    return KeyboardRow.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeyboardRow>, I>>(object: I): KeyboardRow {
+    const message = createBaseKeyboardRow();
+    message.buttons = object.buttons?.map((e) => KeyboardButton.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseKeyboardButton(): KeyboardButton {
+  return { text: "", requestContact: false, requestLocation: false, webApp: undefined };
+}
+
+export const KeyboardButton: MessageFns<KeyboardButton> = {
+  encode(message: KeyboardButton, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    if (message.requestContact !== false) {
+      writer.uint32(16).bool(message.requestContact);
+    }
+    if (message.requestLocation !== false) {
+      writer.uint32(24).bool(message.requestLocation);
+    }
+    if (message.webApp !== undefined) {
+      WebAppInfo.encode(message.webApp, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyboardButton {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyboardButton();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.requestContact = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.requestLocation = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.webApp = WebAppInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<KeyboardButton>, I>>(base?: I): KeyboardButton {
+    return KeyboardButton.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeyboardButton>, I>>(object: I): KeyboardButton {
+    const message = createBaseKeyboardButton();
+    message.text = object.text ?? "";
+    message.requestContact = object.requestContact ?? false;
+    message.requestLocation = object.requestLocation ?? false;
+    message.webApp = (object.webApp !== undefined && object.webApp !== null)
+      ? WebAppInfo.fromPartial(object.webApp)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseWebAppInfo(): WebAppInfo {
+  return { url: "" };
+}
+
+export const WebAppInfo: MessageFns<WebAppInfo> = {
+  encode(message: WebAppInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WebAppInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWebAppInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WebAppInfo>, I>>(base?: I): WebAppInfo {
+    return WebAppInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WebAppInfo>, I>>(object: I): WebAppInfo {
+    const message = createBaseWebAppInfo();
+    message.url = object.url ?? "";
+    return message;
+  },
+};
+
+function createBaseCopyTextButton(): CopyTextButton {
+  return { text: "" };
+}
+
+export const CopyTextButton: MessageFns<CopyTextButton> = {
+  encode(message: CopyTextButton, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CopyTextButton {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCopyTextButton();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CopyTextButton>, I>>(base?: I): CopyTextButton {
+    return CopyTextButton.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CopyTextButton>, I>>(object: I): CopyTextButton {
+    const message = createBaseCopyTextButton();
+    message.text = object.text ?? "";
+    return message;
+  },
+};
+
+function createBaseCallbackQuery(): CallbackQuery {
+  return { id: "", from: undefined, message: undefined, chatInstance: "", data: undefined };
+}
+
+export const CallbackQuery: MessageFns<CallbackQuery> = {
+  encode(message: CallbackQuery, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.from !== undefined) {
+      User.encode(message.from, writer.uint32(18).fork()).join();
+    }
+    if (message.message !== undefined) {
+      Message.encode(message.message, writer.uint32(26).fork()).join();
+    }
+    if (message.chatInstance !== "") {
+      writer.uint32(34).string(message.chatInstance);
+    }
+    if (message.data !== undefined) {
+      writer.uint32(42).string(message.data);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CallbackQuery {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCallbackQuery();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.from = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.message = Message.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.chatInstance = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.data = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CallbackQuery>, I>>(base?: I): CallbackQuery {
+    return CallbackQuery.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CallbackQuery>, I>>(object: I): CallbackQuery {
+    const message = createBaseCallbackQuery();
+    message.id = object.id ?? "";
+    message.from = (object.from !== undefined && object.from !== null) ? User.fromPartial(object.from) : undefined;
+    message.message = (object.message !== undefined && object.message !== null)
+      ? Message.fromPartial(object.message)
+      : undefined;
+    message.chatInstance = object.chatInstance ?? "";
+    message.data = object.data ?? undefined;
+    return message;
+  },
+};
+
+function createBaseInlineQuery(): InlineQuery {
+  return { id: "", from: undefined, query: "", offset: "", chatType: undefined };
+}
+
+export const InlineQuery: MessageFns<InlineQuery> = {
+  encode(message: InlineQuery, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.from !== undefined) {
+      User.encode(message.from, writer.uint32(18).fork()).join();
+    }
+    if (message.query !== "") {
+      writer.uint32(26).string(message.query);
+    }
+    if (message.offset !== "") {
+      writer.uint32(34).string(message.offset);
+    }
+    if (message.chatType !== undefined) {
+      writer.uint32(42).string(message.chatType);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InlineQuery {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInlineQuery();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.from = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.query = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.offset = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.chatType = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InlineQuery>, I>>(base?: I): InlineQuery {
+    return InlineQuery.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InlineQuery>, I>>(object: I): InlineQuery {
+    const message = createBaseInlineQuery();
+    message.id = object.id ?? "";
+    message.from = (object.from !== undefined && object.from !== null) ? User.fromPartial(object.from) : undefined;
+    message.query = object.query ?? "";
+    message.offset = object.offset ?? "";
+    message.chatType = object.chatType ?? undefined;
     return message;
   },
 };
@@ -629,7 +1864,14 @@ export const File: MessageFns<File> = {
 };
 
 function createBaseUpdate(): Update {
-  return { updateId: 0, updateSeq: 0, message: undefined, editedMessage: undefined };
+  return {
+    updateId: 0,
+    updateSeq: 0,
+    message: undefined,
+    editedMessage: undefined,
+    callbackQuery: undefined,
+    inlineQuery: undefined,
+  };
 }
 
 export const Update: MessageFns<Update> = {
@@ -645,6 +1887,12 @@ export const Update: MessageFns<Update> = {
     }
     if (message.editedMessage !== undefined) {
       Message.encode(message.editedMessage, writer.uint32(34).fork()).join();
+    }
+    if (message.callbackQuery !== undefined) {
+      CallbackQuery.encode(message.callbackQuery, writer.uint32(42).fork()).join();
+    }
+    if (message.inlineQuery !== undefined) {
+      InlineQuery.encode(message.inlineQuery, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -694,6 +1942,22 @@ export const Update: MessageFns<Update> = {
             message.editedMessage = Message.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.callbackQuery = CallbackQuery.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.inlineQuery = InlineQuery.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -718,6 +1982,12 @@ export const Update: MessageFns<Update> = {
       : undefined;
     message.editedMessage = (object.editedMessage !== undefined && object.editedMessage !== null)
       ? Message.fromPartial(object.editedMessage)
+      : undefined;
+    message.callbackQuery = (object.callbackQuery !== undefined && object.callbackQuery !== null)
+      ? CallbackQuery.fromPartial(object.callbackQuery)
+      : undefined;
+    message.inlineQuery = (object.inlineQuery !== undefined && object.inlineQuery !== null)
+      ? InlineQuery.fromPartial(object.inlineQuery)
       : undefined;
     return message;
   },
