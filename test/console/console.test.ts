@@ -29,7 +29,8 @@ beforeAll(async () => {
   } catch (err) {
     launchError = err;
   }
-}, 120_000);
+  // A first run installs Chromium (scripts/ensure-chromium.sh): minutes.
+}, 600_000);
 afterAll(async () => {
   await browser?.close();
 });

@@ -1,29 +1,43 @@
 /**
  * The console in a real browser: Debian's Chromium (CHROMIUM_PATH, default
- * /usr/bin/chromium; .ci/run installs it) driven by playwright-core, which downloads
- * nothing. A missing browser fails the tests that need it: it is never a skip.
+ * /usr/bin/chromium) driven by playwright-core, which downloads nothing.
+ * scripts/ensure-chromium.sh installs Debian's package when it is missing and it can
+ * (root, or sudo without a password), so `npm test` provisions it on a fresh machine;
+ * when it cannot, the tests that need the browser fail with its one-line reason: never
+ * a skip.
  */
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { chromium, type Browser } from 'playwright-core';
 import { build } from 'vite';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 /** Builds the console into console/dist, where the gateway serves it from (as `npm run build:console`). */
 export async function buildConsole(): Promise<void> {
   await build({ configFile: path.join(ROOT, 'console/vite.config.ts'), logLevel: 'error' });
 }
 
-export async function launchChromium(): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error(`Chromium is not installed at ${CHROMIUM}: install Debian's package (apt-get install -y chromium) or set CHROMIUM_PATH`);
+/** Chromium's executable, installed first when missing (scripts/ensure-chromium.sh; its reason when it cannot). */
+async function ensureChromium(): Promise<string> {
+  try {
+    const { stdout } = await promisify(execFile)('bash', [path.join(ROOT, 'scripts/ensure-chromium.sh')], { timeout: 600_000 });
+    return stdout.trim();
+  } catch (err) {
+    // Its last words: the one-line reason (after apt-get's own output, when that failed).
+    const said = String((err as { stderr?: string }).stderr ?? '').trim().split('\n').slice(-10).join('\n');
+    throw new Error(said || `scripts/ensure-chromium.sh failed: ${(err as Error).message}`);
   }
-  return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
 }
 
-/** Where screenshots go when SCREENSHOTS=1 (docs/screenshots, shown in README). */
+export async function launchChromium(): Promise<Browser> {
+  const executablePath = await ensureChromium();
+  return chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+}
+
+/** Where screenshots go when SCREENSHOTS=1 (docs/screenshots, shown in docs/console.md). */
 export function screenshotPath(name: string): string | undefined {
   if (process.env.SCREENSHOTS !== '1') return undefined;
   const dir = path.join(ROOT, 'docs/screenshots');
