@@ -74,6 +74,8 @@ export function rssMiB(pid: number): number {
   return Number(line.split(/\s+/)[1]) / 1024;
 }
 
+/** The machine line every report starts with, and where a run's figures are recorded (docs/benchmarks.md). */
 export function machine(): string {
-  return `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'unknown CPU'}, node ${process.version}; load generator on the same machine`;
+  return `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'unknown CPU'}, node ${process.version}; load generator on the same machine\n`
+    + 'latest recorded figures: docs/benchmarks/results.md (a run recorded there replaces its section, with this machine and the command; the replaced one moves to docs/benchmarks/history.md)';
 }

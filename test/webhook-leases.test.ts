@@ -11,7 +11,7 @@ import { createTestPki, type TestPki } from './helpers/tls.js';
 import { until } from './helpers/until.js';
 
 const SECRET = 'lease_secret-123';
-/** How long a dispatcher's lease lasts unless renewed (README: a dead dispatcher's deliveries are due again within 3 s). */
+/** How long a dispatcher's lease lasts unless renewed (docs/architecture.md: a dead dispatcher's deliveries are due again within 3 s). */
 const LEASE_MS = 3000;
 
 describe('dispatcher leases and ramp-up', () => {

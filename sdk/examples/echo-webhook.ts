@@ -9,7 +9,7 @@
  * TLS-terminating proxy; WEBHOOK_URL must then be the proxy's public https URL.
  * The service refuses webhooks to loopback unless started with
  * WEBHOOK_ALLOWED_CIDRS=127.0.0.0/8, and trusts a self-signed certificate only when
- * WEBHOOK_CA_FILE names it (see the README).
+ * WEBHOOK_CA_FILE names it (see docs/sdk.md).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
