@@ -1,0 +1,123 @@
+/**
+ * The backend: what the core and the dispatcher share, opened once per process and
+ * whole (storage, secrets, the bus, repositories, usage, webhook attempts). Each
+ * long-lived part joins the shutdown as it opens: usage is flushed after the servers
+ * and the dispatcher stop, and the bus and the database pool close last.
+ */
+import type { Logger } from 'pino';
+import { secretKeyOf } from './auth/secret-key.js';
+import { createSecretBox, type SecretBox } from './auth/secret-box.js';
+import type { Bus } from './bus/bus.js';
+import { createMemoryBus } from './bus/memory-bus.js';
+import { CONTROL_TOPIC, MESSAGES_TOPIC, UPDATES_TOPIC } from './bus/topics.js';
+import type { Config } from './config.js';
+import { createAttempts, type Attempts } from './dispatch/attempts.js';
+import { createWebhookClient } from './dispatch/webhook-client.js';
+import { createUsageRecorder, type UsageRecorder } from './domain/usage.js';
+import { parseCidrs } from './net/ssrf.js';
+import type { Root } from './process.js';
+import { createBotsRepo, type BotsRepo } from './storage/bots-repo.js';
+import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
+import { createDeliveriesRepo, type DeliveriesRepo } from './storage/deliveries-repo.js';
+import { createLimitsRepo, type LimitsRepo } from './storage/limits-repo.js';
+import { createOutboxRepo, type OutboxRepo } from './storage/outbox-repo.js';
+import { createUnitsOfWork, type UnitsOfWork } from './storage/units.js';
+import { createUpdatesRepo, type UpdatesRepo } from './storage/updates-repo.js';
+import { createWebhooksRepo, type WebhooksRepo } from './storage/webhooks-repo.js';
+import type { Telemetry } from './telemetry/metrics.js';
+
+export interface Backend {
+  db: Db;
+  secretBox: SecretBox;
+  bus: Bus;
+  bots: BotsRepo;
+  updates: UpdatesRepo;
+  webhooks: WebhooksRepo;
+  deliveries: DeliveriesRepo;
+  outbox: OutboxRepo;
+  limits: LimitsRepo;
+  /** The writes that span tables. */
+  units: UnitsOfWork;
+  usage: UsageRecorder;
+  attempts: Attempts;
+  /** Whether the database answers: the health of every role with a backend. */
+  ready(): Promise<boolean>;
+}
+
+/** Opens the backend, in this order: database (migrated), secret box, bus, repositories, usage, webhook attempts. */
+export async function openBackend({ config, logger, telemetry, shutdown }: Root): Promise<Backend> {
+  const db = await openDatabase(config, logger, telemetry);
+  shutdown.add('db', 'database', () => db.destroy());
+  const secretBox = createSecretBox(secretKeyOf(config));
+  const bus = await openBus(config, logger, telemetry);
+  shutdown.add('bus', 'bus', () => bus.close());
+
+  const bots = createBotsRepo(db);
+  const updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
+  const webhooks = createWebhooksRepo(db);
+  const deliveries = createDeliveriesRepo(db);
+  const outbox = createOutboxRepo(db);
+  const limits = createLimitsRepo(db);
+  const units = createUnitsOfWork(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs, webhookDisableAfterMs: config.webhookDisableAfterMs });
+
+  // Flushed on close after the servers and the dispatcher have stopped, before the pool closes.
+  const usage = createUsageRecorder({ repo: limits, flushMs: config.statsFlushMs, logger });
+  usage.start();
+  shutdown.add('usage', 'usage', () => usage.close());
+
+  const client = createWebhookClient({
+    timeoutMs: config.webhookTimeoutMs,
+    allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+    allowedPorts: config.webhookAllowedPorts,
+    caFile: config.webhookCaFile,
+    socketsPerOrigin: config.webhookSocketsPerOrigin,
+    slowMs: Math.min(1000, Math.floor(config.webhookTimeoutMs / 4)),
+  });
+  shutdown.add('webhook-client', 'webhook attempts', async () => client.close());
+  const attempts = createAttempts({
+    deliveries,
+    webhooks,
+    units,
+    client,
+    secretBox,
+    scheduleMs: config.webhookRetryScheduleMs,
+    logger,
+    onOutcome: (botId, ok, durationMs, dead) => {
+      usage.webhookAttempt(botId, ok, durationMs, dead);
+      telemetry.webhookAttempt(ok ? 'succeeded' : dead ? 'dead_letter' : 'failed', durationMs / 1000);
+    },
+  });
+
+  return {
+    db, secretBox, bus, bots, updates, webhooks, deliveries, outbox, limits, units, usage, attempts,
+    ready: () => pingDb(db).then(() => true, () => false),
+  };
+}
+
+/** The pool, its statement counter, and the schema migrated; a failed migration closes the pool again. */
+async function openDatabase(config: Config, logger: Logger, telemetry: Telemetry): Promise<Db> {
+  const db = createDb(config.database, logger);
+  // Statements this process sends to the database (transaction BEGIN and COMMIT included).
+  let statements = 0;
+  db.on('query', () => statements++);
+  telemetry.gauge('botplatform_db_statements', 'Statements this process has sent to the database since it started', () => statements);
+  try {
+    await migrateLatest(db);
+  } catch (err) {
+    await db.destroy().catch(() => {});
+    throw err;
+  }
+  return db;
+}
+
+/** Kafka when brokers are configured (kafkajs is loaded only then: the embedded default stays smaller), else in-process. */
+async function openBus(config: Config, logger: Logger, telemetry: Telemetry): Promise<Bus> {
+  if (config.kafkaBrokers.length === 0) return createMemoryBus();
+  return (await import('./bus/kafka-bus.js')).createKafkaBus({
+    brokers: config.kafkaBrokers,
+    clientId: config.kafkaClientId,
+    topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
+    logger,
+    onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
+  });
+}

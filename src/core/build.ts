@@ -1,0 +1,115 @@
+/**
+ * The core's wiring: the RPC services over the backend and the update pipeline,
+ * behind one authenticator and one limiter, as one `Core` (served over gRPC, and
+ * called directly by a gateway in the same process). Nothing here starts or stops.
+ */
+import { createAccountJwtVerifier } from '../auth/account-jwt.js';
+import { jwtKeySource } from '../auth/jwt-key-source.js';
+import { LOCAL_INTERNAL_TOKEN_FILE, loadOrCreateSecret } from '../auth/local-secrets.js';
+import type { Backend } from '../backend.js';
+import type { FileStore } from '../blobs/file-store.js';
+import { createAdminService } from '../domain/admin-service.js';
+import { createConsoleService } from '../domain/console-service.js';
+import { createDeliveriesService } from '../domain/deliveries-service.js';
+import { createFeedService, createFeedWaker } from '../domain/feed-service.js';
+import { createFilesService } from '../domain/files-service.js';
+import { createMessagesService } from '../domain/messages-service.js';
+import { createMetricsService } from '../domain/metrics-service.js';
+import { createRuntimeService } from '../domain/runtime-service.js';
+import { createUpdatesService } from '../domain/updates-service.js';
+import { parseCidrs } from '../net/ssrf.js';
+import { createIngestWriter } from '../pipeline/ingest.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
+import { createSendWriter } from '../pipeline/send-writer.js';
+import type { Root } from '../process.js';
+import { createFeedRepo } from '../storage/feed-repo.js';
+import { createFilesRepo } from '../storage/files-repo.js';
+import { createMessagesRepo } from '../storage/messages-repo.js';
+import { createAuthenticator } from './authenticate.js';
+import { createCore, type Core } from './core.js';
+import { createHandlers } from './handlers.js';
+import { createLimiter, type Limiter } from './limits.js';
+
+export interface BuiltCore {
+  core: Core;
+  /** Set when the embedded default created its own JWT signing secret. */
+  localJwtSecret?: string;
+  /** The files service: its sweep drops uploads never completed. */
+  files: { sweep(): Promise<void> };
+  /** The rate limiter, when limits are on. */
+  limiter?: Limiter;
+}
+
+export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutdown'>, b: Backend, pipeline: Pipeline, fileStore: FileStore): Promise<BuiltCore> {
+  const { relay, waiters } = pipeline;
+  const { source, localSecret } = jwtKeySource(config);
+  const jwt = await createAccountJwtVerifier(source, config.auth);
+  const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
+
+  const updates = createUpdatesService({
+    bots: b.bots,
+    updates: b.updates,
+    webhooks: b.webhooks,
+    units: b.units,
+    waiters,
+    writer: createIngestWriter({ units: b.units, relay, waiters, telemetry }),
+    secretBox: b.secretBox,
+    allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
+    allowedPorts: config.webhookAllowedPorts,
+    egressIps: config.platformEgressIps,
+    openDeliveries: (botId) => b.deliveries.openCount(botId),
+    usage: b.usage,
+  });
+  const deps = { bots: b.bots, secretBox: b.secretBox, oneTimeTokenRetentionMs: config.oneTimeTokenRetentionMs };
+  // Verified bot principals are kept briefly; a credential change drops them on every instance.
+  const authenticator = createAuthenticator({
+    jwt, bots: b.bots, internalToken, cacheTtlMs: config.authCacheTtlMs, cacheUsable: () => !b.bus.problem?.(),
+  });
+  waiters.onCredentialsChanged((botId) => authenticator.invalidateBot(botId));
+  const credentialsChanged = (botId: string) => waiters.credentialsChanged(botId);
+  const files = createFilesService({
+    files: createFilesRepo(b.db),
+    blobs: fileStore.blobs,
+    signer: fileStore.signer,
+    maxFileBytes: config.maxFileBytes,
+    urlTtlMs: config.fileUrlTtlMs,
+    publicBaseUrl: config.publicBaseUrl,
+    possession: config.possession,
+  });
+  const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
+  const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
+    ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger, recheckFullMs: config.statsFlushMs })
+    : undefined;
+  const feedWaker = createFeedWaker();
+  // Concurrent sends share a transaction (group commit); each committed batch wakes this
+  // instance's feed streams at once (others poll), and its relay (the batch's outbox messages).
+  const sendWriter = createSendWriter(b.units, () => {
+    feedWaker.sent();
+    relay.nudge();
+  });
+  const core = createCore({
+    authenticator,
+    handlers: createHandlers({
+      console: createConsoleService({ ...deps, credentialsChanged, webhookOf: (id) => updates.webhookSummary(id) }),
+      admin: createAdminService(deps),
+      runtime: createRuntimeService({ bots: b.bots }),
+      updates,
+      deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
+      messages: createMessagesService({ messages: createMessagesRepo(b.db), sender: sendWriter, files }),
+      files,
+      metrics: createMetricsService({
+        bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,
+        settleLimits: limiter ? (botId) => limiter.releaseBot(botId) : undefined,
+      }),
+      feed: createFeedService({
+        feed: createFeedRepo(b.db), waker: feedWaker,
+        maxGroupMembers: config.feed.maxGroupMembers, maxStreamsPerConnection: config.feed.maxStreamsPerConnection,
+      }),
+    }),
+    logger,
+    limiter,
+    usage: b.usage,
+    telemetry,
+  });
+  return { core, localJwtSecret: localSecret, files, limiter };
+}
