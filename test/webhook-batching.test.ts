@@ -3,7 +3,7 @@
  * is claimed in rounds, and outcomes are written in group commits (one multi-row UPDATE of
  * the deliveries and one DELETE of the updates they close per batch), so the statements
  * the service sends for the whole burst — ingest, claims, outcomes, heartbeats and sweeps
- * included — stay within 2 per delivery (README: bench:webhooks prints the same figure).
+ * included — stay within 2 per delivery (bench:webhooks prints the same figure; docs/benchmarks/results.md).
  * Every update still arrives once, and every delivery ends succeeded with its update gone.
  * Many bots behind one receiver (a shared endpoint) share at most WEBHOOK_SOCKETS_PER_ORIGIN
  * connections to it: a burst does not open a TLS connection per attempt in flight; an
