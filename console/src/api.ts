@@ -91,69 +91,16 @@ async function request<T>(method: string, path: string, body?: unknown, jwt = se
   return parsed as T;
 }
 
-export type ReviewStatus = 'pending' | 'approved' | 'rejected';
-export interface Pagination { page: number; limit: number; total: number; has_more: boolean }
-export interface BotLink { title: string; url: string }
-export interface BotCommand { command: string; description: string }
-export interface Bot {
-  id: string;
-  name: string;
-  username: string;
-  description?: string;
-  avatar?: string;
-  scopes: string[];
-  review_status: ReviewStatus;
-  status: 'inactive' | 'active' | 'suspended';
-  has_token: boolean;
-  token_prefix: string | null;
-  short_description?: string;
-  about?: string;
-  cover_url?: string;
-  links: BotLink[];
-  contact?: { email?: string; url?: string; note?: string } | null;
-  supports_inline_queries: boolean;
-  friend_request_mode?: string;
-  group_privacy: boolean;
-  can_join_groups: boolean;
-  webhook?: {
-    url: string; has_secret_token: boolean; allowed_updates: string[]; allowed_ips: string[]; max_connections: number;
-    max_deliveries_per_second?: number; disabled: boolean; disabled_reason?: string; disabled_at?: string | null;
-  } | null;
-  command_menu: BotCommand[];
-  delivery_mode: 'polling' | 'webhook';
-  one_time_token?: string;
-  review_reason?: string;
-  owner_id: string;
-  created_at: string;
-  updated_at: string;
-}
-export interface Delivery {
-  id: string;
-  update_id: number;
-  update_seq: number;
-  status: 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
-  attempts: number;
-  last_status_code?: number;
-  last_error?: string;
-  last_attempt_at?: string | null;
-  next_attempt_at?: string | null;
-  created_at: string;
-  last_duration_ms?: number;
-}
-export interface Metrics {
-  window_seconds: number;
-  since: string;
-  calls_total: number;
-  errors_total: number;
-  calls_by_method: Record<string, number>;
-  errors_by_status: Record<string, number>;
-  quota: { limit: number; used: number; remaining: number; resets_at: string; unlimited: boolean };
-  rate_limit?: { limit: number; window_seconds: number } | null;
-  chat_rate_limit?: { limit: number; window_seconds: number } | null;
-  updates: { pending: number; delivered: number; dead: number };
-  webhook: { attempts: number; succeeded: number; failed: number; success_rate?: number; avg_latency_ms?: number; max_latency_ms: number };
-}
-
+// The API's types are the SDK's, generated from the protos (sdk/src/generated/api.ts, by
+// `npm run generate`): wire names, optional and nullable fields exactly as the API answers.
+import type {
+  Bot, BotMetrics, BotProfile, CreateApplicationRequest, CreateTestUpdateResponse, Delivery, DeliveryStatus, ListBotsResponse,
+  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, SetBotWebhookRequest,
+} from '../../sdk/src/generated/api';
+export type {
+  Bot, BotCommand, BotLink, BotMetrics, CreateApplicationRequest, Delivery, DeliveryStatus, ListBotsResponse, ListDeliveriesResponse,
+  ListMyBotsResponse, Pagination, ReviewStatus,
+} from '../../sdk/src/generated/api';
 const q = (params: Record<string, string | number | undefined>) => {
   const s = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== '') s.set(k, String(v));
@@ -162,9 +109,16 @@ const q = (params: Record<string, string | number | undefined>) => {
 };
 const e = encodeURIComponent;
 
+/** A request's body as the API reads it: the request less its path parameters. */
+type Body<R, Path extends keyof R> = Omit<R, Path>;
+/** SetBotWebhook's body. */
+export type WebhookBody = Body<SetBotWebhookRequest, 'id'>;
+/** UpdateMyBot's body: the profile fields to change; null (or an empty text) clears one. */
+export type ProfilePatch = { [K in keyof BotProfile]?: BotProfile[K] | null };
+
 export const api = {
   /** Checks a JWT before keeping it. */
-  probe: (jwt: string) => request<{ items: Bot[] }>('GET', '/api/v1/bots/my?limit=1', undefined, jwt),
+  probe: (jwt: string) => request<ListMyBotsResponse>('GET', '/api/v1/bots/my?limit=1', undefined, jwt),
   /** Whether the JWT carries the admin role: the review queue answers it, and only it. */
   async isAdmin(): Promise<boolean> {
     try {
@@ -176,25 +130,24 @@ export const api = {
     }
   },
   localSignIn: (code: string) => request<{ jwt: string }>('POST', '/console/local-sign-in', { code }, null),
-  listBots: (page: number, limit = 20) => request<{ items: Bot[]; pagination: Pagination }>('GET', `/api/v1/bots/my${q({ page, limit })}`),
-  createBot: (body: object) => request<Bot>('POST', '/api/v1/bots/applications', body),
+  listBots: (page: number, limit = 20) => request<ListMyBotsResponse>('GET', `/api/v1/bots/my${q({ page, limit })}`),
+  createBot: (body: CreateApplicationRequest) => request<Bot>('POST', '/api/v1/bots/applications', body),
   getBot: (id: string) => request<Bot>('GET', `/api/v1/bots/my/${e(id)}`),
-  updateBot: (id: string, patch: object) => request<Bot>('PATCH', `/api/v1/bots/my/${e(id)}`, patch),
-  regenerateToken: (id: string) =>
-    request<{ bot_id: string; one_time_token: string; token_prefix: string }>('POST', `/api/v1/bots/my/${e(id)}/regenerate-token`, {}),
-  setWebhook: (id: string, body: object) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook`, body),
+  updateBot: (id: string, patch: ProfilePatch) => request<Bot>('PATCH', `/api/v1/bots/my/${e(id)}`, patch),
+  regenerateToken: (id: string) => request<RegenerateTokenResponse>('POST', `/api/v1/bots/my/${e(id)}/regenerate-token`, {}),
+  setWebhook: (id: string, body: WebhookBody) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook`, body),
   deleteWebhook: (id: string, drop: boolean) => request<Bot>('DELETE', `/api/v1/bots/my/${e(id)}/webhook`, { drop_pending_updates: drop }),
-  deliveries: (id: string, page: number, limit = 20, status: Delivery['status'] | '' = '') =>
-    request<{ items: Delivery[]; pagination: Pagination }>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit, status })}`),
+  deliveries: (id: string, page: number, limit = 20, status: DeliveryStatus | '' = '') =>
+    request<ListDeliveriesResponse>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit, status })}`),
   /** Queues again the dead_letter deliveries created since `since`; answers how many. */
   recoverDeliveries: (id: string, since: Date) =>
-    request<{ recovered: number }>('POST', `/api/v1/bots/my/${e(id)}/deliveries/recover`, { since: since.toISOString() }),
+    request<RecoverDeliveriesResponse>('POST', `/api/v1/bots/my/${e(id)}/deliveries/recover`, { since: since.toISOString() }),
   enableWebhook: (id: string) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook/enable`, {}),
   retryDelivery: (id: string, deliveryId: string) => request<Delivery>('POST', `/api/v1/bots/my/${e(id)}/deliveries/${e(deliveryId)}/retry`, {}),
-  metrics: (id: string, windowSeconds: number) => request<Metrics>('GET', `/api/v1/bots/my/${e(id)}/metrics${q({ window_seconds: windowSeconds })}`),
-  testUpdate: (id: string, text: string) => request<{ update_id: number; update_seq: number }>('POST', `/api/v1/bots/my/${e(id)}/test-updates`, { text }),
+  metrics: (id: string, windowSeconds: number) => request<BotMetrics>('GET', `/api/v1/bots/my/${e(id)}/metrics${q({ window_seconds: windowSeconds })}`),
+  testUpdate: (id: string, text: string) => request<CreateTestUpdateResponse>('POST', `/api/v1/bots/my/${e(id)}/test-updates`, { text }),
   reviewQueue: (status: ReviewStatus | '', page: number, limit = 20) =>
-    request<{ items: Bot[]; pagination: Pagination }>('GET', `/api/v1/admin/bots${q({ review_status: status, page, limit })}`),
+    request<ListBotsResponse>('GET', `/api/v1/admin/bots${q({ review_status: status, page, limit })}`),
   approve: (id: string) => request<Bot>('POST', `/api/v1/admin/bots/${e(id)}/approve`, {}),
   reject: (id: string, reason: string) => request<Bot>('POST', `/api/v1/admin/bots/${e(id)}/reject`, { reason }),
 };

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiFailure, type Bot, type BotCommand, type BotLink, type Delivery, type Metrics, type Pagination } from './api';
+import { api, ApiFailure, type Bot, type BotCommand, type BotLink, type BotMetrics, type Delivery, type ListDeliveriesResponse, type WebhookBody } from './api';
 import { LineChart, Bars } from './charts';
 import { Alert, Badge, CopyButton, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
 
@@ -264,7 +264,7 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
     if (bot.review_status !== 'approved') return;
     Promise.all([api.metrics(bot.id, 3600), api.deliveries(bot.id, 1, 20)]).then(([m, d]) => {
       const failed = d.items.find((x) => x.last_error || (x.last_status_code && x.last_status_code >= 300));
-      setState({ pending: m.updates.pending, lastError: failed ? failed.last_error ?? `HTTP ${failed.last_status_code}` : undefined, lastErrorAt: failed?.last_attempt_at });
+      setState({ pending: m.updates?.pending ?? 0, lastError: failed ? failed.last_error ?? `HTTP ${failed.last_status_code}` : undefined, lastErrorAt: failed?.last_attempt_at });
     }, () => {});
   }, 3000, [bot.id, bot.delivery_mode]);
   if (bot.review_status !== 'approved') return <Alert kind="info">A webhook can be set once the bot is approved.</Alert>;
@@ -272,7 +272,7 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
     e.preventDefault();
     setError(undefined);
     setDone(undefined);
-    const body: Record<string, unknown> = {
+    const body: WebhookBody = {
       url, secret_token: secret, allowed_updates: updates,
       allowed_ips: ips.split(/[\s,]+/).filter(Boolean), drop_pending_updates: drop,
     };
@@ -371,7 +371,7 @@ const STATUSES = ['', 'pending', 'retrying', 'succeeded', 'dead_letter'] as cons
 function DeliveriesTab({ bot }: { bot: Bot }) {
   const [page, setPage] = useState(1);
   const [filter, setFilter] = useState('');
-  const [data, setData] = useState<{ items: Delivery[]; pagination: Pagination }>();
+  const [data, setData] = useState<ListDeliveriesResponse>();
   const [error, setError] = useState<unknown>();
   const [note, setNote] = useState<string>();
   const [tick, setTick] = useState(0);
@@ -447,7 +447,7 @@ interface Sample { t: number; calls: number; errors: number; avg?: number; max: 
 
 function MetricsTab({ bot }: { bot: Bot }) {
   const [windowS, setWindowS] = useState(3600);
-  const [m, setM] = useState<Metrics>();
+  const [m, setM] = useState<BotMetrics>();
   const [error, setError] = useState<unknown>();
   const samples = useRef<Sample[]>([]);
   const [, force] = useState(0);
@@ -456,13 +456,17 @@ function MetricsTab({ bot }: { bot: Bot }) {
       setM(x);
       setError(undefined);
       samples.current = [...samples.current.slice(-119), {
-        t: Date.now() / 1000, calls: x.calls_total, errors: x.errors_total, avg: x.webhook.avg_latency_ms, max: x.webhook.max_latency_ms,
+        t: Date.now() / 1000, calls: x.calls_total, errors: x.errors_total, avg: x.webhook?.avg_latency_ms, max: x.webhook?.max_latency_ms ?? 0,
       }];
       force((n) => n + 1);
     }, setError);
   }, 2000, [bot.id, windowS]);
   useEffect(() => { samples.current = []; }, [windowS]);
   const s = samples.current;
+  // Always in the API's answer; optional in its types, as every message field: absent reads as none.
+  const updates = m?.updates ?? { pending: 0, delivered: 0, dead: 0 };
+  const webhook = m?.webhook ?? { attempts: 0, succeeded: 0, failed: 0, max_latency_ms: 0 };
+  const quota = m?.quota;
   return (
     <section>
       <div class="row spread">
@@ -482,21 +486,21 @@ function MetricsTab({ bot }: { bot: Bot }) {
           <div class="stats">
             <Stat label="Calls" value={m.calls_total} id="m-calls" />
             <Stat label="Errors" value={m.errors_total} id="m-errors" />
-            <Stat label="Pending updates" value={m.updates.pending} />
-            <Stat label="Delivered" value={m.updates.delivered} />
-            <Stat label="Dead" value={m.updates.dead} />
-            <Stat label="Webhook attempts" value={m.webhook.attempts} id="m-attempts" />
-            <Stat label="Success rate" value={m.webhook.success_rate === undefined ? '—' : `${Math.round(m.webhook.success_rate * 100)}%`} />
-            <Stat label="Avg latency" value={m.webhook.avg_latency_ms === undefined ? '—' : `${Math.round(m.webhook.avg_latency_ms)} ms`} />
+            <Stat label="Pending updates" value={updates.pending} />
+            <Stat label="Delivered" value={updates.delivered} />
+            <Stat label="Dead" value={updates.dead} />
+            <Stat label="Webhook attempts" value={webhook.attempts} id="m-attempts" />
+            <Stat label="Success rate" value={webhook.success_rate === undefined ? '—' : `${Math.round(webhook.success_rate * 100)}%`} />
+            <Stat label="Avg latency" value={webhook.avg_latency_ms === undefined ? '—' : `${Math.round(webhook.avg_latency_ms)} ms`} />
           </div>
           <div class="quota">
             <h3>Daily quota</h3>
-            {m.quota.unlimited ? <p>No quota applies. {m.quota.used} calls today.</p> : (
+            {quota && (quota.unlimited ? <p>No quota applies. {quota.used} calls today.</p> : (
               <>
-                <meter min={0} max={m.quota.limit} value={m.quota.used} aria-label="Quota used" />
-                <p>{m.quota.used} used, {m.quota.remaining} remaining of {m.quota.limit}; resets {fmtTime(m.quota.resets_at)}</p>
+                <meter min={0} max={quota.limit} value={quota.used} aria-label="Quota used" />
+                <p>{quota.used} used, {quota.remaining} remaining of {quota.limit}; resets {fmtTime(quota.resets_at)}</p>
               </>
-            )}
+            ))}
             {m.rate_limit && <p class="muted">Rate limit: {m.rate_limit.limit} calls per {m.rate_limit.window_seconds} s</p>}
           </div>
           <div class="charts">
@@ -510,11 +514,11 @@ function MetricsTab({ bot }: { bot: Bot }) {
             </figure>
             <figure>
               <figcaption>Calls by method</figcaption>
-              <Bars data={m.calls_by_method} />
+              <Bars data={m.calls_by_method ?? {}} />
             </figure>
             <figure>
               <figcaption>Errors by status</figcaption>
-              <Bars data={m.errors_by_status} kind="error" />
+              <Bars data={m.errors_by_status ?? {}} kind="error" />
             </figure>
           </div>
         </>
@@ -549,7 +553,7 @@ function TestTab({ bot }: { bot: Bot }) {
       }, () => {});
     } else {
       api.metrics(bot.id, 300).then((m) => {
-        setSent(sentRef.current.map((x) => ({ ...x, state: `in the polling queue: ${m.updates.pending} pending, ${m.updates.delivered} handed to getUpdates in 5 min` })));
+        setSent(sentRef.current.map((x) => ({ ...x, state: `in the polling queue: ${m.updates?.pending ?? 0} pending, ${m.updates?.delivered ?? 0} handed to getUpdates in 5 min` })));
       }, () => {});
     }
   }, 1000, [bot.id, bot.delivery_mode]);

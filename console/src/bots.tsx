@@ -1,10 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type Bot, type Pagination } from './api';
+import { api, type CreateApplicationRequest, type ListMyBotsResponse } from './api';
 import { Alert, Badge, ErrorAlert, Field, fieldError, Page, Pager } from './ui';
 
 export function BotsPage() {
   const [page, setPage] = useState(1);
-  const [data, setData] = useState<{ items: Bot[]; pagination: Pagination }>();
+  const [data, setData] = useState<ListMyBotsResponse>();
   const [error, setError] = useState<unknown>();
   useEffect(() => {
     api.listBots(page).then(setData, setError);
@@ -55,7 +55,7 @@ export function CreateBotPage() {
     e.preventDefault();
     setBusy(true);
     setError(undefined);
-    const body: Record<string, unknown> = { name: form.name, username: form.username, scopes };
+    const body: CreateApplicationRequest = { name: form.name, username: form.username, scopes };
     if (form.description) body.description = form.description;
     if (form.avatar) body.avatar = form.avatar;
     try {

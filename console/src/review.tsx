@@ -1,12 +1,12 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type Bot, type Pagination, type ReviewStatus } from './api';
+import { api, type Bot, type ListBotsResponse, type ReviewStatus } from './api';
 import { Alert, Badge, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
 
 /** The reviewers' desk: applications by review state, approve, or reject with a reason. */
 export function ReviewPage() {
   const [status, setStatus] = useState<ReviewStatus | ''>('pending');
   const [page, setPage] = useState(1);
-  const [data, setData] = useState<{ items: Bot[]; pagination: Pagination }>();
+  const [data, setData] = useState<ListBotsResponse>();
   const [error, setError] = useState<unknown>();
   const [done, setDone] = useState<string>();
   const [tick, setTick] = useState(0);

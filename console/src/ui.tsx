@@ -84,7 +84,7 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
   return <button type="button" onClick={copy}>{done ? 'Copied' : label}</button>;
 }
 
-export function Pager({ pagination, onPage }: { pagination?: Pagination; onPage: (p: number) => void }) {
+export function Pager({ pagination, onPage }: { pagination?: Pagination | null; onPage: (p: number) => void }) {
   if (!pagination) return null;
   const pages = Math.max(1, Math.ceil(pagination.total / pagination.limit));
   return (
