@@ -42,6 +42,10 @@ type Runtime = typeof RuntimeServiceService;
 /** A runtime RPC by its generated definition's name ("sendMessage"). */
 type Rpc = keyof Runtime;
 type RequestOf<K extends Rpc> = Parameters<Runtime[K]['requestSerialize']>[0];
+/** A generated property name in the protos' spelling: replyToMessageId → reply_to_message_id. */
+type Snake<S extends string> = S extends `${infer H}${infer T}` ? `${H extends Lowercase<H> ? H : `_${Lowercase<H>}`}${Snake<T>}` : S;
+/** The request fields of an RPC by their proto names (what Ctx.request binds parameters to). */
+type FieldOf<K extends Rpc> = Snake<Extract<keyof RequestOf<K>, string>>;
 type ResponseOf<K extends Rpc> = ReturnType<Runtime[K]['responseDeserialize']>;
 
 export interface TelegramRoutesOptions {
@@ -69,11 +73,11 @@ interface Ctx {
   /** The raw parameter (see Param). */
   param(name: string): Param;
   /**
-   * The RPC's request from the named parameters (Telegram name → request field, same
-   * name unless renamed), each decoded by the request type's descriptors: a wrong type
+   * The RPC's request from the named parameters (each a request field by its proto name,
+   * or a Telegram name renamed to one), each decoded by the request type's descriptors: a wrong type
    * is a 400 naming the parameter. Unnamed parameters are ignored, as Telegram does.
    */
-  request<K extends Rpc>(rpc: K, names: readonly string[], rename?: Readonly<Record<string, string>>): RequestOf<K>;
+  request<K extends Rpc>(rpc: K, names: readonly FieldOf<K>[], rename?: Readonly<Record<string, FieldOf<K>>>): RequestOf<K>;
   rpc<K extends Rpc>(rpc: K, request: RequestOf<K>): Promise<ResponseOf<K>>;
   /** A file parameter as a file_id of the bot: the text given, or the staged part registered (see fileParam). */
   file(name: string, photo: boolean): Promise<string>;
@@ -296,10 +300,11 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
 
   /** The request of `rpc` from the named parameters (see Ctx.request). */
   function decodeRequest<K extends Rpc>(rpc: K, params: ReadonlyMap<string, Param>, names: readonly string[], rename: Readonly<Record<string, string>> = {}): RequestOf<K> {
+    // names and rename's values are the request's fields by construction (Ctx.request's types).
     const type = specOf(rpc).requestType;
     const fields = codec.lookup(type);
     const message = codec.emptyMessage(type);
-    for (const name of names) {
+    for (const name of [...names, ...Object.keys(rename)]) {
       const value = params.get(name);
       if (value === undefined) continue;
       const f = fields.get(rename[name] ?? name);
