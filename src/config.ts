@@ -89,95 +89,101 @@ export type DatabaseConfig =
 
 const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
 
-const schema = z
-  .object({
-    ROLE: z.enum(['all', 'core', 'gateway', 'dispatcher']).default('all'),
-    HOST: z.string().default('127.0.0.1'),
-    PORT: port(8080),
-    GRPC_PORT: port(50051),
-    CORE_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
-    DATA_DIR: z.string().default('./data'),
-    DATABASE_URL: optionalText.refine(
-      (v) => v === undefined || /^(mysql|mariadb):\/\//.test(v) || v.startsWith('sqlite:'),
-      'must start with mysql://, mariadb:// or sqlite:',
-    ),
-    DATABASE_POOL_MAX: int(10, 1, 200),
-    DATABASE_ACQUIRE_TIMEOUT_MS: int(5000, 100, 120_000),
-    AUTH_JWT_SECRET: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
-    AUTH_JWT_PUBLIC_KEY: optionalText,
-    AUTH_JWKS_URL: optionalText.refine((v) => v === undefined || /^https?:\/\//.test(v), 'must be an http(s) URL'),
-    AUTH_JWT_ISSUER: optionalText,
-    AUTH_JWT_AUDIENCE: optionalText,
-    SECRET_KEY: optionalText.refine(
-      (v) => v === undefined || Buffer.from(v, 'base64').length === 32,
-      'must be 32 bytes, base64-encoded',
-    ),
-    ONE_TIME_TOKEN_RETENTION: duration('7d'),
-    AUTH_CACHE_TTL: duration('1s').refine((ms) => ms <= 10_000, 'must be at most 10s'),
-    KAFKA_BROKERS: optionalText.refine(
-      (v) => v === undefined || v.split(',').every((b) => /^[^\s:,]+:\d+$/.test(b.trim())),
-      'must be host:port[,host:port...]',
-    ),
-    KAFKA_CLIENT_ID: z.string().regex(/^[A-Za-z0-9._-]+$/).default('botplatform'),
-    INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
-    UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
-    OUTBOX_LINGER: duration('5ms').refine((ms) => ms <= 1000, 'must be at most 1s'),
-    FEED_MAX_GROUP_MEMBERS: int(100, 1, 10_000),
-    FEED_MAX_STREAMS_PER_CONNECTION: int(100, 1, 100_000),
-    INGEST_IDEMPOTENCY_WINDOW: duration('24h').refine((ms) => ms >= 1000 && ms <= 30 * 86_400_000, 'must be from 1s to 30d'),
-    WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
-      (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
-      'must be a comma-separated list of IPs or CIDR ranges',
-    ),
-    WEBHOOK_ALLOWED_PORTS: z.string().default('443,80,88,8443').transform((value, ctx) => {
-      const ports = value.split(',').map((p) => p.trim());
-      if (ports.some((p) => !/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535)) {
-        ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of ports 1-65535 (e.g. 443,80,88,8443): "${value}"` });
-        return z.NEVER;
-      }
-      return ports.map(Number);
-    }),
-    WEBHOOK_RETRY_SCHEDULE: z.string().default('1m,5m,15m,1h').transform((value, ctx) => {
-      const steps = value.split(',').map((v) => parseDuration(v.trim()));
-      if (steps.length === 0 || steps.some((ms) => ms === undefined)) {
-        ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of durations (e.g. 1m,5m,15m,1h): "${value}"` });
-        return z.NEVER;
-      }
-      return steps as number[];
-    }),
-    WEBHOOK_TIMEOUT_MS: int(15_000, 100, 120_000),
-    WEBHOOK_CA_FILE: optionalText,
-    WEBHOOK_DISABLE_AFTER: duration('5d').refine((ms) => ms >= 1000, 'must be at least 1s'),
-    DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
-    WEBHOOK_SOCKETS_PER_ORIGIN: int(256, 1, 100_000),
-    PLATFORM_EGRESS_IPS: z.string().default('').refine(
-      (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
-      'must be a comma-separated list of IPs or CIDR ranges',
-    ),
-    MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
-    MAX_FILE_BYTES: int(2 * 1024 ** 3, 1, 1024 ** 4),
-    UPLOADS_PER_BOT: int(4, 1, 10_000),
-    UPLOADS_MAX: int(32, 1, 100_000),
-    REQUEST_TIMEOUT: duration('15m').refine((ms) => ms >= 1000 && ms <= 86_400_000, 'must be from 1s to 24h'),
-    BODY_IDLE_TIMEOUT: duration('30s').refine((ms) => ms >= 100 && ms <= 3_600_000, 'must be from 100ms to 1h'),
-    FILE_URL_TTL: duration('1h').refine((ms) => ms >= 1000, 'must be at least 1s'),
-    POSSESSION_MAX_TRIES: int(5, 1, 100),
-    POSSESSION_TRY_WINDOW: duration('1h').refine((ms) => ms >= 1000 && ms <= 7 * 86_400_000, 'must be from 1s to 7d'),
-    BLOB_DIR: optionalText,
-    PUBLIC_BASE_URL: optionalText.refine(
-      (v) => v === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(v),
-      'must be an http(s) URL without query, e.g. https://bots.example.com',
-    ),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    LIMITS_ENABLED: bool(true),
-    RATE_LIMIT_BOT: rate('30/1s'),
-    RATE_LIMIT_CHAT: rate('20/1m'),
-    QUOTA_DAILY: int(100_000, 0, 1_000_000_000),
-    METRICS_ENABLED: bool(true),
-    STATS_FLUSH_INTERVAL: duration('1s').refine((ms) => ms >= 10 && ms <= 60_000, 'must be from 10ms to 1m'),
-    SHUTDOWN_DRAIN: duration('0ms').refine((ms) => ms <= 60_000, 'must be at most 1m'),
-    SHUTDOWN_TIMEOUT: duration('30s').refine((ms) => ms >= 1000 && ms <= 600_000, 'must be from 1s to 10m'),
-  })
+/**
+ * Every setting, by its environment variable, with its default. The configuration table
+ * of the docs is checked against it, name by name and default by default
+ * (test/readme-config.test.ts).
+ */
+export const settingsSchema = z.object({
+  ROLE: z.enum(['all', 'core', 'gateway', 'dispatcher']).default('all'),
+  HOST: z.string().default('127.0.0.1'),
+  PORT: port(8080),
+  GRPC_PORT: port(50051),
+  CORE_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
+  DATA_DIR: z.string().default('./data'),
+  DATABASE_URL: optionalText.refine(
+    (v) => v === undefined || /^(mysql|mariadb):\/\//.test(v) || v.startsWith('sqlite:'),
+    'must start with mysql://, mariadb:// or sqlite:',
+  ),
+  DATABASE_POOL_MAX: int(10, 1, 200),
+  DATABASE_ACQUIRE_TIMEOUT_MS: int(5000, 100, 120_000),
+  AUTH_JWT_SECRET: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
+  AUTH_JWT_PUBLIC_KEY: optionalText,
+  AUTH_JWKS_URL: optionalText.refine((v) => v === undefined || /^https?:\/\//.test(v), 'must be an http(s) URL'),
+  AUTH_JWT_ISSUER: optionalText,
+  AUTH_JWT_AUDIENCE: optionalText,
+  SECRET_KEY: optionalText.refine(
+    (v) => v === undefined || Buffer.from(v, 'base64').length === 32,
+    'must be 32 bytes, base64-encoded',
+  ),
+  ONE_TIME_TOKEN_RETENTION: duration('7d'),
+  AUTH_CACHE_TTL: duration('1s').refine((ms) => ms <= 10_000, 'must be at most 10s'),
+  KAFKA_BROKERS: optionalText.refine(
+    (v) => v === undefined || v.split(',').every((b) => /^[^\s:,]+:\d+$/.test(b.trim())),
+    'must be host:port[,host:port...]',
+  ),
+  KAFKA_CLIENT_ID: z.string().regex(/^[A-Za-z0-9._-]+$/).default('botplatform'),
+  INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
+  UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+  OUTBOX_LINGER: duration('5ms').refine((ms) => ms <= 1000, 'must be at most 1s'),
+  FEED_MAX_GROUP_MEMBERS: int(100, 1, 10_000),
+  FEED_MAX_STREAMS_PER_CONNECTION: int(100, 1, 100_000),
+  INGEST_IDEMPOTENCY_WINDOW: duration('24h').refine((ms) => ms >= 1000 && ms <= 30 * 86_400_000, 'must be from 1s to 30d'),
+  WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
+    (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
+    'must be a comma-separated list of IPs or CIDR ranges',
+  ),
+  WEBHOOK_ALLOWED_PORTS: z.string().default('443,80,88,8443').transform((value, ctx) => {
+    const ports = value.split(',').map((p) => p.trim());
+    if (ports.some((p) => !/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535)) {
+      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of ports 1-65535 (e.g. 443,80,88,8443): "${value}"` });
+      return z.NEVER;
+    }
+    return ports.map(Number);
+  }),
+  WEBHOOK_RETRY_SCHEDULE: z.string().default('1m,5m,15m,1h').transform((value, ctx) => {
+    const steps = value.split(',').map((v) => parseDuration(v.trim()));
+    if (steps.length === 0 || steps.some((ms) => ms === undefined)) {
+      ctx.addIssue({ code: 'custom', message: `must be a comma-separated list of durations (e.g. 1m,5m,15m,1h): "${value}"` });
+      return z.NEVER;
+    }
+    return steps as number[];
+  }),
+  WEBHOOK_TIMEOUT_MS: int(15_000, 100, 120_000),
+  WEBHOOK_CA_FILE: optionalText,
+  WEBHOOK_DISABLE_AFTER: duration('5d').refine((ms) => ms >= 1000, 'must be at least 1s'),
+  DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
+  WEBHOOK_SOCKETS_PER_ORIGIN: int(256, 1, 100_000),
+  PLATFORM_EGRESS_IPS: z.string().default('').refine(
+    (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
+    'must be a comma-separated list of IPs or CIDR ranges',
+  ),
+  MAX_BODY_BYTES: int(1024 * 1024, 1024, 64 * 1024 * 1024),
+  MAX_FILE_BYTES: int(2 * 1024 ** 3, 1, 1024 ** 4),
+  UPLOADS_PER_BOT: int(4, 1, 10_000),
+  UPLOADS_MAX: int(32, 1, 100_000),
+  REQUEST_TIMEOUT: duration('15m').refine((ms) => ms >= 1000 && ms <= 86_400_000, 'must be from 1s to 24h'),
+  BODY_IDLE_TIMEOUT: duration('30s').refine((ms) => ms >= 100 && ms <= 3_600_000, 'must be from 100ms to 1h'),
+  FILE_URL_TTL: duration('1h').refine((ms) => ms >= 1000, 'must be at least 1s'),
+  POSSESSION_MAX_TRIES: int(5, 1, 100),
+  POSSESSION_TRY_WINDOW: duration('1h').refine((ms) => ms >= 1000 && ms <= 7 * 86_400_000, 'must be from 1s to 7d'),
+  BLOB_DIR: optionalText,
+  PUBLIC_BASE_URL: optionalText.refine(
+    (v) => v === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(v),
+    'must be an http(s) URL without query, e.g. https://bots.example.com',
+  ),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LIMITS_ENABLED: bool(true),
+  RATE_LIMIT_BOT: rate('30/1s'),
+  RATE_LIMIT_CHAT: rate('20/1m'),
+  QUOTA_DAILY: int(100_000, 0, 1_000_000_000),
+  METRICS_ENABLED: bool(true),
+  STATS_FLUSH_INTERVAL: duration('1s').refine((ms) => ms >= 10 && ms <= 60_000, 'must be from 10ms to 1m'),
+  SHUTDOWN_DRAIN: duration('0ms').refine((ms) => ms <= 60_000, 'must be at most 1m'),
+  SHUTDOWN_TIMEOUT: duration('30s').refine((ms) => ms >= 1000 && ms <= 600_000, 'must be from 1s to 10m'),
+});
+
+const schema = settingsSchema
   .refine((c) => c.ROLE !== 'dispatcher' || /^(mysql|mariadb):\/\//.test(c.DATABASE_URL ?? ''), {
     message: 'a separate dispatcher process shares the database with the core: set DATABASE_URL=mysql://... (on the embedded default, ROLE=all runs the dispatcher in the same process)',
     path: ['ROLE'],
