@@ -22,7 +22,10 @@ async function main() {
     'botplatform started',
   );
 
-  if (app.localJwtSecret && app.httpUrl) {
+  // The banner, with its one-click console links, where this process serves the console
+  // on a local signing secret (ROLE=all without AUTH_*; a core alone serves no console).
+  const localSignIn = app.localSignIn;
+  if (app.localJwtSecret && app.httpUrl && localSignIn) {
     // Log lines are buffered (logger.ts): the started line goes out before the banner.
     await new Promise<void>((resolve) => logger.flush(() => resolve()));
     const secret = app.localJwtSecret;
@@ -31,7 +34,7 @@ async function main() {
     // One-click console sign-in: the link carries a single-use code (in the fragment, which
     // browsers never send), exchanged by the page for a JWT minted then.
     const link = (sub: string, roles: string[]) =>
-      `${app.httpUrl}/#sign-in=${app.localSignIn!.issue(() => mintAccountJwt(secret, { sub, roles, expiresIn: '12h', ...config.auth }))}`;
+      `${app.httpUrl}/#sign-in=${localSignIn.issue(() => mintAccountJwt(secret, { sub, roles, expiresIn: '12h', ...config.auth }))}`;
     process.stdout.write(
       [
         '',

@@ -165,6 +165,25 @@ describe('roles as separate processes', () => {
     }
   }, 90_000);
 
+  it('a core process on a local signing secret (no AUTH_* setting) starts and stays up: it serves no console, so prints no sign-in links', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-core-local-'));
+    const db = await createTestDatabase(dir);
+    try {
+      const port = await freePort();
+      const core = await start({ DATA_DIR: dir, DATABASE_URL: db.url, ROLE: 'core', PORT: String(port), GRPC_PORT: String(await freePort()), LOG_LEVEL: 'info' }, /botplatform started/);
+      // Up, answering, and not gone while printing a banner it has no console for.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(core.child.exitCode).toBeNull();
+      expect((await call(`http://127.0.0.1:${port}`, 'GET', '/healthz')).status).toBe(200);
+      expect(core.output()).not.toContain('One-click sign-in');
+      const exit = exited(core.child);
+      core.child.kill('SIGTERM');
+      expect(await exit).toBe(0);
+    } finally {
+      await db.drop();
+    }
+  }, 90_000);
+
   it('a gateway process answers 401 to a credential with a stray character, and no process logs it', async () => {
     // grpc-js refuses a metadata value that is not printable ASCII: the gateway used to
     // answer 500 and log the whole credential in the error's message and stack.
