@@ -1,0 +1,176 @@
+/**
+ * The storage port on SQLite (better-sqlite3), the embedded default: two connections of
+ * its own to the database file, opened at their first use (after the migrations have
+ * created the file and set WAL mode).
+ *
+ * - The writer: every unit of work and every write, one at a time (SQLite has one writer
+ *   anyway, so none ever waits on a lock). A unit runs BEGIN IMMEDIATE … COMMIT on it;
+ *   while its body awaits the writer's answers (settled at once: the driver is
+ *   synchronous), the next unit waits its turn.
+ * - The reader: read-only, for reads outside a unit. In WAL mode it sees the last commit
+ *   and never waits for (nor blocks) the writer.
+ *
+ * Both keep their statements prepared by text (preparing costs about what running does);
+ * the repositories' texts are constants, the multi-row ones in power-of-two sizes, and
+ * lists padded (db.ts's `padded`), so few texts serve every batch.
+ */
+import Database from 'better-sqlite3';
+import { isDeadlock, retryingDeadlocks } from '../errors.js';
+import type { DriverEvents, OnConflict, Sql, UnitOptions, Writer } from '../port.js';
+import { boundedCache, powerOfTwoChunks, rowMaker, valuesList } from '../statement-texts.js';
+
+/** Multi-row statement texts, by what makes them. */
+const multiRowTexts = boundedCache<string>(4096);
+
+function conflictText(c: OnConflict | undefined): string {
+  if (!c) return '';
+  const set = c.set ?? [];
+  return ` ON CONFLICT (${c.keys.join(', ')}) ${set.length === 0 ? 'DO NOTHING' : `DO UPDATE SET ${set.map((s) => `${s} = excluded.${s}`).join(', ')}`}`;
+}
+
+function insertText(table: string, columns: readonly string[], rows: number, onConflict: OnConflict | undefined): string {
+  const key = `insert\n${table}\n${columns.join(',')}\n${rows}\n${onConflict?.keys.join(',')}\n${onConflict?.set?.join(',')}`;
+  return multiRowTexts.get(key)
+    ?? multiRowTexts.set(key, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${conflictText(onConflict)}`);
+}
+
+/** Several rows' columns set by one statement joining a VALUES list by key (a CASE per column would scan its branches per row). */
+function updateText(table: string, keyColumn: string, columns: readonly string[], rows: number): string {
+  const key = `update\n${table}\n${keyColumn}\n${columns.join(',')}\n${rows}`;
+  const set = columns.map((c, i) => `${c} = v.column${i + 2}`).join(', ');
+  return multiRowTexts.get(key)
+    ?? multiRowTexts.set(key, `UPDATE ${table} SET ${set} FROM (VALUES ${valuesList(columns.length + 1, rows)}) AS v WHERE ${table}.${keyColumn} = v.column1`);
+}
+
+/** `rows` in power-of-two chunks: each chunk's size and its rows' values in one list. */
+function inChunks(rows: unknown[][], each: (size: number, params: unknown[]) => void): void {
+  let at = 0;
+  for (const size of powerOfTwoChunks(rows.length)) {
+    each(size, rows.slice(at, at + size).flat());
+    at += size;
+  }
+}
+
+export function createSqliteDriver(filename: string, events: DriverEvents): Sql {
+  let closed = false;
+  const open = (readonly: boolean) => {
+    if (closed) throw new Error('the database is closed');
+    const conn = new Database(filename, readonly ? { readonly: true, fileMustExist: true } : { fileMustExist: true });
+    if (!readonly) {
+      conn.pragma('journal_mode = WAL');
+      conn.pragma('synchronous = NORMAL');
+      conn.pragma('foreign_keys = ON');
+    }
+    conn.pragma('busy_timeout = 5000');
+    return conn;
+  };
+
+  // --- The reader: statements in raw mode (rows as arrays), each with the maker of its row objects.
+  let reader: Database.Database | undefined;
+  const reads = boundedCache<{ stmt: Database.Statement; row: (values: unknown[]) => unknown }>(256);
+  /** allOf's row makers, by its callers' (constant) column lists. */
+  const makers = new WeakMap<readonly string[], (values: unknown[]) => unknown>();
+  const jsonTexts = boundedCache<string>(256);
+  function readStatement(sql: string, params: readonly unknown[]) {
+    events.statement(sql, params);
+    const entry = reads.get(sql);
+    if (entry) return entry;
+    reader ??= open(true);
+    const stmt = reader.prepare(sql).raw(true);
+    return reads.set(sql, { stmt, row: rowMaker(stmt.columns().map((c) => c.name)) });
+  }
+  const readAll = <R>(sql: string, params: readonly unknown[] = []) => {
+    const { stmt, row } = readStatement(sql, params);
+    return (stmt.all(...params) as unknown[][]).map(row) as R[];
+  };
+  const readAllOf = <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => {
+    const sql = jsonTexts.get(tail + columns.join()) ?? jsonTexts.set(tail + columns.join(), `SELECT json_array(${columns.join(', ')}) ${tail}`);
+    const { stmt } = readStatement(sql, params);
+    let row = makers.get(columns);
+    if (!row) makers.set(columns, (row = rowMaker([...columns])));
+    return (stmt.all(...params) as [string][]).map((values) => row(JSON.parse(values[0]))) as R[];
+  };
+
+  // --- The writer: one unit at a time.
+  let writer: Database.Database | undefined;
+  const writes = boundedCache<Database.Statement>(512);
+  function writeStatement(sql: string, params: readonly unknown[]) {
+    events.statement(sql, params);
+    const stmt = writes.get(sql);
+    if (stmt) return stmt;
+    writer ??= open(false);
+    return writes.set(sql, writer.prepare(sql));
+  }
+  const w: Writer = {
+    dialect: 'sqlite',
+    one: async <R>(sql: string, params: readonly unknown[] = []) => writeStatement(sql, params).get(...params) as R | undefined,
+    all: async <R>(sql: string, params: readonly unknown[] = []) => writeStatement(sql, params).all(...params) as R[],
+    allOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.all<R>(`SELECT ${columns.join(', ')} ${tail}`, params),
+    oneOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.one<R>(`SELECT ${columns.join(', ')} ${tail}`, params),
+    run: async (sql, params = []) => writeStatement(sql, params).run(...params).changes,
+    queue(sql, params = []) {
+      writeStatement(sql, params).run(...params);
+    },
+    insert(table, columns, rows, onConflict) {
+      inChunks(rows, (size, params) => writeStatement(insertText(table, columns, size, onConflict), params).run(...params));
+    },
+    update(table, key, columns, rows) {
+      inChunks(rows, (size, params) => writeStatement(updateText(table, key, columns, size), params).run(...params));
+    },
+  };
+
+  /** The writer's turn: units (and single writes) one after another. */
+  let busy = false;
+  const waiting: (() => void)[] = [];
+  async function exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (busy) await new Promise<void>((resolve) => waiting.push(resolve));
+    else busy = true;
+    try {
+      return await fn();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else busy = false;
+    }
+  }
+  const once = <T>(body: (w: Writer) => Promise<T>, opts: UnitOptions) => exclusive(async () => {
+    if (opts.transaction === false) return body(w);
+    w.queue('BEGIN IMMEDIATE');
+    try {
+      const result = await body(w);
+      w.queue('COMMIT');
+      return result;
+    } catch (err) {
+      // SQLite may have ended the transaction itself (e.g. SQLITE_FULL): then nothing to undo.
+      if (writer?.inTransaction) w.queue('ROLLBACK');
+      throw err;
+    }
+  });
+  const unit = <T>(body: (w: Writer) => Promise<T>, opts: UnitOptions = {}) =>
+    retryingDeadlocks(() => once(body, opts), opts.attempts ?? 4, opts.retryable ?? isDeadlock);
+
+  return {
+    dialect: 'sqlite',
+    async one<R>(sql: string, params: readonly unknown[] = []) {
+      const { stmt, row } = readStatement(sql, params);
+      const values = stmt.get(...params) as unknown[] | undefined;
+      return (values && row(values)) as R | undefined;
+    },
+    all: async <R>(sql: string, params?: readonly unknown[]) => readAll<R>(sql, params),
+    allOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => readAllOf<R>(columns, tail, params),
+    oneOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => readAllOf<R>(columns, tail, params)[0],
+    run: (sql, params = [], opts = {}) => unit((u) => u.run(sql, params), { ...opts, transaction: false }),
+    unit,
+    async close() {
+      closed = true;
+      // A unit under way finishes first (its body awaits only the writer's answers).
+      await exclusive(async () => {
+        reads.clear();
+        writes.clear();
+        reader?.close();
+        writer?.close();
+        reader = writer = undefined;
+      });
+    },
+  };
+}
