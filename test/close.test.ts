@@ -44,7 +44,7 @@ it('close() twice at once, and once more after, shuts down once and in order: no
     expect(warnings).toEqual([]);
     const check = createDb(config.database);
     try {
-      const rows = await check('bot_stats').where({ bot_id: bot.id, name: 'call:getMe:OK' }).select('count');
+      const rows = await check.query(check.knex('bot_stats').where({ bot_id: bot.id, name: 'call:getMe:OK' }).select('count'));
       expect(rows.map((r) => Number(r.count))).toEqual([1]);
     } finally {
       await check.destroy();

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { up as repairPositions } from '../migrations/20261227000001_feed_positions_within_heads.js';
 import { InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
+import { withMigrationConnection } from '../src/storage/db.js';
 import { byChat, openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 
@@ -175,12 +176,12 @@ describe('outbound feed', () => {
     const db = h.apps[0]!.db!;
     const ghost = (partition: number, expiresAt: number) => ({ group_name: 'lapsed', partition_no: partition, member: 'ghost-of-a-dead-instance', expires_at: expiresAt });
     // Partitions 0-14 lapsed a second ago; 15 is held for another minute.
-    await db('feed_leases').insert([...Array.from({ length: 15 }, (_, p) => ghost(p, Date.now() - 1000)), ghost(15, Date.now() + 60_000)]);
+    await db.query(db.knex('feed_leases').insert([...Array.from({ length: 15 }, (_, p) => ghost(p, Date.now() - 1000)), ghost(15, Date.now() + 60_000)]));
     const consumer = feed('lapsed');
     await consumer.waitFor(() => consumer.partitions().length === 15);
     expect(consumer.partitions()).toEqual(Array.from({ length: 15 }, (_, p) => p));
     // Lapsed at last: taken too.
-    await db('feed_leases').where({ group_name: 'lapsed', partition_no: 15 }).update({ expires_at: Date.now() - 1 });
+    await db.query(db.knex('feed_leases').where({ group_name: 'lapsed', partition_no: 15 }).update({ expires_at: Date.now() - 1 }));
     await consumer.waitFor(() => consumer.partitions().length === 16);
     consumer.kill();
   });
@@ -270,11 +271,11 @@ describe('outbound feed', () => {
 
     // Positions committed past the heads before this check existed are brought back to them (the migration).
     const db = h.apps[0]!.db!;
-    await db('feed_positions').insert(attack.map((p) => ({ group_name: 'poisoned', partition_no: p.partition, seq: p.seq, updated_at: Date.now() })));
-    await db('feed_positions').insert({ group_name: 'poisoned-one', partition_no: partition, seq: seq - 1, updated_at: Date.now() });
-    await repairPositions(db);
-    const heads = new Map((await db('feed_partitions').select('partition_no', 'last_seq')).map((r) => [Number(r.partition_no), Number(r.last_seq)]));
-    const repaired = await db('feed_positions').whereIn('group_name', ['poisoned', 'poisoned-one']).select('group_name', 'partition_no', 'seq');
+    await db.query(db.knex('feed_positions').insert(attack.map((p) => ({ group_name: 'poisoned', partition_no: p.partition, seq: p.seq, updated_at: Date.now() }))));
+    await db.query(db.knex('feed_positions').insert({ group_name: 'poisoned-one', partition_no: partition, seq: seq - 1, updated_at: Date.now() }));
+    await withMigrationConnection(db, repairPositions);
+    const heads = new Map((await db.query(db.knex('feed_partitions').select('partition_no', 'last_seq'))).map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+    const repaired = await db.query(db.knex('feed_positions').whereIn('group_name', ['poisoned', 'poisoned-one']).select('group_name', 'partition_no', 'seq'));
     expect(repaired.filter((r) => r.group_name === 'poisoned').map((r) => [Number(r.partition_no), Number(r.seq)]).sort((x, y) => x[0]! - y[0]!))
       .toEqual([...heads].sort((x, y) => x[0] - y[0]));
     expect(repaired.filter((r) => r.group_name === 'poisoned-one').map((r) => Number(r.seq))).toEqual([seq - 1]);

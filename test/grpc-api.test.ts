@@ -322,9 +322,20 @@ describe('gRPC API', () => {
     };
     /** Holds the bot's row (MariaDB) or the only connection (SQLite): its ingest cannot commit until released. */
     const holdWrites = async (botId: string) => {
-      const trx = await h.apps[0]!.db!.transaction();
-      if (usingMysql()) await trx('bots').where({ id: botId }).forUpdate().select('id');
-      return () => trx.rollback();
+      let release!: () => void;
+      let held!: () => void;
+      const holding = new Promise<void>((r) => { held = r; });
+      const done = h.apps[0]!.db!.sql.unit(async (w) => {
+        await w.all(`SELECT id FROM bots WHERE id = ?${usingMysql() ? ' FOR UPDATE' : ''}`, [botId]);
+        held();
+        await new Promise<void>((r) => { release = r; });
+        throw new Error('rolled back');
+      }, { attempts: 1 }).catch(() => {});
+      await holding;
+      return () => {
+        release();
+        return done;
+      };
     };
     const message = { messageId: 0, date: 0, chat: { id: 77, type: 'private' }, from: { id: 77, isBot: false }, text: 'late' };
 

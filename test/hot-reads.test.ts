@@ -41,8 +41,8 @@ describe('reads during a write in progress', () => {
     const released = new Promise<void>((r) => { release = r; });
     let opened!: () => void;
     const isOpen = new Promise<void>((r) => { opened = r; });
-    const writing = db.transaction(async (tx) => {
-      await tx('bots').where({ id }).update({ name: 'Renamed in a transaction' });
+    const writing = db.sql.unit(async (w) => {
+      await w.run('UPDATE bots SET name = ? WHERE id = ?', ['Renamed in a transaction', id]);
       opened();
       await released;
     });

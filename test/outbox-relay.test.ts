@@ -54,7 +54,7 @@ async function startRelay(topic: string, opts: OutboxRelayOptions, publishMs = 0
     publishes,
     /** Commits one outbox row, as a writer would, and returns when it committed. */
     async commit(key: string) {
-      await repo.insert([{ topic, key, payload: '{}' }], Date.now());
+      await db.sql.unit(async (w) => repo.insert([{ topic, key, payload: '{}' }], Date.now(), w));
       return performance.now();
     },
     /** When `key` was published (waiting up to `withinMs` for it). */

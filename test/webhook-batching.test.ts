@@ -72,8 +72,8 @@ describe('webhook delivery statements', () => {
       // Every outcome written: each delivery succeeded, each update left its bot's queue.
       await until(
         async () => ({
-          open: Number((await observer('deliveries').whereIn('bot_id', ids).whereNot('status', 'succeeded').count({ n: '*' }))[0]!.n),
-          queued: Number((await observer('updates').whereIn('bot_id', ids).count({ n: '*' }))[0]!.n),
+          open: Number((await observer.query(observer.knex('deliveries').whereIn('bot_id', ids).whereNot('status', 'succeeded').count({ n: '*' })))[0]!.n),
+          queued: Number((await observer.query(observer.knex('updates').whereIn('bot_id', ids).count({ n: '*' })))[0]!.n),
         }),
         (s) => s.open === 0 && s.queued === 0, 10_000,
       );

@@ -53,7 +53,7 @@ describe('dispatcher leases and ramp-up', () => {
     const seen: number[] = [];
     const answeredAt = receiver.received[0]!.at + slowMs;
     while (Date.now() < answeredAt - 200) {
-      const row = await db('deliveries').where({ bot_id: bot.id }).first();
+      const row = await db.query(db.knex('deliveries').where({ bot_id: bot.id }).first());
       const now = Date.now();
       const left = Number(row.lease_until) - now;
       seen.push(left);
@@ -68,7 +68,7 @@ describe('dispatcher leases and ramp-up', () => {
     expect(done.items[0].last_duration_ms).toBeGreaterThan(LEASE_MS);
     await new Promise((r) => setTimeout(r, 1500)); // a second attempt (a lease that ran out) would arrive now
     expect(receiver.received).toHaveLength(1);
-    const row = await db('deliveries').where({ bot_id: bot.id }).first();
+    const row = await db.query(db.knex('deliveries').where({ bot_id: bot.id }).first());
     expect(row).toMatchObject({ leased_by: null });
   }, 30_000);
 
@@ -84,18 +84,18 @@ describe('dispatcher leases and ramp-up', () => {
     for (const [n, stale] of [[1, 'first'], [2, 'last']] as const) {
       const id = `dlv_stale${n}${'x'.repeat(12)}`;
       // Leased far ahead by "current" (the dispatcher leaves it alone); "stale" held it before.
-      await db('deliveries').insert({
+      await db.query(db.knex('deliveries').insert({
         id, bot_id: bot.id, update_id: 900 + n, update_seq: 900 + n, status: 'pending', attempts: 0, next_attempt_at: 0,
         lease_until: Date.now() + 3_600_000, leased_by: 'current', payload: '{}', created_at: Date.now(),
-      });
+      }));
       const staleItem = { id, leaseToken: 'stale', next: next('retrying', 'HTTP 500') };
       const currentItem = { id, leaseToken: 'current', next: next('succeeded', null) };
       const items = stale === 'first' ? [staleItem, currentItem] : [currentItem, staleItem];
-      const written = await db.transaction((tx) => repo.writeOutcomes(items, tx));
+      const written = await db.sql.unit((w) => repo.writeOutcomes(items, w));
       expect(written.results).toEqual(stale === 'first' ? [false, true] : [true, false]);
       expect(written.closed).toEqual([[bot.id, [900 + n]]]);
       expect(written.failures).toEqual([]);
-      const row = await db('deliveries').where({ id }).first();
+      const row = await db.query(db.knex('deliveries').where({ id }).first());
       expect(row).toMatchObject({ status: 'succeeded', leased_by: null, last_error: null });
     }
   });

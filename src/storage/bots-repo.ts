@@ -7,7 +7,9 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { isMysql, LITERAL, literalInt, mysqlReaderOf, padded, readerOf, statement, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
+import { exec, isUniqueViolation, LITERAL, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
+import { Conflict } from './errors.js';
+import { marks } from './statement-texts.js';
 
 export type ReviewStatusValue = 'pending' | 'approved' | 'rejected';
 export type BotStatusValue = 'inactive' | 'active' | 'suspended';
@@ -78,30 +80,16 @@ const RECORD_COLUMNS = [
   'friend_request_mode', 'group_privacy', 'can_join_groups', 'command_menu', 'token_prefix', 'token_issued_at',
   'one_time_token_enc', 'one_time_token_expires_at', 'created_at', 'updated_at',
 ] as const;
-const RECORD = RECORD_COLUMNS.join(', ');
 const AUTH_COLUMNS = ['id', 'owner_id', 'status', 'token_hash', 'name', 'username', 'supports_inline_queries', 'can_join_groups'] as const;
 
-/**
- * The record reads (one bot for its owner, one bot by id, an owner's page newest first on
- * the index bots_owner_created), selecting `select`: on SQLite one JSON array of the
- * record's columns (reader.allOf; for 27 columns, cheaper than the driver converting each),
- * on MySQL the columns as they are (MysqlReader).
- */
-const recordReads = (select: string) => ({
-  forOwner: `SELECT ${select} FROM bots WHERE owner_id = ? AND id = ? LIMIT 1`,
-  byId: `SELECT ${select} FROM bots WHERE id = ? LIMIT 1`,
-  listForOwner: (limit: number, offset: number) =>
-    `SELECT ${select} FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
-});
-const MYSQL_RECORD = recordReads(RECORD);
-
-/**
- * The hot reads outside a transaction, past knex: the embedded default's (db.ts's
- * SqliteReader) and, where the dialects agree, MySQL's (MysqlReader). Hand-written,
- * literal limits.
- */
+/** The hot reads' texts (the same on both engines; literal limits). */
 const SQL = {
-  ...recordReads(`json_array(${RECORD})`),
+  /** The record's rows (Reads.allOf: `SELECT <record columns>` and this). */
+  forOwner: 'FROM bots WHERE owner_id = ? AND id = ? LIMIT 1',
+  byId: 'FROM bots WHERE id = ? LIMIT 1',
+  /** An owner's page newest first, on the index bots_owner_created. */
+  listForOwner: (limit: number, offset: number) =>
+    `FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
   countForOwner: 'SELECT COUNT(*) AS n FROM bots WHERE owner_id = ?',
   byTokenHash: `SELECT ${AUTH_COLUMNS.join(', ')} FROM bots WHERE token_hash = ? LIMIT 1`,
   pollingState: 'SELECT delivery_mode, last_update_seq FROM bots WHERE id = ? LIMIT 1',
@@ -109,7 +97,7 @@ const SQL = {
   allowedUpdates: 'SELECT allowed_updates FROM bots WHERE id = ? LIMIT 1',
   lastUpdateSeq: 'SELECT last_update_seq FROM bots WHERE id = ? LIMIT 1',
   /** Review status of `n` ids (lists padded to a power of two, so the texts stay few). */
-  reviewStatusOf: (n: number) => `SELECT id, review_status FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
+  reviewStatusOf: (n: number) => `SELECT id, review_status FROM bots WHERE id IN (${marks(n)})`,
 };
 
 function fromRow(r: BotRow): BotRecord {
@@ -189,13 +177,14 @@ const tokenColumns = (token: IssuedToken, now: number) => ({
   updated_at: now,
 });
 
-/** Ingest's and sends' SQLite reads of the counters (run by units.ts on knex's connection, synchronously). */
+/**
+ * The units' reads of the counters (ingest's and sends'), the rows locked on MySQL until
+ * the unit ends (`lock`: ` FOR UPDATE` there; SQLite's one writer holds the database).
+ */
 const COUNTER_COLUMNS = 'id, last_update_seq, last_message_id, allowed_updates, review_status, delivery_mode';
-const WRITER_SQL = {
-  counters: (n: number) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
-  messageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')})`,
-  /** lockMessageCounters on MySQL's writer (units.ts): the rows locked in id order. */
-  lockMessageCounters: (n: number) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${Array(n).fill('?').join(', ')}) ORDER BY id FOR UPDATE`,
+const UNIT_SQL = {
+  lockCounters: (n: number, lock: string) => `SELECT ${COUNTER_COLUMNS} FROM bots WHERE id IN (${marks(n)})${lock}`,
+  lockMessageCounters: (n: number, lock: string) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${marks(n)}) ORDER BY id${lock}`,
 };
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -246,53 +235,39 @@ export interface BotAuthRecord {
 }
 
 export function createBotsRepo(db: Db) {
-  const mysql = isMysql(db);
-  const q = (tx?: Tx) => (tx ?? db)<BotRow>('bots');
-  const reader = readerOf(db);
-  const mysqlReader = mysqlReaderOf(db);
-  /** The record's columns of the bots the query matches. */
-  const records = (tx?: Tx) => q(tx).select(RECORD_COLUMNS);
-  /** The first row of a query, fetched with a literal `LIMIT 1`. */
-  const one = async <R>(query: Knex.QueryBuilder): Promise<R | undefined> => ((await query.limit(1, LITERAL)) as R[])[0];
-
-  /** Gives each bot its own values of these columns: one UPDATE per 500 bots, rows in id order. */
-  async function setPerBot<R extends { id: string }>(rows: R[], columns: Record<string, (r: R) => number>, tx?: Tx) {
-    const sorted = byId(rows);
-    const b = tx ?? db;
-    for (let k = 0; k < sorted.length; k += 500) {
-      const chunk = sorted.slice(k, k + 500);
-      const ids = chunk.map((r) => r.id);
-      const values = Object.fromEntries(Object.entries(columns).map(([column, of]) => [column, valuePerRow(b, 'id', ids, chunk.map(of))]));
-      await q(tx).whereIn('id', padded(b, ids)).update(values);
-    }
-  }
+  const { sql, knex } = db;
+  const lock = sql.dialect === 'mysql' ? ' FOR UPDATE' : '';
+  /** Reads outside a unit, or in the caller's. */
+  const on = (tx?: Tx) => tx ?? sql;
+  const q = () => knex<BotRow>('bots');
 
   /**
-   * One page and the total. A first page that is not full is the whole list, so its
-   * length is the total: the common case (an owner's few bots) costs one plain query.
-   * A full page, or a later one, also counts (a window count costs more than a
-   * separate count on SQLite, which sorts the whole match into a temporary tree).
+   * One page and the total (knex-built: the review desk's cold read). A first page that
+   * is not full is the whole list, so its length is the total: the common case costs one
+   * plain query. A full page, or a later one, also counts.
    */
-  async function paged(base: () => Knex.QueryBuilder<BotRow>, order: 'asc' | 'desc', page: number, limit: number) {
-    const rows = (await base().select(RECORD_COLUMNS)
+  async function paged(base: () => Knex.QueryBuilder<BotRow>, order: 'asc' | 'desc', page: number, limit: number, tx?: Tx) {
+    const rows = (await exec(on(tx), base().select(RECORD_COLUMNS)
       .orderBy([{ column: 'created_at', order }, { column: 'id', order }])
       .limit(limit, LITERAL)
-      .offset((page - 1) * limit, LITERAL)) as BotRow[];
+      .offset((page - 1) * limit, LITERAL))) as BotRow[];
     if (page === 1 && rows.length < limit) return { items: rows.map(fromRow), total: rows.length };
-    const [{ n }] = (await base().count({ n: '*' })) as unknown as [{ n: number | string }];
+    const [{ n }] = (await exec(on(tx), base().count({ n: '*' }))) as [{ n: number | string }];
     return { items: rows.map(fromRow), total: Number(n) };
   }
+
+  /** Writes one knex-built statement, in the caller's unit or on its own: how many rows it matched. */
+  const write = (built: Knex.QueryBuilder, tx?: Tx): Promise<number> => exec(on(tx), built);
 
   return {
     /**
      * Inserts a pending application and reads it back, in one transaction: the
-     * bot exists as returned, or not at all. A taken username surfaces as a
-     * unique violation.
+     * bot exists as returned, or not at all. A taken username throws
+     * Conflict('username').
      */
     async insert(bot: NewBot, outer?: Tx): Promise<BotRecord> {
-      const within = <T>(body: (tx: Tx) => Promise<T>) => (outer ? body(outer) : db.transaction(body));
-      return within(async (tx) => {
-        await q(tx).insert({
+      const body = async (w: Writer) => {
+        await exec(w, q().insert({
           id: bot.id,
           owner_id: bot.ownerId,
           name: bot.name,
@@ -307,62 +282,48 @@ export function createBotsRepo(db: Db) {
           command_menu: '[]',
           created_at: bot.now,
           updated_at: bot.now,
-        });
-        return fromRow((await one<BotRow>(q(tx).where({ id: bot.id })))!);
+        }));
+        return fromRow((await w.oneOf<BotRow>(RECORD_COLUMNS, SQL.byId, [bot.id]))!);
+      };
+      return (outer ? body(outer) : sql.unit(body, { attempts: 1 })).catch((err: unknown) => {
+        throw isUniqueViolation(err) ? new Conflict('username', { cause: err }) : err;
       });
     },
 
     async findForOwner(ownerId: string, id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.forOwner, ownerId, id)[0]
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_RECORD.forOwner, ownerId, id)
-        : await one<BotRow>(records(tx).where({ owner_id: ownerId, id }));
+      const row = await on(tx).oneOf<BotRow>(RECORD_COLUMNS, SQL.forOwner, [ownerId, id]);
       return row && fromRow(row);
     },
 
     async listForOwner(ownerId: string, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
-      if (!tx && reader) {
-        // As `paged`: a first page that is not full is the whole list.
-        const rows = reader.allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), ownerId);
-        const total = page === 1 && rows.length < limit ? rows.length : reader.one<{ n: number }>(SQL.countForOwner, ownerId)!.n;
-        return { items: rows.map(fromRow), total };
-      }
-      if (!tx && mysqlReader) {
-        const rows = await mysqlReader.all<BotRow>(MYSQL_RECORD.listForOwner(limit, (page - 1) * limit), ownerId);
-        const total = page === 1 && rows.length < limit ? rows.length : Number((await mysqlReader.one<{ n: number | string }>(SQL.countForOwner, ownerId))!.n);
-        return { items: rows.map(fromRow), total };
-      }
-      return paged(() => q(tx).where({ owner_id: ownerId }), 'desc', page, limit);
+      // As `paged`: a first page that is not full is the whole list.
+      const rows = await on(tx).allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), [ownerId]);
+      const total = page === 1 && rows.length < limit ? rows.length : Number((await on(tx).one<{ n: number | string }>(SQL.countForOwner, [ownerId]))!.n);
+      return { items: rows.map(fromRow), total };
     },
 
     /** Review desk: every account's bots, oldest first. */
     async listAll(reviewStatus: ReviewStatusValue | undefined, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
-      return paged(() => (reviewStatus ? q(tx).where({ review_status: reviewStatus }) : q(tx)), 'asc', page, limit);
+      return paged(() => (reviewStatus ? q().where({ review_status: reviewStatus }) : q()), 'asc', page, limit, tx);
     },
 
     /** Review desk lookup, not scoped to an owner. */
     async findById(id: string, tx?: Tx): Promise<BotRecord | undefined> {
-      const row = !tx && reader ? reader.allOf<BotRow>(RECORD_COLUMNS, SQL.byId, id)[0]
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(MYSQL_RECORD.byId, id)
-        : await one<BotRow>(records(tx).where({ id }));
+      const row = await on(tx).oneOf<BotRow>(RECORD_COLUMNS, SQL.byId, [id]);
       return row && fromRow(row);
     },
 
     /** Review status of each of these bots that exists, in one query. */
     async reviewStatusOf(ids: string[], tx?: Tx): Promise<Map<string, ReviewStatusValue>> {
-      const unique = padded(db, [...new Set(ids)]);
+      const unique = padded(sql, [...new Set(ids)]);
       if (unique.length === 0) return new Map();
-      const rows: Pick<BotRow, 'id' | 'review_status'>[] = !tx && reader
-        ? reader.all(SQL.reviewStatusOf(unique.length), ...unique)
-        : await q(tx).whereIn('id', unique).select('id', 'review_status');
-      return new Map(rows.map((r) => [r.id as string, r.review_status as ReviewStatusValue]));
+      const rows = await on(tx).all<Pick<BotRow, 'id' | 'review_status'>>(SQL.reviewStatusOf(unique.length), unique);
+      return new Map(rows.map((r) => [r.id, r.review_status as ReviewStatusValue]));
     },
 
     /** The bot whose current token has this hash. */
     async findByTokenHash(hash: string, tx?: Tx): Promise<BotAuthRecord | undefined> {
-      const row = !tx && reader
-        ? reader.one<BotRow>(SQL.byTokenHash, hash)
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.byTokenHash, hash)
-        : await one<BotRow>(q(tx).where({ token_hash: hash }).select(AUTH_COLUMNS));
+      const row = await on(tx).one<BotRow>(SQL.byTokenHash, [hash]);
       return row && {
         id: row.id,
         ownerId: row.owner_id,
@@ -377,9 +338,7 @@ export function createBotsRepo(db: Db) {
 
     /** What getUpdates decides by, in one cheap read: the delivery mode and the newest update_seq. */
     async pollingState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; lastUpdateSeq: number } | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.pollingState, id)
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.pollingState, id)
-        : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'last_update_seq'));
+      const row = await on(tx).one<BotRow>(SQL.pollingState, [id]);
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, lastUpdateSeq: Number(row.last_update_seq) };
     },
 
@@ -390,30 +349,26 @@ export function createBotsRepo(db: Db) {
         const [column, encode] = PATCH_COLUMNS[key as keyof BotProfilePatch];
         values[column] = encode(value as never);
       }
-      const n = await q(tx).where({ owner_id: ownerId, id, review_status: 'approved' }).update(values);
-      return n === 1;
+      return (await write(q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(values), tx)) === 1;
     },
 
     /** pending → approved with a first token. False when the bot was not pending. */
     async approve(id: string, token: IssuedToken, now: number, tx?: Tx): Promise<boolean> {
       // Concurrent reviews of one application can deadlock on MySQL (the row and its unique
       // token index): the victim runs again, finds it no longer pending, and answers false.
-      const n = await statement(db, tx, (t) => t('bots').where({ id, review_status: 'pending' })
-        .update({ review_status: 'approved', review_reason: null, status: 'active', ...tokenColumns(token, now) }));
-      return n === 1;
+      return (await write(q().where({ id, review_status: 'pending' })
+        .update({ review_status: 'approved', review_reason: null, status: 'active', ...tokenColumns(token, now) }), tx)) === 1;
     },
 
     /** pending → rejected. False when the bot was not pending. */
     async reject(id: string, reason: string, now: number, tx?: Tx): Promise<boolean> {
-      const n = await statement(db, tx, (t) => t('bots').where({ id, review_status: 'pending' })
-        .update({ review_status: 'rejected', review_reason: reason, updated_at: now }));
-      return n === 1;
+      return (await write(q().where({ id, review_status: 'pending' })
+        .update({ review_status: 'rejected', review_reason: reason, updated_at: now }), tx)) === 1;
     },
 
     /** Replaces the token of an approved bot; the old hash stops matching at once. */
     async replaceToken(ownerId: string, id: string, token: IssuedToken, now: number, tx?: Tx): Promise<boolean> {
-      const n = await q(tx).where({ owner_id: ownerId, id, review_status: 'approved' }).update(tokenColumns(token, now));
-      return n === 1;
+      return (await write(q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(tokenColumns(token, now)), tx)) === 1;
     },
 
     /**
@@ -421,106 +376,67 @@ export function createBotsRepo(db: Db) {
      * single caller that cleared it, so two concurrent reads cannot both show it.
      */
     async claimOneTimeToken(ownerId: string, id: string, sealed: string, tx?: Tx): Promise<boolean> {
-      const n = await q(tx).where({ owner_id: ownerId, id, one_time_token_enc: sealed })
-        .update({ one_time_token_enc: null, one_time_token_expires_at: null });
-      return n === 1;
+      return (await write(q().where({ owner_id: ownerId, id, one_time_token_enc: sealed })
+        .update({ one_time_token_enc: null, one_time_token_expires_at: null }), tx)) === 1;
     },
 
     /** Discards one-time tokens left unread past their retention. */
     async purgeExpiredOneTimeTokens(now: number, tx?: Tx): Promise<number> {
-      return q(tx).whereNotNull('one_time_token_enc').where('one_time_token_expires_at', '<=', now)
-        .update({ one_time_token_enc: null, one_time_token_expires_at: null });
+      return write(q().whereNotNull('one_time_token_enc').where('one_time_token_expires_at', '<=', now)
+        .update({ one_time_token_enc: null, one_time_token_expires_at: null }), tx);
     },
 
     /**
-     * The counters and ingest settings of these bots, their rows locked (on MySQL)
-     * in id order until the transaction ends: the caller advances the counters.
+     * The counters and ingest settings of these bots, in the caller's unit, their rows
+     * locked (on MySQL) in id order until it ends: the caller advances the counters.
      */
-    async lockCounters(ids: string[], tx?: Tx): Promise<Map<string, BotCounters>> {
-      let sel = q(tx).whereIn('id', ids).select('id', 'last_update_seq', 'last_message_id', 'allowed_updates', 'review_status', 'delivery_mode');
-      if (mysql) sel = sel.forUpdate();
-      return countersOf(await sel);
+    async lockCounters(ids: string[], w: Writer): Promise<Map<string, BotCounters>> {
+      const list = padded(sql, [...ids].sort());
+      return countersOf(list.length === 0 ? [] : await w.all(UNIT_SQL.lockCounters(list.length, lock), list));
     },
 
-    /** lockCounters and advanceCountersOf as statements of a synchronous SQLite unit of work (one writer: nothing to lock). */
-    sqlite: {
-      counters(w: SqliteWriter, ids: string[]): Map<string, BotCounters> {
-        const list = padded(db, ids);
-        return countersOf(list.length === 0 ? [] : w.all(WRITER_SQL.counters(list.length), list));
-      },
-      advanceCounters(w: SqliteWriter, rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[]): void {
-        w.update('bots', 'id', ['last_update_seq', 'last_message_id'], byId(rows).map((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
-      },
-      /** lockMessageCounters' read (the write transaction holds the database). */
-      messageCounters(w: SqliteWriter, ids: string[]): Map<string, MessageCounter> {
-        const list = padded(db, [...new Set(ids)].sort());
-        return messageCountersOf(list.length === 0 ? [] : w.all(WRITER_SQL.messageCounters(list.length), list));
-      },
-      setLastMessageIds(w: SqliteWriter, rows: { id: string; lastMessageId: number }[]): void {
-        w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
-      },
+    /** Sets several bots' counters (their rows locked by `lockCounters`), rows in id order. */
+    advanceCounters(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], w: Writer): void {
+      w.update('bots', 'id', ['last_update_seq', 'last_message_id'], byId(rows).map((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
     },
 
-    /** lockMessageCounters and setLastMessageIds as statements of a MySQL unit of work (db.ts's mysqlUnitRunner). */
-    mysql: {
-      async lockMessageCounters(w: MysqlWriter, ids: string[]): Promise<Map<string, MessageCounter>> {
-        const list = [...new Set(ids)].sort();
-        return messageCountersOf(list.length === 0 ? [] : await w.all(WRITER_SQL.lockMessageCounters(list.length), list));
-      },
-      setLastMessageIds(w: MysqlWriter, rows: { id: string; lastMessageId: number }[]): void {
-        w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
-      },
+    /** The last message id, username and name of these bots, in the caller's unit, their rows locked (on MySQL) in id order. */
+    async lockMessageCounters(ids: string[], w: Writer): Promise<Map<string, MessageCounter>> {
+      const list = padded(sql, [...new Set(ids)].sort());
+      return messageCountersOf(list.length === 0 ? [] : await w.all(UNIT_SQL.lockMessageCounters(list.length, lock), list));
     },
 
-    /** Sets several bots' counters (their rows locked by `lockCounters`), in one statement per 500 bots. */
-    async advanceCountersOf(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], tx?: Tx): Promise<void> {
-      await setPerBot(rows, { last_update_seq: (r) => r.lastUpdateSeq, last_message_id: (r) => r.lastMessageId }, tx);
-    },
-
-    /** The last message id, username and name of these bots, their rows locked (on MySQL) in id order. */
-    async lockMessageCounters(ids: string[], tx?: Tx): Promise<Map<string, MessageCounter>> {
-      let sel = q(tx).whereIn('id', [...new Set(ids)].sort()).orderBy('id').select('id', 'last_message_id', 'username', 'name');
-      if (mysql) sel = sel.forUpdate();
-      return messageCountersOf((await sel) as BotRow[]);
-    },
-
-    /** Sets several bots' last message ids (their rows locked by `lockMessageCounters`), in one statement per 500 bots. */
-    async setLastMessageIds(rows: { id: string; lastMessageId: number }[], tx?: Tx): Promise<void> {
-      await setPerBot(rows, { last_message_id: (r) => r.lastMessageId }, tx);
+    /** Sets several bots' last message ids (their rows locked by `lockMessageCounters`), rows in id order. */
+    setLastMessageIds(rows: { id: string; lastMessageId: number }[], w: Writer): void {
+      w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
     },
 
     /** Switches how the bot's updates are delivered (a webhook also sets the kinds it takes). */
     async setDeliveryMode(id: string, change: DeliveryModeChange, now: number, tx?: Tx): Promise<void> {
-      await q(tx).where({ id }).update(change.mode === 'webhook'
+      await write(q().where({ id }).update(change.mode === 'webhook'
         ? { delivery_mode: 'webhook', allowed_updates: change.allowedUpdates ? JSON.stringify(change.allowedUpdates) : null, updated_at: now }
-        : { delivery_mode: 'polling', updated_at: now });
+        : { delivery_mode: 'polling', updated_at: now }), tx);
     },
 
     /** Sets which update kinds are queued for the bot (null: all). */
     async setAllowedUpdates(id: string, kinds: string[] | null, tx?: Tx): Promise<void> {
-      await q(tx).where({ id }).update({ allowed_updates: kinds ? JSON.stringify(kinds) : null });
+      await write(q().where({ id }).update({ allowed_updates: kinds ? JSON.stringify(kinds) : null }), tx);
     },
 
     /** What getWebhookInfo reads of the bot: its delivery mode and update filter, in one read. */
     async webhookInfoState(id: string, tx?: Tx): Promise<{ deliveryMode: DeliveryModeValue; allowedUpdates: string[] | null } | undefined> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.webhookInfoState, id)
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.webhookInfoState, id)
-        : await one<BotRow>(q(tx).where({ id }).select('delivery_mode', 'allowed_updates'));
+      const row = await on(tx).one<BotRow>(SQL.webhookInfoState, [id]);
       return row && { deliveryMode: row.delivery_mode as DeliveryModeValue, allowedUpdates: row.allowed_updates ? JSON.parse(row.allowed_updates) : null };
     },
 
     async allowedUpdates(id: string, tx?: Tx): Promise<string[] | null> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.allowedUpdates, id)
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.allowedUpdates, id)
-        : await one<BotRow>(q(tx).where({ id }).select('allowed_updates'));
+      const row = await on(tx).one<BotRow>(SQL.allowedUpdates, [id]);
       return row?.allowed_updates ? JSON.parse(row.allowed_updates) : null;
     },
 
     /** The newest update_seq the bot has had (0 before its first update). */
     async lastUpdateSeq(id: string, tx?: Tx): Promise<number> {
-      const row = !tx && reader ? reader.one<BotRow>(SQL.lastUpdateSeq, id)
-        : !tx && mysqlReader ? await mysqlReader.one<BotRow>(SQL.lastUpdateSeq, id)
-        : await one<BotRow>(q(tx).where({ id }).select('last_update_seq'));
+      const row = await on(tx).one<BotRow>(SQL.lastUpdateSeq, [id]);
       return row ? Number(row.last_update_seq) : 0;
     },
   };

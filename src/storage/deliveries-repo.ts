@@ -7,7 +7,8 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { isMysql, mysqlReaderOf, padded, statement, valuePerRow, type Db, type SqliteWriter, type Tx } from './db.js';
+import { exec, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
+import { marks } from './statement-texts.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
@@ -111,8 +112,8 @@ function fromRow(r: any): DeliveryRecord {
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 const OPEN = ['pending', 'retrying'];
-/** openCount on MySQL outside a transaction, past knex (db.ts's MysqlReader). */
-const OPEN_COUNT_SQL = `SELECT COUNT(*) AS n FROM deliveries WHERE bot_id = ? AND status IN (${OPEN.map((s) => `'${s}'`).join(', ')})`;
+/** The open statuses, written into statements. */
+const OPEN_LIST = OPEN.map((s) => `'${s}'`).join(', ');
 
 /**
  * The webhook of a row read with its bot's webhook (webhook_* columns). A webhook
@@ -137,57 +138,52 @@ function leasedOf(r: any, leaseToken: string, webhook: WebhookTarget | null): Le
 
 /** The columns fromRow reads. */
 const RECORD_COLUMNS = 'id, bot_id, update_id, update_seq, status, attempts, last_status_code, last_error, last_attempt_at, last_duration_ms, next_attempt_at, payload, created_at';
+/** A bot's webhook as read beside its deliveries (webhookOf). */
+const WEBHOOK_COLUMNS = `webhooks.url AS webhook_url, webhooks.secret_sealed AS webhook_secret, webhooks.allowed_ips AS webhook_allowed_ips,
+  webhooks.secret_header AS webhook_secret_header, webhooks.disabled_at AS webhook_disabled_at`;
 
-/** Statement texts by the number of rows of their VALUES list (padded to powers of two: few of them). */
-const texts = new Map<string, string>();
-function sqlOf(name: 'claim' | 'outcome', rows: number): string {
-  const key = `${name}:${rows}`;
-  const make = name === 'claim' ? CLAIM_SQL : OUTCOME_SQL;
-  let text = texts.get(key);
-  if (text === undefined) texts.set(key, (text = make(rows)));
-  return text;
-}
-
-const CLAIM_SQL = (rows: number) => `WITH f(bot_id, n) AS (VALUES ${Array(rows).fill('(?, ?)').join(', ')})
+/** The table's statements; a claim differs by engine (see claimForBots). */
+const SQL = {
+  /**
+   * SQLite's claim (one writer: the statement is the whole claim): the due rows of each
+   * bot up to its free slots, leased by one UPDATE that answers them. Each bot's rows are
+   * found through its own index range (deliveries_bot_open, named: with every row of a
+   * burst due, the planner would otherwise walk the due index, all of it, per claim).
+   */
+  sqliteClaim: (rows: number) => `WITH f(bot_id, n) AS (VALUES ${Array(rows).fill('(?, ?)').join(', ')})
   UPDATE deliveries SET lease_until = ?, leased_by = ?
   WHERE id IN (
     SELECT id FROM (
       SELECT d.id, f.n, row_number() OVER (PARTITION BY d.bot_id ORDER BY d.update_seq) AS rn
       FROM f CROSS JOIN deliveries AS d INDEXED BY deliveries_bot_open
-      WHERE d.bot_id = f.bot_id AND d.status IN (?, ?) AND d.next_attempt_at <= ? AND d.lease_until < ?
+      WHERE d.bot_id = f.bot_id AND d.status IN (${OPEN_LIST}) AND d.next_attempt_at <= ? AND d.lease_until < ?
     ) WHERE rn <= n
   )
-  RETURNING ${RECORD_COLUMNS}`;
-
-const OUTCOME_SQL = (rows: number) => `UPDATE deliveries SET status = v.column3, attempts = v.column4, next_attempt_at = v.column5,
-    last_status_code = v.column6, last_error = v.column7, last_attempt_at = v.column8, last_duration_ms = v.column9, lease_until = 0, leased_by = NULL
-  FROM (VALUES ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}) AS v
-  WHERE deliveries.id = v.column1 AND deliveries.leased_by = v.column2
-  RETURNING deliveries.id, deliveries.bot_id, deliveries.update_id`;
-
-/**
- * claimForBots on SQLite (one writer: the statement is the whole claim): the due rows
- * of each bot up to its free slots are leased by one UPDATE that answers them
- * (RETURNING), and their bots' webhooks are read by a second statement. Each bot's rows
- * are found through its own index range (deliveries_bot_open, named: with every row of a
- * burst due, the planner would otherwise walk the due index, all of it, per claim).
- */
-async function claimSqlite(q: Db | Tx, opts: { now: number; leaseMs: number; free: Map<string, number> }, token: string): Promise<LeasedDelivery[]> {
-  // Padded with a bot id no bot has (a repeated bot would be joined twice).
-  const free = padded<[string, number]>(q, [...opts.free], ['', 0]);
-  const values: (string | number | null)[] = [];
-  for (const [botId, n] of free) values.push(botId, n);
-  values.push(opts.now + opts.leaseMs, token, ...OPEN, opts.now, opts.now);
-  const rows = (await q.raw(sqlOf('claim', free.length), values)) as any[];
-  if (rows.length === 0) return [];
-  rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
-  const bots = [...new Set(rows.map((r) => r.bot_id as string))];
-  const hooks = await q('webhooks').whereIn('bot_id', padded(q, bots))
-    .select('bot_id', 'url as webhook_url', 'secret_sealed as webhook_secret', 'allowed_ips as webhook_allowed_ips',
-      'secret_header as webhook_secret_header', 'disabled_at as webhook_disabled_at');
-  const webhooks = new Map<string, WebhookTarget | null>(hooks.map((h: any) => [h.bot_id, webhookOf(h)]));
-  return rows.map((r) => leasedOf(r, token, webhooks.get(r.bot_id) ?? null));
-}
+  RETURNING ${RECORD_COLUMNS}`,
+  webhooksOf: (n: number) => `SELECT webhooks.bot_id, ${WEBHOOK_COLUMNS} FROM webhooks WHERE bot_id IN (${marks(n)})`,
+  /** MySQL's claim: the due rows ranked per bot (a plain read), then leased where still due, then read back with their webhooks. */
+  mysqlRanked: (n: number) => `SELECT id, bot_id, rn FROM (
+      SELECT id, bot_id, row_number() OVER (PARTITION BY bot_id ORDER BY update_seq) AS rn FROM deliveries
+      WHERE bot_id IN (${marks(n)}) AND status IN (${OPEN_LIST}) AND next_attempt_at <= ? AND lease_until < ?
+    ) AS ranked WHERE rn <= ?`,
+  lease: (n: number) => `UPDATE deliveries SET lease_until = ?, leased_by = ? WHERE id IN (${marks(n)}) AND lease_until < ? AND status IN (${OPEN_LIST})`,
+  /** Read back by primary key (leased_by has no index: a scan of it grows with the table). */
+  leased: (n: number) => `SELECT deliveries.*, ${WEBHOOK_COLUMNS} FROM deliveries LEFT JOIN webhooks ON webhooks.bot_id = deliveries.bot_id
+    WHERE deliveries.id IN (${marks(n)}) AND deliveries.leased_by = ? ORDER BY deliveries.bot_id, deliveries.update_seq`,
+  renew: (ids: number, tokens: number) => `UPDATE deliveries SET lease_until = ? WHERE id IN (${marks(ids)}) AND leased_by IN (${marks(tokens)})`,
+  botsWithDue: (limit: number) => `SELECT bot_id FROM deliveries WHERE status IN (${OPEN_LIST}) AND next_attempt_at <= ? AND lease_until < ?
+    AND bot_id NOT IN (SELECT bot_id FROM webhooks WHERE disabled_at IS NOT NULL) LIMIT ${literalInt(limit)}`,
+  claimOne: 'UPDATE deliveries SET lease_until = ?, leased_by = ? WHERE bot_id = ? AND id = ? AND lease_until < ?',
+  leasedOne: `SELECT ${RECORD_COLUMNS} FROM deliveries WHERE bot_id = ? AND id = ? AND leased_by = ? LIMIT 1`,
+  release: 'UPDATE deliveries SET lease_until = 0, leased_by = NULL WHERE id = ? AND leased_by = ?',
+  deleteOpenOfBot: `DELETE FROM deliveries WHERE bot_id = ? AND status IN (${OPEN_LIST})`,
+  /** What writeOutcomes needs of the rows: their holders, and their webhooks' failing_since. */
+  held: (n: number) => `SELECT deliveries.id, deliveries.leased_by, deliveries.bot_id, deliveries.update_id, webhooks.failing_since
+    FROM deliveries LEFT JOIN webhooks ON webhooks.bot_id = deliveries.bot_id WHERE deliveries.id IN (${marks(n)})`,
+  openCount: `SELECT COUNT(*) AS n FROM deliveries WHERE bot_id = ? AND status IN (${OPEN_LIST})`,
+};
+/** An outcome's columns, as writeOutcomes sets them (the lease given back). */
+const OUTCOME_COLUMNS = ['status', 'attempts', 'next_attempt_at', 'last_status_code', 'last_error', 'last_attempt_at', 'last_duration_ms', 'lease_until', 'leased_by'] as const;
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 /** Most leases one renewal statement names. */
@@ -206,80 +202,47 @@ function groupBy(rows: { bot_id: string; update_id: number }[]): [string, number
 
 const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Most outcomes one UPDATE writes (each takes up to 15 bound values). */
-const OUTCOME_CHUNK = 500;
-
-/**
- * writeOutcomes' writes on SQLite: each item's new state, where the row is still leased
- * under the item's token, one UPDATE per OUTCOME_CHUNK (items in primary-key order). SQLite
- * joins a VALUES list by primary key (a CASE per column is a scan of its branches per row:
- * milliseconds for a few hundred rows). Answers the rows written (leased_by: the token
- * they were held under), with their webhooks' failing_since when they succeeded.
- */
-async function writeOutcomesSqlite(q: Db | Tx, items: OutcomeWrite[]) {
-  const written: { id: string; leased_by: string; bot_id: string; update_id: number; failing_since: number | null }[] = [];
-  // The token each written row was held under. A delivery twice in one batch (an attempt under a
-  // lease that ran out, and one under the next) was written under the one it is leased by now.
-  const tokens = new Map(items.map((i) => [i.id, i.leaseToken]));
-  if (tokens.size < items.length) {
-    const seen = new Set<string>();
-    const twice = [...new Set(items.filter((i) => seen.size === seen.add(i.id).size).map((i) => i.id))];
-    const now = (await q('deliveries').whereIn('id', twice).select('id', 'leased_by')) as { id: string; leased_by: string | null }[];
-    for (const r of now) tokens.set(r.id, r.leased_by ?? '');
-  }
-  for (let k = 0; k < items.length; k += OUTCOME_CHUNK) {
-    const chunk = padded(q, items.slice(k, k + OUTCOME_CHUNK));
-    const values: (string | number | null)[] = [];
-    for (const { id, leaseToken, next: n } of chunk) {
-      values.push(id, leaseToken, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs);
-    }
-    const updated = (await q.raw(sqlOf('outcome', chunk.length), values)) as { id: string; bot_id: string; update_id: number }[];
-    for (const r of updated) written.push({ ...r, leased_by: tokens.get(r.id)!, failing_since: null });
-  }
-  const succeeded = new Set(items.filter((i) => i.next.lastError === null).map((i) => i.id));
-  const bots = [...new Set(written.filter((r) => succeeded.has(r.id)).map((r) => r.bot_id))];
-  if (bots.length > 0) {
-    const failing = new Map((await q('webhooks').whereIn('bot_id', padded(q, bots)).whereNotNull('failing_since').select('bot_id', 'failing_since'))
-      .map((w: { bot_id: string; failing_since: number }) => [w.bot_id, w.failing_since]));
-    for (const r of written) r.failing_since = failing.get(r.bot_id) ?? null;
-  }
-  return written;
-}
-
 export function createDeliveriesRepo(db: Db) {
+  const { sql, knex } = db;
+  /* eslint-disable @typescript-eslint/no-explicit-any */
+  /** claimForBots' statements on each engine (see SQL): the leased rows, each with its bot's webhook (webhook_* columns). */
+  const claim = sql.dialect === 'sqlite'
+    ? (free: Map<string, number>, now: number, leaseMs: number, token: string) => sql.unit(async (w) => {
+      // Padded with a bot id no bot has (a repeated bot would be joined twice).
+      const list = padded<[string, number]>(sql, [...free], ['', 0]);
+      const rows = await w.all<any>(SQL.sqliteClaim(list.length), [...list.flat(), now + leaseMs, token, now, now]);
+      if (rows.length === 0) return [];
+      rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
+      const bots = padded(sql, [...new Set(rows.map((r) => r.bot_id as string))]);
+      const hooks = new Map((await w.all<any>(SQL.webhooksOf(bots.length), bots)).map((h) => [h.bot_id as string, h]));
+      return rows.map((r) => ({ ...r, ...hooks.get(r.bot_id) }));
+    }, { transaction: false })
+    : async (free: Map<string, number>, now: number, leaseMs: number, token: string) => {
+      const bots = [...free.keys()];
+      const ranked = await sql.all<{ id: string; bot_id: string; rn: number | string }>(SQL.mysqlRanked(bots.length), [...bots, now, now, Math.max(...free.values())]);
+      const ids = ranked.filter((r) => Number(r.rn) <= (free.get(r.bot_id) ?? 0)).map((r) => r.id);
+      if (ids.length === 0) return [];
+      // The lease and the read back in one round trip. This can meet an outcome write of
+      // another dispatcher: a deadlock victim is rolled back whole, and run again.
+      return sql.unit(async (w) => {
+        w.queue(SQL.lease(ids.length), [now + leaseMs, token, ...ids, now]);
+        return w.all<any>(SQL.leased(ids.length), [...ids, token]);
+      }, { transaction: false });
+    };
+  /* eslint-enable @typescript-eslint/no-explicit-any */
+
   return {
     /**
      * Leases due deliveries of several bots in one round: for each bot, up to its
      * free slots, oldest update first (a row_number window per bot). Answers them in
      * bot id, then update_seq order.
      */
-    async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }, tx?: Tx): Promise<LeasedDelivery[]> {
+    async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }): Promise<LeasedDelivery[]> {
       if (opts.free.size === 0) return [];
-      const q = tx ?? db;
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
-      if (!isMysql(db)) return claimSqlite(q, opts, token);
-      const most = Math.max(...opts.free.values());
-      const ranked = q('deliveries')
-        .whereIn('bot_id', padded(q, [...opts.free.keys()]))
-        .whereIn('status', OPEN)
-        .andWhere('next_attempt_at', '<=', opts.now)
-        .andWhere('lease_until', '<', opts.now)
-        .select('id', 'bot_id', db.raw('row_number() over (partition by bot_id order by update_seq) as rn'));
-      const rows = (await q.from(ranked.as('ranked')).where('rn', '<=', most).select('id', 'bot_id', 'rn')) as { id: string; bot_id: string; rn: number | string }[];
-      const ids = rows.filter((r) => Number(r.rn) <= (opts.free.get(r.bot_id) ?? 0)).map((r) => r.id);
-      if (ids.length === 0) return [];
-      // On MySQL this can meet an outcome write of another dispatcher: a deadlock victim is rolled back whole.
-      await statement(db, tx, (s) => s('deliveries').whereIn('id', padded(s, ids)).andWhere('lease_until', '<', opts.now).whereIn('status', OPEN)
-        .update({ lease_until: opts.now + opts.leaseMs, leased_by: token }));
-      // Read back by primary key (leased_by has no index: a scan of it grows with the table),
-      // with each bot's webhook in the same query.
-      const leased = await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-        .whereIn('deliveries.id', padded(q, ids)).andWhere('deliveries.leased_by', token)
-        .orderBy([{ column: 'deliveries.bot_id' }, { column: 'deliveries.update_seq' }])
-        .select('deliveries.*', 'webhooks.url as webhook_url', 'webhooks.secret_sealed as webhook_secret', 'webhooks.allowed_ips as webhook_allowed_ips',
-          'webhooks.secret_header as webhook_secret_header', 'webhooks.disabled_at as webhook_disabled_at');
+      const rows = await claim(opts.free, opts.now, opts.leaseMs, token);
       const webhooks = new Map<string, WebhookTarget | null>();
-      return leased.map((r) => {
+      return rows.map((r) => {
         if (!webhooks.has(r.bot_id)) webhooks.set(r.bot_id, webhookOf(r));
         return leasedOf(r, token, webhooks.get(r.bot_id)!);
       });
@@ -294,10 +257,10 @@ export function createDeliveriesRepo(db: Db) {
       let n = 0;
       for (let i = 0; i < leases.length; i += RENEW_CHUNK) {
         const chunk = leases.slice(i, i + RENEW_CHUNK);
-        const ids = chunk.map((l) => l.id);
-        const tokens = [...new Set(chunk.map((l) => l.leaseToken))];
+        const ids = padded(sql, chunk.map((l) => l.id));
+        const tokens = padded(sql, [...new Set(chunk.map((l) => l.leaseToken))]);
         // Rows are locked in primary-key order, as claims and outcome writes lock them; a deadlock victim is rolled back whole.
-        n += await statement(db, tx, (q) => q('deliveries').whereIn('id', padded(q, ids)).whereIn('leased_by', padded(q, tokens)).update({ lease_until: until }));
+        n += await (tx ?? sql).run(SQL.renew(ids.length, tokens.length), [until, ...ids, ...tokens]);
       }
       return n;
     },
@@ -308,12 +271,8 @@ export function createDeliveriesRepo(db: Db) {
      * crowd out the others).
      */
     async botsWithDue(now: number, limit: number, tx?: Tx): Promise<string[]> {
-      const q = tx ?? db;
-      const ids = (await q('deliveries').whereIn('status', OPEN).andWhere('next_attempt_at', '<=', now)
-        .andWhere('lease_until', '<', now)
-        .whereNotIn('bot_id', q('webhooks').whereNotNull('disabled_at').select('bot_id'))
-        .limit(limit).pluck('bot_id')) as string[];
-      return [...new Set(ids)];
+      const rows = await (tx ?? sql).all<{ bot_id: string }>(SQL.botsWithDue(limit), [now, now]);
+      return [...new Set(rows.map((r) => r.bot_id))];
     },
 
     /**
@@ -324,51 +283,37 @@ export function createDeliveriesRepo(db: Db) {
       botId: string, id: string, now: number, leaseMs: number, holder: string, tx?: Tx,
     ): Promise<(DeliveryRecord & { leaseToken: string }) | null> {
       const token = `${holder}:${crypto.randomBytes(6).toString('hex')}`;
-      const n = await (tx ?? db)('deliveries').where({ bot_id: botId, id }).andWhere('lease_until', '<', now)
-        .update({ lease_until: now + leaseMs, leased_by: token });
+      const n = await (tx ?? sql).run(SQL.claimOne, [now + leaseMs, token, botId, id, now]);
       if (n !== 1) return null;
-      const row = await (tx ?? db)('deliveries').where({ bot_id: botId, id, leased_by: token }).first();
+      const row = await (tx ?? sql).one(SQL.leasedOne, [botId, id, token]);
       return row ? { ...fromRow(row), leaseToken: token } : null;
     },
 
-    /** A new delivery, due at `now`, for each of these updates (one statement per 200). */
-    async insertFor(updates: DeliverableUpdate[], now: number, tx?: Tx): Promise<void> {
+    /** A new delivery, due at `now`, for each of these updates, in the caller's unit. */
+    insertFor(updates: DeliverableUpdate[], now: number, w: Writer): void {
+      if (updates.length === 0) return;
       const rows = updates.map((u) => deliveryRow(u, now));
-      for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('deliveries').insert(rows.slice(k, k + 200));
+      w.insert('deliveries', Object.keys(rows[0]!), rows.map((r) => Object.values(r)));
     },
 
-    /** `insertFor` as a statement of a synchronous SQLite unit of work (units.ts). */
-    sqlite: {
-      insertFor(w: SqliteWriter, updates: DeliverableUpdate[], now: number): void {
-        if (updates.length === 0) return;
-        const rows = updates.map((u) => deliveryRow(u, now));
-        const columns = Object.keys(rows[0]!);
-        w.insert('deliveries', columns, rows.map((r) => Object.values(r)));
-      },
-    },
-
-    /** Drops the bot's open (pending, retrying) deliveries; their updates stay queued. */
-    async deleteOpenOfBot(botId: string, tx?: Tx): Promise<void> {
-      await (tx ?? db)('deliveries').where({ bot_id: botId }).whereIn('status', OPEN).delete();
+    /** Drops the bot's open (pending, retrying) deliveries, in the caller's unit; their updates stay queued. */
+    deleteOpenOfBot(botId: string, w: Writer): void {
+      w.queue(SQL.deleteOpenOfBot, [botId]);
     },
 
     /**
-     * Writes attempts made under their leases (each new state as given), in primary-key
-     * order, the order a claim's UPDATE locks them in. Per item: false when its lease
-     * was lost. Also answers, bots in id order, the updates of the deliveries the
-     * attempts closed and each bot's latest attempt error, for the caller to apply
-     * in the same transaction (units.ts).
+     * Writes attempts made under their leases (each new state as given), in the caller's
+     * unit, rows in primary-key order, the order a claim's UPDATE locks them in. Per item:
+     * false when its lease was lost. Also answers, bots in id order, the updates of the
+     * deliveries the attempts closed and each bot's latest attempt error, for the caller
+     * to apply in the same unit (units.ts).
      */
-    async writeOutcomes(items: OutcomeWrite[], tx?: Tx): Promise<WrittenOutcomes> {
-      const q = tx ?? db;
+    async writeOutcomes(items: OutcomeWrite[], w: Writer): Promise<WrittenOutcomes> {
       const order = items.map((item, i) => ({ item, i })).sort((a, b) => compareIds(a.item.id, b.item.id));
-      // With each bot's failing_since: only a webhook in a run of failures needs a success recorded.
-      // SQLite (one writer) writes first, only the rows still leased under their tokens, and learns which from RETURNING.
-      const rows = isMysql(db)
-        ? await q('deliveries').leftJoin('webhooks', 'webhooks.bot_id', 'deliveries.bot_id')
-          .whereIn('deliveries.id', padded(q, items.map((i) => i.id)))
-          .select('deliveries.id', 'deliveries.leased_by', 'deliveries.bot_id', 'deliveries.update_id', 'webhooks.failing_since')
-        : await writeOutcomesSqlite(q, order.map((o) => o.item));
+      // Which rows are still held, and by which token; with each bot's failing_since: only
+      // a webhook in a run of failures needs a success recorded.
+      const ids = padded(sql, [...new Set(order.map((o) => o.item.id))]);
+      const rows = ids.length === 0 ? [] : await w.all<{ id: string; leased_by: string | null; bot_id: string; update_id: number | string; failing_since: number | string | null }>(SQL.held(ids.length), ids);
       const byId = new Map(rows.map((r) => [r.id, r]));
       const done: { bot_id: string; update_id: number }[] = [];
       const errors = new Map<string, { at: number; error: string }>();
@@ -395,23 +340,9 @@ export function createDeliveriesRepo(db: Db) {
         if (row.failing_since !== null && row.failing_since !== undefined) failing.add(row.bot_id);
         results[i] = true;
       }
-      // Every held delivery's new state in one statement per OUTCOME_CHUNK (rows in primary-key order).
-      for (let k = 0; isMysql(db) && k < held.length; k += OUTCOME_CHUNK) {
-        const chunk = held.slice(k, k + OUTCOME_CHUNK);
-        const ids = chunk.map((c) => c.id);
-        const column = (value: (n: DeliveryWrite) => string | number | null) => valuePerRow(q, 'id', ids, chunk.map((c) => value(c.next)));
-        await q('deliveries').whereIn('id', padded(q, ids)).update({
-          status: column((n) => n.status),
-          attempts: column((n) => n.attempts),
-          next_attempt_at: column((n) => n.nextAttemptAt),
-          last_status_code: column((n) => n.lastStatusCode),
-          last_error: column((n) => n.lastError),
-          last_attempt_at: column((n) => n.lastAttemptAt),
-          last_duration_ms: column((n) => n.lastDurationMs),
-          lease_until: 0,
-          leased_by: null,
-        });
-      }
+      // Every held delivery's new state (rows in primary-key order), its lease given back.
+      w.update('deliveries', 'id', OUTCOME_COLUMNS, held.map(({ id, next: n }) =>
+        [id, n.status, n.attempts, n.nextAttemptAt, n.lastStatusCode, n.lastError, n.lastAttemptAt, n.lastDurationMs, 0, null]));
       const failures: [string, FailureRun][] = [...errors].map(([botId, e]) => {
         const ok = lastOk.get(botId) ?? -1;
         const after = failedAt.get(botId)!.filter((at) => at > ok);
@@ -432,7 +363,7 @@ export function createDeliveriesRepo(db: Db) {
      * The dispatcher takes them in update_seq order.
      */
     async recover(botId: string, w: RecoverWrite, tx?: Tx): Promise<number> {
-      return statement(db, tx, (q) => q('deliveries').where({ bot_id: botId, status: w.from })
+      return exec(tx ?? sql, knex('deliveries').where({ bot_id: botId, status: w.from })
         .andWhere('created_at', '>=', w.since).andWhere('created_at', '<', w.until)
         .andWhere('lease_until', '<', w.now)
         .update({ status: w.to, next_attempt_at: w.now }));
@@ -440,37 +371,33 @@ export function createDeliveriesRepo(db: Db) {
 
     /** Gives a lease back without an attempt (e.g. the webhook went away meanwhile). */
     async release(id: string, leaseToken: string, tx?: Tx): Promise<void> {
-      await (tx ?? db)('deliveries').where({ id, leased_by: leaseToken }).update({ lease_until: 0, leased_by: null });
+      await (tx ?? sql).run(SQL.release, [id, leaseToken]);
     },
 
     async findForBot(botId: string, idOrUpdateId: string, tx?: Tx): Promise<DeliveryRecord | undefined> {
-      const q = (tx ?? db)('deliveries').where({ bot_id: botId });
-      const row = /^\d{1,15}$/.test(idOrUpdateId) ? await q.andWhere({ update_id: Number(idOrUpdateId) }).first() : await q.andWhere({ id: idOrUpdateId }).first();
+      const q = knex('deliveries').where({ bot_id: botId });
+      const row = await exec(tx ?? sql, /^\d{1,15}$/.test(idOrUpdateId) ? q.andWhere({ update_id: Number(idOrUpdateId) }).first() : q.andWhere({ id: idOrUpdateId }).first());
       return row && fromRow(row);
     },
 
     async listForBot(botId: string, page: number, limit: number, filter: DeliveryFilter = {}, tx?: Tx): Promise<{ items: DeliveryRecord[]; total: number }> {
-      const q = tx ?? db;
       const where = () => {
-        const b = q('deliveries').where({ bot_id: botId });
+        const b = knex('deliveries').where({ bot_id: botId });
         if (filter.status) b.andWhere('status', filter.status);
         if (filter.since !== undefined) b.andWhere('created_at', '>=', filter.since);
         if (filter.until !== undefined) b.andWhere('created_at', '<', filter.until);
         return b;
       };
       const [rows, [{ n }]] = await Promise.all([
-        where().orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
-          .limit(limit).offset((page - 1) * limit),
-        where().count({ n: '*' }) as unknown as Promise<[{ n: number | string }]>,
+        exec(tx ?? sql, where().orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
+          .limit(limit).offset((page - 1) * limit)) as Promise<unknown[]>,
+        exec(tx ?? sql, where().count({ n: '*' })) as Promise<[{ n: number | string }]>,
       ]);
       return { items: rows.map(fromRow), total: Number(n) };
     },
 
     async openCount(botId: string, tx?: Tx): Promise<number> {
-      const mysqlReader = mysqlReaderOf(db);
-      if (!tx && mysqlReader) return Number((await mysqlReader.one<{ n: number | string }>(OPEN_COUNT_SQL, botId))!.n);
-      const [{ n }] = (await (tx ?? db)('deliveries').where({ bot_id: botId }).whereIn('status', OPEN).count({ n: '*' })) as [{ n: number | string }];
-      return Number(n);
+      return Number((await (tx ?? sql).one<{ n: number | string }>(SQL.openCount, [botId]))!.n);
     },
   };
 }

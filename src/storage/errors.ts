@@ -21,7 +21,6 @@ const UNREACHABLE_CODES = new Set([
 export function isStorageUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; errno?: unknown; name?: unknown; fatal?: unknown } | null;
   if (!e || typeof e !== 'object') return false;
-  if (e.name === 'KnexTimeoutError') return true; // "Knex: Timeout acquiring a connection"
   if (typeof e.code === 'string' && UNREACHABLE_CODES.has(e.code)) return true;
   // mysql2 marks errors after which the connection is unusable as fatal.
   if (e.fatal === true) return true;

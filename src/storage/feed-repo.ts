@@ -5,8 +5,8 @@
  * is part of the send unit of work (units.ts) and takes its transaction.
  */
 import crypto from 'node:crypto';
-import type { Knex } from 'knex';
-import { isMysql, padded, statement, transaction, valuePerRow, type Db, type MysqlWriter, type SqliteWriter, type Tx } from './db.js';
+import { exec, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
+import { marks } from './statement-texts.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
@@ -34,12 +34,8 @@ function place(partitions: number[], last: Map<number, number>): { partition: nu
   });
 }
 
-/** The feed's read on SQLite's writer (units.ts's synchronous send unit). */
-const WRITER_SQL = {
-  lastSeqs: (n: number) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${Array(n).fill('?').join(', ')})`,
-  /** On MySQL's writer: the partitions' rows locked in ascending order. */
-  lockLastSeqs: (n: number) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${Array(n).fill('?').join(', ')}) ORDER BY partition_no FOR UPDATE`,
-};
+/** The partitions' last seqs, in the send unit, their rows locked (MySQL: `lock` is ` FOR UPDATE`) in ascending order. */
+const LOCK_LAST_SEQS = (n: number, lock: string) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${marks(n)}) ORDER BY partition_no${lock}`;
 
 const FEED_COLUMNS = ['partition_no', 'seq', 'bot_id', 'chat_id', 'payload', 'created_at'] as const;
 
@@ -63,72 +59,38 @@ const distinct = <T>(list: readonly T[]): T[] => [...new Set(list)];
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 export function createFeedRepo(db: Db) {
-  const mysql = isMysql(db);
-  const q = (tx?: Tx) => tx ?? db;
+  const { sql, knex } = db;
+  const lock = sql.dialect === 'mysql' ? ' FOR UPDATE' : '';
+  const q = (tx?: Tx) => tx ?? sql;
 
   return {
-    /** appendMany's statements, run on SQLite's writer in the caller's synchronous unit. */
-    sqlite: {
-      appendMany(w: SqliteWriter, entries: { botId: string; chatId: number; payload: string }[], now: number): { partition: number; seq: number }[] {
-        const partitions = entries.map((e) => feedPartitionOf(e.botId, e.chatId));
-        const held = [...new Set(partitions)].sort((a, b) => a - b);
-        const list = padded(db, held);
-        const rows = w.all<{ partition_no: number; last_seq: number }>(WRITER_SQL.lastSeqs(list.length), list);
-        const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
-        const placed = place(partitions, last);
-        w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
-        w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
-        return placed;
-      },
-    },
-
-    /** appendMany's statements on MySQL's writer (units.ts's send unit), the partitions' rows locked in ascending order. */
-    mysql: {
-      async appendMany(w: MysqlWriter, entries: { botId: string; chatId: number; payload: string }[], now: number): Promise<{ partition: number; seq: number }[]> {
-        const partitions = entries.map((e) => feedPartitionOf(e.botId, e.chatId));
-        const held = [...new Set(partitions)].sort((a, b) => a - b);
-        const rows = await w.all<{ partition_no: number; last_seq: number | string }>(WRITER_SQL.lockLastSeqs(held.length), held);
-        const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
-        const placed = place(partitions, last);
-        w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
-        w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
-        return placed;
-      },
-    },
-
     /**
-     * Appends a sent message to its chat's partition, with the partition's next seq. The
-     * partition's row stays locked until the caller's transaction ends, so seqs commit in
-     * order (a reader never sees seq n+1 before n).
+     * Appends several messages, in the caller's unit, each at its chat's partition's next
+     * seq, in the order given. The partitions' rows stay locked (on MySQL) until the unit
+     * ends, so seqs commit in order (a reader never sees seq n+1 before n).
      */
-    /**
-     * Appends several messages, each at its chat's partition's next seq, in the order
-     * given; the partitions' rows are locked (on MySQL) in ascending order, one read.
-     */
-    async appendMany(entries: { botId: string; chatId: number; payload: string }[], now: number, tx: Tx): Promise<{ partition: number; seq: number }[]> {
+    async appendMany(entries: { botId: string; chatId: number; payload: string }[], now: number, w: Writer): Promise<{ partition: number; seq: number }[]> {
       const partitions = entries.map((e) => feedPartitionOf(e.botId, e.chatId));
-      let sel = tx('feed_partitions').whereIn('partition_no', [...new Set(partitions)].sort((a, b) => a - b)).orderBy('partition_no').select('partition_no', 'last_seq');
-      if (mysql) sel = sel.forUpdate();
-      const last = new Map<number, number>(((await sel) as { partition_no: number; last_seq: number | string }[]).map((r) => [Number(r.partition_no), Number(r.last_seq)]));
+      const held = [...new Set(partitions)].sort((a, b) => a - b);
+      const list = padded(sql, held);
+      const rows = await w.all<{ partition_no: number; last_seq: number | string }>(LOCK_LAST_SEQS(list.length, lock), list);
+      const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
       const placed = place(partitions, last);
-      const held = [...last.keys()].sort((a, b) => a - b);
-      await tx('feed_partitions').whereIn('partition_no', padded(tx, held))
-        .update({ last_seq: valuePerRow(tx, 'partition_no', held, held.map((p) => last.get(p)!)) as number | Knex.Raw });
-      const rows = entries.map((e, i) => ({ partition_no: placed[i]!.partition, seq: placed[i]!.seq, bot_id: e.botId, chat_id: e.chatId, payload: e.payload, created_at: now }));
-      for (let k = 0; k < rows.length; k += 200) await tx('feed_messages').insert(rows.slice(k, k + 200));
+      w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
+      w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
       return placed;
     },
 
     /** Each partition's last seq. */
     async heads(tx?: Tx): Promise<Map<number, number>> {
-      const rows = await q(tx)('feed_partitions').select('partition_no', 'last_seq');
+      const rows = await q(tx).all<{ partition_no: number; last_seq: number | string }>('SELECT partition_no, last_seq FROM feed_partitions');
       return new Map(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
     },
 
     /** Messages of a partition after `afterSeq`, in order, at most `limit`. */
     async read(partition: number, afterSeq: number, limit: number, tx?: Tx): Promise<FeedRow[]> {
-      const rows = await q(tx)('feed_messages').where('partition_no', partition).andWhere('seq', '>', afterSeq)
-        .orderBy('seq', 'asc').limit(limit).select('seq', 'bot_id', 'chat_id', 'payload');
+      const rows = await q(tx).all<{ seq: number | string; bot_id: string; chat_id: number | string; payload: string }>(
+        `SELECT seq, bot_id, chat_id, payload FROM feed_messages WHERE partition_no = ? AND seq > ? ORDER BY seq ASC LIMIT ${literalInt(limit)}`, [partition, afterSeq]);
       return rows.map((r) => ({ partition, seq: Number(r.seq), botId: r.bot_id, chatId: Number(r.chat_id), payload: r.payload }));
     },
 
@@ -140,10 +102,10 @@ export function createFeedRepo(db: Db) {
       const rows = [...members].sort((a, b) => cmp(a.group, b.group) || cmp(a.member, b.member))
         .map((m) => ({ group_name: m.group, member: m.member, expires_at: now + ttlMs }));
       for (const part of chunks(rows)) {
-        await statement(db, undefined, (x) => x('feed_members').insert(part).onConflict(['group_name', 'member']).merge(['expires_at']));
+        await exec(sql, knex('feed_members').insert(part).onConflict(['group_name', 'member']).merge(['expires_at']));
       }
       for (const groups of chunks(distinct(members.map((m) => m.group)))) {
-        await statement(db, undefined, (x) => x('feed_members').whereIn('group_name', groups).andWhere('expires_at', '<', now - ttlMs).delete());
+        await exec(sql, knex('feed_members').whereIn('group_name', groups).andWhere('expires_at', '<', now - ttlMs).delete());
       }
     },
 
@@ -151,7 +113,7 @@ export function createFeedRepo(db: Db) {
     async liveMembers(groups: readonly string[], now: number): Promise<Map<string, string[]>> {
       const out = new Map<string, string[]>(groups.map((g) => [g, []]));
       for (const part of chunks(distinct(groups))) {
-        const rows = await db('feed_members').whereIn('group_name', part).andWhere('expires_at', '>', now).select('group_name', 'member');
+        const rows = await exec(sql, knex('feed_members').whereIn('group_name', part).andWhere('expires_at', '>', now).select('group_name', 'member'));
         for (const r of rows) out.get(r.group_name as string)?.push(r.member as string);
       }
       for (const list of out.values()) list.sort(cmp);
@@ -162,7 +124,7 @@ export function createFeedRepo(db: Db) {
     async leases(groups: readonly string[]): Promise<FeedLease[]> {
       const out: FeedLease[] = [];
       for (const part of chunks(distinct(groups))) {
-        const rows = await db('feed_leases').whereIn('group_name', part).select('group_name', 'partition_no', 'member', 'expires_at');
+        const rows = await exec(sql, knex('feed_leases').whereIn('group_name', part).select('group_name', 'partition_no', 'member', 'expires_at'));
         for (const r of rows) out.push({ group: r.group_name, partition: Number(r.partition_no), member: r.member, expiresAt: Number(r.expires_at) });
       }
       return out;
@@ -177,57 +139,59 @@ export function createFeedRepo(db: Db) {
       const rows = [...leases].sort((a, b) => cmp(a.group, b.group) || a.partition - b.partition)
         .map((l) => ({ group_name: l.group, partition_no: l.partition, member: l.member, expires_at: now + ttlMs }));
       for (const part of chunks(rows)) {
-        await statement(db, undefined, (x) => x('feed_leases').insert(part).onConflict(['group_name', 'partition_no']).ignore());
+        await exec(sql, knex('feed_leases').insert(part).onConflict(['group_name', 'partition_no']).ignore());
       }
     },
 
     /** Takes a group's partitions whose leases have lapsed for a member (one statement). Read the leases to learn which were taken. */
     async takeOver(group: string, member: string, partitions: readonly number[], now: number, ttlMs: number): Promise<void> {
-      await statement(db, undefined, (x) => x('feed_leases').where('group_name', group).whereIn('partition_no', [...partitions])
+      await exec(sql, knex('feed_leases').where('group_name', group).whereIn('partition_no', [...partitions])
         .andWhere('expires_at', '<', now).update({ member, expires_at: now + ttlMs }));
     },
 
     /** Extends the leases these members (of any groups) hold: one statement per CHUNK members. */
     async renew(members: readonly { group: string; member: string }[], now: number, ttlMs: number): Promise<void> {
       for (const part of chunks([...members])) {
-        await statement(db, undefined, (x) => x('feed_leases').whereIn('group_name', distinct(part.map((m) => m.group)))
+        await exec(sql, knex('feed_leases').whereIn('group_name', distinct(part.map((m) => m.group)))
           .whereIn('member', part.map((m) => m.member)).update({ expires_at: now + ttlMs }));
       }
     },
 
     /** Gives partitions up (all of the member's when none are named). */
     async release(group: string, member: string, partitions?: number[]): Promise<void> {
-      let del = db('feed_leases').where({ group_name: group, member });
+      let del = knex('feed_leases').where({ group_name: group, member });
       if (partitions) del = del.whereIn('partition_no', partitions);
-      await del.delete();
+      await exec(sql, del.delete());
     },
 
     /** Members leave their groups: their leases and their memberships go at once, in one transaction. */
     async leave(members: readonly { group: string; member: string }[]): Promise<void> {
-      await transaction(db, async (tx) => {
+      await sql.unit(async (w) => {
         for (const part of chunks(members)) {
           const groups = distinct(part.map((m) => m.group));
           const ids = part.map((m) => m.member);
-          await tx('feed_leases').whereIn('group_name', groups).whereIn('member', ids).delete();
-          await tx('feed_members').whereIn('group_name', groups).whereIn('member', ids).delete();
+          await exec(w, knex('feed_leases').whereIn('group_name', groups).whereIn('member', ids).delete());
+          await exec(w, knex('feed_members').whereIn('group_name', groups).whereIn('member', ids).delete());
         }
       });
     },
 
     /** The group's committed positions of the partitions asked for. */
     async positions(group: string, partitions: number[]): Promise<Map<number, number>> {
-      const rows = await db('feed_positions').where('group_name', group).whereIn('partition_no', partitions).select('partition_no', 'seq');
+      if (partitions.length === 0) return new Map();
+      const rows = await sql.all<{ partition_no: number; seq: number | string }>(
+        `SELECT partition_no, seq FROM feed_positions WHERE group_name = ? AND partition_no IN (${marks(partitions.length)})`, [group, ...partitions]);
       return new Map(rows.map((r) => [Number(r.partition_no), Number(r.seq)]));
     },
 
     /** Records positions; a position never goes back. */
     async commit(group: string, positions: { partition: number; seq: number }[], now: number): Promise<void> {
-      await transaction(db, async (tx) => {
+      await sql.unit(async (w) => {
         for (const p of [...positions].sort((a, b) => a.partition - b.partition)) {
-          await tx('feed_positions').insert({ group_name: group, partition_no: p.partition, seq: p.seq, updated_at: now })
-            .onConflict(['group_name', 'partition_no']).ignore();
-          await tx('feed_positions').where({ group_name: group, partition_no: p.partition }).andWhere('seq', '<', p.seq)
-            .update({ seq: p.seq, updated_at: now });
+          await exec(w, knex('feed_positions').insert({ group_name: group, partition_no: p.partition, seq: p.seq, updated_at: now })
+            .onConflict(['group_name', 'partition_no']).ignore());
+          await exec(w, knex('feed_positions').where({ group_name: group, partition_no: p.partition }).andWhere('seq', '<', p.seq)
+            .update({ seq: p.seq, updated_at: now }));
         }
       });
     },

@@ -6,7 +6,7 @@
  * possession_challenges; every method takes the caller's transaction, when it has
  * one, as its last argument (its own multi-statement writes then run in a savepoint).
  */
-import { inTransaction, isDeadlockOrLockWait, isMysql, isUniqueViolation, type Db, type Tx } from './db.js';
+import { exec, inTransaction, isDeadlockOrLockWait, isUniqueViolation, type Db, type Tx } from './db.js';
 
 export interface FileRecord {
   id: string;
@@ -66,25 +66,39 @@ const specOf = (r: any): FileSpec => ({
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
 export function createFilesRepo(db: Db) {
-  const mysql = isMysql(db);
+  const { sql, knex } = db;
+  const mysql = sql.dialect === 'mysql';
+  /** Reads and single writes (knex-built: these are cold), in the caller's unit or on their own. */
+  const on = (tx?: Tx) => tx ?? sql;
 
   /**
    * Inserts a logical file (and makes the account an owner of the blob). When the
    * bot already has a file for this reuseRequestId, that one is the answer.
    */
   async function insertFile(tx: Tx, id: string, spec: FileSpec, now: number): Promise<FileRecord> {
-    await tx('blob_owners').insert({ checksum: spec.checksum, account_id: spec.accountId, created_at: now })
-      .onConflict(['checksum', 'account_id']).ignore();
+    await exec(tx, knex('blob_owners').insert({ checksum: spec.checksum, account_id: spec.accountId, created_at: now })
+      .onConflict(['checksum', 'account_id']).ignore());
     const row = {
       id, bot_id: spec.botId, checksum: spec.checksum, size: spec.size, file_name: spec.fileName,
       mime_type: spec.mimeType, reuse_request_id: spec.reuseRequestId, created_at: now,
     };
-    await tx('files').insert(row);
+    await exec(tx, knex('files').insert(row));
     return fileOf(row);
   }
 
   /** A transaction of its own, or a savepoint in the caller's: its writes are undone together. */
-  const atomically = <T>(outer: Tx | undefined, body: (tx: Tx) => Promise<T>) => (outer ? outer.transaction(body) : db.transaction(body));
+  async function atomically<T>(outer: Tx | undefined, body: (tx: Tx) => Promise<T>): Promise<T> {
+    if (!outer) return sql.unit(body, { attempts: 1 });
+    await outer.run('SAVEPOINT files_write');
+    try {
+      const result = await body(outer);
+      await outer.run('RELEASE SAVEPOINT files_write');
+      return result;
+    } catch (err) {
+      await outer.run('ROLLBACK TO SAVEPOINT files_write').catch(() => {});
+      throw err;
+    }
+  }
 
   /** Runs `write`; a unique violation on (bot, reuseRequestId) answers the existing file instead. */
   async function idempotent(spec: FileSpec, write: () => Promise<FileRecord>, tx?: Tx): Promise<FileRecord> {
@@ -92,7 +106,7 @@ export function createFilesRepo(db: Db) {
       return await write();
     } catch (err) {
       if (!isUniqueViolation(err) || !spec.reuseRequestId) throw err;
-      const existing = await (tx ?? db)('files').where({ bot_id: spec.botId, reuse_request_id: spec.reuseRequestId }).first();
+      const existing = await exec(on(tx), knex('files').where({ bot_id: spec.botId, reuse_request_id: spec.reuseRequestId }).first());
       if (!existing) throw err;
       return fileOf(existing);
     }
@@ -100,22 +114,22 @@ export function createFilesRepo(db: Db) {
 
   return {
     async fileOfBot(botId: string, fileId: string, tx?: Tx): Promise<FileRecord | undefined> {
-      const r = await (tx ?? db)('files').where({ id: fileId, bot_id: botId }).first();
+      const r = await exec(on(tx), knex('files').where({ id: fileId, bot_id: botId }).first());
       return r ? fileOf(r) : undefined;
     },
 
     async fileByReuseId(botId: string, reuseRequestId: string, tx?: Tx): Promise<FileRecord | undefined> {
-      const r = await (tx ?? db)('files').where({ bot_id: botId, reuse_request_id: reuseRequestId }).first();
+      const r = await exec(on(tx), knex('files').where({ bot_id: botId, reuse_request_id: reuseRequestId }).first());
       return r ? fileOf(r) : undefined;
     },
 
     async blobSize(checksum: string, tx?: Tx): Promise<number | undefined> {
-      const r = await (tx ?? db)('blobs').where({ checksum }).first('size');
+      const r = await exec(on(tx), knex('blobs').where({ checksum }).first('size'));
       return r ? Number(r.size) : undefined;
     },
 
     async isBlobOwner(checksum: string, accountId: string, tx?: Tx): Promise<boolean> {
-      return Boolean(await (tx ?? db)('blob_owners').where({ checksum, account_id: accountId }).first('checksum'));
+      return Boolean(await exec(on(tx), knex('blob_owners').where({ checksum, account_id: accountId }).first('checksum')));
     },
 
     /** A new logical file on an existing blob (a trusted reuse hit or a passed challenge). */
@@ -124,26 +138,26 @@ export function createFilesRepo(db: Db) {
     },
 
     async createUpload(u: Omit<UploadRecord, 'fileId'>, tx?: Tx): Promise<void> {
-      await (tx ?? db)('uploads').insert({ id: u.id, ...specRow(u), created_at: u.createdAt, expires_at: u.expiresAt });
+      await exec(on(tx), knex('uploads').insert({ id: u.id, ...specRow(u), created_at: u.createdAt, expires_at: u.expiresAt }));
     },
 
     /** An open (not completed, not expired) upload of this bot for the same file, to hand out again. */
     async openUpload(spec: FileSpec, now: number, tx?: Tx): Promise<UploadRecord | undefined> {
-      const r = await (tx ?? db)('uploads')
+      const r = await exec(on(tx), knex('uploads')
         .where({ bot_id: spec.botId, checksum: spec.checksum, size: spec.size, file_name: spec.fileName, mime_type: spec.mimeType })
         .andWhere((q) => (spec.reuseRequestId ? q.where('reuse_request_id', spec.reuseRequestId) : q.whereNull('reuse_request_id')))
         .whereNull('file_id')
         .andWhere('expires_at', '>', now)
         .orderBy('created_at', 'desc')
-        .first();
+        .first());
       return r ? { ...specOf(r), id: r.id, fileId: null, createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) } : undefined;
     },
 
     /** The bot's newest upload with this checksum (and reuseRequestId, when given), completed or not. */
     async uploadFor(botId: string, checksum: string, reuseRequestId: string | null, tx?: Tx): Promise<UploadRecord | undefined> {
-      let q = (tx ?? db)('uploads').where({ bot_id: botId, checksum });
+      let q = knex('uploads').where({ bot_id: botId, checksum });
       if (reuseRequestId) q = q.andWhere('reuse_request_id', reuseRequestId);
-      const r = await q.orderByRaw('file_id is null desc').orderBy('created_at', 'desc').first();
+      const r = await exec(on(tx), q.orderByRaw('file_id is null desc').orderBy('created_at', 'desc').first());
       return r
         ? { ...specOf(r), id: r.id, fileId: r.file_id ?? null, createdAt: Number(r.created_at), expiresAt: Number(r.expires_at) }
         : undefined;
@@ -156,17 +170,17 @@ export function createFilesRepo(db: Db) {
      */
     async completeUpload(upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>, outer?: Tx): Promise<FileRecord> {
       return idempotent(upload, () => atomically(outer, async (tx) => {
-        let q = tx('uploads').where({ id: upload.id }).first('file_id');
+        let q = knex('uploads').where({ id: upload.id }).first('file_id');
         if (mysql) q = q.forUpdate();
-        const current = await q;
+        const current = await exec(tx, q);
         if (current?.file_id) {
-          const done = await tx('files').where({ id: current.file_id }).first();
+          const done = await exec(tx, knex('files').where({ id: current.file_id }).first());
           if (done) return fileOf(done);
         }
         await promote();
-        await tx('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').ignore();
+        await exec(tx, knex('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').ignore());
         const file = await insertFile(tx, fileId, upload, now);
-        await tx('uploads').where({ id: upload.id }).update({ file_id: fileId });
+        await exec(tx, knex('uploads').where({ id: upload.id }).update({ file_id: fileId }));
         return file;
       }), outer);
     },
@@ -186,22 +200,22 @@ export function createFilesRepo(db: Db) {
         const key = { account_id: c.accountId, checksum: c.checksum };
         if (mysql) {
           // Creates the row when missing and locks it either way: concurrent asks queue here.
-          await tx('possession_tries').insert({ ...key, tried_at: '[]', last_tried_at: 0 })
-            .onConflict(['account_id', 'checksum']).merge(['account_id']);
+          await exec(tx, knex('possession_tries').insert({ ...key, tried_at: '[]', last_tried_at: 0 })
+            .onConflict(['account_id', 'checksum']).merge(['account_id']));
         }
-        let q = tx('possession_tries').where(key).first('tried_at');
+        let q = knex('possession_tries').where(key).first('tried_at');
         if (mysql) q = q.forUpdate();
-        const row = await q;
+        const row = await exec(tx, q);
         const recent = (row ? (JSON.parse(row.tried_at) as number[]) : []).filter((t) => t > now - limit.windowMs);
         if (recent.length >= limit.maxTries) return { ok: false, retryAt: recent[recent.length - limit.maxTries]! + limit.windowMs };
         recent.push(now);
-        await tx('possession_tries')
+        await exec(tx, knex('possession_tries')
           .insert({ ...key, tried_at: JSON.stringify(recent.slice(-limit.maxTries)), last_tried_at: now })
-          .onConflict(['account_id', 'checksum']).merge(['tried_at', 'last_tried_at']);
-        await tx('possession_challenges').where({ ...key, used: false }).update({ used: true });
-        await tx('possession_challenges').insert({
+          .onConflict(['account_id', 'checksum']).merge(['tried_at', 'last_tried_at']));
+        await exec(tx, knex('possession_challenges').where({ ...key, used: false }).update({ used: true }));
+        await exec(tx, knex('possession_challenges').insert({
           id: c.id, ...specRow(c), nonce: c.nonce, ranges: JSON.stringify(c.ranges), used: false, created_at: now, expires_at: c.expiresAt,
-        });
+        }));
         return { ok: true as const };
       }, 5, isDeadlockOrLockWait);
     },
@@ -211,20 +225,19 @@ export function createFilesRepo(db: Db) {
      * or says why it cannot be tried (USED: tried already, or replaced by a newer one).
      */
     async takeChallenge(botId: string, id: string, now: number, tx?: Tx): Promise<ChallengeRecord | 'NOT_FOUND' | 'USED' | 'EXPIRED'> {
-      const r = await (tx ?? db)('possession_challenges').where({ id, bot_id: botId }).first();
+      const r = await exec(on(tx), knex('possession_challenges').where({ id, bot_id: botId }).first());
       if (!r) return 'NOT_FOUND';
       if (Number(r.expires_at) <= now) return 'EXPIRED';
-      const taken = await (tx ?? db)('possession_challenges').where({ id, bot_id: botId, used: false }).update({ used: true });
+      const taken = await exec(on(tx), knex('possession_challenges').where({ id, bot_id: botId, used: false }).update({ used: true }));
       if (taken === 0) return 'USED';
       return { ...specOf(r), id: r.id, nonce: r.nonce, ranges: JSON.parse(r.ranges), used: true, expiresAt: Number(r.expires_at) };
     },
 
     /** Forgets expired uploads that never completed, expired challenges, and tries last made before `triesBefore`. */
     async purgeExpired(now: number, triesBefore: number, tx?: Tx): Promise<number> {
-      const q = tx ?? db;
-      const uploads = await q('uploads').whereNull('file_id').andWhere('expires_at', '<', now).delete();
-      const challenges = await q('possession_challenges').andWhere('expires_at', '<', now).delete();
-      const tries = await q('possession_tries').where('last_tried_at', '<', triesBefore).delete();
+      const uploads = await exec(on(tx), knex('uploads').whereNull('file_id').andWhere('expires_at', '<', now).delete());
+      const challenges = await exec(on(tx), knex('possession_challenges').andWhere('expires_at', '<', now).delete());
+      const tries = await exec(on(tx), knex('possession_tries').where('last_tried_at', '<', triesBefore).delete());
       return uploads + challenges + tries;
     },
   };

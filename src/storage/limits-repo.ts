@@ -6,7 +6,8 @@
  * Callers batch: one `admit` transaction decides many calls, one `addStats`
  * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
-import { inTransaction, isDeadlockOrLockWait, isMysql, mysqlUnitRunner, sqliteUnitRunner, statement, type Db, type Tx } from './db.js';
+import { exec, inTransaction, isDeadlockOrLockWait, type Db, type Tx } from './db.js';
+import { marks } from './statement-texts.js';
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -105,9 +106,26 @@ const stateOf = (rows: CounterRow[]) => new Map<string, CounterState>(rows.map((
   windowStart: Number(r.window_start), windowEnd: Number(r.window_end), count: Number(r.count),
 }]));
 
-/** admit's MySQL statements (db.ts's mysqlUnitRunner), with its knex path's locking. */
-const MYSQL_SQL = {
-  read: (n: number) => `SELECT counter_key, window_start, window_end, \`count\` FROM rate_counters WHERE counter_key IN (${Array(n).fill('?').join(', ')})`,
+/** The counters' statements (`count` quoted: a reserved word on MySQL; SQLite takes the same quotes). */
+const SQL = {
+  read: (n: number) => `SELECT counter_key, window_start, window_end, \`count\` FROM rate_counters WHERE counter_key IN (${marks(n)})`,
+  counter: 'SELECT counter_key, window_start, window_end, `count` FROM rate_counters WHERE counter_key = ? LIMIT 1',
+  purgeCounters: 'DELETE FROM rate_counters WHERE window_end < ?',
+  purgeStats: 'DELETE FROM bot_stats WHERE minute < ?',
+  /**
+   * The SQLite fast path (admitAll): several calls in one statement when all of them
+   * fit. Its own text: MySQL has no such upsert of a CTE's rows, and decides in `decide`'s unit.
+   */
+  admitAll: (n: number) => `WITH v(k, ws, we, lim, n) AS (VALUES ${Array(n).fill('(?, ?, ?, ?, ?)').join(', ')})
+      INSERT INTO rate_counters (counter_key, window_start, window_end, count)
+      SELECT k, ws, we, n FROM v
+      WHERE NOT EXISTS (
+        SELECT 1 FROM v LEFT JOIN rate_counters c ON c.counter_key = v.k
+        WHERE (CASE WHEN c.window_start = v.ws THEN c.count ELSE 0 END) + v.n > v.lim)
+      ON CONFLICT (counter_key) DO UPDATE SET
+        count = CASE WHEN rate_counters.window_start = excluded.window_start THEN rate_counters.count + excluded.count ELSE excluded.count END,
+        window_start = excluded.window_start,
+        window_end = excluded.window_end`,
 };
 const COUNTER_COLUMNS = ['counter_key', 'window_start', 'window_end', '`count`'] as const;
 
@@ -115,33 +133,19 @@ const COUNTER_COLUMNS = ['counter_key', 'window_start', 'window_end', '`count`']
 type Tallied = CounterRule & { n: number; reserved: number };
 
 export function createLimitsRepo(db: Db) {
-  const mysql = isMysql(db);
-  const sqliteUnit = sqliteUnitRunner(db);
-  const mysqlUnit = mysqlUnitRunner(db);
+  const { sql, knex } = db;
+  const retryLocks = { attempts: 5, retryable: isDeadlockOrLockWait };
 
   /**
    * Several calls on SQLite in one statement, when all of them fit: each counter gets
    * `n` admissions (the calls that need it and what is reserved on it), or — when any
    * would not fit, counting twice what is reserved (Reservation's rule) — none does (then
-   * the transaction below decides call by call). All fitting, in order or at once is the
+   * `decide`'s unit decides call by call). All fitting, in order or at once is the
    * same: a counter's count only grows.
    */
   async function admitAll(counters: Tallied[]): Promise<boolean> {
-    const sql = `with v(k, ws, we, lim, n) as (values ${counters.map(() => '(?, ?, ?, ?, ?)').join(', ')})
-      insert into rate_counters (counter_key, window_start, window_end, count)
-      select k, ws, we, n from v
-      where not exists (
-        select 1 from v left join rate_counters c on c.counter_key = v.k
-        where (case when c.window_start = v.ws then c.count else 0 end) + v.n > v.lim)
-      on conflict (counter_key) do update set
-        count = case when rate_counters.window_start = excluded.window_start then rate_counters.count + excluded.count else excluded.count end,
-        window_start = excluded.window_start,
-        window_end = excluded.window_end`;
     const params = counters.flatMap((r) => [r.key, r.windowStart, r.windowEnd, r.limit - r.reserved, r.n]);
-    // On knex's connection, prepared once per number of counters, without knex's per-statement work.
-    if (sqliteUnit) return (await sqliteUnit((w) => w.run(sql, params), { transaction: false })) > 0;
-    const res = (await db.raw(sql, params)) as { changes: number };
-    return res.changes > 0;
+    return (await sql.run(SQL.admitAll(counters.length), params)) > 0;
   }
 
   /**
@@ -175,46 +179,25 @@ export function createLimitsRepo(db: Db) {
 
   /** One transaction (the caller's, or its own run again, 5 tries in all, after a deadlock or a lock wait timeout). */
   async function decide(calls: CounterRule[][], reservations: Reservation[], outer?: Tx): Promise<AdmitReserved> {
-    const counters = !mysql && !outer ? tally(calls, reservations) : undefined;
+    const counters = sql.dialect === 'sqlite' && !outer ? tally(calls, reservations) : undefined;
     if (counters && counters.length > 0) {
       // All fit, the reservations too.
       if (await admitAll(counters)) return { results: calls.map(() => ({ ok: true })), granted: new Map(reservations.map((r) => [r.rule.key, r.n])) };
-      // Some call or reservation does not fit: the transaction below finds which (and admits, should a window have turned meanwhile).
+      // Some call or reservation does not fit: the unit below finds which (and admits, should a window have turned meanwhile).
     }
-    const keysOf = () => [...new Set([...calls.flat().map((r) => r.key), ...reservations.map((r) => r.rule.key)])].sort();
-    if (mysqlUnit && !outer) {
-      // As below, on one connection written directly: lock (creating) the rows in key order, read, decide, write.
-      return mysqlUnit(async (w) => {
-        const keys = keysOf();
-        w.insert('rate_counters', COUNTER_COLUMNS, keys.map((k) => [k, 0, 0, 0]), 'ON DUPLICATE KEY UPDATE counter_key = counter_key');
-        const { results, granted, changed } = decideCalls(calls, stateOf(await w.all<CounterRow>(MYSQL_SQL.read(keys.length), keys)), reservations);
-        if (changed.length > 0) {
-          w.insert('rate_counters', COUNTER_COLUMNS, changed.map(({ key, s }) => [key, s.windowStart, s.windowEnd, s.count]),
-            'ON DUPLICATE KEY UPDATE window_start = VALUES(window_start), window_end = VALUES(window_end), `count` = VALUES(`count`)');
-        }
-        return { results, granted };
-      }, { attempts: 5, retryable: isDeadlockOrLockWait });
-    }
-    return inTransaction(db, outer, async (tx: Tx) => {
-      const keys = keysOf();
-      if (mysql) {
-        // Lock every counter row (creating the missing ones) in key order, so two
-        // instances deciding overlapping batches queue instead of deadlocking.
-        await tx('rate_counters')
-          .insert(keys.map((k) => ({ counter_key: k, window_start: 0, window_end: 0, count: 0 })))
-          .onConflict('counter_key')
-          .merge(['counter_key']);
-      }
-      const rows = (await tx('rate_counters').whereIn('counter_key', keys).select()) as CounterRow[];
-      const { results, granted, changed } = decideCalls(calls, stateOf(rows), reservations);
+    return inTransaction(db, outer, async (w) => {
+      // Every counter row locked (the missing ones created) in key order, so two
+      // instances deciding overlapping batches queue instead of deadlocking; then read,
+      // decide, write.
+      const keys = [...new Set([...calls.flat().map((r) => r.key), ...reservations.map((r) => r.rule.key)])].sort();
+      w.insert('rate_counters', COUNTER_COLUMNS, keys.map((k) => [k, 0, 0, 0]), { keys: ['counter_key'] });
+      const { results, granted, changed } = decideCalls(calls, stateOf(await w.all<CounterRow>(SQL.read(keys.length), keys)), reservations);
       if (changed.length > 0) {
-        await tx('rate_counters')
-          .insert(changed.map(({ key, s }) => ({ counter_key: key, window_start: s.windowStart, window_end: s.windowEnd, count: s.count })))
-          .onConflict('counter_key')
-          .merge();
+        w.insert('rate_counters', COUNTER_COLUMNS, changed.map(({ key, s }) => [key, s.windowStart, s.windowEnd, s.count]),
+          { keys: ['counter_key'], set: ['window_start', 'window_end', '`count`'] });
       }
       return { results, granted };
-    }, 5, isDeadlockOrLockWait);
+    }, retryLocks.attempts, retryLocks.retryable);
   }
 
   return {
@@ -246,47 +229,49 @@ export function createLimitsRepo(db: Db) {
         });
         const n = byKey((x) => x.n);
         const windowStart = byKey((x) => x.windowStart);
-        const sql = `UPDATE rate_counters SET ?? = ?? - ${n.sql}
-          WHERE counter_key IN (${chunk.map(() => '?').join(', ')}) AND window_start = ${windowStart.sql} AND ?? >= ${n.sql}`;
-        const params = ['count', 'count', ...n.params, ...chunk.map((x) => x.key), ...windowStart.params, 'count', ...n.params];
-        await statement(db, tx, (q) => q.raw(sql, params), 5, isDeadlockOrLockWait);
+        const text = `UPDATE rate_counters SET \`count\` = \`count\` - ${n.sql}
+          WHERE counter_key IN (${marks(chunk.length)}) AND window_start = ${windowStart.sql} AND \`count\` >= ${n.sql}`;
+        const params = [...n.params, ...chunk.map((x) => x.key), ...windowStart.params, ...n.params];
+        if (tx) await tx.run(text, params);
+        else await sql.run(text, params, retryLocks);
       }
     },
 
     async counter(key: string, tx?: Tx): Promise<CounterState | undefined> {
-      const row = (await (tx ?? db)('rate_counters').where({ counter_key: key }).first()) as CounterRow | undefined;
+      const row = await (tx ?? sql).one<CounterRow>(SQL.counter, [key]);
       return row && { windowStart: Number(row.window_start), windowEnd: Number(row.window_end), count: Number(row.count) };
     },
 
     /** Forgets counters whose window ended before `before`. */
     async purgeCounters(before: number, tx?: Tx): Promise<number> {
-      return (tx ?? db)('rate_counters').where('window_end', '<', before).delete();
+      return (tx ?? sql).run(SQL.purgeCounters, [before]);
     },
 
     /** Adds increments to the per-minute statistics (one statement per 500). */
     async addStats(items: StatIncrement[], tx?: Tx): Promise<void> {
-      const merge = mysql
-        ? { count: db.raw('`count` + VALUES(`count`)'), sum_ms: db.raw('`sum_ms` + VALUES(`sum_ms`)'), max_ms: db.raw('GREATEST(`max_ms`, VALUES(`max_ms`))') }
-        : { count: db.raw('"count" + excluded."count"'), sum_ms: db.raw('"sum_ms" + excluded."sum_ms"'), max_ms: db.raw('max("max_ms", excluded."max_ms")') };
+      // Knex writes the upsert; the merged values are each dialect's own.
+      const merge = sql.dialect === 'mysql'
+        ? { count: knex.raw('`count` + VALUES(`count`)'), sum_ms: knex.raw('`sum_ms` + VALUES(`sum_ms`)'), max_ms: knex.raw('GREATEST(`max_ms`, VALUES(`max_ms`))') }
+        : { count: knex.raw('"count" + excluded."count"'), sum_ms: knex.raw('"sum_ms" + excluded."sum_ms"'), max_ms: knex.raw('max("max_ms", excluded."max_ms")') };
       for (let i = 0; i < items.length; i += 500) {
         const chunk = items.slice(i, i + 500).map((s) => ({
           bot_id: s.botId, minute: s.minute, name: s.name, count: s.count, sum_ms: s.sumMs, max_ms: s.maxMs,
         }));
-        await (tx ?? db)('bot_stats').insert(chunk).onConflict(['bot_id', 'minute', 'name']).merge(merge);
+        await exec(tx ?? sql, knex('bot_stats').insert(chunk).onConflict(['bot_id', 'minute', 'name']).merge(merge));
       }
     },
 
     /** Totals per statistic name of one bot since `sinceMinute` (inclusive). */
     async statTotals(botId: string, sinceMinute: number, tx?: Tx): Promise<StatTotal[]> {
-      const rows = (await (tx ?? db)('bot_stats').where({ bot_id: botId }).andWhere('minute', '>=', sinceMinute)
-        .groupBy('name').select('name', db.raw('sum(count) as count'), db.raw('sum(sum_ms) as sum_ms'), db.raw('max(max_ms) as max_ms'))) as
+      const rows = (await exec(tx ?? sql, knex('bot_stats').where({ bot_id: botId }).andWhere('minute', '>=', sinceMinute)
+        .groupBy('name').select('name', knex.raw('sum(count) as count'), knex.raw('sum(sum_ms) as sum_ms'), knex.raw('max(max_ms) as max_ms')))) as
         { name: string; count: number | string; sum_ms: number | string; max_ms: number | string }[];
       return rows.map((r) => ({ name: r.name, count: Number(r.count), sumMs: Number(r.sum_ms), maxMs: Number(r.max_ms) }));
     },
 
     /** Forgets statistics of minutes before `before`. */
     async purgeStats(before: number, tx?: Tx): Promise<number> {
-      return (tx ?? db)('bot_stats').where('minute', '<', before).delete();
+      return (tx ?? sql).run(SQL.purgeStats, [before]);
     },
   };
 }

@@ -1,8 +1,11 @@
 /**
- * The writes that span tables, each one transaction (run again whole when MySQL
- * picks it as a deadlock victim) that calls the tables' owning repositories with
- * it: ingest, setting and removing a webhook, recording delivery attempts, sending
- * a message. Everything else writes one table, through its repository.
+ * The writes that span tables, each one unit of work (port.ts's `Sql.unit`: one
+ * transaction, run again whole when MySQL picks it as a deadlock victim) that calls the
+ * tables' owning repositories with its writer: ingest, setting and removing a webhook,
+ * recording delivery attempts, sending a message. Everything else writes one table,
+ * through its repository. Each is written once, for both engines: on SQLite its
+ * statements are prepared once and run on the one writer; on MySQL the statements whose
+ * answers it does not read go with its next one or its COMMIT (ingest, 3 round trips).
  *
  * Lock order (MySQL): ingest locks the bots' rows first (in id order), then inserts
  * into updates, outbox, deliveries, ingest_keys, chats (in key order) and messages;
@@ -14,7 +17,7 @@
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
-import { mysqlUnitRunner, sqliteUnitRunner, transaction, type Db } from './db.js';
+import type { Db } from './db.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
@@ -231,8 +234,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const webhooks = createWebhooksRepo(db);
   const messages = createMessagesRepo(db);
   const feed = createFeedRepo(db);
-  const sqliteUnit = sqliteUnitRunner(db);
-  const mysqlUnit = mysqlUnitRunner(db);
+  const { sql } = db;
   const dedupe = (items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number) =>
     dedupeKeys(items, s, found, now, idempotencyWindowMs);
 
@@ -244,48 +246,25 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * advances.
      */
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
-      const botIds = [...new Set(items.map((i) => i.botId))].sort();
-      if (sqliteUnit) {
-        // SQLite: the same steps as statements prepared once, run synchronously on knex's
-        // connection in one transaction (nothing else runs on it meanwhile).
-        return sqliteUnit((w) => {
-          const screened = screen(items, bots.sqlite.counters(w, botIds));
-          if (screened.keyed.length > 0) {
-            const found = new Map<string, IngestKey[]>();
-            for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, updates.sqlite.findIngestKeys(w, botId, keys));
-            dedupe(items, screened, found, now);
-          }
-          if (screened.accepted.length === 0) return screened.outcomes;
-          const plan = assign(items, screened, updates.sqlite.takeIds(w, screened.accepted.length), now);
-          bots.sqlite.advanceCounters(w, plan.advanced);
-          updates.sqlite.insert(w, plan.stored);
-          outbox.sqlite.insert(w, outboxMessages(plan.stored), now);
-          deliveries.sqlite.insertFor(w, plan.toDeliver, now);
-          for (const { botId, key } of screened.staleKeys) updates.sqlite.forgetIngestKey(w, botId, key);
-          updates.sqlite.insertIngestKeys(w, plan.keys);
-          messages.sqlite.upsertChats(w, plan.chats);
-          messages.sqlite.insertInbound(w, plan.inbound);
-          return screened.outcomes;
-        });
-      }
-      return transaction(db, async (tx) => {
-        const screened = screen(items, await bots.lockCounters(botIds, tx));
+      const botIds = [...new Set(items.map((i) => i.botId))];
+      return sql.unit(async (w) => {
+        const screened = screen(items, await bots.lockCounters(botIds, w));
         if (screened.keyed.length > 0) {
           const found = new Map<string, IngestKey[]>();
-          for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, await updates.findIngestKeys(botId, keys, tx));
+          for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, await updates.findIngestKeys(botId, keys, w));
           dedupe(items, screened, found, now);
         }
         if (screened.accepted.length === 0) return screened.outcomes;
-        const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, tx), now);
-        await bots.advanceCountersOf(plan.advanced, tx);
-        for (let k = 0; k < plan.stored.length; k += 200) await updates.insert(plan.stored.slice(k, k + 200), tx);
-        await outbox.insert(outboxMessages(plan.stored), now, tx);
-        await deliveries.insertFor(plan.toDeliver, now, tx);
+        const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, w), now);
+        bots.advanceCounters(plan.advanced, w);
+        updates.insert(plan.stored, w);
+        outbox.insert(outboxMessages(plan.stored), now, w);
+        deliveries.insertFor(plan.toDeliver, now, w);
         // Keys past the window are forgotten (the retention sweep may not have run yet).
-        for (const { botId, key } of screened.staleKeys) await updates.forgetIngestKey(botId, key, tx);
-        await updates.insertIngestKeys(plan.keys, tx);
-        await messages.upsertChats(plan.chats, tx);
-        await messages.insertInbound(plan.inbound, tx);
+        for (const { botId, key } of screened.staleKeys) updates.forgetIngestKey(botId, key, w);
+        updates.insertIngestKeys(plan.keys, w);
+        messages.upsertChats(plan.chats, w);
+        messages.insertInbound(plan.inbound, w);
         return screened.outcomes;
       });
     },
@@ -296,27 +275,27 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * are forgotten with its open deliveries.
      */
     async setWebhook(botId: string, config: WebhookConfig, dropPending: boolean, now: number): Promise<void> {
-      await transaction(db, async (tx) => {
-        await webhooks.upsert(botId, config, now, tx);
-        await bots.setDeliveryMode(botId, { mode: 'webhook', allowedUpdates: config.allowedUpdates }, now, tx);
+      await sql.unit(async (w) => {
+        await webhooks.upsert(botId, config, now, w);
+        await bots.setDeliveryMode(botId, { mode: 'webhook', allowedUpdates: config.allowedUpdates }, now, w);
         if (dropPending) {
-          await updates.deleteAllOfBot(botId, tx);
-          await deliveries.deleteOpenOfBot(botId, tx);
+          updates.deleteAllOfBot(botId, w);
+          deliveries.deleteOpenOfBot(botId, w);
         } else {
           // Updates not yet received by polling are delivered by webhook.
-          await deliveries.insertFor(await updates.withoutDelivery(botId, tx), now, tx);
+          deliveries.insertFor(await updates.withoutDelivery(botId, w), now, w);
         }
       });
     },
 
     /** Removes the webhook and switches the bot to polling, in one transaction; optionally forgets pending updates. */
     async removeWebhook(botId: string, dropPending: boolean, now: number): Promise<void> {
-      await transaction(db, async (tx) => {
-        await webhooks.delete(botId, tx);
-        await bots.setDeliveryMode(botId, { mode: 'polling' }, now, tx);
+      await sql.unit(async (w) => {
+        webhooks.delete(botId, w);
+        await bots.setDeliveryMode(botId, { mode: 'polling' }, now, w);
         // Undelivered updates go back to polling (their queue rows are still there).
-        await deliveries.deleteOpenOfBot(botId, tx);
-        if (dropPending) await updates.deleteAllOfBot(botId, tx);
+        deliveries.deleteOpenOfBot(botId, w);
+        if (dropPending) updates.deleteAllOfBot(botId, w);
       });
     },
 
@@ -329,14 +308,14 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      */
     async recordAttempts(items: OutcomeWrite[]): Promise<boolean[]> {
       // A deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
-      return transaction(db, async (tx) => {
-        const written = await deliveries.writeOutcomes(items, tx);
-        await updates.deleteClosed(written.closed, tx);
+      return sql.unit(async (w) => {
+        const written = await deliveries.writeOutcomes(items, w);
+        updates.deleteClosed(written.closed, w);
         // Successes first: a failure after a bot's success in this batch starts its next run.
-        await webhooks.recordSuccesses(written.succeeded, tx);
+        webhooks.recordSuccesses(written.succeeded, w);
         for (const [botId, f] of written.failures) {
           const reason = `every delivery attempt failed for ${spell(disableAfterMs)} (WEBHOOK_DISABLE_AFTER); last error: ${f.error}`;
-          await webhooks.recordFailures(botId, f, disableAfterMs, reason, tx);
+          webhooks.recordFailures(botId, f, disableAfterMs, reason, w);
         }
         return written.results;
       });
@@ -351,38 +330,13 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * sending bot's username and name (read with the counter).
      */
     async sendMessages(items: SendItem[], now: number): Promise<Record<string, unknown>[]> {
-      const botIds = items.map((i) => i.botId);
-      if (sqliteUnit) {
-        // SQLite: the same statements prepared once, run synchronously on knex's connection.
-        return sqliteUnit((w) => {
-          const { sent, last } = numberSends(items, bots.sqlite.messageCounters(w, botIds));
-          bots.sqlite.setLastMessageIds(w, last);
-          messages.sqlite.insertSent(w, sent, now);
-          const payloads = sent.map(feedPayload);
-          outbox.sqlite.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
-          feed.sqlite.appendMany(w, sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now);
-          return sent.map((m) => m.message);
-        });
-      }
-      if (mysqlUnit) {
-        // MySQL: the same statements written directly on one connection (no knex per statement).
-        return mysqlUnit(async (w) => {
-          const { sent, last } = numberSends(items, await bots.mysql.lockMessageCounters(w, botIds));
-          bots.mysql.setLastMessageIds(w, last);
-          messages.mysql.insertSent(w, sent, now);
-          const payloads = sent.map(feedPayload);
-          outbox.mysql.insert(w, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now);
-          await feed.mysql.appendMany(w, sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now);
-          return sent.map((m) => m.message);
-        });
-      }
-      return transaction(db, async (tx) => {
-        const { sent, last } = numberSends(items, await bots.lockMessageCounters(botIds, tx));
-        await bots.setLastMessageIds(last, tx);
-        await messages.insertSentMany(sent, now, tx);
+      return sql.unit(async (w) => {
+        const { sent, last } = numberSends(items, await bots.lockMessageCounters(items.map((i) => i.botId), w));
+        bots.setLastMessageIds(last, w);
+        messages.insertSent(sent, now, w);
         const payloads = sent.map(feedPayload);
-        await outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, tx);
-        await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, tx);
+        outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, w);
+        await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, w);
         return sent.map((m) => m.message);
       });
     },

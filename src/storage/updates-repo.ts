@@ -5,7 +5,8 @@
  * of work (units.ts). Every method takes the caller's transaction, when it has one,
  * as its last argument.
  */
-import { inTransaction, isDeadlockOrLockWait, LITERAL, literalInt, mysqlReaderOf, padded, powerOfTwoChunks, readerOf, sqliteUnitRunner, statement, type Db, type SqliteWriter, type Tx } from './db.js';
+import { exec, isDeadlockOrLockWait, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
+import { marks, powerOfTwoChunks } from './statement-texts.js';
 
 /** Bots whose confirmed offset is remembered. */
 const CONFIRMED_KEPT = 10_000;
@@ -32,21 +33,31 @@ export interface UpdatesRepoOptions {
   idempotencyWindowMs?: number;
 }
 
-/** The hot reads outside a transaction, past knex (db.ts's SqliteReader and MysqlReader): hand-written, literal limits. */
+/** The table's statements (the same on both engines; literal limits). */
 const SQL = {
   read: (limit: number) =>
     `SELECT update_id, bot_id, update_seq, kind, payload, created_at FROM updates WHERE bot_id = ? AND update_seq >= ? ORDER BY update_seq ASC LIMIT ${literalInt(limit)}`,
   pendingCount: 'SELECT COUNT(*) AS n FROM updates WHERE bot_id = ?',
-};
-
-/** Ingest's SQLite statements (run by units.ts on knex's connection, synchronously). */
-const WRITER_SQL = {
-  takeIds: "UPDATE id_counters SET value = value + ? WHERE name = 'update_id' RETURNING value",
+  /** Ingest's ids: the counter advanced, then read, in the unit (its row locked on MySQL until it ends). */
+  advanceIds: "UPDATE id_counters SET value = value + ? WHERE name = 'update_id'",
+  lastId: "SELECT value FROM id_counters WHERE name = 'update_id'",
   findIngestKeys: (n: number) =>
-    `SELECT idempotency_key, update_id, update_seq, created_at FROM ingest_keys WHERE bot_id = ? AND idempotency_key IN (${Array(n).fill('?').join(', ')})`,
+    `SELECT idempotency_key, update_id, update_seq, created_at FROM ingest_keys WHERE bot_id = ? AND idempotency_key IN (${marks(n)})`,
   forgetIngestKey: 'DELETE FROM ingest_keys WHERE bot_id = ? AND idempotency_key = ?',
-  /** getUpdates' confirmation, 1000 rows per statement (one writer: no gap locks to avoid). */
-  confirmBelow: 'DELETE FROM updates WHERE update_id IN (SELECT update_id FROM updates WHERE bot_id = ? AND update_seq < ? ORDER BY update_seq ASC LIMIT 1000)',
+  /**
+   * getUpdates' confirmation: at most 1000 of the bot's updates below a seq, found by a
+   * plain read and deleted by primary key, so the delete takes no gap locks on the bot's
+   * sequence that a concurrent ingest would wait on (MySQL).
+   */
+  below: 'SELECT update_id FROM updates WHERE bot_id = ? AND update_seq < ? ORDER BY update_seq ASC LIMIT 1000',
+  deleteIds: (n: number) => `DELETE FROM updates WHERE update_id IN (${marks(n)})`,
+  /** The bot's queued updates without a delivery row, in order. */
+  withoutDelivery: `SELECT update_id, bot_id, update_seq, kind, payload, created_at FROM updates
+    WHERE bot_id = ? AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.bot_id = updates.bot_id AND deliveries.update_id = updates.update_id)
+    ORDER BY update_seq ASC`,
+  deleteAllOfBot: 'DELETE FROM updates WHERE bot_id = ?',
+  purgeIngestKeys: 'DELETE FROM ingest_keys WHERE created_at < ?',
+  deleteClosed: (bots: number, ids: number) => `DELETE FROM updates WHERE bot_id IN (${marks(bots)}) AND update_id IN (${marks(ids)})`,
 };
 const UPDATE_COLUMNS = ['update_id', 'bot_id', 'update_seq', 'kind', 'payload', 'created_at'] as const;
 const updateRow = (u: StoredUpdate) => [u.updateId, u.botId, u.updateSeq, u.kind, JSON.stringify(u.message), u.createdAt];
@@ -55,12 +66,8 @@ const ingestKeyRow = (k: IngestKey & { botId: string }) => [k.botId, k.key, k.up
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const ingestKeyOf = (r: any): IngestKey => ({ key: r.idempotency_key, updateId: Number(r.update_id), updateSeq: Number(r.update_seq), createdAt: Number(r.created_at) });
 /* eslint-enable @typescript-eslint/no-explicit-any */
-const objectOf = (columns: readonly string[], values: unknown[]) => Object.fromEntries(columns.map((c, i) => [c, values[i]]));
 
 export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
-  const reader = readerOf(db);
-  const mysqlReader = mysqlReaderOf(db);
-  const sqliteUnit = sqliteUnitRunner(db);
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   /** Per bot, the update_seq below which this process has confirmed (deleted) everything; bounded. */
   const confirmed = new Map<string, number>();
@@ -76,64 +83,48 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
   });
   /* eslint-enable @typescript-eslint/no-explicit-any */
 
+  const { sql, knex } = db;
+  const on = (tx?: Tx) => tx ?? sql;
+  const retryLocks = { attempts: 5, retryable: isDeadlockOrLockWait };
+  /** Deletes these updates by primary key, in the caller's unit or on their own (a deadlock or lock wait timeout victim run again). */
+  const deleteIds = (ids: number[], tx?: Tx) => (tx ? tx.run(SQL.deleteIds(ids.length), ids) : sql.run(SQL.deleteIds(ids.length), ids, retryLocks));
+
   return {
-    /** Takes n consecutive ids from the platform-wide counter: the first of them. */
-    async takeIds(n: number, outer?: Tx): Promise<number> {
-      return inTransaction(db, outer, async (tx) => {
-        await tx('id_counters').where({ name: 'update_id' }).increment('value', n);
-        const row = await tx('id_counters').where({ name: 'update_id' }).first('value');
-        return Number(row.value) - n + 1;
-      });
+    /** Takes n consecutive ids from the platform-wide counter, in the caller's unit: the first of them. */
+    async takeIds(n: number, w: Writer): Promise<number> {
+      w.queue(SQL.advanceIds, [n]);
+      const row = await w.one<{ value: number | string }>(SQL.lastId);
+      return Number(row!.value) - n + 1;
     },
 
-    /** Stores updates (one statement per 200). */
-    async insert(updates: StoredUpdate[], tx?: Tx): Promise<void> {
-      const rows = updates.map((u) => objectOf(UPDATE_COLUMNS, updateRow(u)));
-      for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('updates').insert(rows.slice(k, k + 200));
+    /** Stores updates, in the caller's unit. */
+    insert(updates: StoredUpdate[], w: Writer): void {
+      w.insert('updates', UPDATE_COLUMNS, updates.map(updateRow));
     },
 
     /** Updates of a bot from update_seq `from` on, in order. */
     async read(botId: string, from: number, limit: number, tx?: Tx): Promise<StoredUpdate[]> {
-      if (!tx && reader) return reader.all(SQL.read(limit), botId, from).map(updateOf);
-      if (!tx && mysqlReader) return (await mysqlReader.all(SQL.read(limit), botId, from)).map(updateOf);
-      const rows = await (tx ?? db)('updates')
-        .where({ bot_id: botId })
-        .andWhere('update_seq', '>=', from)
-        .orderBy('update_seq', 'asc')
-        .limit(limit, LITERAL); // literal: a bound LIMIT costs SQLite about twice the read
-      return rows.map(updateOf);
+      return (await on(tx).all(SQL.read(limit), [botId, from])).map(updateOf);
     },
 
     /** The bot's queued updates that have no delivery row (not handed to a webhook yet), in order. */
     async withoutDelivery(botId: string, tx?: Tx): Promise<StoredUpdate[]> {
-      const q = tx ?? db;
-      const rows = await q('updates').where({ bot_id: botId })
-        .whereNotExists(q('deliveries').whereRaw('deliveries.bot_id = updates.bot_id and deliveries.update_id = updates.update_id'))
-        .orderBy('update_seq', 'asc');
-      return rows.map(updateOf);
+      return (await on(tx).all(SQL.withoutDelivery, [botId])).map(updateOf);
     },
 
     /**
-     * Confirms (forgets) every update of the bot below update_seq `below`. Deleted by
-     * primary key (found by a plain read), so the delete takes no gap locks on the
-     * bot's sequence that a concurrent ingest would wait on; a deadlock victim is
-     * run again.
+     * Confirms (forgets) every update of the bot below update_seq `below`, 1000 at a
+     * time (SQL.below); a deadlock victim is run again.
      */
     async confirmBelow(botId: string, below: number, tx?: Tx): Promise<number> {
       // Already confirmed by this process: nothing can be below it again (a bot's
       // update_seq only grows, and a client's offset is at most its newest + 1).
       if (!tx && (confirmed.get(botId) ?? 0) >= below) return 0;
       let total = 0;
-      if (!tx && sqliteUnit) {
-        // SQLite (one writer, no gap locks): 1000 rows per statement, on knex's connection, synchronously.
-        for (let n = 1000; n === 1000; total += n) n = await sqliteUnit((w) => w.run(WRITER_SQL.confirmBelow, [botId, below]), { transaction: false });
-      } else {
-        for (;;) {
-          const ids = (await (tx ?? db)('updates').where({ bot_id: botId }).andWhere('update_seq', '<', below)
-            .orderBy('update_seq', 'asc').limit(1000, LITERAL).pluck('update_id')) as number[];
-          if (ids.length > 0) total += await statement(db, tx, (q) => q('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
-          if (ids.length < 1000) break;
-        }
+      for (;;) {
+        const ids = (await on(tx).all<{ update_id: number }>(SQL.below, [botId, below])).map((r) => r.update_id);
+        if (ids.length > 0) total += await deleteIds(padded(sql, ids), tx);
+        if (ids.length < 1000) break;
       }
       if (!tx) {
         confirmed.delete(botId);
@@ -145,87 +136,58 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
 
     /**
      * Forgets these updates of several bots (their deliveries closed) in one statement,
-     * in primary-key order (update ids are unique across bots).
+     * in primary-key order (update ids are unique across bots), in the caller's unit.
      */
-    async deleteClosed(closed: [string, number[]][], tx?: Tx): Promise<void> {
-      const ids = closed.flatMap(([, ids]) => ids).sort((a, b) => a - b);
+    deleteClosed(closed: [string, number[]][], w: Writer): void {
+      const ids = padded(sql, closed.flatMap(([, ids]) => ids).sort((a, b) => a - b));
       if (ids.length === 0) return;
-      const q = tx ?? db;
-      await q('updates').whereIn('bot_id', padded(q, closed.map(([botId]) => botId))).whereIn('update_id', padded(q, ids)).delete();
+      const bots = padded(sql, closed.map(([botId]) => botId));
+      w.queue(SQL.deleteClosed(bots.length, ids.length), [...bots, ...ids]);
     },
 
-    /** Forgets every queued update of the bot. */
-    async deleteAllOfBot(botId: string, tx?: Tx): Promise<void> {
-      await (tx ?? db)('updates').where({ bot_id: botId }).delete();
+    /** Forgets every queued update of the bot, in the caller's unit. */
+    deleteAllOfBot(botId: string, w: Writer): void {
+      w.queue(SQL.deleteAllOfBot, [botId]);
     },
 
     async pendingCount(botId: string, tx?: Tx): Promise<number> {
-      if (!tx && reader) return reader.one<{ n: number }>(SQL.pendingCount, botId)!.n;
-      if (!tx && mysqlReader) return Number((await mysqlReader.one<{ n: number | string }>(SQL.pendingCount, botId))!.n);
-      const [{ n }] = (await (tx ?? db)('updates').where({ bot_id: botId }).count({ n: '*' })) as [{ n: number | string }];
-      return Number(n);
+      return Number((await on(tx).one<{ n: number | string }>(SQL.pendingCount, [botId]))!.n);
     },
 
     /** Deletes updates stored before `before` (epoch ms), in bounded chunks. */
     async purgeOlderThan(before: number, tx?: Tx): Promise<number> {
       let total = 0;
       for (;;) {
-        const ids = (await (tx ?? db)('updates').where('created_at', '<', before).limit(1000).pluck('update_id')) as number[];
+        const ids = (await exec(on(tx), knex('updates').where('created_at', '<', before).limit(1000).pluck('update_id'))) as number[];
         if (ids.length === 0) return total;
-        total += await statement(db, tx, (q) => q('updates').whereIn('update_id', ids).delete(), 5, isDeadlockOrLockWait);
+        total += await deleteIds(ids, tx);
       }
     },
 
-    /** The bot's stored idempotency keys among `keys` (fresh or past the window). */
-    async findIngestKeys(botId: string, keys: string[], tx?: Tx): Promise<IngestKey[]> {
+    /** The bot's stored idempotency keys among `keys` (fresh or past the window), in the caller's unit. */
+    async findIngestKeys(botId: string, keys: string[], w: Writer): Promise<IngestKey[]> {
       const found: IngestKey[] = [];
-      for (let k = 0; k < keys.length; k += 200) {
-        const rows = await (tx ?? db)('ingest_keys').where({ bot_id: botId }).whereIn('idempotency_key', keys.slice(k, k + 200))
-          .select('idempotency_key', 'update_id', 'update_seq', 'created_at');
-        for (const r of rows) found.push(ingestKeyOf(r));
+      let at = 0;
+      for (const size of powerOfTwoChunks(keys.length)) {
+        for (const r of await w.all(SQL.findIngestKeys(size), [botId, ...keys.slice(at, (at += size))])) found.push(ingestKeyOf(r));
       }
       return found;
     },
 
-    /** Forgets one key of the bot. */
-    async forgetIngestKey(botId: string, key: string, tx?: Tx): Promise<void> {
-      await (tx ?? db)('ingest_keys').where({ bot_id: botId, idempotency_key: key }).delete();
+    /** Forgets one key of the bot, in the caller's unit. */
+    forgetIngestKey(botId: string, key: string, w: Writer): void {
+      w.queue(SQL.forgetIngestKey, [botId, key]);
     },
 
-    /** Remembers keys with the ids their updates got (one statement per 200). */
-    async insertIngestKeys(keys: (IngestKey & { botId: string })[], tx?: Tx): Promise<void> {
-      const rows = keys.map((k) => objectOf(INGEST_KEY_COLUMNS, ingestKeyRow(k)));
-      for (let k = 0; k < rows.length; k += 200) await (tx ?? db)('ingest_keys').insert(rows.slice(k, k + 200));
-    },
-
-    /** Ingest's writes of these tables as statements of a synchronous SQLite unit of work (units.ts). */
-    sqlite: {
-      takeIds(w: SqliteWriter, n: number): number {
-        const [row] = w.all<{ value: number }>(WRITER_SQL.takeIds, [n]);
-        return Number(row!.value) - n + 1;
-      },
-      insert(w: SqliteWriter, updates: StoredUpdate[]): void {
-        w.insert('updates', UPDATE_COLUMNS, updates.map(updateRow));
-      },
-      findIngestKeys(w: SqliteWriter, botId: string, keys: string[]): IngestKey[] {
-        const found: IngestKey[] = [];
-        let at = 0;
-        for (const size of powerOfTwoChunks(keys.length)) {
-          for (const r of w.all(WRITER_SQL.findIngestKeys(size), [botId, ...keys.slice(at, (at += size))])) found.push(ingestKeyOf(r));
-        }
-        return found;
-      },
-      forgetIngestKey(w: SqliteWriter, botId: string, key: string): void {
-        w.run(WRITER_SQL.forgetIngestKey, [botId, key]);
-      },
-      insertIngestKeys(w: SqliteWriter, keys: (IngestKey & { botId: string })[]): void {
-        w.insert('ingest_keys', INGEST_KEY_COLUMNS, keys.map(ingestKeyRow));
-      },
+    /** Remembers keys with the ids their updates got, in the caller's unit. */
+    insertIngestKeys(keys: (IngestKey & { botId: string })[], w: Writer): void {
+      w.insert('ingest_keys', INGEST_KEY_COLUMNS, keys.map(ingestKeyRow));
     },
 
     /** Forgets ingest idempotency keys past their window (swept often: each run has a few minutes' worth). */
     async purgeIngestKeys(now: number, tx?: Tx): Promise<number> {
-      return statement(db, tx, (q) => q('ingest_keys').where('created_at', '<', now - idempotencyWindowMs).delete(), 5, isDeadlockOrLockWait);
+      const before = [now - idempotencyWindowMs];
+      return tx ? tx.run(SQL.purgeIngestKeys, before) : sql.run(SQL.purgeIngestKeys, before, retryLocks);
     },
   };
 }

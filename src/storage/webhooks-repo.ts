@@ -4,7 +4,8 @@
  * queued updates: that is a unit of work (units.ts). Every method takes the
  * caller's transaction, when it has one, as its last argument.
  */
-import { LITERAL, mysqlReaderOf, padded, readerOf, type Db, type Tx } from './db.js';
+import { exec, padded, type Db, type Tx, type Writer } from './db.js';
+import { marks } from './statement-texts.js';
 
 /** What a delivery attempt needs of a bot's webhook. */
 export interface WebhookTarget {
@@ -59,19 +60,34 @@ const RECORD_COLUMNS = [
   'bot_id', 'url', 'secret_sealed', 'allowed_ips', 'secret_header', 'max_connections', 'max_deliveries_per_second',
   'last_error_date', 'last_error_message', 'disabled_at', 'disabled_reason',
 ] as const;
-/** The hot read outside a transaction, past knex (db.ts's SqliteReader and MysqlReader). */
-const GET_SQL = `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`;
+/** The table's statements (the same on both engines). */
+const SQL = {
+  get: `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`,
+  limitsOf: (n: number) => `SELECT bot_id, max_connections, max_deliveries_per_second, disabled_at FROM webhooks WHERE bot_id IN (${marks(n)})`,
+  delete: 'DELETE FROM webhooks WHERE bot_id = ?',
+  /** A success ends the run of failures of these bots' webhooks. */
+  recordSuccesses: (n: number) => `UPDATE webhooks SET failing_since = NULL WHERE bot_id IN (${marks(n)}) AND failing_since IS NOT NULL`,
+  lastError: 'UPDATE webhooks SET last_error_date = ?, last_error_message = ? WHERE bot_id = ?',
+  /**
+   * A failure: the last error, and the run of failures started (or kept) and, once it has
+   * lasted long enough, the webhook disabled. MySQL assigns left to right, each seeing
+   * the ones before: the columns the conditions read (disabled_at, failing_since) are
+   * assigned after them.
+   */
+  recordFailure: `UPDATE webhooks SET
+    disabled_reason = CASE WHEN disabled_at IS NULL AND COALESCE(failing_since, ?) <= ? THEN ? ELSE disabled_reason END,
+    disabled_at = CASE WHEN disabled_at IS NULL AND COALESCE(failing_since, ?) <= ? THEN ? ELSE disabled_at END,
+    last_error_date = ?, last_error_message = ?,
+    failing_since = COALESCE(failing_since, ?)
+    WHERE bot_id = ?`,
+};
 
 export function createWebhooksRepo(db: Db) {
-  const reader = readerOf(db);
-  const mysqlReader = mysqlReaderOf(db);
+  const { sql, knex } = db;
   return {
     async get(botId: string, tx?: Tx): Promise<WebhookRecord | undefined> {
       /* eslint-disable-next-line @typescript-eslint/no-explicit-any */
-      const r: any = !tx && reader
-        ? reader.one(GET_SQL, botId)
-        : !tx && mysqlReader ? await mysqlReader.one(GET_SQL, botId)
-        : (await (tx ?? db)('webhooks').where({ bot_id: botId }).select(RECORD_COLUMNS).limit(1, LITERAL))[0];
+      const r: any = await (tx ?? sql).one(SQL.get, [botId]);
       return r && {
         botId: r.bot_id,
         url: r.url,
@@ -92,16 +108,18 @@ export function createWebhooksRepo(db: Db) {
      * webhook is disabled) and max_deliveries_per_second.
      */
     async limitsOf(botIds: string[], tx?: Tx): Promise<Map<string, DeliveryLimits>> {
-      const rows = await (tx ?? db)('webhooks').whereIn('bot_id', padded(tx ?? db, botIds))
-        .select('bot_id', 'max_connections', 'max_deliveries_per_second', 'disabled_at');
+      const ids = padded(sql, botIds);
+      if (ids.length === 0) return new Map();
+      /* eslint-disable-next-line @typescript-eslint/no-explicit-any */
+      const rows = await (tx ?? sql).all<any>(SQL.limitsOf(ids.length), ids);
       return new Map(rows.map((r) => [r.bot_id as string, {
         max: r.disabled_at === null ? Number(r.max_connections) : 0,
         perSecond: r.max_deliveries_per_second === null ? null : Number(r.max_deliveries_per_second),
       }]));
     },
 
-    /** Stores the bot's webhook (a new one, or replacing its settings). */
-    async upsert(botId: string, config: Omit<WebhookConfig, 'allowedUpdates'>, now: number, tx?: Tx): Promise<void> {
+    /** Stores the bot's webhook (a new one, or replacing its settings), in the caller's unit. */
+    async upsert(botId: string, config: Omit<WebhookConfig, 'allowedUpdates'>, now: number, w: Writer): Promise<void> {
       const values = {
         url: config.url,
         secret_sealed: config.secretSealed,
@@ -117,47 +135,40 @@ export function createWebhooksRepo(db: Db) {
       };
       // One statement (INSERT … ON DUPLICATE KEY UPDATE): an UPDATE-then-INSERT takes gap
       // locks that deadlock concurrent first webhooks of neighbouring bots on MySQL.
-      await (tx ?? db)('webhooks').insert({ bot_id: botId, created_at: now, ...values }).onConflict('bot_id').merge(Object.keys(values));
+      await exec(w, knex('webhooks').insert({ bot_id: botId, created_at: now, ...values }).onConflict('bot_id').merge(Object.keys(values)));
     },
 
-    async delete(botId: string, tx?: Tx): Promise<void> {
-      await (tx ?? db)('webhooks').where({ bot_id: botId }).delete();
+    /** Removes the bot's webhook, in the caller's unit. */
+    delete(botId: string, w: Writer): void {
+      w.queue(SQL.delete, [botId]);
     },
 
     /** Resumes deliveries to a disabled webhook (its health starts afresh). Answers whether the bot has a webhook. */
     async enable(botId: string, tx?: Tx): Promise<boolean> {
-      const n = await (tx ?? db)('webhooks').where({ bot_id: botId }).update({ failing_since: null, disabled_at: null, disabled_reason: null });
+      const n = await exec(tx ?? sql, knex('webhooks').where({ bot_id: botId }).update({ failing_since: null, disabled_at: null, disabled_reason: null }));
       return n > 0;
     },
 
-    /** These bots' webhooks answered: their run of failures, if any, is over (one statement). */
-    async recordSuccesses(botIds: string[], tx?: Tx): Promise<void> {
+    /** These bots' webhooks answered: their run of failures, if any, is over (one statement, in the caller's unit). */
+    recordSuccesses(botIds: string[], w: Writer): void {
       if (botIds.length === 0) return;
-      await (tx ?? db)('webhooks').whereIn('bot_id', botIds).whereNotNull('failing_since').update({ failing_since: null });
+      const ids = padded(sql, botIds);
+      w.queue(SQL.recordSuccesses(ids.length), ids);
     },
 
     /**
      * Records failed attempts of the bot's webhook: the latest becomes its last error, and
      * a run of failures (no success between) that has lasted `disableAfterMs` disables it
-     * (deliveries stop until it is set again or enabled), with `reason`. One statement.
+     * (deliveries stop until it is set again or enabled), with `reason`. One statement, in the caller's unit.
      */
-    async recordFailures(botId: string, f: FailureRun, disableAfterMs: number, reason: string, tx?: Tx): Promise<void> {
-      const q = tx ?? db;
-      const lastError = { last_error_date: Math.floor(f.at / 1000), last_error_message: f.error };
+    recordFailures(botId: string, f: FailureRun, disableAfterMs: number, reason: string, w: Writer): void {
+      const lastError = [Math.floor(f.at / 1000), f.error];
       if (f.runStart === null) {
-        await q('webhooks').where({ bot_id: botId }).update(lastError);
+        w.queue(SQL.lastError, [...lastError, botId]);
         return;
       }
-      // MySQL assigns left to right, each seeing the ones before: the columns the
-      // conditions read (disabled_at, failing_since) are assigned after them.
-      const due = 'disabled_at IS NULL AND COALESCE(failing_since, ?) <= ?';
       const before = f.at - disableAfterMs;
-      await q('webhooks').where({ bot_id: botId }).update({
-        disabled_reason: q.raw(`CASE WHEN ${due} THEN ? ELSE disabled_reason END`, [f.runStart, before, reason]),
-        disabled_at: q.raw(`CASE WHEN ${due} THEN ? ELSE disabled_at END`, [f.runStart, before, f.at]),
-        ...lastError,
-        failing_since: q.raw('COALESCE(failing_since, ?)', [f.runStart]),
-      });
+      w.queue(SQL.recordFailure, [f.runStart, before, reason, f.runStart, before, f.at, ...lastError, f.runStart, botId]);
     },
   };
 }
