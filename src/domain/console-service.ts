@@ -10,8 +10,8 @@ import { constraintsOf } from '../gen/constraints.js';
 import type { Bot, BotCommand, BotContact, BotLink, WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
 import type { BotProfile } from '../gen/botplatform/v1/console_service.js';
-import { isUniqueViolation } from '../storage/db.js';
 import type { BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
+import { Conflict } from '../storage/errors.js';
 import { friendRequestModeName, toBotMessage } from './bot-view.js';
 import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
@@ -211,7 +211,7 @@ export function createConsoleService(
           now: now(),
         });
       } catch (err) {
-        if (isUniqueViolation(err)) {
+        if (err instanceof Conflict && err.key === 'username') {
           throw new ApiError(Code.ALREADY_EXISTS, 'username: is already taken', {
             details: [{ field: 'username', reason: 'ALREADY_TAKEN', description: 'is already taken' }],
           });
