@@ -1,8 +1,12 @@
 /**
  * The transport-agnostic core: every RPC is a plain async function behind one
- * interceptor chain (telemetry and logs → errors → auth → limits → handler). The
- * gRPC server and the in-process gateway invoker are both adapters over
- * `invoke`, so behaviour — limits included — cannot differ.
+ * interceptor chain, one list of `(next) => (call) => …` steps that unary and
+ * streaming calls both run (chain.ts): record (metrics, usage, the log line) → failure
+ * (anything thrown becomes the caller's ApiError) → route → undecodable → auth →
+ * limits → the handler. A stream's parts (CallContext.part) run the chain's first two
+ * steps as calls of their own. The gRPC server and the in-process gateway invoker are
+ * both adapters over `invoke` and `stream`, so behaviour — limits included — cannot
+ * differ.
  */
 import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
@@ -13,24 +17,13 @@ import { isStorageUnavailable } from '../storage/errors.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import { requestIdOf } from '../telemetry/request-id.js';
 import type { Authenticator } from './authenticate.js';
+import {
+  compose, onOutcome, type BoundMethod, type Call, type Interceptor, type Method, type Next, type RpcLogSink, type StreamingHandler,
+} from './chain.js';
 import type { CallContext, CallMetadata, CallSignal, Principal } from './context.js';
 import { methodNameOf, type Limiter } from './limits.js';
 
-/** One unary RPC's implementation as the chain calls it: typed where it is bound (bindService), by path here. */
-export type Handler = (request: unknown, ctx: CallContext) => Promise<unknown>;
-
-/**
- * One streaming RPC's implementation as the chain calls it: its input (the request, or
- * for a client stream an async iterable of them) in, an async iterable of responses
- * (server and bidirectional streams) or one response (client streams) out.
- */
-export interface StreamingHandler {
-  streaming: 'client' | 'server' | 'bidi';
-  call: (input: unknown, ctx: CallContext) => AsyncIterable<unknown> | Promise<unknown>;
-}
-
-/** What bindService makes of each method: a unary handler, or a streaming one tagged with which side streams. */
-export type BoundMethod = Handler | StreamingHandler;
+export type { BoundMethod, Handler, RpcLogSink, StreamingHandler } from './chain.js';
 
 const streamingOf = (m: { requestStream?: boolean; responseStream?: boolean }): StreamingHandler['streaming'] | undefined =>
   m.requestStream && m.responseStream ? 'bidi' : m.requestStream ? 'client' : m.responseStream ? 'server' : undefined;
@@ -67,13 +60,6 @@ export class UndecodableRequest implements UndecodableMessage {
     readonly fields: ReadonlyMap<number, bigint> = new Map(),
   ) {}
 }
-
-/**
- * Takes a call's `rpc` log fields in place of the core writing its own `rpc` line: the
- * in-process gateway adds them to its request's one `http` line. Answers false when it
- * can no longer take them (its line is already written): the core then writes its own.
- */
-export type RpcLogSink = (fields: Record<string, unknown>) => boolean;
 
 export interface Core {
   /**
@@ -126,21 +112,12 @@ export function createCore(deps: CoreDeps): Core {
   if (mismatched.length > 0) {
     throw new Error(`handler of the wrong kind for RPC ${mismatched.map(([p, s]) => `${p.slice(1)} (${s.streaming ?? 'unary'}, got ${kindOf(deps.handlers[p])})`).join(', ')}`);
   }
-  const handlers = new Map(Object.entries(deps.handlers));
   const never = new AbortController().signal;
-  // Per path, worked out once: the RPC name (GetMe) and the name bots call it by (getMe).
-  const names = new Map(Object.keys(methodSettings).map((p) => [p, { rpc: methodNameOf(p), bot: botMethodName(methodNameOf(p)) }]));
-
-  /** Anything thrown as the ApiError the caller gets, logged when it is the service's fault. */
-  function failure(err: unknown, method: string, requestId: string): ApiError {
-    const apiError = isStorageUnavailable(err) ? storageUnavailable(err) : ApiError.from(err);
-    if (apiError.code === Code.INTERNAL || apiError.code === Code.UNKNOWN) {
-      deps.logger.error({ err: apiError.internalCause ?? err, rpc: method, requestId }, 'call failed');
-    } else if (apiError.internalCause && apiError.code === Code.UNAVAILABLE) {
-      deps.logger.warn({ err: apiError.internalCause, rpc: method, requestId }, 'call failed: database unavailable');
-    }
-    return apiError;
-  }
+  // Per path, worked out once: the RPC's names (GetMe, and getMe as bots call it), credential, kind and handler.
+  const methods = new Map<string, Method>(Object.entries(methodSettings).map(([path, s]) => {
+    const rpc = methodNameOf(path);
+    return [path, { rpc, bot: botMethodName(rpc), credential: s.credential, kind: s.streaming ?? 'unary', handler: deps.handlers[path]! }];
+  }));
 
   /** Adds the caller's identity to a log line: `bot` or `account`. */
   function withCaller(line: Record<string, unknown>, principal: Principal | undefined) {
@@ -149,114 +126,144 @@ export function createCore(deps: CoreDeps): Core {
     return line;
   }
 
-  /** One call (or one part of a stream) ended: counted, in the bot's usage, and one log line. */
-  function record(
-    path: string, requestId: string, principal: Principal | undefined, code: Code, ms: number, fields?: Record<string, unknown>, logSink?: RpcLogSink,
-  ) {
-    const name = names.get(path);
-    const method = name?.rpc ?? 'unknown';
+  /** A unary call (or a stream's part) ended: counted, in the bot's usage, and one `rpc` line. */
+  function recordCall(call: Call, code: Code, ms: number) {
+    const method = call.method?.rpc ?? 'unknown';
     const status = Code[code] ?? 'UNKNOWN';
     deps.telemetry?.rpc(method, status, ms / 1000);
-    if (principal?.kind === 'bot') deps.usage?.call(principal.botId, name?.bot ?? method, status);
+    const principal = call.principal;
+    if (principal?.kind === 'bot') deps.usage?.call(principal.botId, call.method?.bot ?? method, status);
     if (!deps.logger.isLevelEnabled('info')) return;
-    const line: Record<string, unknown> = { requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10 };
-    if (fields) Object.assign(line, fields);
+    const line: Record<string, unknown> = { requestId: call.requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10 };
+    if (call.fields) Object.assign(line, call.fields);
     withCaller(line, principal);
-    if (logSink?.(line)) return;
+    if (call.logSink?.(line)) return;
     deps.logger.info(line, 'rpc');
   }
 
-  async function* stream(path: string, input: unknown, metadata: CallMetadata, signal: CallSignal, connection?: string): AsyncGenerator<unknown> {
-    const started = performance.now();
-    const requestId = requestIdOf(metadata['x-request-id']);
-    const method = names.get(path)?.rpc ?? 'unknown';
-    let principal: Principal | undefined;
-    let code = Code.OK;
-    let sent = 0;
-    try {
-      const handler = handlers.get(path);
-      const settings = methodSettings[path];
-      if (!handler || typeof handler === 'function' || !settings) throw new ApiError(Code.UNIMPLEMENTED, `unknown streaming method ${path}`);
-      if (input instanceof UndecodableRequest) {
-        principal = await deps.authenticator.authenticate(settings.credential, metadata).catch(() => undefined);
-        throw input.error;
-      }
-      principal = await deps.authenticator.authenticate(settings.credential, metadata);
-      // A server stream is one request: limited as a call. Client streams' parts decide their own.
-      if (principal.kind === 'bot' && deps.limiter && handler.streaming === 'server') await deps.limiter.check(principal.botId, path, input);
-      const caller = principal;
-      const part = async <T>(fields: Record<string, unknown>, fn: () => Promise<T>): Promise<T> => {
-        const t0 = performance.now();
-        let partCode = Code.OK;
-        try {
-          return await fn();
-        } catch (err) {
-          const apiError = failure(err, method, requestId);
-          partCode = apiError.code;
-          throw apiError;
-        } finally {
-          record(path, requestId, caller, partCode, performance.now() - t0, fields);
-        }
-      };
-      const out = handler.call(input, { principal, requestId, metadata, signal, connection, part });
-      if (Symbol.asyncIterator in (out as object)) {
-        for await (const response of out as AsyncIterable<unknown>) {
-          sent++;
-          yield response;
-        }
-      } else {
-        const response = await out;
-        sent++;
-        yield response;
-      }
-    } catch (err) {
-      const apiError = failure(err, method, requestId);
-      code = apiError.code;
-      throw apiError;
-    } finally {
-      if (signal.aborted && signal.reason instanceof ApiError) code = signal.reason.code;
-      const ms = performance.now() - started;
-      const status = Code[code] ?? 'UNKNOWN';
-      deps.telemetry?.stream(method, status, ms / 1000);
-      if (deps.logger.isLevelEnabled('info')) {
-        deps.logger.info(withCaller({ requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent }, principal), 'rpc stream');
-      }
-    }
+  /** A stream ended: counted, and one `rpc stream` line with the responses it sent. */
+  function recordStream(call: Call, code: Code, ms: number, sent: number) {
+    const method = call.method?.rpc ?? 'unknown';
+    const status = Code[code] ?? 'UNKNOWN';
+    deps.telemetry?.stream(method, status, ms / 1000);
+    if (!deps.logger.isLevelEnabled('info')) return;
+    deps.logger.info(withCaller({ requestId: call.requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent }, call.principal), 'rpc stream');
   }
 
-  return {
-    paths: () => [...handlers.keys()],
-
-    stream: (path, input, metadata, signal = never, connection) => stream(path, input, metadata, signal, connection),
-
-    async invoke(path, request, metadata, signal = never, logSink) {
-      const started = performance.now();
-      const requestId = requestIdOf(metadata['x-request-id']);
-      const method = names.get(path)?.rpc ?? 'unknown';
-      let principal: Principal | undefined;
-      let code = Code.OK;
-      try {
-        const handler = handlers.get(path);
-        const settings = methodSettings[path];
-        if (typeof handler !== 'function' || !settings) throw new ApiError(Code.UNIMPLEMENTED, `unknown method ${path}`);
-        if (request instanceof UndecodableRequest) {
-          // Refused whatever the credential (nothing of it was read), but still
-          // attributed to the caller when the credential holds: log line, bot usage.
-          principal = await deps.authenticator.authenticate(settings.credential, metadata).catch(() => undefined);
-          throw request.error;
-        }
-        principal = await deps.authenticator.authenticate(settings.credential, metadata);
-        if (principal.kind === 'bot' && deps.limiter) await deps.limiter.check(principal.botId, path, request);
-        return await handler(request, { principal, requestId, metadata, signal });
-      } catch (err) {
-        const apiError = failure(err, method, requestId);
-        code = apiError.code;
-        throw apiError;
-      } finally {
-        // The caller left first (its transport aborted with the status it answered): that is the outcome.
-        if (signal.aborted && signal.reason instanceof ApiError) code = signal.reason.code;
-        record(path, requestId, principal, code, performance.now() - started, undefined, logSink);
-      }
-    },
+  /** Every call's outcome recorded once it is over (a stream's: when its responses stop). */
+  const record: Interceptor = (next) => (call) => {
+    const started = performance.now();
+    return onOutcome(next, call, (failed, err, sent) => {
+      let code = !failed ? Code.OK : err instanceof ApiError ? err.code : Code.INTERNAL;
+      // The caller left first (its transport aborted with the status it answered): that is the outcome.
+      if (call.signal.aborted && call.signal.reason instanceof ApiError) code = call.signal.reason.code;
+      const ms = performance.now() - started;
+      if (call.streaming) recordStream(call, code, ms, sent);
+      else recordCall(call, code, ms);
+      return err;
+    });
   };
+
+  /** Anything thrown, before the first response or after, as the ApiError the caller gets; logged when it is the service's fault. */
+  const failure: Interceptor = (next) => (call) => onOutcome(next, call, (failed, err) => (failed ? toApiError(err, call) : undefined));
+
+  function toApiError(err: unknown, call: Call): ApiError {
+    const apiError = isStorageUnavailable(err) ? storageUnavailable(err) : ApiError.from(err);
+    const rpc = call.method?.rpc ?? 'unknown';
+    if (apiError.code === Code.INTERNAL || apiError.code === Code.UNKNOWN) {
+      deps.logger.error({ err: apiError.internalCause ?? err, rpc, requestId: call.requestId }, 'call failed');
+    } else if (apiError.internalCause && apiError.code === Code.UNAVAILABLE) {
+      deps.logger.warn({ err: apiError.internalCause, rpc, requestId: call.requestId }, 'call failed: database unavailable');
+    }
+    return apiError;
+  }
+
+  /** A path with no RPC of the kind the transport called (unary or streaming): UNIMPLEMENTED, before any credential is read. */
+  const route: Interceptor = (next) => (call) =>
+    call.method && (call.method.kind !== 'unary') === call.streaming
+      ? next(call)
+      : Promise.reject(new ApiError(Code.UNIMPLEMENTED, `unknown ${call.streaming ? 'streaming ' : ''}method ${call.path}`));
+
+  /**
+   * A request the transport could not decode is refused whatever the credential (nothing
+   * of it was read), but still attributed to the caller when the credential holds: log
+   * line, bot usage.
+   */
+  const undecodable: Interceptor = (next) => (call) => {
+    if (!(call.input instanceof UndecodableRequest)) return next(call);
+    const { error } = call.input;
+    return deps.authenticator.authenticate(call.method!.credential, call.metadata).then(
+      (principal) => {
+        call.principal = principal;
+        throw error;
+      },
+      () => {
+        throw error;
+      },
+    );
+  };
+
+  /** The principal the method's credential proves, or UNAUTHENTICATED / PERMISSION_DENIED. */
+  const auth: Interceptor = (next) => async (call) => {
+    call.principal = await deps.authenticator.authenticate(call.method!.credential, call.metadata);
+    return await next(call);
+  };
+
+  /** A bot's call of one request (unary, or a server stream's) is admitted as a call; a client stream's parts decide their own. */
+  const limits = (limiter: Limiter): Interceptor => (next) => {
+    const admitted = async (call: Call, botId: string) => {
+      await limiter.check(botId, call.path, call.input);
+      return await next(call);
+    };
+    return (call) => {
+      const principal = call.principal!;
+      const kind = call.method!.kind;
+      return principal.kind === 'bot' && (kind === 'unary' || kind === 'server') ? admitted(call, principal.botId) : next(call);
+    };
+  };
+
+  /** The RPC's implementation: a unary call's response, or a stream's responses (a client stream's one, once made). */
+  const handle: Next = (call) => {
+    const { handler } = call.method!;
+    const { principal, requestId, metadata, signal } = call;
+    if (typeof handler === 'function') return handler(call.input, { principal: principal!, requestId, metadata, signal });
+    const out = handler.call(call.input, { principal: principal!, requestId, metadata, signal, connection: call.connection, part: partOf(call) });
+    return Symbol.asyncIterator in (out as object) ? Promise.resolve(out) : (out as Promise<unknown>).then(single);
+  };
+
+  /** The steps that account for a call, which a stream's parts run too. */
+  const accounting = [record, failure];
+  const run = compose([...accounting, route, undecodable, auth, ...(deps.limiter ? [limits(deps.limiter)] : [])], handle);
+
+  /**
+   * CallContext.part of a stream: one part run through the accounting steps as a unary
+   * call of the stream's method by its caller (its own `rpc` line with `fields`).
+   */
+  const partOf = (stream: Call) => <T>(fields: Record<string, unknown>, fn: () => Promise<T>): Promise<T> =>
+    compose(accounting, fn)({
+      path: stream.path, method: stream.method, streaming: false, input: undefined, metadata: stream.metadata, signal: never,
+      requestId: stream.requestId, fields, principal: stream.principal,
+    }) as Promise<T>;
+
+  return {
+    paths: () => [...methods.keys()],
+
+    stream: (path, input, metadata, signal = never, connection) => lazily(() => run({
+      path, method: methods.get(path), streaming: true, input, metadata, signal, requestId: requestIdOf(metadata['x-request-id']), connection, principal: undefined,
+    })),
+
+    invoke: (path, request, metadata, signal = never, logSink) => run({
+      path, method: methods.get(path), streaming: false, input: request, metadata, signal, requestId: requestIdOf(metadata['x-request-id']), logSink, principal: undefined,
+    }),
+  };
+}
+
+/** One response as a stream of one. */
+async function* single(response: unknown): AsyncGenerator<unknown> {
+  yield response;
+}
+
+/** A stream's responses, its call begun when the first is asked for (nothing runs for a stream never read). */
+async function* lazily(start: () => Promise<unknown>): AsyncGenerator<unknown> {
+  yield* (await start()) as AsyncIterable<unknown>;
 }
