@@ -242,6 +242,36 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect((await bob.post(`/api/v1/bots/my/${created.body.id}/regenerate-token`)).status).toBe(404);
     });
 
+    it('every method that names an own bot answers one 404 for another account\'s bot, and one 409 for a bot not approved', async () => {
+      const created = await alice.post('/api/v1/bots/applications', { name: 'Named', username: 'named_everywhere' });
+      const id = created.body.id as string;
+      type Client = ReturnType<typeof client>;
+      const calls: [string, boolean, (c: Client, bot: string) => ReturnType<Client['get']>][] = [
+        ['GetMyBot', false, (c, bot) => c.get(`/api/v1/bots/my/${bot}`)],
+        ['UpdateMyBot', true, (c, bot) => c.patch(`/api/v1/bots/my/${bot}`, { about: 'x' })],
+        ['RegenerateToken', true, (c, bot) => c.post(`/api/v1/bots/my/${bot}/regenerate-token`)],
+        ['SetBotWebhook', true, (c, bot) => c.post(`/api/v1/bots/my/${bot}/webhook`, { url: 'https://example.com/hook', secret_token: 'secret_1' })],
+        ['DeleteBotWebhook', true, (c, bot) => c.del(`/api/v1/bots/my/${bot}/webhook`)],
+        ['EnableBotWebhook', true, (c, bot) => c.post(`/api/v1/bots/my/${bot}/webhook/enable`)],
+        ['CreateTestUpdate', true, (c, bot) => c.post(`/api/v1/bots/my/${bot}/test-updates`, { text: 'hi' })],
+        ['ListDeliveries', false, (c, bot) => c.get(`/api/v1/bots/my/${bot}/deliveries`)],
+        ['RetryDelivery', false, (c, bot) => c.post(`/api/v1/bots/my/${bot}/deliveries/dlv_nope/retry`)],
+        ['RecoverDeliveries', false, (c, bot) => c.post(`/api/v1/bots/my/${bot}/deliveries/recover`, { since: '2020-01-01T00:00:00Z' })],
+        ['GetBotMetrics', false, (c, bot) => c.get(`/api/v1/bots/my/${bot}/metrics`)],
+      ];
+      const missing = (await alice.get('/api/v1/bots/my/bot_doesnotexist')).body;
+      expect(missing.error.message).toBe('bot not found');
+      for (const [rpc, needsApproval, send] of calls) {
+        const foreign = await send(bob, id);
+        expect(foreign.status, rpc).toBe(404);
+        expect(foreign.body, rpc).toEqual(missing);
+        if (!needsApproval) continue;
+        const pending = await send(alice, id);
+        expectConsoleError(pending, 409, 'FAILED_PRECONDITION');
+        expect(pending.body.error.message, rpc).toBe('bot is not approved (review_status: pending)');
+      }
+    });
+
     it('the detail read shows command_menu, a null webhook and the profile', async () => {
       const created = await alice.post('/api/v1/bots/applications', { name: 'Detail', username: 'detail_bot' });
       const res = await alice.get(`/api/v1/bots/my/${created.body.id}`);

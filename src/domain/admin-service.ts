@@ -6,6 +6,8 @@ import type { BotsRepo, ReviewStatusValue } from '../storage/bots-repo.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { REVIEW_STATUS, toBotMessage } from './bot-view.js';
 import { issueToken } from './console-service.js';
+import { botNotFound } from './own-bot.js';
+import { paged } from './pagination.js';
 import type { AdminRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -33,7 +35,7 @@ export function createAdminService(deps: AdminDeps): AdminRpc {
 
   async function pendingBot(id: string) {
     const bot = id ? await deps.bots.findById(id) : undefined;
-    if (!bot) throw ApiError.notFound('bot');
+    if (!bot) throw botNotFound();
     if (bot.reviewStatus !== 'pending') throw notPending(bot.reviewStatus);
     return bot;
   }
@@ -46,11 +48,7 @@ export function createAdminService(deps: AdminDeps): AdminRpc {
         status = (Object.keys(REVIEW_STATUS) as ReviewStatusValue[]).find((k) => REVIEW_STATUS[k] === req.reviewStatus);
         if (!status) throw ApiError.invalid('review_status', 'INVALID_VALUE', 'must be pending, approved or rejected');
       }
-      const { items, total } = await deps.bots.listAll(status, page, limit);
-      return {
-        items: items.map((b) => toBotMessage(b)),
-        pagination: { page, limit, total, hasMore: page * limit < total },
-      };
+      return paged({ page, limit }, await deps.bots.listAll(status, page, limit), toBotMessage);
     },
 
     async approveBot(req) {

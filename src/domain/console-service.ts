@@ -3,7 +3,6 @@
  * caller's account, so another account's bot is indistinguishable from none.
  */
 import { generateBotToken, hashBotToken, randomBase62, tokenPrefixOf } from '../auth/bot-token.js';
-import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
@@ -13,10 +12,13 @@ import type { BotProfile } from '../gen/botplatform/v1/console_service.js';
 import type { BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
 import { Conflict } from '../storage/errors.js';
 import { friendRequestModeName, toBotMessage } from './bot-view.js';
+import { createOwnBots, notApproved } from './own-bot.js';
+import { paged } from './pagination.js';
 import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
 
-export const SCOPES = ['send', 'receive'] as const;
+/** The scopes a bot may ask for: the allowed_values CreateApplicationRequest.scopes declares. */
+export const SCOPES = constraintsOf('botplatform.v1.CreateApplicationRequest', 'scopes').allowedValues;
 
 export interface ConsoleDeps {
   bots: BotsRepo;
@@ -104,7 +106,7 @@ function checkContact(v: check.Violations, c: BotContact): void {
   }
   check.email(v, 'contact.email', c.email, LIMITS.contact.email);
   check.httpsUrl(v, 'contact.url', c.url, LIMITS.contact.url);
-  check.optionalText(v, 'contact.note', c.note, LIMITS.contact.note, { singleLine: true });
+  check.optionalText(v, 'contact.note', c.note, LIMITS.contact.note);
 }
 
 /**
@@ -137,7 +139,7 @@ const PROFILE_FIELDS: Record<string, (p: BotProfile, v: check.Violations) => Bot
     return { avatar: p.avatar ?? null };
   },
   short_description: (p, v) => {
-    check.optionalText(v, 'short_description', p.shortDescription, LIMITS.profile.shortDescription, { singleLine: true });
+    check.optionalText(v, 'short_description', p.shortDescription, LIMITS.profile.shortDescription);
     return { shortDescription: p.shortDescription ?? null };
   },
   about: (p, v) => {
@@ -181,12 +183,7 @@ export function createConsoleService(
   deps: ConsoleDeps,
 ): Pick<ConsoleRpc, 'createApplication' | 'listMyBots' | 'getMyBot' | 'updateMyBot' | 'regenerateToken'> {
   const now = deps.now ?? Date.now;
-
-  async function ownBot(principal: AccountPrincipal, id: string): Promise<BotRecord> {
-    const bot = id ? await deps.bots.findForOwner(principal.accountId, id) : undefined;
-    if (!bot) throw ApiError.notFound('bot');
-    return bot;
-  }
+  const own = createOwnBots(deps.bots);
 
   return {
     async createApplication(req, { principal }) {
@@ -223,15 +220,11 @@ export function createConsoleService(
 
     async listMyBots(req, { principal }) {
       const { page, limit } = check.pageAndLimit(req.page, req.limit, LIMITS.list);
-      const { items, total } = await deps.bots.listForOwner(principal.accountId, page, limit);
-      return {
-        items: items.map((b) => toBotMessage(b)),
-        pagination: { page, limit, total, hasMore: page * limit < total },
-      };
+      return paged({ page, limit }, await deps.bots.listForOwner(principal.accountId, page, limit), toBotMessage);
     },
 
     async getMyBot(req, { principal }) {
-      const bot = await ownBot(principal, req.id);
+      const bot = await own.find(principal.accountId, req.id);
       let oneTimeToken: string | undefined;
       const sealed = bot.oneTimeTokenSealed;
       if (sealed && (bot.oneTimeTokenExpiresAt ?? 0) > now()) {
@@ -244,7 +237,7 @@ export function createConsoleService(
     },
 
     async updateMyBot(req, { principal }) {
-      const bot = await ownBot(principal, req.id);
+      const bot = await own.find(principal.accountId, req.id);
       const profile: BotProfile = req.bot ?? ({ links: [], commandMenu: [] } as unknown as BotProfile);
       const v = new check.Violations();
       let patch: BotProfilePatch = {};
@@ -255,11 +248,9 @@ export function createConsoleService(
         else patch = { ...patch, ...PROFILE_FIELDS[path]!(profile, v) };
       }
       v.throwIfAny();
-      if (bot.reviewStatus !== 'approved') {
-        throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);
-      }
+      if (bot.reviewStatus !== 'approved') throw notApproved(bot.reviewStatus);
       if (Object.keys(patch).length > 0 && !(await deps.bots.updateProfile(principal.accountId, bot.id, patch, now()))) {
-        throw ApiError.failedPrecondition('bot is not approved');
+        throw await own.refusal(principal.accountId, bot.id);
       }
       // getMe answers from kept principals: drop them here and on every instance.
       if (Object.keys(patch).length > 0) await deps.credentialsChanged?.(bot.id);
@@ -267,13 +258,10 @@ export function createConsoleService(
     },
 
     async regenerateToken(req, { principal }) {
-      const bot = await ownBot(principal, req.id);
-      if (bot.reviewStatus !== 'approved') {
-        throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);
-      }
+      const bot = await own.approved(principal.accountId, req.id);
       const { plaintext, issued } = issueToken(deps, now(), false);
       if (!(await deps.bots.replaceToken(principal.accountId, bot.id, issued, now()))) {
-        throw ApiError.failedPrecondition('bot is not approved');
+        throw await own.refusal(principal.accountId, bot.id);
       }
       await deps.credentialsChanged?.(bot.id);
       return { botId: bot.id, oneTimeToken: plaintext, tokenPrefix: issued.prefix };

@@ -1,6 +1,5 @@
 /** The console's view of webhook deliveries: the log, and the manual retry. */
 import crypto from 'node:crypto';
-import type { AccountPrincipal } from '../auth/account-jwt.js';
 import { leaseFor, type Attempts } from '../dispatch/attempts.js';
 import { recoveredState } from '../dispatch/delivery-state.js';
 import { ApiError, Code } from '../errors.js';
@@ -8,6 +7,8 @@ import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo, DeliveryRecord, DeliveryStatusValue } from '../storage/deliveries-repo.js';
+import { createOwnBots } from './own-bot.js';
+import { paged } from './pagination.js';
 import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -55,12 +56,7 @@ export interface DeliveriesDeps {
 export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 'listDeliveries' | 'retryDelivery' | 'recoverDeliveries'> {
   const now = deps.now ?? Date.now;
   const holder = `console-${crypto.randomUUID()}`;
-
-  async function ownBotId(principal: AccountPrincipal, id: string): Promise<string> {
-    const bot = id ? await deps.bots.findForOwner(principal.accountId, id) : undefined;
-    if (!bot) throw ApiError.notFound('bot');
-    return bot.id;
-  }
+  const own = createOwnBots(deps.bots);
 
   return {
     async listDeliveries(req, { principal }) {
@@ -68,13 +64,10 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
       const v = new check.Violations();
       const status = req.status === undefined ? undefined : STATUS_VALUE.get(req.status);
       if (req.status !== undefined && !status) v.add('status', 'INVALID_VALUE', 'must be one of pending, succeeded, retrying, dead_letter');
-      if (req.since && req.until && req.until <= req.since) v.add('until', 'OUT_OF_RANGE', 'must be after since');
       v.throwIfAny();
-      const botId = await ownBotId(principal, req.id);
-      const { items, total } = await deps.deliveries.listForBot(botId, page, limit, {
-        status, since: req.since?.getTime(), until: req.until?.getTime(),
-      });
-      return { items: items.map(toDeliveryMessage), pagination: { page, limit, total, hasMore: page * limit < total } };
+      const { id: botId } = await own.find(principal.accountId, req.id);
+      const found = await deps.deliveries.listForBot(botId, page, limit, { status, since: req.since?.getTime(), until: req.until?.getTime() });
+      return paged({ page, limit }, found, toDeliveryMessage);
     },
 
     /**
@@ -90,10 +83,8 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
       const to = from ? recoveredState(from, at) : null;
       if (!from || !to) v.add('status', 'INVALID_VALUE', 'must be dead_letter or retrying');
       const until = req.until?.getTime() ?? at + 1;
-      if (req.since && until <= req.since.getTime()) v.add('until', 'OUT_OF_RANGE', 'must be after since');
       v.throwIfAny();
-      const bot = await deps.bots.findForOwner(principal.accountId, req.id);
-      if (!bot) throw ApiError.notFound('bot');
+      const bot = await own.find(principal.accountId, req.id);
       // Without a webhook nothing would send them (and removing one drops what is queued).
       if (bot.deliveryMode !== 'webhook') throw ApiError.failedPrecondition('the bot has no webhook set');
       const botId = bot.id;
@@ -103,7 +94,7 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
 
     /** One attempt now; answers with the delivery as it stands after it. */
     async retryDelivery(req, { principal }) {
-      const botId = await ownBotId(principal, req.id);
+      const { id: botId } = await own.find(principal.accountId, req.id);
       const delivery = req.deliveryId ? await deps.deliveries.findForBot(botId, req.deliveryId) : undefined;
       if (!delivery) throw ApiError.notFound('delivery');
       if (delivery.status === 'succeeded') throw ApiError.failedPrecondition('delivery already succeeded');

@@ -13,6 +13,7 @@ import type { DeliveriesRepo } from '../storage/deliveries-repo.js';
 import type { LimitsRepo } from '../storage/limits-repo.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 import { DAY_MS, quotaKey, windowOf } from './limit-keys.js';
+import { createOwnBots } from './own-bot.js';
 import type { ConsoleRpc } from './rpc.js';
 import { MINUTE_MS, type UsageRecorder } from './usage.js';
 
@@ -46,6 +47,7 @@ export function windowStart(at: number, windowSeconds: number): number {
 
 export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBotMetrics'> {
   const now = deps.now ?? Date.now;
+  const own = createOwnBots(deps.bots);
 
   return {
     async getBotMetrics(req, { principal }) {
@@ -53,8 +55,7 @@ export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBo
       if (!Number.isInteger(windowSeconds) || windowSeconds < WINDOW.minimum || windowSeconds > WINDOW.maximum) {
         throw ApiError.invalid('window_seconds', 'OUT_OF_RANGE', `must be from ${WINDOW.minimum} to ${WINDOW.maximum}`);
       }
-      const bot = req.id ? await deps.bots.findForOwner(principal.accountId, req.id) : undefined;
-      if (!bot) throw ApiError.notFound('bot');
+      const bot = await own.find(principal.accountId, req.id);
 
       await Promise.all([deps.usage.flush(), deps.settleLimits?.(bot.id)]);
       const at = now();

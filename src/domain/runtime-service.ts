@@ -3,6 +3,7 @@ import { ApiError } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import { checkCommands } from './console-service.js';
+import { createOwnBots } from './own-bot.js';
 import type { RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -15,6 +16,7 @@ const COMMANDS = constraintsOf('botplatform.v1.SetMyCommandsRequest', 'commands'
 
 export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe' | 'setMyCommands' | 'getMyCommands' | 'deleteMyCommands'> {
   const now = deps.now ?? Date.now;
+  const own = createOwnBots(deps.bots);
 
   async function botOf(botId: string) {
     const bot = await deps.bots.findById(botId);
@@ -25,7 +27,7 @@ export function createRuntimeService(deps: RuntimeDeps): Pick<RuntimeRpc, 'getMe
   /** The command menu (the console's command_menu) replaced; only while the bot is approved. */
   async function setMenu(principal: { ownerId: string; botId: string }, menu: { command: string; description: string }[]) {
     const ok = await deps.bots.updateProfile(principal.ownerId, principal.botId, { commandMenu: menu }, now());
-    if (!ok) throw ApiError.failedPrecondition('the bot is not approved');
+    if (!ok) throw await own.refusal(principal.ownerId, principal.botId);
   }
 
   return {

@@ -10,12 +10,13 @@ import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
 import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
-import type { BotRecord, BotsRepo } from '../storage/bots-repo.js';
+import type { BotsRepo } from '../storage/bots-repo.js';
 import { toBotMessage } from './bot-view.js';
 import { SURFACE_METADATA, type ConsoleRpc, type InternalRpc, type RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 import { createIngestStream } from './ingest-stream.js';
+import { createOwnBots, NOT_APPROVED } from './own-bot.js';
 import type { IngestOutcome, NewUpdate, UnitsOfWork } from '../storage/units.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import type { UpdateWaiters } from '../pipeline/update-waiters.js';
@@ -125,18 +126,13 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 } {
   const now = deps.now ?? Date.now;
 
-  async function approvedOwnBot(principal: AccountPrincipal, id: string): Promise<BotRecord> {
-    const bot = id ? await deps.bots.findForOwner(principal.accountId, id) : undefined;
-    if (!bot) throw ApiError.notFound('bot');
-    if (bot.reviewStatus !== 'approved') throw ApiError.failedPrecondition(`bot is not approved (review_status: ${bot.reviewStatus})`);
-    return bot;
-  }
+  const own = createOwnBots(deps.bots);
 
   function refuseOutcome(o: IngestOutcome, field: string) {
     if ('error' in o) {
       throw o.error === 'NO_BOT'
         ? new ApiError(Code.NOT_FOUND, `${field}: no such bot`, { details: [{ field, reason: 'NOT_FOUND', description: 'no such bot' }] })
-        : ApiError.failedPrecondition(`${field}: bot is not approved`);
+        : ApiError.failedPrecondition(`${field}: ${NOT_APPROVED}`);
     }
   }
 
@@ -198,8 +194,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
   /** The console's detail of an own bot as it stands now (the one-time token stays unread). */
   async function ownBotDetail(principal: AccountPrincipal, id: string) {
-    const bot = await deps.bots.findForOwner(principal.accountId, id);
-    if (!bot) throw ApiError.notFound('bot');
+    const bot = await own.find(principal.accountId, id);
     return { ...toBotMessage(bot), webhook: await webhookSummary(bot.id) };
   }
 
@@ -269,13 +264,13 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
     /** The console's test message from a test user to an approved bot. */
     async createTestUpdate(req, { principal }) {
-      const bot = await approvedOwnBot(principal, req.id);
+      const bot = await own.approved(principal.accountId, req.id);
       const v = new check.Violations();
       check.messageText(v, 'text', req.text, LIMITS.testUpdate.text);
       if (req.chatId !== undefined && req.chatId === 0) v.add('chat_id', 'INVALID_VALUE', 'must not be 0');
       if (req.from && !req.from.id) v.add('from.id', 'REQUIRED', 'is required');
-      check.optionalText(v, 'from.username', req.from?.username, LIMITS.user.username, { singleLine: true });
-      check.optionalText(v, 'from.first_name', req.from?.firstName, LIMITS.user.firstName, { singleLine: true });
+      check.optionalText(v, 'from.username', req.from?.username, LIMITS.user.username);
+      check.optionalText(v, 'from.first_name', req.from?.firstName, LIMITS.user.firstName);
       v.throwIfAny();
       const chatId = req.chatId ?? 100_000_001;
       const from = req.from ?? { id: chatId, isBot: false, username: 'test_user', firstName: 'Test' };
@@ -298,7 +293,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       const limits = LIMITS.getUpdates;
       check.inRange(v, 'offset', req.offset, limits.offset);
       check.inRange(v, 'tail', req.tail, limits.tail);
-      if (req.tail !== undefined && req.offset !== undefined) v.add('tail', 'CONFLICT', 'cannot be given with offset');
+      if (req.tail !== undefined && req.offset !== undefined) v.add('tail', 'CONFLICT', `cannot be given with ${limits.tail.conflictsWith}`);
       check.inRange(v, 'limit', req.limit, limits.limit);
       check.inRange(v, 'timeout', req.timeout, limits.timeout);
       checkKinds(v, 'allowed_updates', req.allowedUpdates);
@@ -357,20 +352,20 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     },
 
     async setBotWebhook(req, { principal }) {
-      const bot = await approvedOwnBot(principal, req.id);
+      const bot = await own.approved(principal.accountId, req.id);
       await applyWebhook(bot.id, req, LIMITS.consoleWebhook);
       return { bot: await ownBotDetail(principal, bot.id) };
     },
 
     async deleteBotWebhook(req, { principal }) {
-      const bot = await approvedOwnBot(principal, req.id);
+      const bot = await own.approved(principal.accountId, req.id);
       await removeWebhook(bot.id, req.dropPendingUpdates);
       return { bot: await ownBotDetail(principal, bot.id) };
     },
 
     /** Resumes deliveries to a webhook disabled for failing too long. */
     async enableBotWebhook(req, { principal }) {
-      const bot = await approvedOwnBot(principal, req.id);
+      const bot = await own.approved(principal.accountId, req.id);
       if (!(await deps.webhooks.enable(bot.id))) throw ApiError.failedPrecondition('the bot has no webhook set');
       return { bot: await ownBotDetail(principal, bot.id) };
     },
