@@ -4,6 +4,7 @@
  * domain, the dispatcher and the Telegram mappers (src/telegram/) all read it.
  */
 import crypto from 'node:crypto';
+import { constraintsOf } from './gen/constraints.js';
 import { CallbackQuery, InlineQuery, MessageEntity, ReplyMarkup, type File, type Message, type Update, type User } from './gen/botplatform/v1/update.js';
 
 /** The numeric user id a bot's messages carry in from.id (Telegram's getMe id), derived from its opaque id. */
@@ -145,4 +146,5 @@ export function toUpdateMessage(u: { updateId: number; updateSeq: number; kind: 
 }
 
 
-export const UPDATE_KINDS = ['message', 'edited_message'] as const;
+/** The update kinds a bot may ask for: the allowed_values of GetUpdatesRequest.allowed_updates (SetWebhookRequest's and SetBotWebhookRequest's are the same). */
+export const UPDATE_KINDS = constraintsOf('botplatform.v1.GetUpdatesRequest', 'allowed_updates').allowedValues;

@@ -30,6 +30,14 @@ interface Case {
   mismatch?: string;
   /** An otherwise valid entry number i of the list (max_items). */
   item?: (i: number) => unknown;
+  /** The field's value of one of its allowed values (allowed_values): the value, or a list of it. */
+  value?: (v: string) => unknown;
+  /** The path a refusal of such a value names, when not `path` (an entry: "scopes[0]"). */
+  valuePath?: string;
+  /** A valid value (non_zero's inside). */
+  valid?: unknown;
+  /** Drives the API with the field set to `value` and the field it conflicts with set too (conflicts_with). */
+  withOther?: (value: unknown) => Promise<Outcome>;
   /** False where a value inside the limits is still refused for another reason (e.g. no such upload). */
   acceptsInside?: boolean;
 }
@@ -39,6 +47,11 @@ let seq = 0;
 /** A unique string of exactly n characters from `alphabet` (n >= 1). */
 const unique = (n: number, prefix: string, fill: string) => (prefix + (seq++).toString(36) + fill.repeat(n)).slice(0, n);
 const httpsUrl = (n: number, base = 'https://example.com/') => base + 'a'.repeat(n - base.length);
+/** An https URL of n characters, of at least `base` and one more when n is shorter (a URL's min_length is 1), '' for 0. */
+const url = (base = 'https://example.com/') => (n: number) => (n === 0 ? '' : httpsUrl(Math.max(n, base.length + 1), base));
+/** Values the declared patterns refuse: a control character in a single line, NUL in any text. */
+const line = { mismatch: 'a\u0001b' };
+const text = { mismatch: 'a\u0000b' };
 const email = (n: number) => `a@${'b'.repeat(n - 6)}.com`;
 /** A MIME type of n characters (type and subtype at most 63 each). */
 const mime = (n: number) => {
@@ -69,6 +82,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
     documentId: string;
   };
   const CHAT = 100_000_001;
+  /** The maximum the served OpenAPI document gives a field bounded by a setting (maximum_setting), by table entry. */
+  const served: Record<string, number> = {};
 
   beforeAll(async () => {
     h = await startHarness('in-process', { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', LIMITS_ENABLED: 'false' });
@@ -91,6 +106,14 @@ describe('constraints declared in the protos are the limits the API enforces', (
     };
     ctx.photoId = await upload(crypto.randomBytes(64), 'image/png');
     ctx.documentId = await upload(crypto.randomBytes(64), 'text/plain');
+    const doc = (await client(h.url).get('/api/v1/openapi.json')).body;
+    for (const [message, fields] of Object.entries(constraintTable)) {
+      for (const [field, c] of Object.entries(fields)) {
+        if (!c.maximumSetting) continue;
+        const props = Object.values(doc.components.schemas[message].properties as Record<string, { maximum: number; 'x-maximum-setting'?: string }>);
+        served[`${message}.${field}`] = props.find((p) => p['x-maximum-setting'] === c.maximumSetting)!.maximum;
+      }
+    }
   });
   afterAll(async () => {
     internal?.close();
@@ -171,71 +194,83 @@ describe('constraints declared in the protos are the limits the API enforces', (
   const secret = { text: (n: number) => 's'.repeat(n), mismatch: 'not a secret!' };
   const hex = { text: (n: number) => 'ab'.repeat(n).slice(0, n), mismatch: 'z'.repeat(64) };
   const webhook = (send: (b: (v: unknown) => object) => Case['send']): Record<string, Case> => ({
-    url: { send: send((v) => ({ url: v })), path: 'url', text: (n) => httpsUrl(n, 'https://127.0.0.1/') },
+    url: { send: send((v) => ({ url: v })), path: 'url', text: url('https://127.0.0.1/') },
+    allowed_updates: { send: send((v) => ({ allowed_updates: v })), path: 'allowed_updates', value: (v) => [v], valuePath: 'allowed_updates[0]' },
     secret_token: { send: send((v) => ({ secret_token: v })), path: 'secret_token', ...secret },
     allowed_ips: { send: send((v) => ({ allowed_ips: v })), path: 'allowed_ips', item: (i) => `127.0.${i}.0/24` },
     max_connections: { send: send((v) => ({ max_connections: v })), path: 'max_connections' },
     max_deliveries_per_second: { send: send((v) => ({ max_deliveries_per_second: v })), path: 'max_deliveries_per_second' },
   });
-  const sendFile = (method: string, fileId: () => string) => ({
-    caption: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: fileId(), caption: v })), path: 'caption', text: (n: number) => 'c'.repeat(n) },
+  const sendFile = (method: string, fileId: () => string): Record<string, Case> => ({
+    caption: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: fileId(), caption: v })), path: 'caption', text: (n: number) => 'c'.repeat(n), ...text },
     reply_to_message_id: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: fileId(), reply_to_message_id: v })), path: 'reply_to_message_id' },
+    chat_id: { send: runtime(method, (v) => ({ chat_id: v, file_id: fileId() })), path: 'chat_id', valid: CHAT },
+    file_id: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: v })), path: 'file_id', text: (n: number) => (n === 0 ? '' : fileId()) },
   });
 
   /** message → field → how to reach it (one case, or several routes to the same field). */
   const CASES: Record<string, Record<string, Case | Case[]>> = {
     'botplatform.v1.CreateApplicationRequest': {
-      name: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ name: v })), path: 'name', text: (n) => 'N'.repeat(n) },
+      name: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ name: v })), path: 'name', text: (n) => 'N'.repeat(n), ...line },
       username: {
         send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ username: v })), path: 'username',
         text: (n) => unique(n, 'u', 'x'), mismatch: 'bad-name',
       },
-      description: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ description: v })), path: 'description', text: (n) => 'd'.repeat(n) },
-      avatar: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ avatar: v })), path: 'avatar', text: (n) => httpsUrl(n) },
+      description: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ description: v })), path: 'description', text: (n) => 'd'.repeat(n), ...text },
+      avatar: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ avatar: v })), path: 'avatar', text: url() },
+      scopes: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]' },
     },
     'botplatform.v1.ListMyBotsRequest': {
       page: { send: consoleCall('get', () => '/api/v1/bots/my?page='), path: 'page' },
       limit: { send: consoleCall('get', () => '/api/v1/bots/my?limit='), path: 'limit' },
     },
     'botplatform.v1.BotProfile': {
-      name: { send: profile((v) => ({ name: v })), path: 'name', text: (n) => 'N'.repeat(n) },
-      description: { send: profile((v) => ({ description: v })), path: 'description', text: (n) => 'd'.repeat(n) },
-      avatar: { send: profile((v) => ({ avatar: v })), path: 'avatar', text: (n) => httpsUrl(n) },
-      short_description: { send: profile((v) => ({ short_description: v })), path: 'short_description', text: (n) => 's'.repeat(n) },
-      about: { send: profile((v) => ({ about: v })), path: 'about', text: (n) => 'a'.repeat(n) },
-      cover_url: { send: profile((v) => ({ cover_url: v })), path: 'cover_url', text: (n) => httpsUrl(n) },
+      name: { send: profile((v) => ({ name: v })), path: 'name', text: (n) => 'N'.repeat(n), ...line },
+      description: { send: profile((v) => ({ description: v })), path: 'description', text: (n) => 'd'.repeat(n), ...text },
+      avatar: { send: profile((v) => ({ avatar: v })), path: 'avatar', text: url() },
+      short_description: { send: profile((v) => ({ short_description: v })), path: 'short_description', text: (n) => 's'.repeat(n), ...line },
+      about: { send: profile((v) => ({ about: v })), path: 'about', text: (n) => 'a'.repeat(n), ...text },
+      cover_url: { send: profile((v) => ({ cover_url: v })), path: 'cover_url', text: url() },
       links: { send: profile((v) => ({ links: v })), path: 'links', item: (i) => ({ title: `t${i}`, url: 'https://example.com/' }) },
       command_menu: { send: profile((v) => ({ command_menu: v })), path: 'command_menu', item: command },
     },
     'botplatform.v1.BotLink': {
-      title: { send: profile((v) => ({ links: [{ title: v, url: 'https://example.com/' }] })), path: 'links[0].title', text: (n) => 'T'.repeat(n) },
-      url: { send: profile((v) => ({ links: [{ title: 't', url: v }] })), path: 'links[0].url', text: (n) => httpsUrl(n) },
+      title: { send: profile((v) => ({ links: [{ title: v, url: 'https://example.com/' }] })), path: 'links[0].title', text: (n) => 'T'.repeat(n), ...line },
+      url: { send: profile((v) => ({ links: [{ title: 't', url: v }] })), path: 'links[0].url', text: url() },
     },
     'botplatform.v1.BotContact': {
       email: { send: profile((v) => ({ contact: { email: v } })), path: 'contact.email', text: email, mismatch: 'not-an-address' },
-      url: { send: profile((v) => ({ contact: { url: v } })), path: 'contact.url', text: (n) => httpsUrl(n) },
-      note: { send: profile((v) => ({ contact: { note: v } })), path: 'contact.note', text: (n) => 'n'.repeat(n) },
+      url: { send: profile((v) => ({ contact: { url: v } })), path: 'contact.url', text: url() },
+      note: { send: profile((v) => ({ contact: { note: v } })), path: 'contact.note', text: (n) => 'n'.repeat(n), ...line },
     },
     'botplatform.v1.BotCommand': {
       command: {
         send: profile((v) => ({ command_menu: [{ command: v, description: 'd' }] })), path: 'command_menu[0].command',
         text: (n) => 'c'.repeat(n), mismatch: 'Not-A-Command',
       },
-      description: { send: profile((v) => ({ command_menu: [{ command: 'c', description: v }] })), path: 'command_menu[0].description', text: (n) => 'd'.repeat(n) },
+      description: { send: profile((v) => ({ command_menu: [{ command: 'c', description: v }] })), path: 'command_menu[0].description', text: (n) => 'd'.repeat(n), ...line },
     },
     'botplatform.v1.SetBotWebhookRequest': webhook(consoleHook),
     'botplatform.v1.CreateTestUpdateRequest': {
-      text: { send: testUpdate((v) => ({ text: v })), path: 'text', text: (n) => 't'.repeat(n) },
+      text: { send: testUpdate((v) => ({ text: v })), path: 'text', text: (n) => 't'.repeat(n), ...text },
+      chat_id: { send: testUpdate((v) => ({ text: 'hi', chat_id: v })), path: 'chat_id', valid: 42 },
     },
     'botplatform.v1.User': {
+      id: [
+        { send: testUpdate((v) => ({ text: 'hi', from: { id: v, is_bot: false } })), path: 'from.id', valid: 7 },
+        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: v, isBot: false } }) }]), path: 'updates[0].message.from.id', valid: 7 },
+      ],
       username: [
-        { send: testUpdate((v) => ({ text: 'hi', from: { id: 7, is_bot: false, username: v } })), path: 'from.username', text: (n) => 'u'.repeat(n) },
-        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: 7, isBot: false, username: v } }) }]), path: 'updates[0].message.from.username', text: (n) => 'u'.repeat(n) },
+        { send: testUpdate((v) => ({ text: 'hi', from: { id: 7, is_bot: false, username: v } })), path: 'from.username', text: (n) => 'u'.repeat(n), ...text },
+        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: 7, isBot: false, username: v } }) }]), path: 'updates[0].message.from.username', text: (n) => 'u'.repeat(n), ...text },
       ],
       first_name: [
-        { send: testUpdate((v) => ({ text: 'hi', from: { id: 7, is_bot: false, first_name: v } })), path: 'from.first_name', text: (n) => 'F'.repeat(n) },
-        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: 7, isBot: false, firstName: v } }) }]), path: 'updates[0].message.from.first_name', text: (n) => 'F'.repeat(n) },
+        { send: testUpdate((v) => ({ text: 'hi', from: { id: 7, is_bot: false, first_name: v } })), path: 'from.first_name', text: (n) => 'F'.repeat(n), ...text },
+        { send: ingest((v) => [{ botId: ctx.main.id, message: message({ from: { id: 7, isBot: false, firstName: v } }) }]), path: 'updates[0].message.from.first_name', text: (n) => 'F'.repeat(n), ...text },
       ],
+    },
+    'botplatform.v1.Chat': {
+      id: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ chat: { id: v, type: 'private' } }) }]), path: 'updates[0].message.chat.id', valid: 555 },
     },
     'botplatform.v1.ListDeliveriesRequest': {
       page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?page=`), path: 'page' },
@@ -254,25 +289,27 @@ describe('constraints declared in the protos are the limits the API enforces', (
           const pending = await ctx.owner.post('/api/v1/bots/applications', app({}));
           return consoleOutcome(await ctx.admin.post(`/api/v1/admin/bots/${pending.body.id}/reject`, { reason: v }));
         },
-        path: 'reason', text: (n) => 'r'.repeat(n),
+        path: 'reason', text: (n) => 'r'.repeat(n), ...line,
       },
     },
     'botplatform.v1.GetUpdatesRequest': {
       // The bot always has an update waiting, so a long poll answers at once.
       offset: { send: runtime('getUpdates', (v) => ({ offset: v, limit: 1 })), path: 'offset' },
-      tail: { send: runtime('getUpdates', (v) => ({ tail: v })), path: 'tail' },
+      tail: { send: runtime('getUpdates', (v) => ({ tail: v })), path: 'tail', withOther: runtime('getUpdates', (v) => ({ tail: v, offset: 0 })) },
+      allowed_updates: { send: runtime('getUpdates', (v) => ({ allowed_updates: v, limit: 1 })), path: 'allowed_updates', value: (v) => [v], valuePath: 'allowed_updates[0]' },
       limit: { send: runtime('getUpdates', (v) => ({ limit: v })), path: 'limit' },
       timeout: { send: runtime('getUpdates', (v) => ({ timeout: v, limit: 1 })), path: 'timeout' },
     },
     'botplatform.v1.SetWebhookRequest': webhook(runtimeHook),
     'botplatform.v1.SendMessageRequest': {
-      text: { send: runtime('sendMessage', (v) => ({ chat_id: CHAT, text: v })), path: 'text', text: (n) => 'm'.repeat(n) },
+      text: { send: runtime('sendMessage', (v) => ({ chat_id: CHAT, text: v })), path: 'text', text: (n) => 'm'.repeat(n), ...text },
       reply_to_message_id: { send: runtime('sendMessage', (v) => ({ chat_id: CHAT, text: 'x', reply_to_message_id: v })), path: 'reply_to_message_id' },
+      chat_id: { send: runtime('sendMessage', (v) => ({ chat_id: v, text: 'x' })), path: 'chat_id', valid: CHAT },
     },
     'botplatform.v1.SendPhotoRequest': sendFile('sendPhoto', () => ctx.photoId),
     'botplatform.v1.SendDocumentRequest': sendFile('sendDocument', () => ctx.documentId),
     'botplatform.v1.CreateUploadCredentialsRequest': {
-      file_name: { send: credentials((v) => ({ fileName: v })), path: 'fileName', text: (n) => 'f'.repeat(n) },
+      file_name: { send: credentials((v) => ({ fileName: v })), path: 'fileName', text: (n) => 'f'.repeat(n), mismatch: 'a/b' },
       file_size: { send: credentials((v) => ({ fileSize: v })), path: 'fileSize' },
       checksum: { send: credentials((v) => ({ checksum: v })), path: 'checksum', ...hex },
       file_type: { send: credentials((v) => ({ fileType: v })), path: 'fileType', text: mime, mismatch: 'not a type' },
@@ -287,6 +324,18 @@ describe('constraints declared in the protos are the limits the API enforces', (
     },
     'botplatform.v1.ProvePossessionRequest': {
       proof: { send: runtime('files/possession', (v) => ({ challengeId: 'pc_none', proof: v })), path: 'proof', ...hex, acceptsInside: false },
+      challenge_id: {
+        send: runtime('files/possession', (v) => ({ challengeId: v, proof: 'a'.repeat(64) })), path: 'challengeId', text: (n) => 'p'.repeat(n), acceptsInside: false,
+      },
+    },
+    'botplatform.v1.GetFileRequest': {
+      file_id: { send: runtime('getFile', (v) => ({ file_id: v })), path: 'file_id', text: (n) => 'f'.repeat(n), acceptsInside: false },
+    },
+    'botplatform.v1.RecoverDeliveriesRequest': {
+      status: {
+        send: consoleCall('post', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries/recover`, (v) => ({ since: new Date(0).toISOString(), status: v })),
+        path: 'status', acceptsInside: false,
+      },
     },
     'botplatform.v1.SetMyCommandsRequest': {
       commands: { send: runtime('setMyCommands', (v) => ({ commands: v })), path: 'commands', item: command },
@@ -322,12 +371,18 @@ describe('constraints declared in the protos are the limits the API enforces', (
       seq: { send: feed((v) => ({ start: [{ partition: 0, seq: v }] })), path: 'start[0].seq' },
     },
     'botplatform.v1.Message': {
-      text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n) },
-      caption: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ caption: v }) }]), path: 'updates[0].message.caption', text: (n) => 'c'.repeat(n) },
+      text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n), ...text },
+      caption: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ caption: v }) }]), path: 'updates[0].message.caption', text: (n) => 'c'.repeat(n), ...text },
     },
   };
 
-  interface Probe { name: string; entry: string; outside: (c: Case) => unknown; inside: (c: Case) => unknown }
+  interface Probe {
+    name: string; entry: string; outside: (c: Case) => unknown; inside: (c: Case) => unknown;
+    /** How the outside value is sent, when not by the case's send (conflicts_with: with the other field). */
+    sendOutside?: (c: Case) => Case['send'];
+    /** The path the refusal names, when not the case's path. */
+    refusedAt?: (c: Case) => string;
+  }
 
   /** Just outside and just inside each keyword of one field's constraints. */
   function probes(entry: string, c: FieldConstraints): Probe[] {
@@ -346,6 +401,21 @@ describe('constraints declared in the protos are the limits the API enforces', (
     if (c.minimum !== undefined) list.push({ name: `minimum ${c.minimum}`, entry, outside: () => c.minimum! - 1, inside: () => c.minimum! });
     if (c.maximum !== undefined) list.push({ name: `maximum ${c.maximum}`, entry, outside: () => c.maximum! + 1, inside: () => c.maximum! });
     if (c.maxItems !== undefined) list.push({ name: `max_items ${c.maxItems}`, entry, outside: items(c.maxItems + 1), inside: items(c.maxItems) });
+    if (c.allowedValues) {
+      const wrap = (k: Case, v: string) => (k.value ? k.value(v) : v);
+      list.push({
+        name: `allowed_values ${c.allowedValues.join(', ')}`, entry, outside: (k) => wrap(k, 'not_a_value'), inside: (k) => wrap(k, c.allowedValues![0]!),
+        refusedAt: (k) => k.valuePath ?? k.path,
+      });
+    }
+    if (c.nonZero) list.push({ name: 'non_zero', entry, outside: () => 0, inside: (k) => k.valid });
+    if (c.maximumSetting) {
+      list.push({ name: `maximum_setting ${c.maximumSetting}`, entry, outside: () => served[entry]! + 1, inside: () => served[entry]! });
+    }
+    if (c.conflictsWith) {
+      const fits = c.minimum ?? 1;
+      list.push({ name: `conflicts_with ${c.conflictsWith}`, entry, outside: () => fits, inside: () => fits, sendOutside: (k) => k.withOther! });
+    }
     return list;
   }
 
@@ -365,6 +435,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
         if ((c.minLength !== undefined || c.maxLength !== undefined || c.pattern) && !k.text) missing.push(`${key}: text`);
         if (c.pattern && k.mismatch === undefined) missing.push(`${key}: mismatch`);
         if (c.maxItems !== undefined && !k.item) missing.push(`${key}: item`);
+        if (c.nonZero && k.valid === undefined) missing.push(`${key}: valid`);
+        if (c.conflictsWith && !k.withOther) missing.push(`${key}: withOther`);
       }
     }
     expect(missing).toEqual([]);
@@ -376,13 +448,13 @@ describe('constraints declared in the protos are the limits the API enforces', (
   const rows = entries.flatMap(({ message, field, c }) =>
     casesOf(message, field).flatMap((k, route) => probes(`${message}.${field}`, c).map((p) => ({ ...p, k, route }))));
 
-  it.each(rows.map((r) => [`${r.entry} (${r.k.path}) ${r.name}`, r] as const))('%s', async (_name, { k, outside, inside }) => {
-    const refused = await k.send(outside(k));
+  it.each(rows.map((r) => [`${r.entry} (${r.k.path}) ${r.name}`, r] as const))('%s', async (_name, { k, outside, inside, sendOutside, refusedAt }) => {
+    const refused = await (sendOutside?.(k) ?? k.send)(outside(k));
     expect(refused.status, `outside: ${JSON.stringify(refused)}`).toSatisfy((s) => s === 400 || s === 'INVALID_ARGUMENT');
-    expect(refused.fields).toContain(k.path);
+    expect(refused.fields).toContain(refusedAt?.(k) ?? k.path);
 
     const accepted = await k.send(inside(k));
-    expect(accepted.fields, `inside: ${JSON.stringify(accepted)}`).not.toContain(k.path);
+    expect(accepted.fields, `inside: ${JSON.stringify(accepted)}`).not.toContain(refusedAt?.(k) ?? k.path);
     if (k.acceptsInside !== false) {
       expect([200, 201, 'OK'], `inside: ${JSON.stringify(accepted)}`).toContain(accepted.status);
     }

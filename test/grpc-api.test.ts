@@ -299,9 +299,10 @@ describe('gRPC API', () => {
     };
     visit(doc);
     expect(bounded.length).toBeGreaterThan(20);
-    // A (botplatform.v1.constraints) minimum (offset >= 0, reply_to_message_id and file_size >= 1) narrows the lower bound only.
+    // A (botplatform.v1.constraints) minimum (offset >= 0, reply_to_message_id and file_size >= 1) narrows the lower
+    // bound; file_size's maximum is the deployment's MAX_FILE_BYTES (2 GiB by default), which the served document carries.
     expect(new Set(bounded.map((b) => JSON.stringify(b)))).toEqual(new Set([
-      [-(2 ** 53 - 1), 2 ** 53 - 1], [0, 2 ** 53 - 1], [1, 2 ** 53 - 1],
+      [-(2 ** 53 - 1), 2 ** 53 - 1], [0, 2 ** 53 - 1], [1, 2 ** 53 - 1], [1, 2 ** 31],
     ].map((b) => JSON.stringify(b))));
     expect(doc.components.schemas['botplatform.v1.SendMessageRequest'].properties.chat_id.description).toContain('2^53-1');
   });

@@ -48,8 +48,9 @@ describe('grpcurl with reflection', () => {
     expect(method.status).toBe(0);
     expect(method.stdout).toMatch(/google\.api\.http\)\s*=\s*\{\s*post:\s*"\/api\/v1\/bots\/applications"/);
     const request = await run(h.grpcAddress, 'describe', 'botplatform.v1.CreateApplicationRequest');
-    expect(request.stdout).toMatch(/string name = 1 \[[^\]]*\(\.?google\.api\.field_behavior\) = REQUIRED/);
-    expect(request.stdout).toMatch(/string name = 1 \[[^\]]*\(\.?botplatform\.v1\.constraints\) = \{ min_length: 1, max_length: 100 \}/);
+    // Within the field's options (up to its "];": its pattern holds brackets of its own, and a long option is spread over lines).
+    expect(request.stdout).toMatch(/string name = 1 \[(?:(?!\];)[\s\S])*\(\.?google\.api\.field_behavior\) = REQUIRED/);
+    expect(request.stdout).toMatch(/string name = 1 \[(?:(?!\];)[\s\S])*\(\.?botplatform\.v1\.constraints\) = \{\s*min_length: 1,\s*max_length: 100,\s*pattern: "\^/);
     // The whole file, as a stub generator would receive it from reflection.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grpcurl-protos-'));
     try {

@@ -10,7 +10,8 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import createClient from 'openapi-fetch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { paths } from '../gateway/generated/openapi-types.js';
-import { call, client, startHarness, type Harness, type HttpResult } from './helpers/harness.js';
+import http from 'node:http';
+import { approvedBot, call, client, startHarness, type Harness, type HttpResult } from './helpers/harness.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -180,6 +181,141 @@ describe('the OpenAPI document', () => {
     const refused = await owner.POST('/api/v1/bots/applications', { body: { name: 'Generated', username: 'generated_bot' } });
     expect(refused.response.status).toBe(409);
     expect(refused.error).toMatchObject({ error: { status: 'ALREADY_EXISTS', code: 409 } });
+  });
+
+  /**
+   * What the document says of a request: whether its body (undefined: none) is valid for
+   * the operation, by the same third-party validator the answers are checked with.
+   */
+  function documentAccepts(path: string, method: string, body: unknown): boolean {
+    const requestBody = doc.paths[path][method].requestBody;
+    if (body === undefined) return !requestBody?.required;
+    const defs = JSON.parse(JSON.stringify(doc.components.schemas).replaceAll('#/components/schemas/', '#/$defs/'));
+    const schema = JSON.parse(JSON.stringify(requestBody.content['application/json'].schema).replaceAll('#/components/schemas/', '#/$defs/'));
+    return ajv.compile({ ...schema, $defs: defs })(body) as boolean;
+  }
+
+  /** A request in any method (fetch refuses TRACE), raw body as given. */
+  function raw(method: string, path: string, headers: Record<string, string> = {}, body?: string) {
+    const url = new URL(path, h.url);
+    return new Promise<{ status: number; allow: string | undefined; body: string }>((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, method, path: url.pathname + url.search, headers }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, allow: res.headers.allow, body: text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  // One case per kind of disagreement an outside schemathesis run (full checks, 70,003
+  // requests) found between the document and the service: each request is sent, and the
+  // service accepts it exactly when the document says it is valid.
+  it('accepts what it documents and refuses what it does not', async () => {
+    const owner = client(h.url, ownerJwt);
+    const { id, token } = await approvedBot(h, ownerJwt, 'agree_bot');
+    const bot = client(h.url, token);
+    const agree = async (path: string, method: string, send: () => Promise<HttpResult>, body: unknown, valid: boolean) => {
+      expect(documentAccepts(path, method, body), `the document on ${method} ${path} ${JSON.stringify(body)}`).toBe(valid);
+      const res = await send();
+      if (valid) expect(res.status, `${method} ${path} ${JSON.stringify(body)}: ${JSON.stringify(res.body)}`).toBeLessThan(300);
+      else expect(res.status, `${method} ${path} ${JSON.stringify(body)}: ${JSON.stringify(res.body)}`).toBe(400);
+    };
+    const post = (c: ReturnType<typeof client>, path: string, at = path) => (body: unknown, valid: boolean) =>
+      agree(path, 'post', () => c.post(at, body), body, valid);
+    let n = 0;
+    const app = (extra: object) => ({ name: 'Agree', username: `agree_${n++}`, ...extra });
+    const create = post(owner, '/api/v1/bots/applications');
+
+    // Value lists: scopes and update kinds are enums in the document.
+    await create(app({ scopes: ['send'] }), true);
+    await create(app({ scopes: ['admin'] }), false);
+    const poll = post(bot, '/api/v1/bots/getUpdates');
+    await poll({ allowed_updates: ['message'] }, true);
+    await poll({ allowed_updates: ['callback_query'] }, false);
+    // Rules across fields: tail and offset exclude each other.
+    await poll({ tail: 1 }, true);
+    await poll({ tail: 1, offset: 0 }, false);
+
+    // Required strings are not empty; required ids are given, and not 0.
+    await post(bot, '/api/v1/bots/getFile')({ file_id: '' }, false);
+    const testUpdate = post(owner, '/api/v1/bots/my/{id}/test-updates', `/api/v1/bots/my/${id}/test-updates`);
+    await testUpdate({ text: 'hi', from: { id: 7, is_bot: false } }, true);
+    await testUpdate({ text: 'hi', from: { is_bot: false } }, false);
+    await testUpdate({ text: 'hi', from: { id: 0, is_bot: false } }, false);
+    await post(bot, '/api/v1/bots/sendMessage')({ chat_id: 0, text: 'x' }, false);
+
+    // Text patterns: a single line holds no control character, and a name is not blank.
+    await create(app({ name: 'a\u0001b' }), false);
+    await create(app({ name: ' \u3000 ' }), false);
+    await create(app({ name: 'Tab\u00a0name' }), true);
+    await create(app({ description: 'two\nlines' }), true);
+    await create(app({ description: 'nul\u0000' }), false);
+    await create(app({ avatar: '' }), false);
+
+    // A delivery window that ends before it starts is empty, not an error.
+    const since = new Date().toISOString();
+    const earlier = new Date(Date.now() - 60_000).toISOString();
+    const window = await owner.get(`/api/v1/bots/my/${id}/deliveries?since=${since}&until=${earlier}`);
+    expect(window.status).toBe(200);
+    expect(window.body.items).toEqual([]);
+    // A REQUIRED timestamp is not null, though a timestamp the service writes may be.
+    const recover = post(owner, '/api/v1/bots/my/{id}/deliveries/recover', `/api/v1/bots/my/${id}/deliveries/recover`);
+    await recover({ since: null }, false);
+
+    // An update's body is an object (never null); null clears what may be cleared.
+    const patch = (body: unknown, valid: boolean) => agree('/api/v1/bots/my/{id}', 'patch',
+      () => call(h.url, 'PATCH', `/api/v1/bots/my/${id}`, { token: ownerJwt, rawBody: body === undefined ? undefined : JSON.stringify(body) }), body, valid);
+    await patch({ description: null, supports_inline_queries: null }, true);
+    await patch({ name: null }, false);
+    await patch({ username: 'renamed_bot' }, false);
+    await patch(null, false);
+    await patch(undefined, false);
+
+    // null is not a boolean (nor any value the document does not make nullable).
+    const drop = (body: unknown, valid: boolean) => agree('/api/v1/bots/my/{id}/webhook', 'delete',
+      () => owner.del(`/api/v1/bots/my/${id}/webhook`, body), body, valid);
+    await drop({ drop_pending_updates: false }, true);
+    await drop({ drop_pending_updates: null }, false);
+
+    // A body the document requires must be there; whitespace alone is not a JSON document.
+    await agree('/api/v1/bots/setMyCommands', 'post', () => bot.post('/api/v1/bots/setMyCommands'), undefined, false);
+    await post(bot, '/api/v1/bots/setMyCommands')({}, false);
+    await post(bot, '/api/v1/bots/setMyCommands')({ commands: [] }, true);
+    expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token, rawBody: ' \n ' })).status).toBe(400);
+    expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token, rawBody: '' })).status).toBe(200);
+
+    // A bound the deployment sets (MAX_FILE_BYTES) is the served document's maximum.
+    const size = doc.components.schemas['botplatform.v1.CreateUploadCredentialsRequest'].properties.fileSize;
+    expect(size).toMatchObject({ minimum: 1, maximum: 2 ** 31, 'x-maximum-setting': 'MAX_FILE_BYTES' });
+    const credentials = post(bot, '/api/v1/bots/files/upload-credentials');
+    await credentials({ fileName: 'a.bin', fileSize: size.maximum, checksum: 'a'.repeat(64) }, true);
+    await credentials({ fileName: 'a.bin', fileSize: size.maximum + 1, checksum: 'a'.repeat(64) }, false);
+
+    // What the runtime API leaves out (an empty list of entities) is not required by the document.
+    const sent = await bot.post('/api/v1/bots/sendMessage', { chat_id: 100_000_001, text: 'plain' }); // the test updates' chat
+    expect(sent.status).toBe(200);
+    expect(sent.body.result.entities).toBeUndefined();
+    expectConforms('/api/v1/bots/sendMessage', 'post', sent);
+  });
+
+  it('answers a method a documented path does not take with 405 and the methods it takes in Allow', async () => {
+    for (const [path, operations] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {
+      const concrete = path.replace(/\{[^}]+\}/g, 'x1');
+      const documented = Object.keys(operations).map((m) => m.toUpperCase());
+      // QUERY without a Content-Type fails in Fastify before routing: still a 405.
+      for (const method of ['TRACE', 'OPTIONS', 'QUERY', ...['PUT', 'PATCH', 'DELETE', 'POST'].filter((m) => !documented.includes(m))]) {
+        const res = await raw(method, concrete, { authorization: `Bearer ${ownerJwt}` });
+        expect(res.status, `${method} ${path}`).toBe(405);
+        const allow = res.allow!.split(', ');
+        expect(allow.sort(), `${method} ${path}`).toEqual([...documented, ...(documented.includes('GET') ? ['HEAD'] : [])].sort());
+        expect(JSON.parse(res.body).error ?? JSON.parse(res.body).description, `${method} ${path}`).toBeDefined();
+      }
+    }
+    // A path the document does not have is still a 404.
+    expect((await raw('TRACE', '/api/v1/bots/my/x1/nothing')).status).toBe(404);
+    expect((await raw('GET', '/api/v1/nothing')).status).toBe(404);
   });
 
   it('serves an interactive reference at /docs from its own assets', async () => {

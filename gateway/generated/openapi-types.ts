@@ -221,9 +221,9 @@ export interface components {
     /** @description BotCommand is one entry of the command menu. */
     "botplatform.v1.BotCommand": {
       /** @description The command without the slash: 1 to 32 of a-z, 0-9 and underscore. */
-      command?: string;
+      command: string;
       /** @description What the command does, 1 to 256 characters. */
-      description?: string;
+      description: string;
     };
     /** @description BotContact is how users reach the people behind the bot. Every field is optional; at least one is needed. */
     "botplatform.v1.BotContact": {
@@ -237,9 +237,9 @@ export interface components {
     /** @description BotLink is one link shown on the bot's profile. */
     "botplatform.v1.BotLink": {
       /** @description Text shown for the link, 1 to 64 characters. */
-      title?: string;
+      title: string;
       /** @description https URL. */
-      url?: string;
+      url: string;
     };
     /** @description BotMetrics is a bot's activity over the last window_seconds (statistics of other service instances count once they have written them, within about a second). */
     "botplatform.v1.BotMetrics": {
@@ -284,8 +284,8 @@ export interface components {
     };
     /** @description BotProfile holds the fields an owner may change after approval. */
     "botplatform.v1.BotProfile": {
-      /** @description Display name, 1 to 100 characters. */
-      name?: string;
+      /** @description Display name, 1 to 100 characters. Required: an update that names it gives one (it cannot be cleared). */
+      name: string;
       /** @description Immutable: a request that sets it is refused. */
       username?: string;
       /** @description Long description, at most 4096 characters. */
@@ -361,7 +361,7 @@ export interface components {
     "botplatform.v1.Chat": {
       /**
        * Format: int64
-       * @description Chat identifier; for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       * @description Chat identifier (never 0); for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       id: number;
       /** @description "private", "group" or "channel". */
@@ -395,7 +395,7 @@ export interface components {
       /** @description https URL of the avatar image. */
       avatar?: string;
       /** @description Scopes asked for: "send", "receive". Default both. */
-      scopes?: string[];
+      scopes?: ("send" | "receive")[];
     };
     /** @description CreateApplicationResponse carries the new bot. */
     "botplatform.v1.CreateApplicationResponse": {
@@ -435,7 +435,7 @@ export interface components {
       fileName: string;
       /**
        * Format: int64
-       * @description Size in bytes: 1 to the configured maximum. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       * @description Size in bytes: 1 to the configured maximum (MAX_FILE_BYTES; the served OpenAPI document gives its value). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       fileSize: number;
       /** @description Lowercase or uppercase 64-character hex SHA-256 of the whole file. */
@@ -610,7 +610,7 @@ export interface components {
     /** @description GetMyCommandsResponse carries the command menu. */
     "botplatform.v1.GetMyCommandsResponse": {
       /** @description The commands, in menu order. */
-      result: components["schemas"]["botplatform.v1.BotCommand"][];
+      result?: components["schemas"]["botplatform.v1.BotCommand"][];
     };
     /** @description GetUpdatesRequest is one poll. */
     "botplatform.v1.GetUpdatesRequest": {
@@ -630,17 +630,17 @@ export interface components {
        */
       timeout?: number;
       /** @description Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
-      allowed_updates?: string[];
+      allowed_updates?: ("message" | "edited_message")[];
       /**
        * Format: int32
-       * @description Instead of offset: the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
+       * @description Instead of offset (not with it): the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
        */
       tail?: number;
     };
     /** @description GetUpdatesResponse carries updates in update_seq order. */
     "botplatform.v1.GetUpdatesResponse": {
       /** @description The updates. */
-      result: components["schemas"]["botplatform.v1.Update"][];
+      result?: components["schemas"]["botplatform.v1.Update"][];
     };
     /** @description GetWebhookInfoRequest has no fields. */
     "botplatform.v1.GetWebhookInfoRequest": Record<string, never>;
@@ -669,7 +669,7 @@ export interface components {
     /** @description InlineKeyboardRow is one row of an inline keyboard. */
     "botplatform.v1.InlineKeyboardRow": {
       /** @description The row's buttons, left to right. */
-      buttons: components["schemas"]["botplatform.v1.InlineKeyboardButton"][];
+      buttons?: components["schemas"]["botplatform.v1.InlineKeyboardButton"][];
     };
     /** @description InlineQuery is text a user typed after the bot's username in any chat (inline mode, for bots with supports_inline_queries): the bot answers with answerInlineQuery. */
     "botplatform.v1.InlineQuery": {
@@ -698,7 +698,7 @@ export interface components {
     /** @description KeyboardRow is one row of a custom keyboard. */
     "botplatform.v1.KeyboardRow": {
       /** @description The row's buttons, left to right. */
-      buttons: components["schemas"]["botplatform.v1.KeyboardButton"][];
+      buttons?: components["schemas"]["botplatform.v1.KeyboardButton"][];
     };
     /** @description ListBotsRequest filters and pages the review queue. */
     "botplatform.v1.ListBotsRequest": {
@@ -751,7 +751,7 @@ export interface components {
       since?: string | null;
       /**
        * Format: date-time
-       * @description Only deliveries created before this time (RFC 3339).
+       * @description Only deliveries created before this time (RFC 3339); at or before since, none are.
        */
       until?: string | null;
     };
@@ -812,9 +812,9 @@ export interface components {
       /** @description Caption of a photo or document: 0 to 1024 characters. */
       caption?: string;
       /** @description Special entities of the text (commands, mentions, links, formatting), in UTF-16 code units as Telegram counts them; sorted by offset. */
-      entities: components["schemas"]["botplatform.v1.MessageEntity"][];
+      entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
       /** @description Special entities of the caption, likewise. */
-      caption_entities: components["schemas"]["botplatform.v1.MessageEntity"][];
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
       /** @description The inline keyboard attached to the message (only inline_keyboard is ever set here; the other kinds of reply markup are not part of a message). */
       reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
       /**
@@ -875,7 +875,7 @@ export interface components {
       /** @description Random bytes, hex. */
       nonce: string;
       /** @description Byte ranges of the file to hash after the nonce. */
-      ranges: components["schemas"]["botplatform.v1.ByteRange"][];
+      ranges?: components["schemas"]["botplatform.v1.ByteRange"][];
       /**
        * Format: int64
        * @description When the challenge expires, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
@@ -940,17 +940,17 @@ export interface components {
        * Format: date-time
        * @description Deliveries created at or after this time (RFC 3339).
        */
-      since: string | null;
+      since: string;
       /**
        * Format: date-time
-       * @description Deliveries created before this time (default: now).
+       * @description Deliveries created before this time (default: now); at or before since, none are.
        */
       until?: string | null;
       /**
        * @description Which deliveries: dead_letter (default), or retrying (made due now).
        * @enum {string}
        */
-      status?: "pending" | "succeeded" | "retrying" | "dead_letter";
+      status?: "dead_letter" | "retrying";
     };
     /** @description RecoverDeliveriesResponse tells how many deliveries were queued again. */
     "botplatform.v1.RecoverDeliveriesResponse": {
@@ -996,9 +996,9 @@ export interface components {
     /** @description ReplyMarkup is what a bot attaches to a message for the user to answer with (Telegram's InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyKeyboardRemove and ForceReply in one): exactly one of inline_keyboard, keyboard, remove_keyboard and force_reply is set. */
     "botplatform.v1.ReplyMarkup": {
       /** @description Buttons under the message, row by row. */
-      inline_keyboard: components["schemas"]["botplatform.v1.InlineKeyboardRow"][];
+      inline_keyboard?: components["schemas"]["botplatform.v1.InlineKeyboardRow"][];
       /** @description A custom keyboard replacing the user's, row by row. */
-      keyboard: components["schemas"]["botplatform.v1.KeyboardRow"][];
+      keyboard?: components["schemas"]["botplatform.v1.KeyboardRow"][];
       /** @description Removes the custom keyboard. */
       remove_keyboard: boolean;
       /** @description Asks the user's client to show a reply interface to this message. */
@@ -1099,7 +1099,7 @@ export interface components {
       /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
       secret_token: string;
       /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
-      allowed_updates?: string[];
+      allowed_updates?: ("message" | "edited_message")[];
       /** @description IPs or CIDRs deliveries may go to. */
       allowed_ips?: string[];
       /**
@@ -1136,8 +1136,8 @@ export interface components {
       url: string;
       /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
       secret_token: string;
-      /** @description Update kinds to deliver; empty means all. */
-      allowed_updates?: string[];
+      /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
+      allowed_updates?: ("message" | "edited_message")[];
       /** @description IPs or CIDRs deliveries may go to. */
       allowed_ips?: string[];
       /**
@@ -1202,7 +1202,7 @@ export interface components {
       /** @description The bot id. */
       id: string;
       /** @description New values of the fields named in update_mask. */
-      bot: components["schemas"]["botplatform.v1.BotProfile"] | null;
+      bot: components["schemas"]["botplatform.v1.BotProfile"];
       /** @description Fields of bot to change (proto names, e.g. "short_description"); over HTTP the keys present in the body. A field in the mask but null or absent is cleared. */
       update_mask?: string | null;
     };
@@ -1241,9 +1241,9 @@ export interface components {
     "botplatform.v1.User": {
       /**
        * Format: int64
-       * @description User identifier. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       * @description User identifier (never 0). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
-      id?: number;
+      id: number;
       /** @description Whether the user is a bot. */
       is_bot?: boolean;
       /** @description Handle, when the user has one: at most 64 characters. */
@@ -1637,7 +1637,7 @@ export interface operations {
           /** @description https URL of the avatar image. */
           avatar?: string;
           /** @description Scopes asked for: "send", "receive". Default both. */
-          scopes?: string[];
+          scopes?: ("send" | "receive")[];
         };
       };
     };
@@ -1833,7 +1833,37 @@ export interface operations {
     };
     requestBody: {
       content: {
-        "application/json": components["schemas"]["botplatform.v1.BotProfile"] | null;
+        "application/json": {
+          /** @description Display name, 1 to 100 characters. Required: an update that names it gives one (it cannot be cleared). */
+          name?: string;
+          /** @description Long description, at most 4096 characters. */
+          description?: string | null;
+          /** @description https URL of the avatar image. */
+          avatar?: string | null;
+          /** @description One-line description, at most 120 characters. */
+          short_description?: string | null;
+          /** @description About text, at most 512 characters. */
+          about?: string | null;
+          /** @description https URL of the cover image. */
+          cover_url?: string | null;
+          /** @description Profile links, at most 10. */
+          links?: components["schemas"]["botplatform.v1.BotLink"][] | null;
+          /** @description Contact details. */
+          contact?: components["schemas"]["botplatform.v1.BotContact"] | null;
+          /** @description Whether the bot answers inline queries. */
+          supports_inline_queries?: boolean | null;
+          /**
+           * @description How the bot answers friend requests.
+           * @enum {string|null}
+           */
+          friend_request_mode?: "auto_accept" | "manual" | "disabled" | null;
+          /** @description Whether, in groups, the bot sees only commands and replies to it. */
+          group_privacy?: boolean | null;
+          /** @description Whether the bot may be added to groups. */
+          can_join_groups?: boolean | null;
+          /** @description The command menu, at most 100 entries, commands unique. */
+          command_menu?: components["schemas"]["botplatform.v1.BotCommand"][] | null;
+        };
       };
     };
     responses: {
@@ -1979,7 +2009,7 @@ export interface operations {
           /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
           secret_token: string;
           /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
-          allowed_updates?: string[];
+          allowed_updates?: ("message" | "edited_message")[];
           /** @description IPs or CIDRs deliveries may go to. */
           allowed_ips?: string[];
           /**
@@ -2140,7 +2170,7 @@ export interface operations {
         status?: "pending" | "succeeded" | "retrying" | "dead_letter";
         /** @description Only deliveries created at or after this time (RFC 3339). */
         since?: string | null;
-        /** @description Only deliveries created before this time (RFC 3339). */
+        /** @description Only deliveries created before this time (RFC 3339); at or before since, none are. */
         until?: string | null;
       };
       path: {
@@ -2284,17 +2314,17 @@ export interface operations {
            * Format: date-time
            * @description Deliveries created at or after this time (RFC 3339).
            */
-          since: string | null;
+          since: string;
           /**
            * Format: date-time
-           * @description Deliveries created before this time (default: now).
+           * @description Deliveries created before this time (default: now); at or before since, none are.
            */
           until?: string | null;
           /**
            * @description Which deliveries: dead_letter (default), or retrying (made due now).
            * @enum {string}
            */
-          status?: "pending" | "succeeded" | "retrying" | "dead_letter";
+          status?: "dead_letter" | "retrying";
         };
       };
     };
@@ -2717,10 +2747,10 @@ export interface operations {
            */
           timeout?: number;
           /** @description Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
-          allowed_updates?: string[];
+          allowed_updates?: ("message" | "edited_message")[];
           /**
            * Format: int32
-           * @description Instead of offset: the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
+           * @description Instead of offset (not with it): the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
            */
           tail?: number;
         };
@@ -2797,8 +2827,8 @@ export interface operations {
           url: string;
           /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
           secret_token: string;
-          /** @description Update kinds to deliver; empty means all. */
-          allowed_updates?: string[];
+          /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
+          allowed_updates?: ("message" | "edited_message")[];
           /** @description IPs or CIDRs deliveries may go to. */
           allowed_ips?: string[];
           /**
@@ -3278,7 +3308,7 @@ export interface operations {
           fileName: string;
           /**
            * Format: int64
-           * @description Size in bytes: 1 to the configured maximum. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           * @description Size in bytes: 1 to the configured maximum (MAX_FILE_BYTES; the served OpenAPI document gives its value). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           fileSize: number;
           /** @description Lowercase or uppercase 64-character hex SHA-256 of the whole file. */

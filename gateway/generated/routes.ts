@@ -414,7 +414,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "url",
@@ -425,7 +426,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -579,7 +581,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "description",
@@ -590,7 +593,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -653,7 +657,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -683,7 +688,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "reason",
@@ -694,7 +700,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -724,7 +731,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "username",
@@ -735,7 +743,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "description",
@@ -850,7 +859,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -880,7 +890,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "bot",
@@ -891,7 +902,8 @@ export const routeTable: RouteTable = {
             "ref": "botplatform.v1.BotProfile"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "update_mask",
@@ -916,7 +928,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": true
+          "optional": true,
+          "required": true
         },
         {
           "proto": "username",
@@ -1089,7 +1102,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -1141,7 +1155,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "url",
@@ -1152,7 +1167,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "secret_token",
@@ -1163,7 +1179,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "allowed_updates",
@@ -1248,7 +1265,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "drop_pending_updates",
@@ -1289,7 +1307,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "page",
@@ -1505,7 +1524,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "delivery_id",
@@ -1516,7 +1536,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -1546,7 +1567,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "since",
@@ -1556,7 +1578,8 @@ export const routeTable: RouteTable = {
             "kind": "timestamp"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "until",
@@ -1607,7 +1630,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -1637,7 +1661,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "window_seconds",
@@ -2001,7 +2026,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "text",
@@ -2012,7 +2038,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "chat_id",
@@ -2049,7 +2076,8 @@ export const routeTable: RouteTable = {
             "scalar": "int64"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "is_bot",
@@ -2513,7 +2541,8 @@ export const routeTable: RouteTable = {
             "scalar": "int64"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "type",
@@ -3111,7 +3140,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "secret_token",
@@ -3122,7 +3152,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "allowed_updates",
@@ -3402,7 +3433,8 @@ export const routeTable: RouteTable = {
             "scalar": "int64"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "text",
@@ -3413,7 +3445,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "reply_to_message_id",
@@ -3454,7 +3487,8 @@ export const routeTable: RouteTable = {
             "scalar": "int64"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "file_id",
@@ -3465,7 +3499,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "caption",
@@ -3517,7 +3552,8 @@ export const routeTable: RouteTable = {
             "scalar": "int64"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "file_id",
@@ -3528,7 +3564,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "caption",
@@ -3580,7 +3617,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "file_size",
@@ -3591,7 +3629,8 @@ export const routeTable: RouteTable = {
             "scalar": "int64"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "checksum",
@@ -3602,7 +3641,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "file_type",
@@ -3846,7 +3886,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "reuse_request_id",
@@ -3913,7 +3954,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
           "proto": "proof",
@@ -3924,7 +3966,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -3954,7 +3997,8 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },
@@ -3984,7 +4028,8 @@ export const routeTable: RouteTable = {
             "ref": "botplatform.v1.BotCommand"
           },
           "repeated": true,
-          "optional": false
+          "optional": false,
+          "required": true
         }
       ]
     },

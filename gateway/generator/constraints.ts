@@ -3,7 +3,8 @@
  * message in the image (routed or not), as a typed table the domain validation
  * reads its limits from. A constraint that does not fit its field (a length on a
  * number, max_items on a single value, a pattern that is not an ECMAScript
- * regular expression, a bound beyond what a JavaScript number holds exactly) stops
+ * regular expression, a bound beyond what a JavaScript number holds exactly, values on
+ * a field that is not a string, a conflict with a field the message does not have) stops
  * the generator.
  */
 import type { ImageIndex } from './descriptors.js';
@@ -13,6 +14,10 @@ export interface ImageConstraints {
   minLength?: number; maxLength?: number; pattern?: string;
   minimum?: string | number; maximum?: string | number;
   maxItems?: number;
+  allowedValues?: string[];
+  conflictsWith?: string;
+  maximumSetting?: string;
+  nonZero?: boolean;
 }
 
 const NUMBER_TYPES = new Set([
@@ -64,6 +69,33 @@ export function buildConstraints(index: ImageIndex, option: string): string {
         if (!repeated) throw new Error(`${where}: max_items applies to repeated fields`);
         bound('maxItems', c.maxItems);
       }
+      if (c.allowedValues?.length) {
+        if (f.type === 'TYPE_ENUM') {
+          // A subset of the enum's values, by their wire names ("dead_letter" for DELIVERY_STATUS_DEAD_LETTER).
+          const e = index.enums.get(f.typeName!.replace(/^\./, ''));
+          const names = (e?.desc.value ?? []).map((v) => v.name);
+          const prefix = names.find((n) => n.endsWith('_UNSPECIFIED'))?.replace(/UNSPECIFIED$/, '') ?? '';
+          const wire = new Set(names.filter((n) => !n.endsWith('_UNSPECIFIED')).map((n) => n.slice(prefix.length).toLowerCase()));
+          const unknown = c.allowedValues.filter((v) => !wire.has(v));
+          if (unknown.length) throw new Error(`${where}: allowed_values names no value of the enum: ${unknown.join(', ')}`);
+        } else if (!isString) throw new Error(`${where}: allowed_values applies to string and enum fields`);
+        if (new Set(c.allowedValues).size !== c.allowedValues.length) throw new Error(`${where}: allowed_values repeats a value`);
+        entries.push(`allowedValues: ${JSON.stringify(c.allowedValues)}`);
+      }
+      if (c.maximumSetting) {
+        if (!isNumber) throw new Error(`${where}: maximum_setting applies to number fields`);
+        if (!/^[A-Z][A-Z0-9_]*$/.test(c.maximumSetting)) throw new Error(`${where}: maximum_setting names a setting (UPPER_SNAKE_CASE)`);
+        entries.push(`maximumSetting: ${JSON.stringify(c.maximumSetting)}`);
+      }
+      if (c.nonZero) {
+        if (!isNumber) throw new Error(`${where}: non_zero applies to number fields`);
+        entries.push('nonZero: true');
+      }
+      if (c.conflictsWith) {
+        const other = (m.desc.field ?? []).find((o) => o.name === c.conflictsWith);
+        if (!other || other.name === f.name) throw new Error(`${where}: conflicts_with names no other field of ${name}`);
+        entries.push(`conflictsWith: ${JSON.stringify(c.conflictsWith)}`);
+      }
       if (entries.length === 0) throw new Error(`${where}: empty (botplatform.v1.constraints)`);
       (table[name] ??= {})[f.name] = `{ ${entries.join(', ')} }`;
     }
@@ -89,6 +121,14 @@ export function buildConstraints(index: ImageIndex, option: string): string {
     '  readonly minimum?: number;\n' +
     '  readonly maximum?: number;\n' +
     '  readonly maxItems?: number;\n' +
+    '  /** The only values of the field (of each entry, when repeated). */\n' +
+    '  readonly allowedValues?: readonly string[];\n' +
+    '  /** Another field (proto name) of the message that may not be given with this one. */\n' +
+    '  readonly conflictsWith?: string;\n' +
+    '  /** The setting that bounds the value from above in this deployment (the served OpenAPI document carries its value). */\n' +
+    '  readonly maximumSetting?: string;\n' +
+    '  /** The number may not be 0. */\n' +
+    '  readonly nonZero?: boolean;\n' +
     '}\n\n' +
     `const table = {\n${body}} as const satisfies Record<string, Record<string, FieldConstraints>>;\n\n` +
     '/** Every message with a constrained field. */\n' +

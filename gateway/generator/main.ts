@@ -144,6 +144,7 @@ function main() {
           repeated: f.label === 'LABEL_REPEATED' && type.kind !== 'map',
           optional: Boolean(f.proto3Optional),
           ...(f.options?.[NULL_WHEN_UNSET_OPTION] === true ? { nullWhenUnset: true } : {}),
+          ...(behavior?.includes('REQUIRED') ? { required: true } : {}),
         };
       }),
     };

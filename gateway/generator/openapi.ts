@@ -1,5 +1,5 @@
 /** OpenAPI 3.1 document of the routed methods, derived from the same schemas as the route table. */
-import type { EnumSchema, FieldSchema, FieldType, MessageSchema, RouteSpec } from '../runtime/schema.js';
+import { nullableOnWire, type EnumSchema, type FieldSchema, type FieldType, type MessageSchema, type RouteSpec } from '../runtime/schema.js';
 
 /** A field's google.api.field_behavior and (botplatform.v1.constraints), as in buf's JSON image. */
 export interface FieldOptions {
@@ -9,6 +9,10 @@ export interface FieldOptions {
     /** int64 in the JSON image: a string. */
     minimum?: string | number; maximum?: string | number;
     maxItems?: number;
+    allowedValues?: string[];
+    conflictsWith?: string;
+    maximumSetting?: string;
+    nonZero?: boolean;
   };
 }
 
@@ -81,31 +85,45 @@ function constraintKeywords(options: FieldOptions | undefined): { value: Json; a
   if (c.pattern) value.pattern = c.pattern;
   if (c.minimum !== undefined) value.minimum = Number(c.minimum);
   if (c.maximum !== undefined) value.maximum = Number(c.maximum);
+  // The deployment's setting: the served document carries its value (gateway/runtime/gateway.ts).
+  if (c.maximumSetting) value['x-maximum-setting'] = c.maximumSetting;
+  if (c.allowedValues?.length) value.enum = c.allowedValues;
+  if (c.nonZero) value.not = { const: 0 };
   return { value, array: c.maxItems !== undefined ? { maxItems: c.maxItems } : {} };
 }
 
 /**
- * Whether the gateway may write null for the field: on the console an unset
- * singular message, timestamp or field mask is null, and so is an unset optional
- * field marked null_when_unset (the runtime API leaves both out).
+ * A field's schema. Null is a value where the gateway writes it and reads it
+ * (nullableOnWire: on the console an unset singular message, timestamp or field mask is
+ * null, and so is an unset optional field marked null_when_unset), or where the caller
+ * says so (an update's body: null clears).
  */
-function mayBeNull(f: FieldSchema): boolean {
-  if (f.repeated) return false;
-  if (f.optional) return Boolean(f.nullWhenUnset);
-  return f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask';
-}
-
-function fieldSchema(f: FieldSchema, input: Input, owner: string): Json {
+function fieldSchema(f: FieldSchema, input: Input, owner: string, nullable = nullableOnWire(f)): Json {
   const { value, array } = constraintKeywords(input.fieldOptions[`${owner}.${f.proto}`]);
-  const s = { ...typeSchema(f.type, input), ...value };
-  if (f.repeated) return { type: 'array', items: s, ...array };
-  if (!mayBeNull(f)) return s;
-  if (typeof s.type === 'string') return { ...s, type: [s.type, 'null'] };
+  let s: Json = { ...typeSchema(f.type, input), ...value };
+  if (f.repeated) s = { type: 'array', items: s, ...array };
+  if (!nullable) return s;
+  if (typeof s.type === 'string') return { ...s, type: [s.type, 'null'], ...(s.enum ? { enum: [...(s.enum as unknown[]), null] } : {}) };
   return { anyOf: [s, { type: 'null' }] };
 }
 
-/** Messages a request may carry (request types and every message reachable from them). */
-function requestMessages(input: Input): Set<string> {
+/**
+ * Whether an update (a PATCH body) may clear the field with null: the field's proto3
+ * default, which null reads as, meets its constraints ("" is no name of 1 to 100
+ * characters, so a name cannot be cleared).
+ */
+function clearable(f: FieldSchema, options: FieldOptions | undefined): boolean {
+  // AIP-203: a REQUIRED field an update names must have a value.
+  if (options?.behavior.includes('REQUIRED')) return false;
+  // null unsets an optional field, and empties a list, a map or a message.
+  const c = options?.constraints;
+  if (!c || f.optional || f.repeated || f.type.kind !== 'scalar' || f.type.scalar !== 'string') return true;
+  if ((c.minLength ?? 0) > 0) return false;
+  return !c.pattern || new RegExp(c.pattern, 'u').test('');
+}
+
+/** Messages reachable from these roots (the roots and every message their fields hold). */
+function reachable(input: Input, roots: string[]): Set<string> {
   const seen = new Set<string>();
   const visit = (name: string) => {
     if (seen.has(name)) return;
@@ -115,39 +133,69 @@ function requestMessages(input: Input): Set<string> {
       if (t.kind === 'message') visit(t.ref);
     }
   };
-  for (const r of input.routes) visit(r.requestType);
+  for (const root of roots) visit(root);
   return seen;
 }
+
+/** Messages a request may carry (request types and every message reachable from them). */
+const requestMessages = (input: Input) => reachable(input, input.routes.map((r) => r.requestType));
+/** Messages the runtime API answers with (its responses and every message reachable from them). */
+const runtimeMessages = (input: Input) => reachable(input, input.routes.filter((r) => r.surface === 'runtime').map((r) => r.responseType));
 
 /**
  * Properties every instance has. In a request: the fields marked
  * (google.api.field_behavior) = REQUIRED. In a message only ever sent by the
  * service, also the fields the gateway always writes: repeated fields (empty or
- * not) and non-optional scalars.
+ * not; but a list of messages the runtime API answers is left out when empty, as
+ * Telegram leaves out what is absent) and non-optional scalars.
  */
-function requiredFields(name: string, fields: FieldSchema[], input: Input, inRequests: boolean): string[] {
+function requiredFields(name: string, fields: FieldSchema[], input: Input, inRequests: boolean, onRuntime: boolean): string[] {
   return fields
     .filter((f) => {
       if (input.fieldOptions[`${name}.${f.proto}`]?.behavior.includes('REQUIRED')) return true;
       if (inRequests) return false;
-      return f.repeated || (!f.optional && f.type.kind === 'scalar');
+      if (f.repeated) return !(onRuntime && f.type.kind === 'message');
+      return !f.optional && f.type.kind === 'scalar';
     })
     .map((f) => f.json);
 }
 
-function messageSchema(name: string, input: Input, inRequests: boolean, omit: Set<string> = new Set()): Json {
-  const fields = input.messages[name]!.fields.filter((f) => !omit.has(f.proto));
-  const required = requiredFields(name, fields, input, inRequests);
+/**
+ * `not: {required: [a, b]}` for each pair of fields that may not be given together
+ * ((botplatform.v1.constraints).conflicts_with), among the fields present.
+ */
+function conflictKeywords(name: string, fields: FieldSchema[], input: Input): Json {
+  const byProto = new Map(fields.map((f) => [f.proto, f]));
+  const pairs = fields.flatMap((f) => {
+    const other = byProto.get(input.fieldOptions[`${name}.${f.proto}`]?.constraints?.conflictsWith ?? '');
+    return other ? [{ not: { required: [f.json, other.json] } }] : [];
+  });
+  if (pairs.length === 0) return {};
+  return pairs.length === 1 ? pairs[0]! : { allOf: pairs };
+}
+
+/**
+ * A message's schema. `update`: the body of an update (AIP-134: the keys present are the
+ * mask), whose IMMUTABLE fields are left out, none is required, and null clears a field
+ * wherever the field can be cleared.
+ */
+function messageSchema(name: string, input: Input, inRequests: boolean, onRuntime = false, omit: Set<string> = new Set(), update = false): Json {
+  const behaviorOf = (f: FieldSchema) => input.fieldOptions[`${name}.${f.proto}`]?.behavior ?? [];
+  const fields = input.messages[name]!.fields.filter((f) => !omit.has(f.proto) && !(update && behaviorOf(f).includes('IMMUTABLE')));
+  const required = update ? [] : requiredFields(name, fields, input, inRequests, onRuntime);
   return {
     type: 'object',
     description: input.comments[name] || undefined,
     additionalProperties: false,
     required: required.length ? required : undefined,
+    ...(inRequests ? conflictKeywords(name, fields, input) : {}),
     properties: Object.fromEntries(
       fields.map((f) => {
-        const behavior = input.fieldOptions[`${name}.${f.proto}`]?.behavior ?? [];
+        const behavior = behaviorOf(f);
+        // A REQUIRED field of a request has a value: null is not one (the gateway refuses it).
+        const nullable = update ? clearable(f, input.fieldOptions[`${name}.${f.proto}`]) : nullableOnWire(f) && !(inRequests && behavior.includes('REQUIRED'));
         return [f.json, {
-          ...fieldSchema(f, input, name),
+          ...fieldSchema(f, input, name, nullable),
           readOnly: behavior.includes('OUTPUT_ONLY') || undefined,
           description: input.comments[`${name}.${f.proto}`] || undefined,
         }];
@@ -228,6 +276,7 @@ function errorResponses(surface: string, credential: string | undefined, hasBody
 
 export function buildOpenApi(input: Input): Json {
   const inRequests = requestMessages(input);
+  const onRuntime = runtimeMessages(input);
   const paths: Record<string, Json> = {};
   for (const r of input.routes) {
     const openapiPath = r.template.replace(/\{([a-z0-9_.]+)(=\*)?\}/g, '{$1}');
@@ -248,11 +297,17 @@ export function buildOpenApi(input: Input): Json {
     ];
     let requestBody: Json | undefined;
     if (r.body === '*') {
-      const schema = messageSchema(r.requestType, input, true, pathFields);
+      const schema = messageSchema(r.requestType, input, true, false, pathFields);
       requestBody = { required: Boolean(schema.required), content: { 'application/json': { schema } } };
     } else if (r.body) {
+      // A named body field: the body is that field's value, never null. An update's
+      // (the request has an update_mask) is a partial message of its own.
       const f = req.fields.find((x) => x.proto === r.body)!;
-      requestBody = { required: true, content: { 'application/json': { schema: fieldSchema(f, input, r.requestType) } } };
+      const update = f.type.kind === 'message' && !f.repeated && req.fields.some((x) => x.proto === 'update_mask' && x.type.kind === 'fieldmask');
+      const schema = update
+        ? messageSchema((f.type as { ref: string }).ref, input, true, false, new Set(), true)
+        : fieldSchema(f, input, r.requestType, false);
+      requestBody = { required: true, content: { 'application/json': { schema } } };
     }
     let result: Json = ref(r.responseType);
     if (r.responseBody) result = fieldSchema(input.messages[r.responseType]!.fields.find((f) => f.proto === r.responseBody)!, input, r.responseType);
@@ -275,7 +330,7 @@ export function buildOpenApi(input: Input): Json {
       },
     };
   }
-  const schemas = Object.fromEntries(Object.keys(input.messages).sort().map((m) => [m, messageSchema(m, input, inRequests.has(m))]));
+  const schemas = Object.fromEntries(Object.keys(input.messages).sort().map((m) => [m, messageSchema(m, input, inRequests.has(m), onRuntime.has(m))]));
   return {
     openapi: '3.1.0',
     info: {

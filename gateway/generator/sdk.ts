@@ -27,8 +27,17 @@ const doc = (text: string | undefined, indent = '') =>
 export function buildSdk(input: Input): string {
   const { routes, messages, enums, comments, index } = input;
 
+  // An update's body (the named body field of a request with an update_mask) is partial:
+  // what it leaves out is left as it is, so none of its fields is required there.
+  const updateBodies = new Set(routes.flatMap((r) => {
+    const req = messages[r.requestType]!;
+    const body = r.body && r.body !== '*' ? req.fields.find((f) => f.proto === r.body) : undefined;
+    const update = req.fields.some((f) => f.proto === 'update_mask' && f.type.kind === 'fieldmask');
+    return body?.type.kind === 'message' && update ? [body.type.ref] : [];
+  }));
   const required = new Set<string>();
   for (const ref of Object.keys(messages)) {
+    if (updateBodies.has(ref)) continue;
     for (const f of index.messages.get(ref)?.desc.field ?? []) {
       const behaviour = f.options?.[BEHAVIOR_OPTION] as string[] | undefined;
       if (behaviour?.includes('REQUIRED')) required.add(`${ref}.${f.name}`);

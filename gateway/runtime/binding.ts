@@ -24,11 +24,12 @@ const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null &
 
 /**
  * The one JSON body parser of both surfaces (Fastify's content-type parser for
- * application/json, read as a string): an empty body is no body (undefined); malformed
- * JSON is a 400 in the route's envelope.
+ * application/json, read as a string): an empty body is no body (undefined); anything
+ * else must be one JSON document (whitespace alone is none: malformed), else a 400 in
+ * the route's envelope.
  */
 export function parseJsonBody(_request: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
-  const text = String(body).trim();
+  const text = String(body);
   if (text === '') return done(null, undefined);
   try {
     done(null, JSON.parse(text));
@@ -37,7 +38,12 @@ export function parseJsonBody(_request: unknown, body: string | Buffer, done: (e
   }
 }
 
-/** Builds the request message from path, body and query. */
+/**
+ * Builds the request message from path, body and query. The body is read strictly, as
+ * the OpenAPI document describes it: its REQUIRED fields given (unless the path or the
+ * query gives them), null only where the document allows it; a named body field (an
+ * update's) is required.
+ */
 export function bindRequest(codec: Codec, spec: BindingSpec, { body, query, params }: HttpRequestParts): Obj {
   const message = codec.emptyMessage(spec.requestType);
   if (body !== undefined && spec.body === null) throw ApiError.invalid('body', 'UNEXPECTED_BODY', 'this method takes no body');
@@ -47,15 +53,18 @@ export function bindRequest(codec: Codec, spec: BindingSpec, { body, query, para
   // Query parameters bind every field not taken by the path (or by a named body
   // field); a "*" body, read after them, wins where both give a field.
   const pathFields = new Set<string>(spec.pathParams.map((p) => p.field[0]!));
+  const givenElsewhere = new Set(pathFields);
   for (const [name, raw] of Object.entries(query)) {
     const path = codec.fieldPathOf(spec.requestType, name);
     if (!path || pathFields.has(path[0]!) || path[0] === spec.body) {
       throw ApiError.invalid(name, 'UNKNOWN_FIELD', 'is not a known parameter');
     }
     codec.setFromText(spec.requestType, message, path, Array.isArray(raw) ? raw : [raw], name);
+    givenElsewhere.add(path[0]!);
   }
+  if (body === undefined && spec.body !== null && spec.body !== '*') throw ApiError.invalid('body', 'REQUIRED', 'is required');
   if (spec.body === '*') {
-    if (body !== undefined) codec.decodeMessage(spec.requestType, body as Obj, '', message);
+    codec.decodeMessage(spec.requestType, (body ?? {}) as Obj, '', message, { strict: true, givenElsewhere });
   } else if (spec.body) {
     const field = codec.lookup(spec.requestType).get(spec.body)!;
     if (body !== undefined) message[field.ts] = decodeBodyField(codec, spec, field.proto, body);
@@ -71,7 +80,9 @@ function decodeBodyField(codec: Codec, spec: BindingSpec, proto: string, value: 
   const f = codec.lookup(spec.requestType).get(proto)!;
   if (f.type.kind === 'message' && !f.repeated) {
     if (!isObject(value)) throw ApiError.invalid('body', 'INVALID_TYPE', 'must be a JSON object');
-    return codec.decodeMessage(f.type.ref, value);
+    // An update's body: null clears a field (the keys present are the mask).
+    const update = codec.lookup(spec.requestType).get('update_mask')?.type.kind === 'fieldmask';
+    return codec.decodeMessage(f.type.ref, value, '', codec.emptyMessage(f.type.ref), { strict: true, nullClears: update });
   }
   throw ApiError.invalid('body', 'INVALID_TYPE', 'unsupported body binding');
 }

@@ -5,7 +5,7 @@
  * ts-proto interfaces, so they go straight to the core or to the gRPC serializer.
  */
 import { ApiError } from '../../src/errors.js';
-import type { EnumSchema, FieldSchema, FieldType, MessageSchema, RouteTable, Surface } from './schema.js';
+import { nullableOnWire, type EnumSchema, type FieldSchema, type FieldType, type MessageSchema, type RouteTable, type Surface } from './schema.js';
 
 type Obj = Record<string, unknown>;
 
@@ -51,6 +51,20 @@ const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null &
 const join = (parent: string, name: string) => (parent ? `${parent}.${name}` : name);
 
 const camelToSnake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/**
+ * How a JSON object is read. Strict (the HTTP API's bodies, as the OpenAPI document
+ * describes them): every REQUIRED field is given and not null, and null is a value only
+ * where the document says so (nullableOnWire). Otherwise (the Telegram surface's
+ * parameters) an absent field takes its default and null reads as absent, as protojson has it.
+ */
+export interface DecodeOptions {
+  strict?: boolean;
+  /** Top-level fields given elsewhere (path and query parameters): not required in the body. */
+  givenElsewhere?: ReadonlySet<string>;
+  /** The top level of an update's body (AIP-134): null clears any field; the domain refuses what may not be cleared. */
+  nullClears?: boolean;
+}
 
 export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   const lookups = new Map<string, Map<string, FieldSchema>>();
@@ -112,7 +126,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
   }
 
   /** One value from JSON (or, with fromText, from a path or query string). */
-  function decodeValue(t: FieldType, v: unknown, field: string, fromText: boolean): unknown {
+  function decodeValue(t: FieldType, v: unknown, field: string, fromText: boolean, strict = false): unknown {
     switch (t.kind) {
       case 'scalar': {
         const s = t.scalar;
@@ -157,7 +171,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       }
       case 'message':
         if (!isObject(v)) throw bad(field, 'must be an object');
-        return decodeMessage(t.ref, v, field);
+        return decodeMessage(t.ref, v, field, emptyMessage(t.ref), { strict });
       case 'timestamp': {
         const d = typeof v === 'string' ? parseTimestamp(v) : undefined;
         if (!d) throw bad(field, 'must be an RFC 3339 timestamp');
@@ -172,32 +186,45 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
         for (const [k, item] of Object.entries(v)) {
           decodeValue({ kind: 'scalar', scalar: t.key }, k, `${field}.${k}`, true);
           // Defined, not assigned: a "__proto__" key is a key like any other.
-          Object.defineProperty(out, k, { value: decodeValue(t.value, item, `${field}.${k}`, false), enumerable: true, writable: true, configurable: true });
+          Object.defineProperty(out, k, { value: decodeValue(t.value, item, `${field}.${k}`, false, strict), enumerable: true, writable: true, configurable: true });
         }
         return out;
       }
     }
   }
 
-  function decodeField(f: FieldSchema, v: unknown, field: string, fromText = false): unknown {
-    if (v === null) return defaultOf(f);
+  /** One field's value from JSON; null reads as the field's default (strict: where null is a value of the field). */
+  function decodeField(f: FieldSchema, v: unknown, field: string, fromText = false, strict = false): unknown {
+    if (v === null) {
+      if (strict && !nullableOnWire(f)) throw bad(field, 'must not be null');
+      return defaultOf(f);
+    }
     if (f.repeated) {
       if (!Array.isArray(v)) throw bad(field, 'must be an array');
       return v.map((item, i) => {
         if (item === null) throw bad(`${field}[${i}]`, 'must not be null');
-        return decodeValue(f.type, item, `${field}[${i}]`, fromText);
+        return decodeValue(f.type, item, `${field}[${i}]`, fromText, strict);
       });
     }
-    return decodeValue(f.type, v, field, fromText);
+    return decodeValue(f.type, v, field, fromText, strict);
   }
 
   /** A JSON object → message object; every field not given takes its default. */
-  function decodeMessage(type: string, json: Obj, path = '', into: Obj = emptyMessage(type)): Obj {
+  function decodeMessage(type: string, json: Obj, path = '', into: Obj = emptyMessage(type), opts: DecodeOptions = {}): Obj {
     const fields = lookup(type);
+    const strict = opts.strict === true;
     for (const [key, value] of Object.entries(json)) {
       const f = fields.get(key);
       if (!f) throw bad(join(path, key), 'is not a known field', 'UNKNOWN_FIELD');
-      into[f.ts] = decodeField(f, value, join(path, f.json));
+      into[f.ts] = value === null && opts.nullClears ? defaultOf(f) : decodeField(f, value, join(path, f.json), false, strict);
+    }
+    // An update's body is partial: what it does not name is left as it is.
+    if (strict && !opts.nullClears) {
+      for (const f of schemaOf(type).fields) {
+        if (!f.required || opts.givenElsewhere?.has(f.proto)) continue;
+        const given = Object.hasOwn(json, f.json) ? json[f.json] : Object.hasOwn(json, f.proto) ? json[f.proto] : undefined;
+        if (given === undefined || given === null) throw bad(join(path, f.json), 'is required', 'REQUIRED');
+      }
     }
     return into;
   }

@@ -50,3 +50,11 @@ export function unsupportedMediaType(): ApiError {
 export function routeNotFound(surface: Surface, method: string): ApiError {
   return new ApiError(Code.NOT_FOUND, surface === 'runtime' ? 'method not found' : `no route for ${method} at this path`);
 }
+
+/**
+ * A known path asked with a method it does not take (TRACE, OPTIONS, PUT...): 405, with
+ * the methods it takes in `Allow` (RFC 9110 15.5.6). The path is not repeated.
+ */
+export function methodNotAllowed(method: string, allowed: readonly string[]): ApiError {
+  return new ApiError(Code.UNIMPLEMENTED, `${method} is not allowed at this path; it takes ${allowed.join(', ')}`, { httpStatus: 405 });
+}

@@ -14,7 +14,7 @@ import { requestIdOf } from '../../src/telemetry/request-id.js';
 import { bindRequest, parseJsonBody } from './binding.js';
 import { createCodec } from './codec.js';
 import { renderError, surfaceOfPath } from './envelopes.js';
-import { apiErrorOf, routeNotFound, unsupportedMediaType } from './errors.js';
+import { apiErrorOf, methodNotAllowed, routeNotFound, unsupportedMediaType } from './errors.js';
 import { answerClientError } from './client-errors.js';
 import { registerFileRoutes, type FileRoutesOptions } from './file-routes.js';
 import { registerConsoleRoutes, type ConsoleRoutesOptions } from './console.js';
@@ -73,6 +73,43 @@ function noStore(_request: FastifyRequest, reply: FastifyReply, payload: unknown
 function forceNoStore(_request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) {
   reply.header('cache-control', 'no-store');
   done(null, payload);
+}
+
+/** Each path template of the table (as a pattern of the raw path) with the methods it takes, in the table's order. */
+function methodsByTemplate(table: RouteTable): { pattern: RegExp; methods: string[] }[] {
+  const byPath = new Map<string, Set<string>>();
+  for (const r of table.routes) {
+    const methods = byPath.get(r.fastifyPath) ?? new Set<string>();
+    methods.add(r.method);
+    if (r.method === 'GET') methods.add('HEAD');
+    byPath.set(r.fastifyPath, methods);
+  }
+  const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return [...byPath].map(([path, methods]) => ({
+    pattern: new RegExp(`^${path.split('/').map((part) => (part.startsWith(':') ? '[^/]+' : escape(part))).join('/')}$`),
+    methods: [...methods],
+  }));
+}
+
+/**
+ * The OpenAPI document as this deployment serves it: a bound the protos leave to a
+ * setting ((botplatform.v1.constraints).maximum_setting, written `x-maximum-setting`)
+ * becomes the setting's value, so the document says what this service accepts.
+ */
+function withSettings(document: unknown, settings: Readonly<Record<string, number>>): unknown {
+  const walk = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(walk);
+    if (typeof node !== 'object' || node === null) return node;
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(node)) out[key] = walk(value);
+    const setting = out['x-maximum-setting'];
+    if (typeof setting === 'string') {
+      if (settings[setting] === undefined) throw new Error(`the OpenAPI document names an unknown setting ${setting}`);
+      out.maximum = settings[setting];
+    }
+    return out;
+  };
+  return walk(document);
 }
 
 /** The answer to a request that arrives while the gateway is closing. */
@@ -203,8 +240,22 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     done(unsupportedMediaType(), undefined);
   });
 
-  app.setErrorHandler((err, request, reply) => sendError(err, request, reply));
-  app.setNotFoundHandler((request, reply) => sendError(routeNotFound(surfaceOfPath(request.url), request.method), request, reply));
+  // A path of the route table asked with another method is a 405 naming the methods it
+  // takes (HEAD with GET, as Fastify answers it); any other unrouted request is a 404.
+  const allowedMethods = methodsByTemplate(opts.table);
+  /** The 405 of a request to a known path in a method it does not take (undefined: not such a request). */
+  function wrongMethod(request: FastifyRequest, reply: FastifyReply): ApiError | undefined {
+    const path = request.url.split('?', 1)[0]!;
+    const allowed = [...new Set(allowedMethods.filter((t) => t.pattern.test(path)).flatMap((t) => t.methods))];
+    if (allowed.length === 0 || allowed.includes(request.method)) return undefined;
+    reply.header('allow', allowed.join(', '));
+    return methodNotAllowed(request.method, allowed);
+  }
+  // Fastify may fail an unrouted request before its not-found handler (a QUERY without a
+  // Content-Type is a 400 there): in a method its path does not take, it is still a 405.
+  app.setErrorHandler((err, request, reply) => sendError((request.is404 && wrongMethod(request, reply)) || err, request, reply));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(wrongMethod(request, reply) ?? routeNotFound(surfaceOfPath(request.url), request.method), request, reply));
 
   // The API's answers (the route table's, the signed file URLs', the Telegram surface's)
   // are per caller and carry tokens, secrets and chats' messages: no cache may keep them.
@@ -221,7 +272,8 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   });
 
   if (opts.openapi) {
-    app.get('/api/v1/openapi.json', async () => opts.openapi);
+    const openapi = withSettings(opts.openapi, { MAX_FILE_BYTES: opts.maxFileBytes });
+    app.get('/api/v1/openapi.json', async () => openapi);
     registerDocsRoutes(app);
   }
   if (opts.files) registerFileRoutes(app, opts.files);

@@ -29,6 +29,20 @@ export interface FieldSchema {
   optional: boolean;
   /** (botplatform.v1.null_when_unset): an unset optional field is null on the console, not left out. */
   nullWhenUnset?: boolean;
+  /** (google.api.field_behavior) = REQUIRED: a request's JSON must give it (not null). */
+  required?: boolean;
+}
+
+/**
+ * Whether null is a value of the field on the wire: an unset singular message, timestamp
+ * or field mask (written null on the console), or an optional field marked
+ * null_when_unset. The OpenAPI document says so, and a request may send null there (it
+ * reads as unset); elsewhere a request's null is a wrong type.
+ */
+export function nullableOnWire(f: FieldSchema): boolean {
+  if (f.repeated) return false;
+  if (f.optional) return Boolean(f.nullWhenUnset);
+  return f.type.kind === 'message' || f.type.kind === 'timestamp' || f.type.kind === 'fieldmask';
 }
 
 export interface MessageSchema {

@@ -17,7 +17,8 @@ import { paged } from './pagination.js';
 import type { ConsoleRpc } from './rpc.js';
 import * as check from './validation.js';
 
-export const SCOPES = ['send', 'receive'] as const;
+/** The scopes a bot may ask for: the allowed_values CreateApplicationRequest.scopes declares. */
+export const SCOPES = constraintsOf('botplatform.v1.CreateApplicationRequest', 'scopes').allowedValues;
 
 export interface ConsoleDeps {
   bots: BotsRepo;
@@ -105,7 +106,7 @@ function checkContact(v: check.Violations, c: BotContact): void {
   }
   check.email(v, 'contact.email', c.email, LIMITS.contact.email);
   check.httpsUrl(v, 'contact.url', c.url, LIMITS.contact.url);
-  check.optionalText(v, 'contact.note', c.note, LIMITS.contact.note, { singleLine: true });
+  check.optionalText(v, 'contact.note', c.note, LIMITS.contact.note);
 }
 
 /**
@@ -138,7 +139,7 @@ const PROFILE_FIELDS: Record<string, (p: BotProfile, v: check.Violations) => Bot
     return { avatar: p.avatar ?? null };
   },
   short_description: (p, v) => {
-    check.optionalText(v, 'short_description', p.shortDescription, LIMITS.profile.shortDescription, { singleLine: true });
+    check.optionalText(v, 'short_description', p.shortDescription, LIMITS.profile.shortDescription);
     return { shortDescription: p.shortDescription ?? null };
   },
   about: (p, v) => {

@@ -269,8 +269,8 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       check.messageText(v, 'text', req.text, LIMITS.testUpdate.text);
       if (req.chatId !== undefined && req.chatId === 0) v.add('chat_id', 'INVALID_VALUE', 'must not be 0');
       if (req.from && !req.from.id) v.add('from.id', 'REQUIRED', 'is required');
-      check.optionalText(v, 'from.username', req.from?.username, LIMITS.user.username, { singleLine: true });
-      check.optionalText(v, 'from.first_name', req.from?.firstName, LIMITS.user.firstName, { singleLine: true });
+      check.optionalText(v, 'from.username', req.from?.username, LIMITS.user.username);
+      check.optionalText(v, 'from.first_name', req.from?.firstName, LIMITS.user.firstName);
       v.throwIfAny();
       const chatId = req.chatId ?? 100_000_001;
       const from = req.from ?? { id: chatId, isBot: false, username: 'test_user', firstName: 'Test' };
@@ -293,7 +293,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       const limits = LIMITS.getUpdates;
       check.inRange(v, 'offset', req.offset, limits.offset);
       check.inRange(v, 'tail', req.tail, limits.tail);
-      if (req.tail !== undefined && req.offset !== undefined) v.add('tail', 'CONFLICT', 'cannot be given with offset');
+      if (req.tail !== undefined && req.offset !== undefined) v.add('tail', 'CONFLICT', `cannot be given with ${limits.tail.conflictsWith}`);
       check.inRange(v, 'limit', req.limit, limits.limit);
       check.inRange(v, 'timeout', req.timeout, limits.timeout);
       checkKinds(v, 'allowed_updates', req.allowedUpdates);

@@ -4,7 +4,7 @@
  * ranges, counts) are not written here: callers pass the field's constraints
  * from src/gen/constraints.ts, generated from the (botplatform.v1.constraints)
  * the protos declare (and the OpenAPI document publishes); what no constraint
- * can say (safe text, https URLs, file-name characters) is checked here.
+ * can say (unpaired surrogates, https URLs) is checked here.
  */
 import { ApiError, Code, type FieldViolation } from '../errors.js';
 
@@ -12,6 +12,8 @@ import { ApiError, Code, type FieldViolation } from '../errors.js';
 interface MaxLength { readonly maxLength: number }
 interface Lengths extends MaxLength { readonly minLength: number }
 interface Patterned extends Lengths { readonly pattern: RegExp }
+/** A text's declared limits: its length, and the pattern of the characters it may hold, when it declares one. */
+interface TextLimits extends MaxLength { readonly pattern?: RegExp }
 interface Range { readonly minimum?: number; readonly maximum?: number }
 
 export class Violations {
@@ -55,33 +57,31 @@ export function safeText(v: Violations, field: string, value: string | undefined
   return false;
 }
 
-/** A required single-line text of 1..maxLength characters. */
-export function requiredText(v: Violations, field: string, value: string | undefined, limits: MaxLength): void {
+/**
+ * A required text of 1..maxLength characters, not blank (JavaScript's trim() leaves
+ * something), of the characters its declared pattern allows (a single line: no control
+ * characters).
+ */
+export function requiredText(v: Violations, field: string, value: string | undefined, limits: MaxLength & { readonly pattern: RegExp }): void {
   if (value === undefined || value.trim() === '') v.add(field, 'REQUIRED', 'is required');
-  else optionalText(v, field, value, limits, { singleLine: true });
+  else optionalText(v, field, value, limits);
 }
 
-/** An optional text of at most max characters. */
-export function optionalText(
-  v: Violations,
-  field: string,
-  value: string | undefined | null,
-  limits: MaxLength,
-  opts: { singleLine?: boolean } = {},
-): void {
+/** An optional text of at most max characters, of the characters its declared pattern allows. */
+export function optionalText(v: Violations, field: string, value: string | undefined | null, limits: TextLimits): void {
   if (value === undefined || value === null || !safeText(v, field, value)) return;
   if (charLength(value) > limits.maxLength) v.add(field, 'TOO_LONG', `must be at most ${limits.maxLength} characters`);
-  else if (opts.singleLine && CONTROL.test(value)) v.add(field, 'INVALID_FORMAT', 'must not contain control characters');
+  else if (limits.pattern && !limits.pattern.test(value)) v.add(field, 'INVALID_FORMAT', 'must not contain control characters');
 }
 
-/** A required message text of minLength..maxLength characters; line breaks are allowed. */
-export function messageText(v: Violations, field: string, value: string | undefined, limits: Lengths): void {
+/** A required message text of minLength..maxLength characters; line breaks are allowed (its pattern refuses only NUL). */
+export function messageText(v: Violations, field: string, value: string | undefined, limits: Lengths & { readonly pattern?: RegExp }): void {
   if (!value) return v.add(field, 'REQUIRED', 'is required');
   if (!safeText(v, field, value)) return;
   const length = charLength(value);
   if (length < limits.minLength || length > limits.maxLength) {
     v.add(field, length > limits.maxLength ? 'TOO_LONG' : 'TOO_SHORT', `must be ${limits.minLength} to ${limits.maxLength} characters`);
-  }
+  } else if (limits.pattern && !limits.pattern.test(value)) v.add(field, 'INVALID_CHARACTERS', 'must not contain NUL characters');
 }
 
 /**
@@ -117,21 +117,18 @@ export function maxItems(v: Violations, field: string, list: readonly unknown[],
   if (list.length > limits.maxItems) v.add(field, 'TOO_MANY', `must have at most ${limits.maxItems} ${noun}`);
 }
 
-/*
- * Characters a file name may not hold, besides NUL and unpaired surrogates: path
- * separators, C0 and C1 controls and DEL, line and paragraph separators, and the
- * bidirectional controls (embeddings, overrides, isolates, LRM/RLM/ALM) that let
- * "invoice\u202Egpj.exe" display as "invoiceexe.jpg".
+/**
+ * A plain file name of 1..maxLength characters, displayed as it reads. Its declared
+ * pattern refuses, besides NUL: path separators, C0 and C1 controls and DEL, line and
+ * paragraph separators, the bidirectional controls (embeddings, overrides, isolates,
+ * LRM/RLM/ALM) that let "invoice\u202Egpj.exe" display as "invoiceexe.jpg", and the
+ * names "." and "..".
  */
-// eslint-disable-next-line no-control-regex
-const BAD_FILE_NAME_CHARS = /[/\\\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/;
-
-/** A plain file name of 1..maxLength characters, displayed as it reads. */
-export function fileName(v: Violations, field: string, value: string, limits: MaxLength): void {
+export function fileName(v: Violations, field: string, value: string, limits: MaxLength & { readonly pattern: RegExp }): void {
   if (!value) return v.add(field, 'REQUIRED', 'is required');
   if (!safeText(v, field, value)) return;
   if (charLength(value) > limits.maxLength) return v.add(field, 'TOO_LONG', `must be at most ${limits.maxLength} characters`);
-  if (BAD_FILE_NAME_CHARS.test(value) || value === '.' || value === '..') {
+  if (!limits.pattern.test(value)) {
     v.add(field, 'INVALID_FORMAT', 'must be a plain file name, without path separators, control characters or bidirectional controls');
   }
 }

@@ -12,31 +12,42 @@ export interface FieldConstraints {
   readonly minimum?: number;
   readonly maximum?: number;
   readonly maxItems?: number;
+  /** The only values of the field (of each entry, when repeated). */
+  readonly allowedValues?: readonly string[];
+  /** Another field (proto name) of the message that may not be given with this one. */
+  readonly conflictsWith?: string;
+  /** The setting that bounds the value from above in this deployment (the served OpenAPI document carries its value). */
+  readonly maximumSetting?: string;
+  /** The number may not be 0. */
+  readonly nonZero?: boolean;
 }
 
 const table = {
   "botplatform.v1.BotCommand": {
     "command": { minLength: 1, maxLength: 32, pattern: new RegExp("^[a-z0-9_]*$", 'u') },
-    "description": { minLength: 1, maxLength: 256 },
+    "description": { minLength: 1, maxLength: 256, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
   },
   "botplatform.v1.BotContact": {
     "email": { maxLength: 254, pattern: new RegExp("^[^\\s@]{1,64}@[^\\s@]+\\.[^\\s@]{2,}$", 'u') },
-    "url": { maxLength: 2048 },
-    "note": { maxLength: 256 },
+    "url": { minLength: 1, maxLength: 2048 },
+    "note": { maxLength: 256, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*$", 'u') },
   },
   "botplatform.v1.BotLink": {
-    "title": { minLength: 1, maxLength: 64 },
-    "url": { maxLength: 2048 },
+    "title": { minLength: 1, maxLength: 64, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
+    "url": { minLength: 1, maxLength: 2048 },
   },
   "botplatform.v1.BotProfile": {
-    "name": { minLength: 1, maxLength: 100 },
-    "description": { maxLength: 4096 },
-    "avatar": { maxLength: 2048 },
-    "short_description": { maxLength: 120 },
-    "about": { maxLength: 512 },
-    "cover_url": { maxLength: 2048 },
+    "name": { minLength: 1, maxLength: 100, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
+    "description": { maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "avatar": { minLength: 1, maxLength: 2048 },
+    "short_description": { maxLength: 120, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*$", 'u') },
+    "about": { maxLength: 512, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "cover_url": { minLength: 1, maxLength: 2048 },
     "links": { maxItems: 10 },
     "command_menu": { maxItems: 100 },
+  },
+  "botplatform.v1.Chat": {
+    "id": { nonZero: true },
   },
   "botplatform.v1.CommitSentMessagesRequest": {
     "group": { minLength: 1, maxLength: 64, pattern: new RegExp("^[A-Za-z0-9._-]+$", 'u') },
@@ -47,17 +58,19 @@ const table = {
     "reuse_request_id": { maxLength: 128, pattern: new RegExp("^[A-Za-z0-9._:-]*$", 'u') },
   },
   "botplatform.v1.CreateApplicationRequest": {
-    "name": { minLength: 1, maxLength: 100 },
+    "name": { minLength: 1, maxLength: 100, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
     "username": { minLength: 3, maxLength: 64, pattern: new RegExp("^[a-z][a-z0-9_]*$", 'u') },
-    "description": { maxLength: 4096 },
-    "avatar": { maxLength: 2048 },
+    "description": { maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "avatar": { minLength: 1, maxLength: 2048 },
+    "scopes": { allowedValues: ["send","receive"] },
   },
   "botplatform.v1.CreateTestUpdateRequest": {
-    "text": { minLength: 1, maxLength: 4096 },
+    "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "chat_id": { nonZero: true },
   },
   "botplatform.v1.CreateUploadCredentialsRequest": {
-    "file_name": { minLength: 1, maxLength: 255 },
-    "file_size": { minimum: 1 },
+    "file_name": { minLength: 1, maxLength: 255, pattern: new RegExp("^(?!\\.\\.?$)[^/\\\\\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029\\u202A-\\u202E\\u2066-\\u2069\\u200E\\u200F\\u061C]*$", 'u') },
+    "file_size": { minimum: 1, maximumSetting: "MAX_FILE_BYTES" },
     "checksum": { minLength: 64, maxLength: 64, pattern: new RegExp("^[0-9A-Fa-f]*$", 'u') },
     "file_type": { maxLength: 127, pattern: new RegExp("^([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62})?$", 'u') },
     "reuse_request_id": { maxLength: 128, pattern: new RegExp("^[A-Za-z0-9._:-]*$", 'u') },
@@ -69,11 +82,15 @@ const table = {
   "botplatform.v1.GetBotMetricsRequest": {
     "window_seconds": { minimum: 60, maximum: 86400 },
   },
+  "botplatform.v1.GetFileRequest": {
+    "file_id": { minLength: 1 },
+  },
   "botplatform.v1.GetUpdatesRequest": {
     "offset": { minimum: 0 },
     "limit": { minimum: 1, maximum: 100 },
     "timeout": { minimum: 0, maximum: 50 },
-    "tail": { minimum: 1 },
+    "allowed_updates": { allowedValues: ["message","edited_message"] },
+    "tail": { minimum: 1, conflictsWith: "offset" },
   },
   "botplatform.v1.IncomingUpdate": {
     "idempotency_key": { maxLength: 128 },
@@ -94,30 +111,40 @@ const table = {
     "limit": { minimum: 1, maximum: 100 },
   },
   "botplatform.v1.Message": {
-    "text": { minLength: 1, maxLength: 4096 },
-    "caption": { maxLength: 1024 },
+    "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.ProvePossessionRequest": {
+    "challenge_id": { minLength: 1 },
     "proof": { minLength: 64, maxLength: 64, pattern: new RegExp("^[0-9A-Fa-f]*$", 'u') },
   },
+  "botplatform.v1.RecoverDeliveriesRequest": {
+    "status": { allowedValues: ["dead_letter","retrying"] },
+  },
   "botplatform.v1.RejectBotRequest": {
-    "reason": { minLength: 1, maxLength: 1000 },
+    "reason": { minLength: 1, maxLength: 1000, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
   },
   "botplatform.v1.SendDocumentRequest": {
-    "caption": { maxLength: 1024 },
+    "chat_id": { nonZero: true },
+    "file_id": { minLength: 1 },
+    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SendMessageRequest": {
-    "text": { minLength: 1, maxLength: 4096 },
+    "chat_id": { nonZero: true },
+    "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SendPhotoRequest": {
-    "caption": { maxLength: 1024 },
+    "chat_id": { nonZero: true },
+    "file_id": { minLength: 1 },
+    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SetBotWebhookRequest": {
-    "url": { maxLength: 2048 },
+    "url": { minLength: 1, maxLength: 2048 },
     "secret_token": { minLength: 1, maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
+    "allowed_updates": { allowedValues: ["message","edited_message"] },
     "allowed_ips": { maxItems: 32 },
     "max_connections": { minimum: 1, maximum: 100 },
     "max_deliveries_per_second": { minimum: 1, maximum: 10000 },
@@ -126,8 +153,9 @@ const table = {
     "commands": { maxItems: 100 },
   },
   "botplatform.v1.SetWebhookRequest": {
-    "url": { maxLength: 2048 },
+    "url": { minLength: 1, maxLength: 2048 },
     "secret_token": { minLength: 1, maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
+    "allowed_updates": { allowedValues: ["message","edited_message"] },
     "allowed_ips": { maxItems: 32 },
     "max_connections": { minimum: 1, maximum: 100 },
     "max_deliveries_per_second": { minimum: 1, maximum: 10000 },
@@ -141,8 +169,9 @@ const table = {
     "start": { maxItems: 16 },
   },
   "botplatform.v1.User": {
-    "username": { maxLength: 64 },
-    "first_name": { maxLength: 100 },
+    "id": { nonZero: true },
+    "username": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "first_name": { maxLength: 100, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
 } as const satisfies Record<string, Record<string, FieldConstraints>>;
 

@@ -4,7 +4,7 @@
  * what each binding refuses, and the update mask a PATCH implies (AIP-134).
  */
 import { describe, expect, it } from 'vitest';
-import { bindRequest, impliedUpdateMask, type HttpRequestParts } from '../../gateway/runtime/binding.js';
+import { bindRequest, impliedUpdateMask, parseJsonBody, type HttpRequestParts } from '../../gateway/runtime/binding.js';
 import { createCodec } from '../../gateway/runtime/codec.js';
 import type { FieldSchema, FieldType, RouteSpec, RouteTable } from '../../gateway/runtime/schema.js';
 import { ApiError, Code } from '../../src/errors.js';
@@ -44,6 +44,19 @@ const table: Pick<RouteTable, 'messages' | 'enums'> = {
     'fx.Thing': { fields: [field('display_name', str), field('about', str), field('size', int)] },
     // PATCH /notes/{id} body "note" (a named body without a mask field)
     'fx.UpdateNoteRequest': { fields: [field('id', str), field('note', { kind: 'message', ref: 'fx.Thing' })] },
+    // POST /things/{id}/create body "*": REQUIRED fields, and null where the document allows it
+    'fx.CreateRequest': {
+      fields: [
+        field('id', str, { required: true }),
+        field('title', str, { required: true }),
+        field('flag', { kind: 'scalar', scalar: 'bool' }),
+        field('owner', { kind: 'message', ref: 'fx.Person' }),
+        field('memo', str, { optional: true, nullWhenUnset: true }),
+        field('label', str, { optional: true }),
+        field('when', { kind: 'timestamp' }),
+      ],
+    },
+    'fx.Person': { fields: [field('id', int, { required: true }), field('name', str)] },
   },
   enums: {},
 };
@@ -55,6 +68,7 @@ const postThing: Spec = { ...getThing, body: '*' };
 const postNested: Spec = { requestType: 'fx.NestedPathRequest', body: '*', pathParams: [{ param: 'owner__id', field: ['owner', 'id'] }] };
 const patchThing: Spec = { requestType: 'fx.UpdateThingRequest', body: 'thing', pathParams: [{ param: 'id', field: ['id'] }] };
 const patchNote: Spec = { requestType: 'fx.UpdateNoteRequest', body: 'note', pathParams: [{ param: 'id', field: ['id'] }] };
+const createThing: Spec = { requestType: 'fx.CreateRequest', body: '*', pathParams: [{ param: 'id', field: ['id'] }] };
 
 const bind = (spec: Spec, parts: Partial<HttpRequestParts>) =>
   bindRequest(codec, spec, { body: undefined, query: {}, params: { id: 't1' }, ...parts });
@@ -118,9 +132,9 @@ describe('binding: path, query and body', () => {
     expect(refusal(() => bind(postThing, { body: { extra: 1 } }))).toEqual({ field: 'extra', reason: 'UNKNOWN_FIELD' });
   });
 
-  it('a named body field takes the whole body; no body leaves it unset', () => {
+  it('a named body field takes the whole body, which is then required', () => {
     expect(bind(patchNote, { body: { about: 'hi' } })).toEqual({ id: 't1', note: { displayName: '', about: 'hi', size: 0 } });
-    expect(bind(patchNote, {})).toEqual({ id: 't1', note: undefined });
+    expect(refusal(() => bind(patchNote, {}))).toEqual({ field: 'body', reason: 'REQUIRED' });
     expect(refusal(() => bind(patchNote, { body: ['x'] }))).toEqual({ field: 'body', reason: 'INVALID_TYPE' });
     expect(refusal(() => bind(patchNote, { body: { colour: 'red' } }))).toEqual({ field: 'colour', reason: 'UNKNOWN_FIELD' });
   });
@@ -134,9 +148,9 @@ describe('binding: the update mask of a PATCH', () => {
     expect(bind(patchThing, { body: { display_name: 'x', size: 3 } }).updateMask).toEqual(['display_name', 'size']);
   });
 
-  it('is empty for an empty or missing body', () => {
+  it('is empty for an empty body (a missing one is refused: the body is required)', () => {
     expect(bind(patchThing, { body: {} }).updateMask).toEqual([]);
-    expect(bind(patchThing, {}).updateMask).toEqual([]);
+    expect(refusal(() => bind(patchThing, {}))).toEqual({ field: 'body', reason: 'REQUIRED' });
   });
 
   it('an explicit update_mask in the query is taken as given (lowerCamel paths read as proto names)', () => {
@@ -150,5 +164,45 @@ describe('binding: the update mask of a PATCH', () => {
     expect(impliedUpdateMask(codec, { ...patchThing, body: '*' }, { about: 'x' }, {})).toBeUndefined();
     expect(impliedUpdateMask(codec, { ...patchThing, body: null }, undefined, {})).toBeUndefined();
     expect(impliedUpdateMask(codec, patchThing, { about: 'x' }, { update_mask: 'about' })).toBeUndefined();
+  });
+});
+
+describe('binding: a body is read as the OpenAPI document describes it', () => {
+  it('a REQUIRED field must be given, unless the path or the query gives it; a missing body gives none', () => {
+    expect(bind(createThing, { body: { title: 'x' } })).toMatchObject({ id: 't1', title: 'x' });
+    expect(bind(createThing, { query: { title: 'x' } })).toMatchObject({ id: 't1', title: 'x' });
+    for (const body of [undefined, {}, { flag: true }]) {
+      expect(refusal(() => bind(createThing, { body }))).toEqual({ field: 'title', reason: 'REQUIRED' });
+    }
+    expect(refusal(() => bind(createThing, { body: { title: 'x', owner: { name: 'n' } } }))).toEqual({ field: 'owner.id', reason: 'REQUIRED' });
+    expect(bind(createThing, { body: { title: 'x', owner: { id: 3 } } }).owner).toEqual({ id: 3, name: '' });
+  });
+
+  it('null is refused where the document does not allow it, and reads as unset where it does', () => {
+    for (const [key, at] of [['flag', 'flag'], ['title', 'title'], ['label', 'label']] as const) {
+      expect(refusal(() => bind(createThing, { body: { title: 'x', [key]: null } })), key).toEqual({ field: at, reason: 'INVALID_TYPE' });
+    }
+    expect(refusal(() => bind(createThing, { body: { title: 'x', owner: { id: 1, name: null } } }))).toEqual({ field: 'owner.name', reason: 'INVALID_TYPE' });
+    // A message, a timestamp and a null_when_unset field may be null: the document says so.
+    expect(bind(createThing, { body: { title: 'x', owner: null, when: null, memo: null } })).toMatchObject({ owner: undefined, when: undefined, memo: undefined });
+  });
+
+  it("an update's body may clear any field with null (the domain refuses what cannot be cleared)", () => {
+    expect(bind(patchThing, { body: { size: null, display_name: null } }).thing).toEqual({ displayName: '', about: '', size: 0 });
+  });
+
+  it('an empty body is none; whitespace alone, or anything not one JSON document, is malformed', () => {
+    const parse = (text: string) => {
+      let out: { err: unknown; body: unknown } | undefined;
+      parseJsonBody(undefined, text, (err, body) => (out = { err, body }));
+      return out!;
+    };
+    expect(parse('')).toEqual({ err: null, body: undefined });
+    expect(parse(' {"a": 1} \n')).toEqual({ err: null, body: { a: 1 } });
+    for (const text of [' ', '\n', '\t \r\n', '{} {}']) {
+      const { err } = parse(text);
+      expect(err, JSON.stringify(text)).toBeInstanceOf(ApiError);
+      expect((err as ApiError).details[0]).toMatchObject({ field: 'body', reason: 'MALFORMED_JSON' });
+    }
   });
 });

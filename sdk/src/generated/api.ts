@@ -92,9 +92,9 @@ export interface BotCommand {
 /** BotCommand is one entry of the command menu. */
 export interface BotCommandInput {
   /** The command without the slash: 1 to 32 of a-z, 0-9 and underscore. */
-  command?: string;
+  command: string;
   /** What the command does, 1 to 256 characters. */
-  description?: string;
+  description: string;
 }
 
 /** BotContact is how users reach the people behind the bot. Every field is optional; at least one is needed. */
@@ -128,9 +128,9 @@ export interface BotLink {
 /** BotLink is one link shown on the bot's profile. */
 export interface BotLinkInput {
   /** Text shown for the link, 1 to 64 characters. */
-  title?: string;
+  title: string;
   /** https URL. */
-  url?: string;
+  url: string;
 }
 
 /** BotMetrics is a bot's activity over the last window_seconds (statistics of other service instances count once they have written them, within about a second). */
@@ -161,7 +161,7 @@ export interface BotMetrics {
 
 /** BotProfile holds the fields an owner may change after approval. */
 export interface BotProfile {
-  /** Display name, 1 to 100 characters. */
+  /** Display name, 1 to 100 characters. Required: an update that names it gives one (it cannot be cleared). */
   name?: string;
   /** Immutable: a request that sets it is refused. */
   username?: string;
@@ -231,7 +231,7 @@ export interface CallbackQuery {
 
 /** Chat is where a message was written. */
 export interface Chat {
-  /** Chat identifier; for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  /** Chat identifier (never 0); for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   id: number;
   /** "private", "group" or "channel". */
   type: string;
@@ -289,7 +289,7 @@ export interface CreateTestUpdateResponse {
 export interface CreateUploadCredentialsRequest {
   /** File name: 1 to 255 characters, no path separators or control characters. */
   fileName: string;
-  /** Size in bytes: 1 to the configured maximum. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  /** Size in bytes: 1 to the configured maximum (MAX_FILE_BYTES; the served OpenAPI document gives its value). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   fileSize: number;
   /** Lowercase or uppercase 64-character hex SHA-256 of the whole file. */
   checksum: string;
@@ -407,7 +407,7 @@ export interface GetUpdatesRequest {
   timeout?: number;
   /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
   allowed_updates?: string[];
-  /** Instead of offset: the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1. */
+  /** Instead of offset (not with it): the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1. */
   tail?: number;
 }
 
@@ -501,7 +501,7 @@ export interface ListDeliveriesRequest {
   status?: DeliveryStatus;
   /** Only deliveries created at or after this time (RFC 3339). */
   since?: string;
-  /** Only deliveries created before this time (RFC 3339). */
+  /** Only deliveries created before this time (RFC 3339); at or before since, none are. */
   until?: string;
 }
 
@@ -639,7 +639,7 @@ export interface RecoverDeliveriesRequest {
   id: string;
   /** Deliveries created at or after this time (RFC 3339). */
   since: string;
-  /** Deliveries created before this time (default: now). */
+  /** Deliveries created before this time (default: now); at or before since, none are. */
   until?: string;
   /** Which deliveries: dead_letter (default), or retrying (made due now). */
   status?: DeliveryStatus;
@@ -779,7 +779,7 @@ export interface SetWebhookRequest {
   url: string;
   /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
   secret_token: string;
-  /** Update kinds to deliver; empty means all. */
+  /** Update kinds to deliver ("message", "edited_message"); empty means all. */
   allowed_updates?: string[];
   /** IPs or CIDRs deliveries may go to. */
   allowed_ips?: string[];
@@ -851,7 +851,7 @@ export interface UploadCredentials {
 
 /** User is a participant: a person or a bot. */
 export interface User {
-  /** User identifier. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  /** User identifier (never 0). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   id: number;
   /** Whether the user is a bot. */
   is_bot: boolean;
@@ -863,8 +863,8 @@ export interface User {
 
 /** User is a participant: a person or a bot. */
 export interface UserInput {
-  /** User identifier. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
-  id?: number;
+  /** User identifier (never 0). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  id: number;
   /** Whether the user is a bot. */
   is_bot?: boolean;
   /** Handle, when the user has one: at most 64 characters. */

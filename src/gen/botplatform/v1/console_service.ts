@@ -88,7 +88,10 @@ export interface GetMyBotResponse {
 
 /** BotProfile holds the fields an owner may change after approval. */
 export interface BotProfile {
-  /** Display name, 1 to 100 characters. */
+  /**
+   * Display name, 1 to 100 characters. Required: an update that names it gives one
+   * (it cannot be cleared).
+   */
   name?:
     | string
     | undefined;
@@ -272,7 +275,7 @@ export interface ListDeliveriesRequest {
   since:
     | Date
     | undefined;
-  /** Only deliveries created before this time (RFC 3339). */
+  /** Only deliveries created before this time (RFC 3339); at or before since, none are. */
   until: Date | undefined;
 }
 
@@ -306,7 +309,7 @@ export interface RecoverDeliveriesRequest {
   since:
     | Date
     | undefined;
-  /** Deliveries created before this time (default: now). */
+  /** Deliveries created before this time (default: now); at or before since, none are. */
   until:
     | Date
     | undefined;

@@ -71,7 +71,27 @@ export interface FieldConstraints {
     | number
     | undefined;
   /** Most entries of a repeated field (maxItems). */
-  maxItems?: number | undefined;
+  maxItems?:
+    | number
+    | undefined;
+  /**
+   * The only values a string field takes, or each entry of a repeated one (enum): for
+   * value lists the proto keeps as strings, such as scopes and update kinds. On an enum
+   * field, the wire names of the values a request may use (a subset of the enum's).
+   */
+  allowedValues: string[];
+  /**
+   * Another field of the same message (its proto name) that may not be given together
+   * with this one; the message's schema says `not: {required: [both]}`.
+   */
+  conflictsWith: string;
+  /**
+   * The setting of the deployment that bounds the value from above (e.g. MAX_FILE_BYTES):
+   * the OpenAPI document the service serves carries its value as the maximum.
+   */
+  maximumSetting: string;
+  /** A number that may not be 0 (`not: {const: 0}`): an id, where 0 is no id. */
+  nonZero: boolean;
 }
 
 function createBaseServiceSettings(): ServiceSettings {
@@ -149,6 +169,10 @@ function createBaseFieldConstraints(): FieldConstraints {
     minimum: undefined,
     maximum: undefined,
     maxItems: undefined,
+    allowedValues: [],
+    conflictsWith: "",
+    maximumSetting: "",
+    nonZero: false,
   };
 }
 
@@ -171,6 +195,18 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
     }
     if (message.maxItems !== undefined) {
       writer.uint32(48).uint32(message.maxItems);
+    }
+    for (const v of message.allowedValues) {
+      writer.uint32(58).string(v!);
+    }
+    if (message.conflictsWith !== "") {
+      writer.uint32(66).string(message.conflictsWith);
+    }
+    if (message.maximumSetting !== "") {
+      writer.uint32(74).string(message.maximumSetting);
+    }
+    if (message.nonZero !== false) {
+      writer.uint32(80).bool(message.nonZero);
     }
     return writer;
   },
@@ -236,6 +272,38 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
             message.maxItems = reader.uint32();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.allowedValues.push(reader.string());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.conflictsWith = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.maximumSetting = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.nonZero = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -259,6 +327,10 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
     message.minimum = object.minimum ?? undefined;
     message.maximum = object.maximum ?? undefined;
     message.maxItems = object.maxItems ?? undefined;
+    message.allowedValues = object.allowedValues?.map((e) => e) || [];
+    message.conflictsWith = object.conflictsWith ?? "";
+    message.maximumSetting = object.maximumSetting ?? "";
+    message.nonZero = object.nonZero ?? false;
     return message;
   },
 };

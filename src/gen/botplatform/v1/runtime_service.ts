@@ -41,8 +41,8 @@ export interface GetUpdatesRequest {
   /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
   allowedUpdates: string[];
   /**
-   * Instead of offset: the newest `tail` updates, every older one confirmed and
-   * forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
+   * Instead of offset (not with it): the newest `tail` updates, every older one
+   * confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
    */
   tail?: number | undefined;
 }
@@ -59,7 +59,7 @@ export interface SetWebhookRequest {
   url: string;
   /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
   secretToken: string;
-  /** Update kinds to deliver; empty means all. */
+  /** Update kinds to deliver ("message", "edited_message"); empty means all. */
   allowedUpdates: string[];
   /** IPs or CIDRs deliveries may go to. */
   allowedIps: string[];
@@ -206,7 +206,8 @@ export interface CreateUploadCredentialsRequest {
   /** File name: 1 to 255 characters, no path separators or control characters. */
   fileName: string;
   /**
-   * Size in bytes: 1 to the configured maximum.
+   * Size in bytes: 1 to the configured maximum (MAX_FILE_BYTES; the served OpenAPI
+   * document gives its value).
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   fileSize: number;

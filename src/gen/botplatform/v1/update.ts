@@ -10,7 +10,7 @@ import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 /** Chat is where a message was written. */
 export interface Chat {
   /**
-   * Chat identifier; for a private chat, the user's id.
+   * Chat identifier (never 0); for a private chat, the user's id.
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   id: number;
@@ -21,7 +21,7 @@ export interface Chat {
 /** User is a participant: a person or a bot. */
 export interface User {
   /**
-   * User identifier.
+   * User identifier (never 0).
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   id: number;
