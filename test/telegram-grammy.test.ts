@@ -97,6 +97,34 @@ describe('grammY on the Telegram surface', () => {
     expect(await second.bot.api.getMyCommands()).toEqual([{ command: 'start', description: 'Start the bot' }]);
   }, 60_000);
 
+  it('commands fire: bot.command("start") and bot.command("help"), as grammY\'s docs write a bot, with the text handler for the rest', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'grammy_commands');
+    const say = (text: string) => owner.post(`/api/v1/bots/my/${id}/test-updates`, { text, chat_id: 9002 });
+    const bot = new Bot(token, { client: { apiRoot: h.url } });
+    const handled: string[] = [];
+    bot.command('start', async (ctx) => {
+      handled.push(`start:${ctx.match}`);
+      await ctx.reply('Welcome!');
+    });
+    bot.command('help', async (ctx) => {
+      handled.push('help');
+      await ctx.reply('Send me anything.');
+    });
+    bot.on('message:text', (ctx) => {
+      handled.push(`text:${ctx.message.text}`);
+    });
+    bot.catch((err) => {
+      throw err.error;
+    });
+    const started = bot.start({ timeout: 1 });
+    for (const t of ['/start', '/help@grammy_commands', 'hello /start', '/start deep-link']) expect((await say(t)).status).toBe(201);
+    await waitFor(() => handled.length === 4, 15_000);
+    await bot.stop();
+    await started;
+    // A command is one only at the start of the text, as Telegram marks it (bot_command at offset 0).
+    expect(handled).toEqual(['start:', 'help', 'text:hello /start', 'start:deep-link']);
+  }, 30_000);
+
   it('webhook mode: webhookCallback behind HTTPS checks the secret token, handles the Telegram Update and replies', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'grammy_hook');
     const { bot, received, replies } = echoBot(token);

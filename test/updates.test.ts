@@ -266,6 +266,29 @@ describe('updates', () => {
       expect((await poll(a.token)).body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['t0', 't2', 't3']);
     });
 
+    it('entities: computed as Telegram does when the messaging service sent none (commands, mentions, hashtags, URLs, in UTF-16 units); given ones checked and kept', async () => {
+      const bot = await approvedBot(h, ownerJwt, 'ingest_entities');
+      await ingest([
+        { botId: bot.id, message: message('/start@ingest_entities 😀 @alice_bob #news https://example.com/x') },
+        { botId: bot.id, message: { ...message('bold words'), entities: [{ type: 'bold', offset: 0, length: 4 }] } },
+        { botId: bot.id, message: message('no entities here') },
+      ]);
+      const [first, second, third] = (await poll(bot.token)).body.result;
+      expect(first.message.entities).toEqual([
+        { type: 'bot_command', offset: 0, length: 22 },
+        // 😀 is two UTF-16 code units: the mention starts at 26, not 25.
+        { type: 'mention', offset: 26, length: 10 },
+        { type: 'hashtag', offset: 37, length: 5 },
+        { type: 'url', offset: 43, length: 21 },
+      ]);
+      expect(second.message.entities).toEqual([{ type: 'bold', offset: 0, length: 4 }]);
+      expect(third.message.entities).toBeUndefined();
+      // An entity past the end of the text is refused, naming it, with tdlib's words.
+      const bad = await ingest([{ botId: bot.id, message: { ...message('short'), entities: [{ type: 'bold', offset: 3, length: 10 }] } }]).catch((err) => err);
+      expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(bad.details).toMatch(/^updates\[0\]\.message\.entities: entity beginning at UTF-16 offset 3 ends after the end of the text/);
+    });
+
     it('commits updates for several bots in one call, in order, and refuses outsiders', async () => {
       const a = await approvedBot(h, ownerJwt, 'ingest_a');
       const b = await approvedBot(h, ownerJwt, 'ingest_b');

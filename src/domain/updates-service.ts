@@ -23,6 +23,7 @@ import type { UpdateWaiters } from '../pipeline/update-waiters.js';
 import { webhookActive } from '../pipeline/update-waiters.js';
 import type { UpdateWriter } from '../pipeline/update-writer.js';
 import * as check from './validation.js';
+import { incomingEntities } from '../messages/formatted.js';
 import { toUpdateMessage, toWireMessage, UPDATE_KINDS } from '../wire.js';
 
 export interface UpdatesDeps {
@@ -227,10 +228,14 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       else if (status !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
     }
     const at = Math.floor(now() / 1000);
-    return req.updates.map((u) => {
+    return req.updates.map((u, i) => {
       const m = (u.message ?? u.editedMessage)!;
+      const field = `updates[${i}].${u.message ? 'message' : 'edited_message'}`;
+      // Entities as Telegram gives them to bots: computed when the messaging service sent none.
+      const entities = incomingEntities(m.text, m.entities, `${field}.entities`);
+      const captionEntities = incomingEntities(m.caption, m.captionEntities, `${field}.caption_entities`);
       return {
-        botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at }),
+        botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at, entities, captionEntities }),
         idempotencyKey: u.idempotencyKey || undefined,
       };
     });
@@ -279,7 +284,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
         kind: 'message',
         message: toWireMessage({
           messageId: 0, date: Math.floor(now() / 1000), chat: { id: chatId, type: 'private' }, from, text: req.text, replyToMessageId: undefined, photo: undefined, document: undefined,
-          entities: [], captionEntities: [], replyMarkup: undefined, replyToMessage: undefined,
+          entities: incomingEntities(req.text, [], 'text'), captionEntities: [], replyMarkup: undefined, replyToMessage: undefined,
         }),
       }]);
       if ('filtered' in outcome!) throw ApiError.failedPrecondition("the bot's allowed_updates do not include message");

@@ -1,0 +1,71 @@
+/**
+ * The entity rules (entities.ts, tdlib's) on the generated types: what the domain calls to
+ * give a text its entities, as Telegram would. Entity errors become the platform's
+ * INVALID_ARGUMENT naming the field, with tdlib's text as the description.
+ */
+import { ApiError } from '../errors.js';
+import type { MessageEntity } from '../gen/botplatform/v1/update.js';
+import { detectEntities, EntityParseError, normalizeEntities, prepareMessageText, utf16Length, type EntityType, type MessageEntity as PlainEntity } from './entities.js';
+
+const toProto = (e: PlainEntity): MessageEntity => ({
+  type: e.type,
+  offset: e.offset,
+  length: e.length,
+  url: e.url,
+  user: e.userId !== undefined ? { id: e.userId, isBot: false, username: undefined, firstName: undefined } : undefined,
+  language: e.language,
+  customEmojiId: e.customEmojiId,
+});
+
+const fromProto = (e: MessageEntity): PlainEntity => ({
+  type: e.type as EntityType,
+  offset: e.offset,
+  length: e.length,
+  ...(e.url !== undefined ? { url: e.url } : {}),
+  ...(e.user ? { userId: e.user.id } : {}),
+  ...(e.language !== undefined ? { language: e.language } : {}),
+  ...(e.customEmojiId !== undefined ? { customEmojiId: e.customEmojiId } : {}),
+});
+
+const refused = (field: string, err: unknown): never => {
+  if (err instanceof EntityParseError) {
+    const reason = /^Can't parse entities/.test(err.message) ? 'CANT_PARSE_ENTITIES' : 'INVALID_ENTITIES';
+    throw ApiError.invalid(field, reason, err.message.charAt(0).toLowerCase() + err.message.slice(1));
+  }
+  throw err;
+};
+
+/**
+ * An incoming text's entities (a message users wrote, from the messaging services): the ones
+ * given, checked and put in Telegram's order; or, when none are given, the ones Telegram
+ * computes (bot_command, mention, hashtag, cashtag, url, email), so that a bot's command
+ * handlers fire.
+ */
+export function incomingEntities(text: string | undefined, given: MessageEntity[], field: string): MessageEntity[] {
+  if (text === undefined || text === '') return [];
+  try {
+    return (given.length > 0 ? normalizeEntities(text, given.map(fromProto)) : detectEntities(text)).map(toProto);
+  } catch (err) {
+    return refused(field, err);
+  }
+}
+
+/**
+ * A text a bot sends, as Telegram stores it: parsed by parse_mode (HTML, MarkdownV2,
+ * Markdown) or with its given entities, cleaned and trimmed, with the entities Telegram
+ * detects added; at most `maxLength` UTF-16 code units after that.
+ */
+export function outgoingText(
+  text: string, opts: { parseMode?: string; entities: MessageEntity[]; maxLength: number; field: string; entitiesField: string },
+): { text: string; entities: MessageEntity[] } {
+  let out: { text: string; entities: PlainEntity[] };
+  try {
+    out = prepareMessageText(text, { parseMode: opts.parseMode, entities: opts.entities.map(fromProto) });
+  } catch (err) {
+    return refused(opts.parseMode ? opts.field : opts.entitiesField, err);
+  }
+  if (utf16Length(out.text) > opts.maxLength) {
+    throw ApiError.invalid(opts.field, 'MESSAGE_TOO_LONG', `message is too long: at most ${opts.maxLength} characters after entities parsing`);
+  }
+  return { text: out.text, entities: out.entities.map(toProto) };
+}
