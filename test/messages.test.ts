@@ -131,7 +131,7 @@ describe('messages', () => {
     [{ chat_id: 7201, text: 'x'.repeat(4097) }, 'text'], // 4097 characters
     [{ chat_id: 'abc', text: 'x' }, 'chat_id'],
     [{ chat_id: 7201, text: 'x', reply_to_message_id: -1 }, 'reply_to_message_id'],
-    [{ chat_id: 7201, text: 'x', parse_mode: 'HTML' }, 'parse_mode'],
+    [{ chat_id: 7201, text: 'x', parse_mode: 'HTML', disable_web_page_preview: true }, 'disable_web_page_preview'],
   ])('a sendMessage missing or breaking %1$s is a 400 (case %#)', async (body, field) => {
     const { token } = await approvedBot(h, ownerJwt, `msg_bad_${crypto.randomBytes(3).toString('hex')}`);
     const res = await rt(token, 'sendMessage', body);
@@ -162,11 +162,62 @@ describe('messages', () => {
     },
   );
 
-  it('a 4096-character text (counted in characters, not bytes) is accepted', async () => {
+  it('a text of 4096 UTF-16 code units is accepted, one more is too long (Telegram\'s count: 🙂 is two)', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'msg_long');
     await testUpdate(id, 'hi', 7301);
-    const res = await rt(token, 'sendMessage', { chat_id: 7301, text: '🙂'.repeat(4096) });
-    expect(res.status).toBe(200);
+    expect((await rt(token, 'sendMessage', { chat_id: 7301, text: '🙂'.repeat(2048) })).status).toBe(200);
+    expect((await rt(token, 'sendMessage', { chat_id: 7301, text: 'x'.repeat(4096) })).status).toBe(200);
+    const long = await rt(token, 'sendMessage', { chat_id: 7301, text: `${'🙂'.repeat(2048)}!` });
+    expect(long.status).toBe(400);
+    expect(long.body.description).toMatch(/^Bad Request: text: message is too long/);
+    // Counted after parsing: markup does not count, what it leaves does.
+    const html = await rt(token, 'sendMessage', { chat_id: 7301, text: `<b>${'🙂'.repeat(2044)}</b>`, parse_mode: 'HTML' });
+    expect(html.status).toBe(200);
+    expect(html.body.result.entities).toEqual([{ type: 'bold', offset: 0, length: 4088 }]);
+    expect((await rt(token, 'sendMessage', { chat_id: 7301, text: `<b>${'🙂'.repeat(2049)}</b>`, parse_mode: 'HTML' })).status).toBe(400);
+  });
+
+  it('formatting: parse_mode HTML and MarkdownV2 become entities as Telegram parses them; malformed markup is Telegram\'s 400; given entities are kept', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_format');
+    await testUpdate(id, 'hi', 7401);
+    const html = await rt(token, 'sendMessage', { chat_id: 7401, text: '<b>bold</b> and <a href="https://example.com/">a link</a> &amp; <code>x</code>', parse_mode: 'HTML' });
+    expect(html.status).toBe(200);
+    expect(html.body.result.text).toBe('bold and a link & x');
+    expect(html.body.result.entities).toEqual([
+      { type: 'bold', offset: 0, length: 4 },
+      { type: 'text_link', offset: 9, length: 6, url: 'https://example.com/' },
+      { type: 'code', offset: 18, length: 1 },
+    ]);
+    const md = await rt(token, 'sendMessage', { chat_id: 7401, text: '*bold* _it_ ||spoiler||', parse_mode: 'markdownv2' });
+    expect(md.body.result.entities.map((e: { type: string }) => e.type)).toEqual(['bold', 'italic', 'spoiler']);
+    const unclosed = await rt(token, 'sendMessage', { chat_id: 7401, text: '<b>never closed', parse_mode: 'HTML' });
+    expect(unclosed.status).toBe(400);
+    expect(unclosed.body.description).toBe("Bad Request: text: can't parse entities: Can't find end tag corresponding to start tag \"b\"");
+    const reserved = await rt(token, 'sendMessage', { chat_id: 7401, text: 'end.', parse_mode: 'MarkdownV2' });
+    expect(reserved.body.description).toMatch(/^Bad Request: text: can't parse entities: Character '\.' is reserved and must be escaped with the preceding '\\'/);
+    const unsupported = await rt(token, 'sendMessage', { chat_id: 7401, text: 'x', parse_mode: 'BBCode' });
+    expect(unsupported.body.description).toBe('Bad Request: text: unsupported parse_mode');
+    const given = await rt(token, 'sendMessage', { chat_id: 7401, text: 'plain words', entities: [{ type: 'underline', offset: 6, length: 5 }] });
+    expect(given.body.result.entities).toEqual([{ type: 'underline', offset: 6, length: 5 }]);
+  });
+
+  it('reply_markup: an inline keyboard is stored with the message, returned and published; Telegram\'s limits refuse the rest', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_markup');
+    await testUpdate(id, 'hi', 7501);
+    const markup = { inline_keyboard: [{ buttons: [{ text: 'Yes', callback_data: 'answer:yes' }, { text: 'Docs', url: 'https://example.com/docs' }] }] };
+    const sent = await rt(token, 'sendMessage', { chat_id: 7501, text: 'Continue?', reply_markup: markup });
+    expect(sent.status).toBe(200);
+    // The native API writes every flag (false ones too); the published message, as webhooks, leaves them out.
+    expect(sent.body.result.reply_markup).toEqual({ ...markup, remove_keyboard: false, force_reply: false, is_persistent: false, resize_keyboard: false, one_time_keyboard: false, selective: false });
+    await expect.poll(() => published.filter((p) => p.key === id).length).toBe(1);
+    expect(JSON.parse(published.find((p) => p.key === id)!.value).message.reply_markup).toEqual(markup);
+    const keyboard = await rt(token, 'sendMessage', { chat_id: 7501, text: 'Pick', reply_markup: { keyboard: [{ buttons: [{ text: 'A' }, { text: 'B' }] }], one_time_keyboard: true } });
+    expect(keyboard.body.result.reply_markup).toMatchObject({ keyboard: [{ buttons: [{ text: 'A' }, { text: 'B' }] }], one_time_keyboard: true, remove_keyboard: false });
+    const long = await rt(token, 'sendMessage', { chat_id: 7501, text: 'x', reply_markup: { inline_keyboard: [{ buttons: [{ text: 'Big', callback_data: 'd'.repeat(65) }] }] } });
+    expect(long.status).toBe(400);
+    expect(long.body.description).toMatch(/^Bad Request: reply_markup\.inline_keyboard\[0\]\.buttons\[0\]\.callback_data: BUTTON_DATA_INVALID/);
+    const two = await rt(token, 'sendMessage', { chat_id: 7501, text: 'x', reply_markup: { remove_keyboard: true, force_reply: true } });
+    expect(two.status).toBe(400);
   });
 
   it('sendPhoto and sendDocument send the bot\'s own files with captions; others\' files and non-images are refused', async () => {

@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { Bot, InputFile, webhookCallback } from 'grammy';
+import { Bot, GrammyError, InlineKeyboard, InputFile, webhookCallback } from 'grammy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
@@ -97,7 +97,7 @@ describe('grammY on the Telegram surface', () => {
     expect(await second.bot.api.getMyCommands()).toEqual([{ command: 'start', description: 'Start the bot' }]);
   }, 60_000);
 
-  it('commands fire: bot.command("start") and bot.command("help"), as grammY\'s docs write a bot, with the text handler for the rest', async () => {
+  it('commands fire: bot.command("start") and bot.command("help"), as grammY\'s docs write a bot, with the text handler for the rest; replies with HTML, MarkdownV2 and an inline keyboard', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'grammy_commands');
     const say = (text: string) => owner.post(`/api/v1/bots/my/${id}/test-updates`, { text, chat_id: 9002 });
     const bot = new Bot(token, { client: { apiRoot: h.url } });
@@ -123,6 +123,21 @@ describe('grammY on the Telegram surface', () => {
     await started;
     // A command is one only at the start of the text, as Telegram marks it (bot_command at offset 0).
     expect(handled).toEqual(['start:', 'help', 'text:hello /start', 'start:deep-link']);
+
+    // Formatting and an inline keyboard, as grammY sends them (reply_markup as JSON in the body).
+    const sent = await bot.api.sendMessage(9002, '<b>Hi</b> <i>there</i>', {
+      parse_mode: 'HTML', reply_markup: new InlineKeyboard().text('Yes', 'answer:yes').url('Docs', 'https://example.com/docs'),
+    });
+    expect(sent.text).toBe('Hi there');
+    expect(sent.entities).toEqual([{ type: 'bold', offset: 0, length: 2 }, { type: 'italic', offset: 3, length: 5 }]);
+    expect(sent.reply_markup).toEqual({ inline_keyboard: [[{ text: 'Yes', callback_data: 'answer:yes' }, { text: 'Docs', url: 'https://example.com/docs' }]] });
+    const md = await bot.api.sendMessage(9002, '*bold* and `code`', { parse_mode: 'MarkdownV2' });
+    expect(md.entities).toEqual([{ type: 'bold', offset: 0, length: 4 }, { type: 'code', offset: 9, length: 4 }]);
+    // Malformed markup is grammY's own error type, with Telegram's code and words.
+    const err = await bot.api.sendMessage(9002, 'unclosed <b>tag', { parse_mode: 'HTML' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GrammyError);
+    expect((err as GrammyError).error_code).toBe(400);
+    expect((err as GrammyError).description).toMatch(/can't parse entities/);
   }, 30_000);
 
   it('webhook mode: webhookCallback behind HTTPS checks the secret token, handles the Telegram Update and replies', async () => {

@@ -382,7 +382,7 @@ export interface components {
     /** @description CopyTextButton is text a button copies to the clipboard. */
     "botplatform.v1.CopyTextButton": {
       /** @description The text: 1 to 256 characters. */
-      text: string;
+      text?: string;
     };
     /** @description CreateApplicationRequest is a new bot application. */
     "botplatform.v1.CreateApplicationRequest": {
@@ -652,7 +652,7 @@ export interface components {
     /** @description InlineKeyboardButton is a button under a message. Exactly one of url, callback_data, switch_inline_query, switch_inline_query_current_chat, web_app and copy_text is set. */
     "botplatform.v1.InlineKeyboardButton": {
       /** @description The label. */
-      text: string;
+      text?: string;
       /** @description An HTTP(S) or tg:// URL opened on a tap. */
       url?: string;
       /** @description Sent back to the bot in a callback_query on a tap: 1 to 64 bytes. */
@@ -687,11 +687,11 @@ export interface components {
     /** @description KeyboardButton is a button of a custom keyboard: its text is sent as a message on a tap, unless it requests the user's contact or location. */
     "botplatform.v1.KeyboardButton": {
       /** @description The label, sent as a message on a tap. */
-      text: string;
+      text?: string;
       /** @description Sends the user's phone number as a contact instead. */
-      request_contact: boolean;
+      request_contact?: boolean;
       /** @description Sends the user's location instead. */
-      request_location: boolean;
+      request_location?: boolean;
       /** @description Opens a web app instead. */
       web_app?: components["schemas"]["botplatform.v1.WebAppInfo"] | null;
     };
@@ -815,7 +815,7 @@ export interface components {
       entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
       /** @description Special entities of the caption, likewise. */
       caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
-      /** @description The inline keyboard attached to the message (only inline_keyboard is ever set here; the other kinds of reply markup are not part of a message). */
+      /** @description The reply markup the message was sent with: an inline keyboard stays attached to the message; a custom keyboard, its removal or a forced reply is shown with it (the messaging services render it; Telegram clients see only an inline keyboard here). */
       reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
       /**
        * Format: int64
@@ -828,17 +828,17 @@ export interface components {
     /** @description MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
     "botplatform.v1.MessageEntity": {
       /** @description mention, hashtag, cashtag, bot_command, url, email, phone_number, bold, italic, underline, strikethrough, spoiler, blockquote, expandable_blockquote, code, pre, text_link, text_mention or custom_emoji. */
-      type: string;
+      type?: string;
       /**
        * Format: int32
        * @description Where it starts, in UTF-16 code units.
        */
-      offset: number;
+      offset?: number;
       /**
        * Format: int32
        * @description How long it is, in UTF-16 code units.
        */
-      length: number;
+      length?: number;
       /** @description For text_link: the URL opened on a tap. */
       url?: string;
       /** @description For text_mention: the user mentioned. */
@@ -1000,19 +1000,19 @@ export interface components {
       /** @description A custom keyboard replacing the user's, row by row. */
       keyboard?: components["schemas"]["botplatform.v1.KeyboardRow"][];
       /** @description Removes the custom keyboard. */
-      remove_keyboard: boolean;
+      remove_keyboard?: boolean;
       /** @description Asks the user's client to show a reply interface to this message. */
-      force_reply: boolean;
+      force_reply?: boolean;
       /** @description keyboard: shown until removed, even while hidden behind the system keyboard. */
-      is_persistent: boolean;
+      is_persistent?: boolean;
       /** @description keyboard: sized to its buttons. */
-      resize_keyboard: boolean;
+      resize_keyboard?: boolean;
       /** @description keyboard: hidden after one use. */
-      one_time_keyboard: boolean;
+      one_time_keyboard?: boolean;
       /** @description keyboard or force_reply: the placeholder of the input field, 1 to 64 characters. */
       input_field_placeholder?: string;
       /** @description keyboard, remove_keyboard or force_reply: only for the users mentioned in the text, or the sender of the message replied to. */
-      selective: boolean;
+      selective?: boolean;
     };
     /** @description RetryDeliveryRequest names the delivery to attempt again. */
     "botplatform.v1.RetryDeliveryRequest": {
@@ -1042,6 +1042,12 @@ export interface components {
        * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       reply_to_message_id?: number;
+      /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+      parse_mode?: string;
+      /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
     };
     /** @description SendDocumentResponse carries the sent message. */
     "botplatform.v1.SendDocumentResponse": {
@@ -1062,6 +1068,12 @@ export interface components {
        * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       reply_to_message_id?: number;
+      /** @description How to read text's formatting: HTML, MarkdownV2 or Markdown, matched without regard to case as Telegram does; the text is then at most 4096 characters once parsed. Unset: plain text. */
+      parse_mode?: string;
+      /** @description The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
     };
     /** @description SendMessageResponse carries the sent message. */
     "botplatform.v1.SendMessageResponse": {
@@ -1084,6 +1096,12 @@ export interface components {
        * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       reply_to_message_id?: number;
+      /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+      parse_mode?: string;
+      /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
     };
     /** @description SendPhotoResponse carries the sent message. */
     "botplatform.v1.SendPhotoResponse": {
@@ -1254,7 +1272,7 @@ export interface components {
     /** @description WebAppInfo names a web app. */
     "botplatform.v1.WebAppInfo": {
       /** @description Its HTTPS URL. */
-      url: string;
+      url?: string;
     };
     /** @description WebhookInfo describes how a bot receives updates. */
     "botplatform.v1.WebhookInfo": {
@@ -3066,6 +3084,12 @@ export interface operations {
            * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           reply_to_message_id?: number;
+          /** @description How to read text's formatting: HTML, MarkdownV2 or Markdown, matched without regard to case as Telegram does; the text is then at most 4096 characters once parsed. Unset: plain text. */
+          parse_mode?: string;
+          /** @description The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+          entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+          /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
         };
       };
     };
@@ -3150,6 +3174,12 @@ export interface operations {
            * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           reply_to_message_id?: number;
+          /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+          parse_mode?: string;
+          /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+          caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+          /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
         };
       };
     };
@@ -3234,6 +3264,12 @@ export interface operations {
            * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           reply_to_message_id?: number;
+          /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+          parse_mode?: string;
+          /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+          caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+          /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
         };
       };
     };

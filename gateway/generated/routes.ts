@@ -3458,6 +3458,39 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "entities",
+          "json": "entities",
+          "ts": "entities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -3523,6 +3556,39 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -3588,6 +3654,39 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },

@@ -25,6 +25,7 @@
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { stagingKey } from '../../src/blobs/blob-store.js';
+import { replyMarkupFromTelegram } from '../../src/messages/reply-markup.js';
 import { compact, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
 import { botUserId, UPDATE_KINDS } from '../../src/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
@@ -137,7 +138,7 @@ function replyTo(ctx: Ctx): number | undefined {
 const MAX_INT32 = 2 ** 31 - 1;
 
 /** The parameters every send method shares, besides its content. */
-const SEND = ['chat_id', 'caption', 'reply_to_message_id'] as const;
+const SEND = ['chat_id', 'caption', 'reply_to_message_id', 'parse_mode', 'caption_entities'] as const;
 
 /** The methods, by lower-case name. */
 const METHODS: Record<string, Method> = {
@@ -204,8 +205,9 @@ const METHODS: Record<string, Method> = {
 
   sendmessage: {
     async run(ctx) {
-      const req = ctx.request('sendMessage', ['chat_id', 'text', 'reply_to_message_id']);
+      const req = ctx.request('sendMessage', ['chat_id', 'text', 'reply_to_message_id', 'parse_mode', 'entities']);
       req.replyToMessageId ??= replyTo(ctx);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
       return tgMessage((await ctx.rpc('sendMessage', req)).result);
     },
   },
@@ -215,6 +217,7 @@ const METHODS: Record<string, Method> = {
     async run(ctx) {
       const req = ctx.request('sendPhoto', SEND);
       req.replyToMessageId ??= replyTo(ctx);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
       req.fileId = await ctx.file('photo', true);
       return tgMessage((await ctx.rpc('sendPhoto', req)).result);
     },
@@ -225,6 +228,7 @@ const METHODS: Record<string, Method> = {
     async run(ctx) {
       const req = ctx.request('sendDocument', SEND);
       req.replyToMessageId ??= replyTo(ctx);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
       req.fileId = await ctx.file('document', false);
       return tgMessage((await ctx.rpc('sendDocument', req)).result);
     },

@@ -13,6 +13,8 @@ import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
+import { outgoingText } from '../messages/formatted.js';
+import { checkReplyMarkup } from '../messages/reply-markup.js';
 import { botUserId, fromWireMessage, toWireMessage } from '../wire.js';
 
 export interface MessagesDeps {
@@ -91,11 +93,17 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
     check.optionalText(v, 'caption', req.caption, LIMITS[kind].caption);
     checkTarget(v, req, LIMITS[kind].replyTo);
     v.throwIfAny();
+    const caption = req.caption
+      ? outgoingText(req.caption, { parseMode: req.parseMode, entities: req.captionEntities, maxLength: LIMITS[kind].caption.maxLength, field: 'caption', entitiesField: 'caption_entities' })
+      : undefined;
+    if (req.replyMarkup) checkReplyMarkup(req.replyMarkup);
     const file = await deps.files.fileForSend(principal.botId, req.fileId);
     if (kind === 'photo' && !file.mimeType.startsWith('image/')) {
       throw ApiError.invalid('file_id', 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); send it with sendDocument`);
     }
-    return send(principal, req, { [kind]: toFile(file), caption: req.caption });
+    return send(principal, req, {
+      [kind]: toFile(file), caption: caption?.text || undefined, captionEntities: caption?.entities ?? [], replyMarkup: req.replyMarkup,
+    });
   }
 
   return {
@@ -104,7 +112,10 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       check.messageText(v, 'text', req.text, LIMITS.text);
       checkTarget(v, req, LIMITS.replyTo);
       v.throwIfAny();
-      return { result: await send(principal, req, { text: req.text }) };
+      // As Telegram stores it: parsed, cleaned, trimmed, with the entities it detects.
+      const text = outgoingText(req.text, { parseMode: req.parseMode, entities: req.entities, maxLength: LIMITS.text.maxLength, field: 'text', entitiesField: 'entities' });
+      if (req.replyMarkup) checkReplyMarkup(req.replyMarkup);
+      return { result: await send(principal, req, { text: text.text, entities: text.entities, replyMarkup: req.replyMarkup }) };
     },
     sendPhoto: async (req, { principal }) => ({ result: await sendFile(principal, req, 'photo') }),
     sendDocument: async (req, { principal }) => ({ result: await sendFile(principal, req, 'document') }),

@@ -251,6 +251,12 @@ export interface CopyTextButton {
   text: string;
 }
 
+/** CopyTextButton is text a button copies to the clipboard. */
+export interface CopyTextButtonInput {
+  /** The text: 1 to 256 characters. */
+  text?: string;
+}
+
 /** CreateApplicationRequest is a new bot application. */
 export interface CreateApplicationRequest {
   /** Display name, 1 to 100 characters. */
@@ -433,10 +439,34 @@ export interface InlineKeyboardButton {
   copy_text?: CopyTextButton | null;
 }
 
+/** InlineKeyboardButton is a button under a message. Exactly one of url, callback_data, switch_inline_query, switch_inline_query_current_chat, web_app and copy_text is set. */
+export interface InlineKeyboardButtonInput {
+  /** The label. */
+  text?: string;
+  /** An HTTP(S) or tg:// URL opened on a tap. */
+  url?: string;
+  /** Sent back to the bot in a callback_query on a tap: 1 to 64 bytes. */
+  callback_data?: string;
+  /** Asks the user to pick a chat and starts an inline query of the bot there, with this text. */
+  switch_inline_query?: string;
+  /** Starts an inline query of the bot in the current chat, with this text. */
+  switch_inline_query_current_chat?: string;
+  /** A web app opened on a tap. */
+  web_app?: WebAppInfoInput;
+  /** Text copied to the clipboard on a tap. */
+  copy_text?: CopyTextButtonInput;
+}
+
 /** InlineKeyboardRow is one row of an inline keyboard. */
 export interface InlineKeyboardRow {
   /** The row's buttons, left to right. */
   buttons: InlineKeyboardButton[];
+}
+
+/** InlineKeyboardRow is one row of an inline keyboard. */
+export interface InlineKeyboardRowInput {
+  /** The row's buttons, left to right. */
+  buttons?: InlineKeyboardButtonInput[];
 }
 
 /** InlineQuery is text a user typed after the bot's username in any chat (inline mode, for bots with supports_inline_queries): the bot answers with answerInlineQuery. */
@@ -465,10 +495,28 @@ export interface KeyboardButton {
   web_app?: WebAppInfo | null;
 }
 
+/** KeyboardButton is a button of a custom keyboard: its text is sent as a message on a tap, unless it requests the user's contact or location. */
+export interface KeyboardButtonInput {
+  /** The label, sent as a message on a tap. */
+  text?: string;
+  /** Sends the user's phone number as a contact instead. */
+  request_contact?: boolean;
+  /** Sends the user's location instead. */
+  request_location?: boolean;
+  /** Opens a web app instead. */
+  web_app?: WebAppInfoInput;
+}
+
 /** KeyboardRow is one row of a custom keyboard. */
 export interface KeyboardRow {
   /** The row's buttons, left to right. */
   buttons: KeyboardButton[];
+}
+
+/** KeyboardRow is one row of a custom keyboard. */
+export interface KeyboardRowInput {
+  /** The row's buttons, left to right. */
+  buttons?: KeyboardButtonInput[];
 }
 
 /** ListBotsRequest filters and pages the review queue. */
@@ -553,7 +601,7 @@ export interface Message {
   entities: MessageEntity[];
   /** Special entities of the caption, likewise. */
   caption_entities: MessageEntity[];
-  /** The inline keyboard attached to the message (only inline_keyboard is ever set here; the other kinds of reply markup are not part of a message). */
+  /** The reply markup the message was sent with: an inline keyboard stays attached to the message; a custom keyboard, its removal or a forced reply is shown with it (the messaging services render it; Telegram clients see only an inline keyboard here). */
   reply_markup?: ReplyMarkup | null;
   /** When the message was last edited, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   edit_date?: number;
@@ -573,6 +621,24 @@ export interface MessageEntity {
   url?: string;
   /** For text_mention: the user mentioned. */
   user?: User | null;
+  /** For pre: the programming language of the text. */
+  language?: string;
+  /** For custom_emoji: the emoji's identifier. */
+  custom_emoji_id?: string;
+}
+
+/** MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
+export interface MessageEntityInput {
+  /** mention, hashtag, cashtag, bot_command, url, email, phone_number, bold, italic, underline, strikethrough, spoiler, blockquote, expandable_blockquote, code, pre, text_link, text_mention or custom_emoji. */
+  type?: string;
+  /** Where it starts, in UTF-16 code units. */
+  offset?: number;
+  /** How long it is, in UTF-16 code units. */
+  length?: number;
+  /** For text_link: the URL opened on a tap. */
+  url?: string;
+  /** For text_mention: the user mentioned. */
+  user?: UserInput;
   /** For pre: the programming language of the text. */
   language?: string;
   /** For custom_emoji: the emoji's identifier. */
@@ -705,6 +771,28 @@ export interface ReplyMarkup {
   selective: boolean;
 }
 
+/** ReplyMarkup is what a bot attaches to a message for the user to answer with (Telegram's InlineKeyboardMarkup, ReplyKeyboardMarkup, ReplyKeyboardRemove and ForceReply in one): exactly one of inline_keyboard, keyboard, remove_keyboard and force_reply is set. */
+export interface ReplyMarkupInput {
+  /** Buttons under the message, row by row. */
+  inline_keyboard?: InlineKeyboardRowInput[];
+  /** A custom keyboard replacing the user's, row by row. */
+  keyboard?: KeyboardRowInput[];
+  /** Removes the custom keyboard. */
+  remove_keyboard?: boolean;
+  /** Asks the user's client to show a reply interface to this message. */
+  force_reply?: boolean;
+  /** keyboard: shown until removed, even while hidden behind the system keyboard. */
+  is_persistent?: boolean;
+  /** keyboard: sized to its buttons. */
+  resize_keyboard?: boolean;
+  /** keyboard: hidden after one use. */
+  one_time_keyboard?: boolean;
+  /** keyboard or force_reply: the placeholder of the input field, 1 to 64 characters. */
+  input_field_placeholder?: string;
+  /** keyboard, remove_keyboard or force_reply: only for the users mentioned in the text, or the sender of the message replied to. */
+  selective?: boolean;
+}
+
 /** RetryDeliveryRequest names the delivery to attempt again. */
 export interface RetryDeliveryRequest {
   /** The bot id. */
@@ -723,6 +811,12 @@ export interface SendDocumentRequest {
   caption?: string;
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parse_mode?: string;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  caption_entities?: MessageEntityInput[];
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
+  reply_markup?: ReplyMarkupInput;
 }
 
 /** SendMessageRequest is a text message to send. */
@@ -733,6 +827,12 @@ export interface SendMessageRequest {
   text: string;
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
+  /** How to read text's formatting: HTML, MarkdownV2 or Markdown, matched without regard to case as Telegram does; the text is then at most 4096 characters once parsed. Unset: plain text. */
+  parse_mode?: string;
+  /** The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  entities?: MessageEntityInput[];
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
+  reply_markup?: ReplyMarkupInput;
 }
 
 /** SendPhotoRequest is a photo to send. */
@@ -745,6 +845,12 @@ export interface SendPhotoRequest {
   caption?: string;
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parse_mode?: string;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  caption_entities?: MessageEntityInput[];
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
+  reply_markup?: ReplyMarkupInput;
 }
 
 /** SetBotWebhookRequest is the webhook configuration of one of the caller's bots. */
@@ -877,6 +983,12 @@ export interface UserInput {
 export interface WebAppInfo {
   /** Its HTTPS URL. */
   url: string;
+}
+
+/** WebAppInfo names a web app. */
+export interface WebAppInfoInput {
+  /** Its HTTPS URL. */
+  url?: string;
 }
 
 /** WebhookInfo describes how a bot receives updates. */

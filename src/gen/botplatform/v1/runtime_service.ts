@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { BotCommand } from "./bot.js";
-import { File, Message, Update, WebhookInfo } from "./update.js";
+import { File, Message, MessageEntity, ReplyMarkup, Update, WebhookInfo } from "./update.js";
 
 /** GetUpdatesRequest is one poll. */
 export interface GetUpdatesRequest {
@@ -140,7 +140,20 @@ export interface SendMessageRequest {
    * A message of the same chat to reply to.
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
-  replyToMessageId?: number | undefined;
+  replyToMessageId?:
+    | number
+    | undefined;
+  /**
+   * How to read text's formatting: HTML, MarkdownV2 or Markdown, matched without regard to
+   * case as Telegram does; the text is then at most 4096 characters once parsed. Unset: plain text.
+   */
+  parseMode?:
+    | string
+    | undefined;
+  /** The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  entities: MessageEntity[];
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
+  replyMarkup: ReplyMarkup | undefined;
 }
 
 /** SendMessageResponse carries the sent message. */
@@ -166,7 +179,17 @@ export interface SendPhotoRequest {
    * A message of the same chat to reply to.
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
-  replyToMessageId?: number | undefined;
+  replyToMessageId?:
+    | number
+    | undefined;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parseMode?:
+    | string
+    | undefined;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  captionEntities: MessageEntity[];
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
+  replyMarkup: ReplyMarkup | undefined;
 }
 
 /** SendPhotoResponse carries the sent message. */
@@ -192,7 +215,17 @@ export interface SendDocumentRequest {
    * A message of the same chat to reply to.
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
-  replyToMessageId?: number | undefined;
+  replyToMessageId?:
+    | number
+    | undefined;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parseMode?:
+    | string
+    | undefined;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  captionEntities: MessageEntity[];
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
+  replyMarkup: ReplyMarkup | undefined;
 }
 
 /** SendDocumentResponse carries the sent message. */
@@ -1161,7 +1194,14 @@ export const GetMeResponse: MessageFns<GetMeResponse> = {
 };
 
 function createBaseSendMessageRequest(): SendMessageRequest {
-  return { chatId: 0, text: "", replyToMessageId: undefined };
+  return {
+    chatId: 0,
+    text: "",
+    replyToMessageId: undefined,
+    parseMode: undefined,
+    entities: [],
+    replyMarkup: undefined,
+  };
 }
 
 export const SendMessageRequest: MessageFns<SendMessageRequest> = {
@@ -1174,6 +1214,15 @@ export const SendMessageRequest: MessageFns<SendMessageRequest> = {
     }
     if (message.replyToMessageId !== undefined) {
       writer.uint32(24).int64(message.replyToMessageId);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(34).string(message.parseMode);
+    }
+    for (const v of message.entities) {
+      MessageEntity.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -1215,6 +1264,30 @@ export const SendMessageRequest: MessageFns<SendMessageRequest> = {
             message.replyToMessageId = longToNumber(reader.int64());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.entities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1235,6 +1308,11 @@ export const SendMessageRequest: MessageFns<SendMessageRequest> = {
     message.chatId = object.chatId ?? 0;
     message.text = object.text ?? "";
     message.replyToMessageId = object.replyToMessageId ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.entities = object.entities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
     return message;
   },
 };
@@ -1297,7 +1375,15 @@ export const SendMessageResponse: MessageFns<SendMessageResponse> = {
 };
 
 function createBaseSendPhotoRequest(): SendPhotoRequest {
-  return { chatId: 0, fileId: "", caption: undefined, replyToMessageId: undefined };
+  return {
+    chatId: 0,
+    fileId: "",
+    caption: undefined,
+    replyToMessageId: undefined,
+    parseMode: undefined,
+    captionEntities: [],
+    replyMarkup: undefined,
+  };
 }
 
 export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
@@ -1313,6 +1399,15 @@ export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
     }
     if (message.replyToMessageId !== undefined) {
       writer.uint32(32).int64(message.replyToMessageId);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(42).string(message.parseMode);
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -1362,6 +1457,30 @@ export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
             message.replyToMessageId = longToNumber(reader.int64());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1383,6 +1502,11 @@ export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
     message.fileId = object.fileId ?? "";
     message.caption = object.caption ?? undefined;
     message.replyToMessageId = object.replyToMessageId ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
     return message;
   },
 };
@@ -1445,7 +1569,15 @@ export const SendPhotoResponse: MessageFns<SendPhotoResponse> = {
 };
 
 function createBaseSendDocumentRequest(): SendDocumentRequest {
-  return { chatId: 0, fileId: "", caption: undefined, replyToMessageId: undefined };
+  return {
+    chatId: 0,
+    fileId: "",
+    caption: undefined,
+    replyToMessageId: undefined,
+    parseMode: undefined,
+    captionEntities: [],
+    replyMarkup: undefined,
+  };
 }
 
 export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
@@ -1461,6 +1593,15 @@ export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
     }
     if (message.replyToMessageId !== undefined) {
       writer.uint32(32).int64(message.replyToMessageId);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(42).string(message.parseMode);
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -1510,6 +1651,30 @@ export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
             message.replyToMessageId = longToNumber(reader.int64());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1531,6 +1696,11 @@ export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
     message.fileId = object.fileId ?? "";
     message.caption = object.caption ?? undefined;
     message.replyToMessageId = object.replyToMessageId ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
     return message;
   },
 };

@@ -86,8 +86,9 @@ export interface Message {
   /** Special entities of the caption, likewise. */
   captionEntities: MessageEntity[];
   /**
-   * The inline keyboard attached to the message (only inline_keyboard is ever set
-   * here; the other kinds of reply markup are not part of a message).
+   * The reply markup the message was sent with: an inline keyboard stays attached to
+   * the message; a custom keyboard, its removal or a forced reply is shown with it (the
+   * messaging services render it; Telegram clients see only an inline keyboard here).
    */
   replyMarkup:
     | ReplyMarkup
