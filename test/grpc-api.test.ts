@@ -21,7 +21,7 @@ import {
   type ListMyBotsResponse,
   type UpdateMyBotResponse,
 } from '../src/gen/botplatform/v1/console_service.js';
-import { RuntimeServiceClient, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
+import { RuntimeServiceClient, SendMessageRequest, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
 import { IngestUpdatesRequest, InternalServiceClient } from '../src/gen/botplatform/v1/internal_service.js';
 import { methodSettings } from '../src/gen/methods.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
@@ -137,7 +137,7 @@ describe('gRPC API', () => {
     expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(fromServiceError(err).details.map((d) => [d.field, d.reason])).toEqual([['name', 'INVALID_CHARACTERS']]);
     const { token } = await approvedBot(h, alice, 'grpc_nul_sender');
-    const text = await grpcError(rpc(runtimeClient, runtimeClient.sendMessage, { chatId: 1, text: 'hi\u0000' }, token));
+    const text = await grpcError(rpc(runtimeClient, runtimeClient.sendMessage, SendMessageRequest.fromPartial({ chatId: 1, text: 'hi\u0000' }), token));
     expect(text.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(fromServiceError(text).details.map((d) => d.field)).toContain('text');
   });
