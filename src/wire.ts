@@ -36,8 +36,7 @@ export function wireFile(f: File): Record<string, unknown> {
   };
 }
 
-/* eslint-disable-next-line @typescript-eslint/no-explicit-any */
-function fromWireFile(w: any): File | undefined {
+function fromWireFile(w: Wire<File> | undefined): File | undefined {
   if (!w) return undefined;
   return {
     fileId: w.file_id ?? '',
@@ -64,19 +63,34 @@ function toWireData(v: unknown): unknown {
   return out;
 }
 
-/** Wire data back in the generated types' spelling (camelCase keys); fromPartial fills the defaults. */
-function fromWireData(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(fromWireData);
-  if (v === null || typeof v !== 'object') return v;
-  const out: Record<string, unknown> = {};
-  for (const [k, item] of Object.entries(v)) out[k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = fromWireData(item);
-  return out;
+/** A generated property name in the protos' (and the wire's) spelling: replyToMessageId → reply_to_message_id. */
+export type Snake<S extends string> = S extends `${infer H}${infer T}` ? `${H extends Lowercase<H> ? H : `_${Lowercase<H>}`}${Snake<T>}` : S;
+
+/**
+ * A generated message type as it is stored and sent on the JSON wire: the same fields in
+ * snake_case, each possibly left out (the writers here leave out what Telegram leaves out).
+ */
+export type Wire<T> = T extends Date ? T
+  : T extends readonly (infer U)[] ? Wire<U>[]
+  : T extends object ? { [K in keyof T & string as Snake<K>]?: Wire<T[K]> }
+  : T;
+
+/** Wire data back in the generated types' spelling (camelCase keys); the type's fromPartial fills what was left out. */
+function fromWireData<T>(v: Wire<T>): T {
+  const convert = (x: unknown): unknown => {
+    if (Array.isArray(x)) return x.map(convert);
+    if (x === null || typeof x !== 'object') return x;
+    const out: Record<string, unknown> = {};
+    for (const [k, item] of Object.entries(x)) out[k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = convert(item);
+    return out;
+  };
+  return convert(v) as T;
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-const fromWireEntities = (w: any): MessageEntity[] => (Array.isArray(w) ? w.map((e) => MessageEntity.fromPartial(fromWireData(e) as any)) : []);
-const fromWireMarkup = (w: any): ReplyMarkup | undefined => (w ? ReplyMarkup.fromPartial(fromWireData(w) as any) : undefined);
-/* eslint-enable @typescript-eslint/no-explicit-any */
+const fromWireEntities = (w: Wire<MessageEntity>[] | undefined): MessageEntity[] =>
+  (w ?? []).map((e) => MessageEntity.fromPartial(fromWireData<MessageEntity>(e)));
+const fromWireMarkup = (w: Wire<ReplyMarkup> | undefined): ReplyMarkup | undefined =>
+  (w ? ReplyMarkup.fromPartial(fromWireData<ReplyMarkup>(w)) : undefined);
 
 export function toWireMessage(m: Message): WireMessage {
   return {
@@ -97,13 +111,13 @@ export function toWireMessage(m: Message): WireMessage {
   };
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-export function fromWireMessage(w: any): Message {
+/** A message as stored and sent (wire JSON) as the generated type. */
+export function fromWireMessage(w: Wire<Message>): Message {
   return {
-    messageId: w.message_id,
-    date: w.date,
-    chat: { id: w.chat.id, type: w.chat.type },
-    from: w.from ? { id: w.from.id, isBot: w.from.is_bot, username: w.from.username, firstName: w.from.first_name } : undefined,
+    messageId: w.message_id ?? 0,
+    date: w.date ?? 0,
+    chat: { id: w.chat?.id ?? 0, type: w.chat?.type ?? '' },
+    from: w.from ? { id: w.from.id ?? 0, isBot: w.from.is_bot ?? false, username: w.from.username, firstName: w.from.first_name } : undefined,
     text: w.text,
     replyToMessageId: w.reply_to_message_id,
     photo: fromWireFile(w.photo),
@@ -117,31 +131,28 @@ export function fromWireMessage(w: any): Message {
   };
 }
 
-/** A callback query as stored and sent (wire JSON) ⇄ the generated type. */
-export function toWireCallbackQuery(q: CallbackQuery): WireMessage {
-  return { ...(toWireData({ ...q, message: undefined, from: undefined }) as WireMessage), from: q.from ? wireUser(q.from) : undefined, ...(q.message ? { message: toWireMessage(q.message) } : {}) };
+/** A callback query as stored (wire JSON) as the generated type. */
+function fromWireCallbackQuery(w: Wire<CallbackQuery>): CallbackQuery {
+  const { message, ...rest } = w;
+  return CallbackQuery.fromPartial({ ...fromWireData<CallbackQuery>(rest), message: message ? fromWireMessage(message) : undefined });
 }
-export function fromWireCallbackQuery(w: any): CallbackQuery {
-  return CallbackQuery.fromPartial({ ...(fromWireData({ ...w, message: undefined }) as any), message: w.message ? fromWireMessage(w.message) : undefined });
+
+/** An inline query as stored (wire JSON) as the generated type. */
+function fromWireInlineQuery(w: Wire<InlineQuery>): InlineQuery {
+  return InlineQuery.fromPartial(fromWireData<InlineQuery>(w));
 }
-export function toWireInlineQuery(q: InlineQuery): WireMessage {
-  return toWireData(q) as WireMessage;
-}
-export function fromWireInlineQuery(w: any): InlineQuery {
-  return InlineQuery.fromPartial(fromWireData(w) as any);
-}
-/* eslint-enable @typescript-eslint/no-explicit-any */
 
 /** A stored update (its kind and wire message) as the generated Update. */
-export function toUpdateMessage(u: { updateId: number; updateSeq: number; kind: string; message: Record<string, unknown> }): Update {
-  const message = u.kind === 'message' || u.kind === 'edited_message' ? fromWireMessage(u.message) : undefined;
+export function toUpdateMessage(u: { updateId: number; updateSeq: number; kind: string; message: WireMessage }): Update {
+  // The stored JSON is the wire form of the kind's type (what the writers here wrote).
+  const message = u.kind === 'message' || u.kind === 'edited_message' ? fromWireMessage(u.message as Wire<Message>) : undefined;
   return {
     updateId: u.updateId,
     updateSeq: u.updateSeq,
     message: u.kind === 'message' ? message : undefined,
     editedMessage: u.kind === 'edited_message' ? message : undefined,
-    callbackQuery: u.kind === 'callback_query' ? fromWireCallbackQuery(u.message) : undefined,
-    inlineQuery: u.kind === 'inline_query' ? fromWireInlineQuery(u.message) : undefined,
+    callbackQuery: u.kind === 'callback_query' ? fromWireCallbackQuery(u.message as Wire<CallbackQuery>) : undefined,
+    inlineQuery: u.kind === 'inline_query' ? fromWireInlineQuery(u.message as Wire<InlineQuery>) : undefined,
   };
 }
 

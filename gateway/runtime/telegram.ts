@@ -27,7 +27,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { stagingKey } from '../../src/blobs/blob-store.js';
 import { replyMarkupFromTelegram } from '../../src/messages/reply-markup.js';
 import { compact, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
-import { botUserId, UPDATE_KINDS } from '../../src/wire.js';
+import { botUserId, UPDATE_KINDS, type Snake } from '../../src/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
 import { RuntimeServiceService } from '../../src/gen/botplatform/v1/runtime_service.js';
@@ -43,8 +43,6 @@ type Runtime = typeof RuntimeServiceService;
 /** A runtime RPC by its generated definition's name ("sendMessage"). */
 type Rpc = keyof Runtime;
 type RequestOf<K extends Rpc> = Parameters<Runtime[K]['requestSerialize']>[0];
-/** A generated property name in the protos' spelling: replyToMessageId → reply_to_message_id. */
-type Snake<S extends string> = S extends `${infer H}${infer T}` ? `${H extends Lowercase<H> ? H : `_${Lowercase<H>}`}${Snake<T>}` : S;
 /** The request fields of an RPC by their proto names (what Ctx.request binds parameters to). */
 type FieldOf<K extends Rpc> = Snake<Extract<keyof RequestOf<K>, string>>;
 type ResponseOf<K extends Rpc> = ReturnType<Runtime[K]['responseDeserialize']>;
@@ -140,6 +138,15 @@ const MAX_INT32 = 2 ** 31 - 1;
 /** The parameters every send method shares, besides its content. */
 const SEND = ['chat_id', 'caption', 'reply_to_message_id', 'parse_mode', 'caption_entities'] as const;
 
+/** sendPhoto or sendDocument: the send parameters, and the file (a file_id or a part of this request). */
+async function sendFile(ctx: Ctx, rpc: 'sendPhoto' | 'sendDocument', field: 'photo' | 'document'): Promise<unknown> {
+  const req = ctx.request(rpc, SEND);
+  req.replyToMessageId ??= replyTo(ctx);
+  req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
+  req.fileId = await ctx.file(field, field === 'photo');
+  return tgMessage((await ctx.rpc(rpc, req)).result);
+}
+
 /** The methods, by lower-case name. */
 const METHODS: Record<string, Method> = {
   getme: {
@@ -214,24 +221,12 @@ const METHODS: Record<string, Method> = {
 
   sendphoto: {
     files: true,
-    async run(ctx) {
-      const req = ctx.request('sendPhoto', SEND);
-      req.replyToMessageId ??= replyTo(ctx);
-      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
-      req.fileId = await ctx.file('photo', true);
-      return tgMessage((await ctx.rpc('sendPhoto', req)).result);
-    },
+    run: (ctx) => sendFile(ctx, 'sendPhoto', 'photo'),
   },
 
   senddocument: {
     files: true,
-    async run(ctx) {
-      const req = ctx.request('sendDocument', SEND);
-      req.replyToMessageId ??= replyTo(ctx);
-      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
-      req.fileId = await ctx.file('document', false);
-      return tgMessage((await ctx.rpc('sendDocument', req)).result);
-    },
+    run: (ctx) => sendFile(ctx, 'sendDocument', 'document'),
   },
 
   getfile: {

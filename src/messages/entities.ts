@@ -100,11 +100,16 @@ export type ParseMode = 'HTML' | 'MarkdownV2' | 'Markdown';
 export function botApiErrorDescription(message: string): string {
   if (message.startsWith('Bad Request')) return message;
   if (message === '') return 'Bad Request';
+  return `Bad Request: ${botApiErrorText(message)}`;
+}
+
+/** An error text as the Bot API words it after its "Bad Request: " (see botApiErrorDescription). */
+export function botApiErrorText(message: string): string {
   const c1 = message.charCodeAt(1);
-  if (message.length >= 2 && (c1 === 0x5f || (c1 >= 0x41 && c1 <= 0x5a))) return `Bad Request: ${message}`;
+  if (message.length >= 2 && (c1 === 0x5f || (c1 >= 0x41 && c1 <= 0x5a))) return message;
   const first = message.charAt(0);
   const lowered = first >= 'A' && first <= 'Z' ? first.toLowerCase() : first;
-  return `Bad Request: ${lowered}${message.slice(1)}`;
+  return `${lowered}${message.slice(1)}`;
 }
 
 // ---------------------------------------------------------------------------------

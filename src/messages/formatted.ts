@@ -5,7 +5,7 @@
  */
 import { ApiError } from '../errors.js';
 import type { MessageEntity } from '../gen/botplatform/v1/update.js';
-import { detectEntities, EntityParseError, normalizeEntities, prepareMessageText, utf16Length, type EntityType, type MessageEntity as PlainEntity } from './entities.js';
+import { botApiErrorText, detectEntities, EntityParseError, normalizeEntities, prepareMessageText, utf16Length, type EntityType, type MessageEntity as PlainEntity } from './entities.js';
 
 const toProto = (e: PlainEntity): MessageEntity => ({
   type: e.type,
@@ -30,7 +30,7 @@ const fromProto = (e: MessageEntity): PlainEntity => ({
 const refused = (field: string, err: unknown): never => {
   if (err instanceof EntityParseError) {
     const reason = /^Can't parse entities/.test(err.message) ? 'CANT_PARSE_ENTITIES' : 'INVALID_ENTITIES';
-    throw ApiError.invalid(field, reason, err.message.charAt(0).toLowerCase() + err.message.slice(1));
+    throw ApiError.invalid(field, reason, botApiErrorText(err.message));
   }
   throw err;
 };
