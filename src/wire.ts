@@ -5,7 +5,8 @@
  */
 import crypto from 'node:crypto';
 import { constraintsOf } from './gen/constraints.js';
-import { CallbackQuery, InlineQuery, MessageEntity, ReplyMarkup, type File, type Message, type Update, type User } from './gen/botplatform/v1/update.js';
+import { SentMessage } from './gen/botplatform/v1/internal_service.js';
+import { CallbackQuery, InlineQuery, MessageEntity, MessageOrigin, ReplyMarkup, type Chat, type File, type Message, type Update, type User } from './gen/botplatform/v1/update.js';
 
 /** The numeric user id a bot's messages carry in from.id (Telegram's getMe id), derived from its opaque id. */
 export function botUserId(botId: string): number {
@@ -33,7 +34,25 @@ export function wireFile(f: File): Record<string, unknown> {
     file_size: f.fileSize,
     mime_type: f.mimeType,
     checksum: f.checksum,
+    ...(f.width !== undefined ? { width: f.width } : {}),
+    ...(f.height !== undefined ? { height: f.height } : {}),
   };
+}
+
+/** A chat as it appears in a message: its id and type, and the names it came with. */
+function wireChat(c: Chat | undefined): Record<string, unknown> {
+  return {
+    id: c?.id ?? 0,
+    type: c?.type ?? 'private',
+    ...(c?.title !== undefined ? { title: c.title } : {}),
+    ...(c?.username !== undefined ? { username: c.username } : {}),
+    ...(c?.firstName !== undefined ? { first_name: c.firstName } : {}),
+    ...(c?.lastName !== undefined ? { last_name: c.lastName } : {}),
+  };
+}
+
+function fromWireChat(w: Wire<Chat> | undefined): Chat {
+  return { id: w?.id ?? 0, type: w?.type ?? '', title: w?.title, username: w?.username, firstName: w?.first_name, lastName: w?.last_name };
 }
 
 function fromWireFile(w: Wire<File> | undefined): File | undefined {
@@ -45,6 +64,8 @@ function fromWireFile(w: Wire<File> | undefined): File | undefined {
     fileSize: w.file_size ?? 0,
     mimeType: w.mime_type ?? '',
     checksum: w.checksum ?? '',
+    width: w.width,
+    height: w.height,
   };
 }
 
@@ -96,7 +117,7 @@ export function toWireMessage(m: Message): WireMessage {
   return {
     message_id: m.messageId,
     date: m.date,
-    chat: { id: m.chat?.id ?? 0, type: m.chat?.type ?? 'private' },
+    chat: wireChat(m.chat),
     ...(m.from ? { from: wireUser(m.from) } : {}),
     ...(m.text !== undefined ? { text: m.text } : {}),
     ...(m.replyToMessageId !== undefined ? { reply_to_message_id: m.replyToMessageId } : {}),
@@ -108,6 +129,8 @@ export function toWireMessage(m: Message): WireMessage {
     ...(m.replyMarkup ? { reply_markup: toWireData(m.replyMarkup) } : {}),
     ...(m.editDate !== undefined ? { edit_date: m.editDate } : {}),
     ...(m.replyToMessage ? { reply_to_message: toWireMessage({ ...m.replyToMessage, replyToMessage: undefined }) } : {}),
+    ...(m.mediaGroupId !== undefined ? { media_group_id: m.mediaGroupId } : {}),
+    ...(m.forwardOrigin ? { forward_origin: toWireData(m.forwardOrigin) } : {}),
   };
 }
 
@@ -116,7 +139,7 @@ export function fromWireMessage(w: Wire<Message>): Message {
   return {
     messageId: w.message_id ?? 0,
     date: w.date ?? 0,
-    chat: { id: w.chat?.id ?? 0, type: w.chat?.type ?? '' },
+    chat: fromWireChat(w.chat),
     from: w.from ? { id: w.from.id ?? 0, isBot: w.from.is_bot ?? false, username: w.from.username, firstName: w.from.first_name } : undefined,
     text: w.text,
     replyToMessageId: w.reply_to_message_id,
@@ -128,6 +151,8 @@ export function fromWireMessage(w: Wire<Message>): Message {
     replyMarkup: fromWireMarkup(w.reply_markup),
     editDate: w.edit_date,
     replyToMessage: w.reply_to_message ? fromWireMessage(w.reply_to_message) : undefined,
+    mediaGroupId: w.media_group_id,
+    forwardOrigin: w.forward_origin ? MessageOrigin.fromPartial(fromWireData<MessageOrigin>(w.forward_origin)) : undefined,
   };
 }
 
@@ -140,6 +165,37 @@ function fromWireCallbackQuery(w: Wire<CallbackQuery>): CallbackQuery {
 /** An inline query as stored (wire JSON) as the generated type. */
 function fromWireInlineQuery(w: Wire<InlineQuery>): InlineQuery {
   return InlineQuery.fromPartial(fromWireData<InlineQuery>(w));
+}
+
+/** One event of the outbound feed (internal_service.proto's SentMessage, without its place and bot). */
+export type FeedEvent = Omit<SentMessage, 'partition' | 'seq' | 'botId'>;
+
+/**
+ * A feed row's value (the bus topic botplatform.messages carries the same JSON): the bot,
+ * and exactly one event in its wire spelling — {"bot_id", "message"} for a sent message,
+ * {"bot_id", "edited_message"}, {"bot_id", "deleted_messages"}...
+ */
+export type WireFeedValue = { bot_id: string } & Wire<FeedEvent>;
+
+/** An event as the feed stores it: exactly one of its fields, in its wire spelling. */
+export function toWireFeedEvent(e: Partial<FeedEvent>): Wire<FeedEvent> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(e)) {
+    if (v === undefined) continue;
+    out[k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = k === 'message' || k === 'editedMessage' ? toWireMessage(v as Message) : toWireData(v);
+  }
+  return out as Wire<FeedEvent>;
+}
+
+/** A feed row's event back as the generated type. */
+export function fromWireFeedEvent(w: Wire<FeedEvent>): FeedEvent {
+  const { message, edited_message: edited, ...rest } = w;
+  const { partition: _p, seq: _s, botId: _b, ...others } = SentMessage.fromPartial(fromWireData<Partial<SentMessage>>(rest as Wire<Partial<SentMessage>>));
+  return {
+    ...others,
+    message: message ? fromWireMessage(message) : undefined,
+    editedMessage: edited ? fromWireMessage(edited) : undefined,
+  };
 }
 
 /** A stored update (its kind and wire message) as the generated Update. */

@@ -11,7 +11,7 @@ import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  type IncomingUpdate,
+  IncomingUpdate,
   InternalServiceClient,
   StreamIngestUpdatesRequest,
   StreamIngestUpdatesResponse,
@@ -67,7 +67,7 @@ describe('StreamIngestUpdates', () => {
   const message = (text: string, chatId = 777) => Message.fromPartial({
     messageId: 0, date: 0, chat: { id: chatId, type: 'private' }, from: { id: chatId, isBot: false }, text,
   });
-  const update = (botId: string, m: Message, idempotencyKey?: string): IncomingUpdate => ({ botId, message: m, editedMessage: undefined, idempotencyKey });
+  const update = (botId: string, m: Message, idempotencyKey?: string): IncomingUpdate => IncomingUpdate.fromPartial({ botId, message: m, idempotencyKey });
 
   /** Opens a stream; `acks` fills as acknowledgements arrive, `ended` settles with the call's status. */
   function open(md = metadata()) {

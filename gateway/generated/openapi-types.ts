@@ -65,6 +65,14 @@ export interface paths {
     /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
     post: operations["ConsoleService_CreateTestUpdate"];
   };
+  "/api/v1/bots/my/{id}/test-callback-queries": {
+    /** CreateTestCallbackQuery presses a callback button of a message the bot sent to one of the owner's test chats: the bot gets a callback_query update from a test user, as a messaging service would send it. */
+    post: operations["ConsoleService_CreateTestCallbackQuery"];
+  };
+  "/api/v1/bots/my/{id}/chats/{chat_id}/messages": {
+    /** ListChatMessages pages through the messages the bot sent to a chat, newest first, with their keyboards as they are now (edited, or gone when deleted). */
+    get: operations["ConsoleService_ListChatMessages"];
+  };
   "/api/v1/bots/getMe": {
     /** GetMe tells a bot who it is: the cheapest way to check a token. */
     get: operations["RuntimeService_GetMe_get"];
@@ -127,12 +135,104 @@ export interface paths {
     /** DeleteMyCommands empties the bot's command menu. */
     post: operations["RuntimeService_DeleteMyCommands"];
   };
+  "/api/v1/bots/editMessageText": {
+    /** EditMessageText replaces the text (and its entities and inline keyboard) of a text message the bot sent. Answers the edited message; "message is not modified" when nothing changes. */
+    post: operations["RuntimeService_EditMessageText"];
+  };
+  "/api/v1/bots/editMessageCaption": {
+    /** EditMessageCaption replaces the caption (and its entities and inline keyboard) of a photo or document the bot sent. Answers the edited message. */
+    post: operations["RuntimeService_EditMessageCaption"];
+  };
+  "/api/v1/bots/editMessageReplyMarkup": {
+    /** EditMessageReplyMarkup replaces (or, unset, removes) the inline keyboard of a message the bot sent. Answers the edited message. */
+    post: operations["RuntimeService_EditMessageReplyMarkup"];
+  };
+  "/api/v1/bots/deleteMessage": {
+    /** DeleteMessage deletes a message of a chat of the bot: its own, or one it received. */
+    post: operations["RuntimeService_DeleteMessage"];
+  };
+  "/api/v1/bots/deleteMessages": {
+    /** DeleteMessages deletes 1 to 100 messages of one chat; those already gone are skipped. */
+    post: operations["RuntimeService_DeleteMessages"];
+  };
+  "/api/v1/bots/sendChatAction": {
+    /** SendChatAction tells the chat the bot is doing something ("typing", "upload_photo"...), shown for 5 seconds or until the bot's next message arrives. */
+    post: operations["RuntimeService_SendChatAction"];
+  };
+  "/api/v1/bots/copyMessage": {
+    /** CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot, without a link to the original. Answers the new message's id. */
+    post: operations["RuntimeService_CopyMessage"];
+  };
+  "/api/v1/bots/forwardMessage": {
+    /** ForwardMessage forwards a message of a chat of the bot, with where it came from. */
+    post: operations["RuntimeService_ForwardMessage"];
+  };
+  "/api/v1/bots/getChat": {
+    /** GetChat tells what the platform knows of a chat that has written to the bot. */
+    post: operations["RuntimeService_GetChat"];
+  };
+  "/api/v1/bots/sendMediaGroup": {
+    /** SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album. */
+    post: operations["RuntimeService_SendMediaGroup"];
+  };
+  "/api/v1/bots/answerCallbackQuery": {
+    /** AnswerCallbackQuery answers a tap on an inline keyboard button (a callback_query update): a notification or an alert for the user, or a URL to open. */
+    post: operations["RuntimeService_AnswerCallbackQuery"];
+  };
+  "/api/v1/bots/answerInlineQuery": {
+    /** AnswerInlineQuery answers an inline query (an inline_query update) with at most 50 results. */
+    post: operations["RuntimeService_AnswerInlineQuery"];
+  };
 }
 
 export type webhooks = Record<string, never>;
 
 export interface components {
   schemas: {
+    /** @description AnswerCallbackQueryRequest answers a callback query. */
+    "botplatform.v1.AnswerCallbackQueryRequest": {
+      /** @description The callback_query's id. */
+      callback_query_id: string;
+      /** @description A notification for the user: 0 to 200 characters; none when unset. */
+      text?: string;
+      /** @description Show text as an alert to dismiss rather than a notification. */
+      show_alert?: boolean;
+      /** @description A URL for the user's client to open (a game, or t.me/your_bot?start=...). */
+      url?: string;
+      /**
+       * Format: int32
+       * @description Seconds the answer may be cached by the client, 0 to 2^31-1 (default 0).
+       */
+      cache_time?: number;
+    };
+    /** @description AnswerCallbackQueryResponse answers true. */
+    "botplatform.v1.AnswerCallbackQueryResponse": {
+      /** @description Always true. */
+      result: boolean;
+    };
+    /** @description AnswerInlineQueryRequest answers an inline query. */
+    "botplatform.v1.AnswerInlineQueryRequest": {
+      /** @description The inline_query's id. */
+      inline_query_id: string;
+      /** @description At most 50 results. */
+      results: components["schemas"]["botplatform.v1.InlineQueryResult"][];
+      /**
+       * Format: int32
+       * @description Seconds the results may be cached (default 300).
+       */
+      cache_time?: number;
+      /** @description Cache the results for this user only. */
+      is_personal?: boolean;
+      /** @description The offset the client sends with the next query for more results: at most 64 bytes; empty: no more. */
+      next_offset?: string;
+      /** @description A button above the results. */
+      button?: components["schemas"]["botplatform.v1.InlineQueryResultsButton"] | null;
+    };
+    /** @description AnswerInlineQueryResponse answers true. */
+    "botplatform.v1.AnswerInlineQueryResponse": {
+      /** @description Always true. */
+      result: boolean;
+    };
     /** @description ApproveBotRequest names the application to approve. */
     "botplatform.v1.ApproveBotRequest": {
       /** @description The bot id. */
@@ -364,8 +464,44 @@ export interface components {
        * @description Chat identifier (never 0); for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       id: number;
-      /** @description "private", "group" or "channel". */
+      /** @description "private", "group", "supergroup" or "channel". */
       type: string;
+      /** @description Title, for groups and channels: at most 128 characters. */
+      title?: string;
+      /** @description Handle, for private chats and public groups and channels: at most 64 characters. */
+      username?: string;
+      /** @description First name of the other party, in a private chat: at most 64 characters. */
+      first_name?: string;
+      /** @description Last name of the other party, in a private chat: at most 64 characters. */
+      last_name?: string;
+    };
+    /** @description ChatFullInfo is a chat as the platform knows it (Telegram's ChatFullInfo, the fields it has). */
+    "botplatform.v1.ChatFullInfo": {
+      /**
+       * Format: int64
+       * @description The chat's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      id: number;
+      /** @description "private", "group", "supergroup" or "channel". */
+      type: string;
+      /** @description Title, for groups and channels. */
+      title?: string;
+      /** @description Handle, when known. */
+      username?: string;
+      /** @description First name of the other party, in a private chat. */
+      first_name?: string;
+      /** @description Last name of the other party, in a private chat. */
+      last_name?: string;
+      /**
+       * Format: int32
+       * @description Accent color of the chat's name (Telegram's 0 to 6; always 0 here).
+       */
+      accent_color_id: number;
+      /**
+       * Format: int32
+       * @description Most reactions per message (Telegram's field; always 11 here).
+       */
+      max_reaction_count: number;
     };
     /** @description CompleteUploadRequest names the upload to register. */
     "botplatform.v1.CompleteUploadRequest": {
@@ -378,6 +514,42 @@ export interface components {
     "botplatform.v1.CompleteUploadResponse": {
       /** @description The registered file. */
       result?: components["schemas"]["botplatform.v1.RegisteredFile"] | null;
+    };
+    /** @description CopyMessageRequest is a message to copy into a chat. */
+    "botplatform.v1.CopyMessageRequest": {
+      /**
+       * Format: int64
+       * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int64
+       * @description The chat the original message is in (one that has written to the bot). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      from_chat_id: number;
+      /**
+       * Format: int64
+       * @description The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+      /** @description A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+      caption?: string;
+      /** @description How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+      parse_mode?: string;
+      /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /**
+       * Format: int64
+       * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      reply_to_message_id?: number;
+      /** @description An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+    };
+    /** @description CopyMessageResponse carries the new message's id. */
+    "botplatform.v1.CopyMessageResponse": {
+      /** @description The new message's id. */
+      result?: components["schemas"]["botplatform.v1.MessageId"] | null;
     };
     /** @description CopyTextButton is text a button copies to the clipboard. */
     "botplatform.v1.CopyTextButton": {
@@ -401,6 +573,38 @@ export interface components {
     "botplatform.v1.CreateApplicationResponse": {
       /** @description The bot, review_status pending. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
+    };
+    /** @description CreateTestCallbackQueryRequest presses a button of one of the bot's messages. */
+    "botplatform.v1.CreateTestCallbackQueryRequest": {
+      /** @description The bot id. */
+      id: string;
+      /**
+       * Format: int64
+       * @description The chat the message is in (default: the owner's test chat). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id?: number;
+      /**
+       * Format: int64
+       * @description The bot's message whose button is pressed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+      /** @description The callback_data of the button pressed: one of the message's buttons. */
+      callback_data: string;
+    };
+    /** @description CreateTestCallbackQueryResponse tells the ids the update and the query got. */
+    "botplatform.v1.CreateTestCallbackQueryResponse": {
+      /**
+       * Format: int64
+       * @description Platform-unique update id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      update_id: number;
+      /**
+       * Format: int64
+       * @description Per-bot sequence number. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      update_seq: number;
+      /** @description The callback query's id, as the bot answers it. */
+      callback_query_id: string;
     };
     /** @description CreateTestUpdateRequest is a test message to the bot. */
     "botplatform.v1.CreateTestUpdateRequest": {
@@ -463,6 +667,39 @@ export interface components {
     "botplatform.v1.DeleteBotWebhookResponse": {
       /** @description The bot, delivery_mode polling. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
+    };
+    /** @description DeleteMessageRequest names a message to delete. */
+    "botplatform.v1.DeleteMessageRequest": {
+      /**
+       * Format: int64
+       * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int64
+       * @description The message: one the bot sent or received in the chat, less than 48 hours old. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+    };
+    /** @description DeleteMessageResponse answers true. */
+    "botplatform.v1.DeleteMessageResponse": {
+      /** @description Always true. */
+      result: boolean;
+    };
+    /** @description DeleteMessagesRequest names messages of one chat to delete. */
+    "botplatform.v1.DeleteMessagesRequest": {
+      /**
+       * Format: int64
+       * @description The chat the messages are in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /** @description 1 to 100 message ids; those not found are skipped. */
+      message_ids: number[];
+    };
+    /** @description DeleteMessagesResponse answers true. */
+    "botplatform.v1.DeleteMessagesResponse": {
+      /** @description Always true. */
+      result: boolean;
     };
     /** @description DeleteMyCommandsRequest has no fields. */
     "botplatform.v1.DeleteMyCommandsRequest": Record<string, never>;
@@ -533,6 +770,78 @@ export interface components {
        */
       last_duration_ms?: number;
     };
+    /** @description EditMessageCaptionRequest is a photo's or document's new caption. */
+    "botplatform.v1.EditMessageCaptionRequest": {
+      /**
+       * Format: int64
+       * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int64
+       * @description The message: a photo or document the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+      /** @description The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+      caption?: string;
+      /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+      parse_mode?: string;
+      /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+    };
+    /** @description EditMessageCaptionResponse carries the edited message. */
+    "botplatform.v1.EditMessageCaptionResponse": {
+      /** @description The edited message. */
+      result?: components["schemas"]["botplatform.v1.Message"] | null;
+    };
+    /** @description EditMessageReplyMarkupRequest is a message's new inline keyboard. */
+    "botplatform.v1.EditMessageReplyMarkupRequest": {
+      /**
+       * Format: int64
+       * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int64
+       * @description The message: one the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+      /** @description The new inline keyboard (only inline_keyboard may be set); unset removes it. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+    };
+    /** @description EditMessageReplyMarkupResponse carries the edited message. */
+    "botplatform.v1.EditMessageReplyMarkupResponse": {
+      /** @description The edited message. */
+      result?: components["schemas"]["botplatform.v1.Message"] | null;
+    };
+    /** @description EditMessageTextRequest is a text message's new text. */
+    "botplatform.v1.EditMessageTextRequest": {
+      /**
+       * Format: int64
+       * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int64
+       * @description The message: one the bot sent, with text. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+      /** @description The new text: 1 to 4096 characters once parsed. */
+      text: string;
+      /** @description How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+      parse_mode?: string;
+      /** @description The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+      /** @description The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+    };
+    /** @description EditMessageTextResponse carries the edited message. */
+    "botplatform.v1.EditMessageTextResponse": {
+      /** @description The edited message. */
+      result?: components["schemas"]["botplatform.v1.Message"] | null;
+    };
     /** @description EnableBotWebhookRequest names the bot whose disabled webhook should resume. */
     "botplatform.v1.EnableBotWebhookRequest": {
       /** @description The bot id. */
@@ -562,6 +871,39 @@ export interface components {
       checksum: string;
       /** @description Signed URL that streams the bytes (getFile only); valid for at least an hour. */
       download_url?: string;
+      /**
+       * Format: int32
+       * @description For images: width in pixels, read from the image's header at registration (absent when the header could not be read).
+       */
+      width?: number;
+      /**
+       * Format: int32
+       * @description For images: height in pixels, likewise.
+       */
+      height?: number;
+    };
+    /** @description ForwardMessageRequest is a message to forward into a chat. */
+    "botplatform.v1.ForwardMessageRequest": {
+      /**
+       * Format: int64
+       * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int64
+       * @description The chat the original message is in (one that has written to the bot). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      from_chat_id: number;
+      /**
+       * Format: int64
+       * @description The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+    };
+    /** @description ForwardMessageResponse carries the forwarded message. */
+    "botplatform.v1.ForwardMessageResponse": {
+      /** @description The forwarded message. */
+      result?: components["schemas"]["botplatform.v1.Message"] | null;
     };
     /** @description GetBotMetricsRequest names the bot and the window to summarise. */
     "botplatform.v1.GetBotMetricsRequest": {
@@ -577,6 +919,19 @@ export interface components {
     "botplatform.v1.GetBotMetricsResponse": {
       /** @description The bot's metrics over the window. */
       metrics?: components["schemas"]["botplatform.v1.BotMetrics"] | null;
+    };
+    /** @description GetChatRequest names a chat. */
+    "botplatform.v1.GetChatRequest": {
+      /**
+       * Format: int64
+       * @description The chat: one that has written to the bot. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+    };
+    /** @description GetChatResponse carries the chat. */
+    "botplatform.v1.GetChatResponse": {
+      /** @description The chat. */
+      result?: components["schemas"]["botplatform.v1.ChatFullInfo"] | null;
     };
     /** @description GetFileRequest names a file. */
     "botplatform.v1.GetFileRequest": {
@@ -629,8 +984,8 @@ export interface components {
        * @description Seconds to wait when there is nothing, 0 to 50 (default 0).
        */
       timeout?: number;
-      /** @description Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
-      allowed_updates?: ("message" | "edited_message")[];
+      /** @description Update kinds to queue from now on ("message", "edited_message", "callback_query", "inline_query"); unchanged when empty. */
+      allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
       /**
        * Format: int32
        * @description Instead of offset (not with it): the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
@@ -684,6 +1039,66 @@ export interface components {
       /** @description Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
       chat_type?: string;
     };
+    /** @description InlineQueryResult is one result of an inline query: an article (a text message when chosen), or a photo or document of the bot's files (Telegram's InlineQueryResultArticle, InlineQueryResultCachedPhoto and InlineQueryResultCachedDocument). */
+    "botplatform.v1.InlineQueryResult": {
+      /** @description "article", "photo" or "document". */
+      type: string;
+      /** @description The result's id: 1 to 64 bytes, unique among the answer's results. */
+      id: string;
+      /** @description Title: required for article and document. */
+      title?: string;
+      /** @description Short description. */
+      description?: string;
+      /** @description article: the message sent when chosen (required). */
+      input_message_content?: components["schemas"]["botplatform.v1.InputMessageContent"] | null;
+      /** @description An inline keyboard attached to the message sent. */
+      reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+      /** @description article: a URL shown with the result. */
+      url?: string;
+      /** @description article: a thumbnail's URL. */
+      thumbnail_url?: string;
+      /** @description photo: a file_id of this bot, an image. */
+      photo_file_id?: string;
+      /** @description document: a file_id of this bot. */
+      document_file_id?: string;
+      /** @description photo, document: caption, 0 to 1024 characters once parsed. */
+      caption?: string;
+      /** @description photo, document: how to read the caption's formatting. */
+      parse_mode?: string;
+      /** @description photo, document: the caption's formatting as entities. */
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+    };
+    /** @description InlineQueryResultsButton is a button shown above the results. */
+    "botplatform.v1.InlineQueryResultsButton": {
+      /** @description The label. */
+      text?: string;
+      /** @description A web app opened on a tap. */
+      web_app?: components["schemas"]["botplatform.v1.WebAppInfo"] | null;
+      /** @description Deep-linking parameter of the /start message sent on a tap: 1 to 64 of A-Z a-z 0-9 _ -. */
+      start_parameter?: string;
+    };
+    /** @description InputMedia is one photo or document of an album (sendMediaGroup). */
+    "botplatform.v1.InputMedia": {
+      /** @description "photo" or "document"; an album is all photos or all documents. */
+      type: string;
+      /** @description A file_id of this bot (a photo's MIME type is image/*). */
+      media: string;
+      /** @description Caption: 0 to 1024 characters once parsed. */
+      caption?: string;
+      /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown. */
+      parse_mode?: string;
+      /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+      caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+    };
+    /** @description InputMessageContent is the message an inline result sends when chosen (a text message). */
+    "botplatform.v1.InputMessageContent": {
+      /** @description The text: 1 to 4096 characters once parsed. */
+      message_text?: string;
+      /** @description How to read its formatting: HTML, MarkdownV2 or Markdown. */
+      parse_mode?: string;
+      /** @description Its formatting as entities, when parse_mode is unset. */
+      entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+    };
     /** @description KeyboardButton is a button of a custom keyboard: its text is sent as a message on a tap, unless it requests the user's contact or location. */
     "botplatform.v1.KeyboardButton": {
       /** @description The label, sent as a message on a tap. */
@@ -722,6 +1137,33 @@ export interface components {
     "botplatform.v1.ListBotsResponse": {
       /** @description Bots, oldest first. */
       items: components["schemas"]["botplatform.v1.Bot"][];
+      /** @description Where this page stands. */
+      pagination?: components["schemas"]["botplatform.v1.Pagination"] | null;
+    };
+    /** @description ListChatMessagesRequest pages through a chat's messages from the bot. */
+    "botplatform.v1.ListChatMessagesRequest": {
+      /** @description The bot id. */
+      id: string;
+      /**
+       * Format: int64
+       * @description The chat. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /**
+       * Format: int32
+       * @description Page number from 1 (default 1).
+       */
+      page?: number;
+      /**
+       * Format: int32
+       * @description Page size, 1 to 100 (default 20).
+       */
+      limit?: number;
+    };
+    /** @description ListChatMessagesResponse is one page of messages, newest first. */
+    "botplatform.v1.ListChatMessagesResponse": {
+      /** @description The messages, as they are now, newest first. */
+      items: components["schemas"]["botplatform.v1.Message"][];
       /** @description Where this page stands. */
       pagination?: components["schemas"]["botplatform.v1.Pagination"] | null;
     };
@@ -824,6 +1266,10 @@ export interface components {
       edit_date?: number;
       /** @description The message this one replies to, when it is still there (one level: its own reply_to_message is never set). */
       reply_to_message?: components["schemas"]["botplatform.v1.Message"] | null;
+      /** @description The album (sendMediaGroup) the message belongs to: every message of one album has it. */
+      media_group_id?: string;
+      /** @description Where a forwarded message came from (forwardMessage). */
+      forward_origin?: components["schemas"]["botplatform.v1.MessageOrigin"] | null;
     };
     /** @description MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
     "botplatform.v1.MessageEntity": {
@@ -847,6 +1293,28 @@ export interface components {
       language?: string;
       /** @description For custom_emoji: the emoji's identifier. */
       custom_emoji_id?: string;
+    };
+    /** @description MessageId is a message's id, alone. */
+    "botplatform.v1.MessageId": {
+      /**
+       * Format: int64
+       * @description The id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      message_id: number;
+    };
+    /** @description MessageOrigin is where a forwarded message was first sent (Telegram's MessageOrigin). */
+    "botplatform.v1.MessageOrigin": {
+      /** @description "user" (sender_user is set) or "chat" (sender_chat is set). */
+      type: string;
+      /**
+       * Format: int64
+       * @description When the original message was sent, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      date: number;
+      /** @description The user who sent the original message. */
+      sender_user?: components["schemas"]["botplatform.v1.User"] | null;
+      /** @description The chat that sent the original message (a group's anonymous admin, a channel). */
+      sender_chat?: components["schemas"]["botplatform.v1.Chat"] | null;
     };
     /** @description Pagination describes one page of a listing. */
     "botplatform.v1.Pagination": {
@@ -1026,6 +1494,21 @@ export interface components {
       /** @description The delivery as it stands now. */
       delivery?: components["schemas"]["botplatform.v1.Delivery"] | null;
     };
+    /** @description SendChatActionRequest is what the bot is doing in a chat. */
+    "botplatform.v1.SendChatActionRequest": {
+      /**
+       * Format: int64
+       * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /** @description typing, upload_photo, record_video, upload_video, record_voice, upload_voice, upload_document, choose_sticker, find_location, record_video_note or upload_video_note. */
+      action: string;
+    };
+    /** @description SendChatActionResponse answers true. */
+    "botplatform.v1.SendChatActionResponse": {
+      /** @description Always true. */
+      result: boolean;
+    };
     /** @description SendDocumentRequest is a document to send. */
     "botplatform.v1.SendDocumentRequest": {
       /**
@@ -1053,6 +1536,26 @@ export interface components {
     "botplatform.v1.SendDocumentResponse": {
       /** @description The sent message. */
       result?: components["schemas"]["botplatform.v1.Message"] | null;
+    };
+    /** @description SendMediaGroupRequest is an album to send. */
+    "botplatform.v1.SendMediaGroupRequest": {
+      /**
+       * Format: int64
+       * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      chat_id: number;
+      /** @description 2 to 10 photos, or 2 to 10 documents. */
+      media: components["schemas"]["botplatform.v1.InputMedia"][];
+      /**
+       * Format: int64
+       * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      reply_to_message_id?: number;
+    };
+    /** @description SendMediaGroupResponse carries the album's messages, in order. */
+    "botplatform.v1.SendMediaGroupResponse": {
+      /** @description The messages, one per media, with one media_group_id. */
+      result?: components["schemas"]["botplatform.v1.Message"][];
     };
     /** @description SendMessageRequest is a text message to send. */
     "botplatform.v1.SendMessageRequest": {
@@ -1117,7 +1620,7 @@ export interface components {
       /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
       secret_token: string;
       /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
-      allowed_updates?: ("message" | "edited_message")[];
+      allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
       /** @description IPs or CIDRs deliveries may go to. */
       allowed_ips?: string[];
       /**
@@ -1154,8 +1657,8 @@ export interface components {
       url: string;
       /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
       secret_token: string;
-      /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
-      allowed_updates?: ("message" | "edited_message")[];
+      /** @description Update kinds to deliver ("message", "edited_message", "callback_query", "inline_query"); empty means all. */
+      allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
       /** @description IPs or CIDRs deliveries may go to. */
       allowed_ips?: string[];
       /**
@@ -2027,7 +2530,7 @@ export interface operations {
           /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
           secret_token: string;
           /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
-          allowed_updates?: ("message" | "edited_message")[];
+          allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
           /** @description IPs or CIDRs deliveries may go to. */
           allowed_ips?: string[];
           /**
@@ -2617,6 +3120,155 @@ export interface operations {
       };
     };
   };
+  /** CreateTestCallbackQuery presses a callback button of a message the bot sent to one of the owner's test chats: the bot gets a callback_query update from a test user, as a messaging service would send it. */
+  ConsoleService_CreateTestCallbackQuery: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat the message is in (default: the owner's test chat). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id?: number;
+          /**
+           * Format: int64
+           * @description The bot's message whose button is pressed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+          /** @description The callback_data of the button pressed: one of the message's buttons. */
+          callback_data: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.CreateTestCallbackQueryResponse"];
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** ListChatMessages pages through the messages the bot sent to a chat, newest first, with their keyboards as they are now (edited, or gone when deleted). */
+  ConsoleService_ListChatMessages: {
+    parameters: {
+      query?: {
+        /** @description Page number from 1 (default 1). */
+        page?: number;
+        /** @description Page size, 1 to 100 (default 20). */
+        limit?: number;
+      };
+      path: {
+        id: string;
+        chat_id: string;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.ListChatMessagesResponse"];
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
   /** GetMe tells a bot who it is: the cheapest way to check a token. */
   RuntimeService_GetMe_get: {
     responses: {
@@ -2764,8 +3416,8 @@ export interface operations {
            * @description Seconds to wait when there is nothing, 0 to 50 (default 0).
            */
           timeout?: number;
-          /** @description Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
-          allowed_updates?: ("message" | "edited_message")[];
+          /** @description Update kinds to queue from now on ("message", "edited_message", "callback_query", "inline_query"); unchanged when empty. */
+          allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
           /**
            * Format: int32
            * @description Instead of offset (not with it): the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1.
@@ -2845,8 +3497,8 @@ export interface operations {
           url: string;
           /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
           secret_token: string;
-          /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
-          allowed_updates?: ("message" | "edited_message")[];
+          /** @description Update kinds to deliver ("message", "edited_message", "callback_query", "inline_query"); empty means all. */
+          allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
           /** @description IPs or CIDRs deliveries may go to. */
           allowed_ips?: string[];
           /**
@@ -3786,6 +4438,1006 @@ export interface operations {
     requestBody?: {
       content: {
         "application/json": Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** EditMessageText replaces the text (and its entities and inline keyboard) of a text message the bot sent. Answers the edited message; "message is not modified" when nothing changes. */
+  RuntimeService_EditMessageText: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /**
+           * Format: int64
+           * @description The message: one the bot sent, with text. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+          /** @description The new text: 1 to 4096 characters once parsed. */
+          text: string;
+          /** @description How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+          parse_mode?: string;
+          /** @description The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+          entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+          /** @description The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.Message"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** EditMessageCaption replaces the caption (and its entities and inline keyboard) of a photo or document the bot sent. Answers the edited message. */
+  RuntimeService_EditMessageCaption: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /**
+           * Format: int64
+           * @description The message: a photo or document the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+          /** @description The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+          caption?: string;
+          /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+          parse_mode?: string;
+          /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+          caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+          /** @description The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.Message"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** EditMessageReplyMarkup replaces (or, unset, removes) the inline keyboard of a message the bot sent. Answers the edited message. */
+  RuntimeService_EditMessageReplyMarkup: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /**
+           * Format: int64
+           * @description The message: one the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+          /** @description The new inline keyboard (only inline_keyboard may be set); unset removes it. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.Message"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** DeleteMessage deletes a message of a chat of the bot: its own, or one it received. */
+  RuntimeService_DeleteMessage: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /**
+           * Format: int64
+           * @description The message: one the bot sent or received in the chat, less than 48 hours old. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** DeleteMessages deletes 1 to 100 messages of one chat; those already gone are skipped. */
+  RuntimeService_DeleteMessages: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat the messages are in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /** @description 1 to 100 message ids; those not found are skipped. */
+          message_ids: number[];
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** SendChatAction tells the chat the bot is doing something ("typing", "upload_photo"...), shown for 5 seconds or until the bot's next message arrives. */
+  RuntimeService_SendChatAction: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /** @description typing, upload_photo, record_video, upload_video, record_voice, upload_voice, upload_document, choose_sticker, find_location, record_video_note or upload_video_note. */
+          action: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot, without a link to the original. Answers the new message's id. */
+  RuntimeService_CopyMessage: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /**
+           * Format: int64
+           * @description The chat the original message is in (one that has written to the bot). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          from_chat_id: number;
+          /**
+           * Format: int64
+           * @description The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+          /** @description A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+          caption?: string;
+          /** @description How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+          parse_mode?: string;
+          /** @description The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+          caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
+          /**
+           * Format: int64
+           * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          reply_to_message_id?: number;
+          /** @description An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
+          reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.MessageId"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** ForwardMessage forwards a message of a chat of the bot, with where it came from. */
+  RuntimeService_ForwardMessage: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /**
+           * Format: int64
+           * @description The chat the original message is in (one that has written to the bot). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          from_chat_id: number;
+          /**
+           * Format: int64
+           * @description The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          message_id: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.Message"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** GetChat tells what the platform knows of a chat that has written to the bot. */
+  RuntimeService_GetChat: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat: one that has written to the bot. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.ChatFullInfo"] | null;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album. */
+  RuntimeService_SendMediaGroup: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: int64
+           * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          chat_id: number;
+          /** @description 2 to 10 photos, or 2 to 10 documents. */
+          media: components["schemas"]["botplatform.v1.InputMedia"][];
+          /**
+           * Format: int64
+           * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+           */
+          reply_to_message_id?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: components["schemas"]["botplatform.v1.Message"][];
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** AnswerCallbackQuery answers a tap on an inline keyboard button (a callback_query update): a notification or an alert for the user, or a URL to open. */
+  RuntimeService_AnswerCallbackQuery: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The callback_query's id. */
+          callback_query_id: string;
+          /** @description A notification for the user: 0 to 200 characters; none when unset. */
+          text?: string;
+          /** @description Show text as an alert to dismiss rather than a notification. */
+          show_alert?: boolean;
+          /** @description A URL for the user's client to open (a game, or t.me/your_bot?start=...). */
+          url?: string;
+          /**
+           * Format: int32
+           * @description Seconds the answer may be cached by the client, 0 to 2^31-1 (default 0).
+           */
+          cache_time?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": {
+            /** @constant */
+            ok: true;
+            result: boolean;
+          };
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["RuntimeError"];
+        };
+      };
+    };
+  };
+  /** AnswerInlineQuery answers an inline query (an inline_query update) with at most 50 results. */
+  RuntimeService_AnswerInlineQuery: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The inline_query's id. */
+          inline_query_id: string;
+          /** @description At most 50 results. */
+          results: components["schemas"]["botplatform.v1.InlineQueryResult"][];
+          /**
+           * Format: int32
+           * @description Seconds the results may be cached (default 300).
+           */
+          cache_time?: number;
+          /** @description Cache the results for this user only. */
+          is_personal?: boolean;
+          /** @description The offset the client sends with the next query for more results: at most 64 bytes; empty: no more. */
+          next_offset?: string;
+          /** @description A button above the results. */
+          button?: components["schemas"]["botplatform.v1.InlineQueryResultsButton"] | null;
+        };
       };
     };
     responses: {

@@ -22,6 +22,8 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/EnableBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook/enable","fastifyPath":"/api/v1/bots/my/:id/webhook/enable","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.EnableBotWebhookRequest","responseType":"botplatform.v1.EnableBotWebhookResponse", "grpc": ConsoleServiceService.enableBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/GetBotMetrics","method":"GET","template":"/api/v1/bots/my/{id}/metrics","fastifyPath":"/api/v1/bots/my/:id/metrics","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":"metrics","successCode":200,"surface":"console","requestType":"botplatform.v1.GetBotMetricsRequest","responseType":"botplatform.v1.GetBotMetricsResponse", "grpc": ConsoleServiceService.getBotMetrics },
   {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","method":"POST","template":"/api/v1/bots/my/{id}/test-updates","fastifyPath":"/api/v1/bots/my/:id/test-updates","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":201,"surface":"console","requestType":"botplatform.v1.CreateTestUpdateRequest","responseType":"botplatform.v1.CreateTestUpdateResponse", "grpc": ConsoleServiceService.createTestUpdate },
+  {"rpc":"botplatform.v1.ConsoleService/CreateTestCallbackQuery","method":"POST","template":"/api/v1/bots/my/{id}/test-callback-queries","fastifyPath":"/api/v1/bots/my/:id/test-callback-queries","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":201,"surface":"console","requestType":"botplatform.v1.CreateTestCallbackQueryRequest","responseType":"botplatform.v1.CreateTestCallbackQueryResponse", "grpc": ConsoleServiceService.createTestCallbackQuery },
+  {"rpc":"botplatform.v1.ConsoleService/ListChatMessages","method":"GET","template":"/api/v1/bots/my/{id}/chats/{chat_id}/messages","fastifyPath":"/api/v1/bots/my/:id/chats/:chat_id/messages","pathParams":[{"param":"id","field":["id"]},{"param":"chat_id","field":["chat_id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListChatMessagesRequest","responseType":"botplatform.v1.ListChatMessagesResponse", "grpc": ConsoleServiceService.listChatMessages },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"POST","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
   {"rpc":"botplatform.v1.RuntimeService/GetMe","method":"GET","template":"/api/v1/bots/getMe","fastifyPath":"/api/v1/bots/getMe","pathParams":[],"body":null,"responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMeRequest","responseType":"botplatform.v1.GetMeResponse", "grpc": RuntimeServiceService.getMe },
   {"rpc":"botplatform.v1.RuntimeService/GetUpdates","method":"POST","template":"/api/v1/bots/getUpdates","fastifyPath":"/api/v1/bots/getUpdates","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetUpdatesRequest","responseType":"botplatform.v1.GetUpdatesResponse", "grpc": RuntimeServiceService.getUpdates },
@@ -38,6 +40,18 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.RuntimeService/SetMyCommands","method":"POST","template":"/api/v1/bots/setMyCommands","fastifyPath":"/api/v1/bots/setMyCommands","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SetMyCommandsRequest","responseType":"botplatform.v1.SetMyCommandsResponse", "grpc": RuntimeServiceService.setMyCommands },
   {"rpc":"botplatform.v1.RuntimeService/GetMyCommands","method":"POST","template":"/api/v1/bots/getMyCommands","fastifyPath":"/api/v1/bots/getMyCommands","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetMyCommandsRequest","responseType":"botplatform.v1.GetMyCommandsResponse", "grpc": RuntimeServiceService.getMyCommands },
   {"rpc":"botplatform.v1.RuntimeService/DeleteMyCommands","method":"POST","template":"/api/v1/bots/deleteMyCommands","fastifyPath":"/api/v1/bots/deleteMyCommands","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.DeleteMyCommandsRequest","responseType":"botplatform.v1.DeleteMyCommandsResponse", "grpc": RuntimeServiceService.deleteMyCommands },
+  {"rpc":"botplatform.v1.RuntimeService/EditMessageText","method":"POST","template":"/api/v1/bots/editMessageText","fastifyPath":"/api/v1/bots/editMessageText","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.EditMessageTextRequest","responseType":"botplatform.v1.EditMessageTextResponse", "grpc": RuntimeServiceService.editMessageText },
+  {"rpc":"botplatform.v1.RuntimeService/EditMessageCaption","method":"POST","template":"/api/v1/bots/editMessageCaption","fastifyPath":"/api/v1/bots/editMessageCaption","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.EditMessageCaptionRequest","responseType":"botplatform.v1.EditMessageCaptionResponse", "grpc": RuntimeServiceService.editMessageCaption },
+  {"rpc":"botplatform.v1.RuntimeService/EditMessageReplyMarkup","method":"POST","template":"/api/v1/bots/editMessageReplyMarkup","fastifyPath":"/api/v1/bots/editMessageReplyMarkup","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.EditMessageReplyMarkupRequest","responseType":"botplatform.v1.EditMessageReplyMarkupResponse", "grpc": RuntimeServiceService.editMessageReplyMarkup },
+  {"rpc":"botplatform.v1.RuntimeService/DeleteMessage","method":"POST","template":"/api/v1/bots/deleteMessage","fastifyPath":"/api/v1/bots/deleteMessage","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.DeleteMessageRequest","responseType":"botplatform.v1.DeleteMessageResponse", "grpc": RuntimeServiceService.deleteMessage },
+  {"rpc":"botplatform.v1.RuntimeService/DeleteMessages","method":"POST","template":"/api/v1/bots/deleteMessages","fastifyPath":"/api/v1/bots/deleteMessages","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.DeleteMessagesRequest","responseType":"botplatform.v1.DeleteMessagesResponse", "grpc": RuntimeServiceService.deleteMessages },
+  {"rpc":"botplatform.v1.RuntimeService/SendChatAction","method":"POST","template":"/api/v1/bots/sendChatAction","fastifyPath":"/api/v1/bots/sendChatAction","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SendChatActionRequest","responseType":"botplatform.v1.SendChatActionResponse", "grpc": RuntimeServiceService.sendChatAction },
+  {"rpc":"botplatform.v1.RuntimeService/CopyMessage","method":"POST","template":"/api/v1/bots/copyMessage","fastifyPath":"/api/v1/bots/copyMessage","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.CopyMessageRequest","responseType":"botplatform.v1.CopyMessageResponse", "grpc": RuntimeServiceService.copyMessage },
+  {"rpc":"botplatform.v1.RuntimeService/ForwardMessage","method":"POST","template":"/api/v1/bots/forwardMessage","fastifyPath":"/api/v1/bots/forwardMessage","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.ForwardMessageRequest","responseType":"botplatform.v1.ForwardMessageResponse", "grpc": RuntimeServiceService.forwardMessage },
+  {"rpc":"botplatform.v1.RuntimeService/GetChat","method":"POST","template":"/api/v1/bots/getChat","fastifyPath":"/api/v1/bots/getChat","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.GetChatRequest","responseType":"botplatform.v1.GetChatResponse", "grpc": RuntimeServiceService.getChat },
+  {"rpc":"botplatform.v1.RuntimeService/SendMediaGroup","method":"POST","template":"/api/v1/bots/sendMediaGroup","fastifyPath":"/api/v1/bots/sendMediaGroup","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.SendMediaGroupRequest","responseType":"botplatform.v1.SendMediaGroupResponse", "grpc": RuntimeServiceService.sendMediaGroup },
+  {"rpc":"botplatform.v1.RuntimeService/AnswerCallbackQuery","method":"POST","template":"/api/v1/bots/answerCallbackQuery","fastifyPath":"/api/v1/bots/answerCallbackQuery","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.AnswerCallbackQueryRequest","responseType":"botplatform.v1.AnswerCallbackQueryResponse", "grpc": RuntimeServiceService.answerCallbackQuery },
+  {"rpc":"botplatform.v1.RuntimeService/AnswerInlineQuery","method":"POST","template":"/api/v1/bots/answerInlineQuery","fastifyPath":"/api/v1/bots/answerInlineQuery","pathParams":[],"body":"*","responseBody":"result","successCode":200,"surface":"runtime","requestType":"botplatform.v1.AnswerInlineQueryRequest","responseType":"botplatform.v1.AnswerInlineQueryResponse", "grpc": RuntimeServiceService.answerInlineQuery },
   ],
   messages: {
     "botplatform.v1.ListBotsRequest": {
@@ -2140,25 +2154,7 @@ export const routeTable: RouteTable = {
         }
       ]
     },
-    "botplatform.v1.GetMeRequest": {
-      "fields": []
-    },
-    "botplatform.v1.GetMeResponse": {
-      "fields": [
-        {
-          "proto": "result",
-          "json": "result",
-          "ts": "result",
-          "type": {
-            "kind": "message",
-            "ref": "botplatform.v1.BotUser"
-          },
-          "repeated": false,
-          "optional": false
-        }
-      ]
-    },
-    "botplatform.v1.BotUser": {
+    "botplatform.v1.CreateTestCallbackQueryRequest": {
       "fields": [
         {
           "proto": "id",
@@ -2169,71 +2165,13 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false
+          "optional": false,
+          "required": true
         },
         {
-          "proto": "is_bot",
-          "json": "is_bot",
-          "ts": "isBot",
-          "type": {
-            "kind": "scalar",
-            "scalar": "bool"
-          },
-          "repeated": false,
-          "optional": false
-        },
-        {
-          "proto": "name",
-          "json": "name",
-          "ts": "name",
-          "type": {
-            "kind": "scalar",
-            "scalar": "string"
-          },
-          "repeated": false,
-          "optional": false
-        },
-        {
-          "proto": "username",
-          "json": "username",
-          "ts": "username",
-          "type": {
-            "kind": "scalar",
-            "scalar": "string"
-          },
-          "repeated": false,
-          "optional": false
-        },
-        {
-          "proto": "supports_inline_queries",
-          "json": "supports_inline_queries",
-          "ts": "supportsInlineQueries",
-          "type": {
-            "kind": "scalar",
-            "scalar": "bool"
-          },
-          "repeated": false,
-          "optional": false
-        },
-        {
-          "proto": "can_join_groups",
-          "json": "can_join_groups",
-          "ts": "canJoinGroups",
-          "type": {
-            "kind": "scalar",
-            "scalar": "bool"
-          },
-          "repeated": false,
-          "optional": false
-        }
-      ]
-    },
-    "botplatform.v1.GetUpdatesRequest": {
-      "fields": [
-        {
-          "proto": "offset",
-          "json": "offset",
-          "ts": "offset",
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
           "type": {
             "kind": "scalar",
             "scalar": "int64"
@@ -2242,67 +2180,32 @@ export const routeTable: RouteTable = {
           "optional": true
         },
         {
-          "proto": "limit",
-          "json": "limit",
-          "ts": "limit",
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
           "type": {
             "kind": "scalar",
-            "scalar": "int32"
+            "scalar": "int64"
           },
           "repeated": false,
-          "optional": true
+          "optional": false,
+          "required": true
         },
         {
-          "proto": "timeout",
-          "json": "timeout",
-          "ts": "timeout",
-          "type": {
-            "kind": "scalar",
-            "scalar": "int32"
-          },
-          "repeated": false,
-          "optional": true
-        },
-        {
-          "proto": "allowed_updates",
-          "json": "allowed_updates",
-          "ts": "allowedUpdates",
+          "proto": "callback_data",
+          "json": "callback_data",
+          "ts": "callbackData",
           "type": {
             "kind": "scalar",
             "scalar": "string"
           },
-          "repeated": true,
-          "optional": false
-        },
-        {
-          "proto": "tail",
-          "json": "tail",
-          "ts": "tail",
-          "type": {
-            "kind": "scalar",
-            "scalar": "int32"
-          },
           "repeated": false,
-          "optional": true
+          "optional": false,
+          "required": true
         }
       ]
     },
-    "botplatform.v1.GetUpdatesResponse": {
-      "fields": [
-        {
-          "proto": "result",
-          "json": "result",
-          "ts": "result",
-          "type": {
-            "kind": "message",
-            "ref": "botplatform.v1.Update"
-          },
-          "repeated": true,
-          "optional": false
-        }
-      ]
-    },
-    "botplatform.v1.Update": {
+    "botplatform.v1.CreateTestCallbackQueryResponse": {
       "fields": [
         {
           "proto": "update_id",
@@ -2327,45 +2230,88 @@ export const routeTable: RouteTable = {
           "optional": false
         },
         {
-          "proto": "message",
-          "json": "message",
-          "ts": "message",
+          "proto": "callback_query_id",
+          "json": "callback_query_id",
+          "ts": "callbackQueryId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ListChatMessagesRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "page",
+          "json": "page",
+          "ts": "page",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.ListChatMessagesResponse": {
+      "fields": [
+        {
+          "proto": "items",
+          "json": "items",
+          "ts": "items",
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.Message"
           },
-          "repeated": false,
+          "repeated": true,
           "optional": false
         },
         {
-          "proto": "edited_message",
-          "json": "edited_message",
-          "ts": "editedMessage",
+          "proto": "pagination",
+          "json": "pagination",
+          "ts": "pagination",
           "type": {
             "kind": "message",
-            "ref": "botplatform.v1.Message"
-          },
-          "repeated": false,
-          "optional": false
-        },
-        {
-          "proto": "callback_query",
-          "json": "callback_query",
-          "ts": "callbackQuery",
-          "type": {
-            "kind": "message",
-            "ref": "botplatform.v1.CallbackQuery"
-          },
-          "repeated": false,
-          "optional": false
-        },
-        {
-          "proto": "inline_query",
-          "json": "inline_query",
-          "ts": "inlineQuery",
-          "type": {
-            "kind": "message",
-            "ref": "botplatform.v1.InlineQuery"
+            "ref": "botplatform.v1.Pagination"
           },
           "repeated": false,
           "optional": false
@@ -2527,6 +2473,28 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "media_group_id",
+          "json": "media_group_id",
+          "ts": "mediaGroupId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "forward_origin",
+          "json": "forward_origin",
+          "ts": "forwardOrigin",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageOrigin"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -2554,6 +2522,50 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "title",
+          "json": "title",
+          "ts": "title",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "username",
+          "json": "username",
+          "ts": "username",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "first_name",
+          "json": "first_name",
+          "ts": "firstName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "last_name",
+          "json": "last_name",
+          "ts": "lastName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -2632,6 +2644,28 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "scalar",
             "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "width",
+          "json": "width",
+          "ts": "width",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "height",
+          "json": "height",
+          "ts": "height",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
           },
           "repeated": false,
           "optional": true
@@ -3005,6 +3039,286 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.WebAppInfo"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.MessageOrigin": {
+      "fields": [
+        {
+          "proto": "type",
+          "json": "type",
+          "ts": "type",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "date",
+          "json": "date",
+          "ts": "date",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "sender_user",
+          "json": "sender_user",
+          "ts": "senderUser",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.User"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "sender_chat",
+          "json": "sender_chat",
+          "ts": "senderChat",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Chat"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetMeRequest": {
+      "fields": []
+    },
+    "botplatform.v1.GetMeResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.BotUser"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.BotUser": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "is_bot",
+          "json": "is_bot",
+          "ts": "isBot",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "name",
+          "json": "name",
+          "ts": "name",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "username",
+          "json": "username",
+          "ts": "username",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "supports_inline_queries",
+          "json": "supports_inline_queries",
+          "ts": "supportsInlineQueries",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "can_join_groups",
+          "json": "can_join_groups",
+          "ts": "canJoinGroups",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetUpdatesRequest": {
+      "fields": [
+        {
+          "proto": "offset",
+          "json": "offset",
+          "ts": "offset",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "timeout",
+          "json": "timeout",
+          "ts": "timeout",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "allowed_updates",
+          "json": "allowed_updates",
+          "ts": "allowedUpdates",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "tail",
+          "json": "tail",
+          "ts": "tail",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.GetUpdatesResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Update"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.Update": {
+      "fields": [
+        {
+          "proto": "update_id",
+          "json": "update_id",
+          "ts": "updateId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "update_seq",
+          "json": "update_seq",
+          "ts": "updateSeq",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "message",
+          "json": "message",
+          "ts": "message",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "edited_message",
+          "json": "edited_message",
+          "ts": "editedMessage",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "callback_query",
+          "json": "callback_query",
+          "ts": "callbackQuery",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.CallbackQuery"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "inline_query",
+          "json": "inline_query",
+          "ts": "inlineQuery",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InlineQuery"
           },
           "repeated": false,
           "optional": false
@@ -4169,6 +4483,1167 @@ export const routeTable: RouteTable = {
       "fields": []
     },
     "botplatform.v1.DeleteMyCommandsResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditMessageTextRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "entities",
+          "json": "entities",
+          "ts": "entities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditMessageTextResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditMessageCaptionRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditMessageCaptionResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditMessageReplyMarkupRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditMessageReplyMarkupResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteMessageRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.DeleteMessageResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteMessagesRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_ids",
+          "json": "message_ids",
+          "ts": "messageIds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": true,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.DeleteMessagesResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SendChatActionRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "action",
+          "json": "action",
+          "ts": "action",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.SendChatActionResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CopyMessageRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "from_chat_id",
+          "json": "from_chat_id",
+          "ts": "fromChatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "reply_to_message_id",
+          "json": "reply_to_message_id",
+          "ts": "replyToMessageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.CopyMessageResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageId"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.MessageId": {
+      "fields": [
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ForwardMessageRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "from_chat_id",
+          "json": "from_chat_id",
+          "ts": "fromChatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "message_id",
+          "json": "message_id",
+          "ts": "messageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.ForwardMessageResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.GetChatRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.GetChatResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ChatFullInfo"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ChatFullInfo": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "type",
+          "json": "type",
+          "ts": "type",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "title",
+          "json": "title",
+          "ts": "title",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "username",
+          "json": "username",
+          "ts": "username",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "first_name",
+          "json": "first_name",
+          "ts": "firstName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "last_name",
+          "json": "last_name",
+          "ts": "lastName",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "accent_color_id",
+          "json": "accent_color_id",
+          "ts": "accentColorId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "max_reaction_count",
+          "json": "max_reaction_count",
+          "ts": "maxReactionCount",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SendMediaGroupRequest": {
+      "fields": [
+        {
+          "proto": "chat_id",
+          "json": "chat_id",
+          "ts": "chatId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "media",
+          "json": "media",
+          "ts": "media",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InputMedia"
+          },
+          "repeated": true,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "reply_to_message_id",
+          "json": "reply_to_message_id",
+          "ts": "replyToMessageId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.InputMedia": {
+      "fields": [
+        {
+          "proto": "type",
+          "json": "type",
+          "ts": "type",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "media",
+          "json": "media",
+          "ts": "media",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.SendMediaGroupResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Message"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.AnswerCallbackQueryRequest": {
+      "fields": [
+        {
+          "proto": "callback_query_id",
+          "json": "callback_query_id",
+          "ts": "callbackQueryId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "show_alert",
+          "json": "show_alert",
+          "ts": "showAlert",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "cache_time",
+          "json": "cache_time",
+          "ts": "cacheTime",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.AnswerCallbackQueryResponse": {
+      "fields": [
+        {
+          "proto": "result",
+          "json": "result",
+          "ts": "result",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.AnswerInlineQueryRequest": {
+      "fields": [
+        {
+          "proto": "inline_query_id",
+          "json": "inline_query_id",
+          "ts": "inlineQueryId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "results",
+          "json": "results",
+          "ts": "results",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InlineQueryResult"
+          },
+          "repeated": true,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "cache_time",
+          "json": "cache_time",
+          "ts": "cacheTime",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "is_personal",
+          "json": "is_personal",
+          "ts": "isPersonal",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "next_offset",
+          "json": "next_offset",
+          "ts": "nextOffset",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "button",
+          "json": "button",
+          "ts": "button",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InlineQueryResultsButton"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.InlineQueryResult": {
+      "fields": [
+        {
+          "proto": "type",
+          "json": "type",
+          "ts": "type",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "title",
+          "json": "title",
+          "ts": "title",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "description",
+          "json": "description",
+          "ts": "description",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "input_message_content",
+          "json": "input_message_content",
+          "ts": "inputMessageContent",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.InputMessageContent"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "reply_markup",
+          "json": "reply_markup",
+          "ts": "replyMarkup",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ReplyMarkup"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "thumbnail_url",
+          "json": "thumbnail_url",
+          "ts": "thumbnailUrl",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "photo_file_id",
+          "json": "photo_file_id",
+          "ts": "photoFileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "document_file_id",
+          "json": "document_file_id",
+          "ts": "documentFileId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption",
+          "json": "caption",
+          "ts": "caption",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "caption_entities",
+          "json": "caption_entities",
+          "ts": "captionEntities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.InputMessageContent": {
+      "fields": [
+        {
+          "proto": "message_text",
+          "json": "message_text",
+          "ts": "messageText",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "parse_mode",
+          "json": "parse_mode",
+          "ts": "parseMode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "entities",
+          "json": "entities",
+          "ts": "entities",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.MessageEntity"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.InlineQueryResultsButton": {
+      "fields": [
+        {
+          "proto": "text",
+          "json": "text",
+          "ts": "text",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "web_app",
+          "json": "web_app",
+          "ts": "webApp",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.WebAppInfo"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "start_parameter",
+          "json": "start_parameter",
+          "ts": "startParameter",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.AnswerInlineQueryResponse": {
       "fields": [
         {
           "proto": "result",

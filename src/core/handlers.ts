@@ -19,6 +19,7 @@ import type { FilesService } from '../domain/files-service.js';
 import type { MessagesService } from '../domain/messages-service.js';
 import type { MetricsService } from '../domain/metrics-service.js';
 import type { AdminRpc, ConsoleRpc, InternalRpc, RuntimeRpc } from '../domain/rpc.js';
+import { createPendingRpcs } from '../domain/pending-rpcs.js';
 import { bindService, type BoundMethod } from './core.js';
 
 interface Services {
@@ -34,9 +35,10 @@ interface Services {
 }
 
 export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics, feed }: Services): Record<string, BoundMethod> {
-  const consoleRpc: ConsoleRpc = { ...console, ...updates, ...deliveries, ...metrics };
+  const pending = createPendingRpcs();
+  const consoleRpc: ConsoleRpc = { ...pending, ...console, ...updates, ...deliveries, ...metrics };
   const adminRpc: AdminRpc = admin;
-  const runtimeRpc: RuntimeRpc = { ...runtime, ...updates, ...messages, ...files };
+  const runtimeRpc: RuntimeRpc = { ...pending, ...runtime, ...updates, ...messages, ...files };
   const internalRpc: InternalRpc = { ...updates, ...feed };
   return {
     ...bindService(ConsoleServiceService, consoleRpc),

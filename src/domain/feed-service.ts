@@ -32,8 +32,7 @@ import { constraintsOf } from '../gen/constraints.js';
 import { createGroupCommit } from '../group-commit.js';
 import type { CallSignal, InternalRpc } from './rpc.js';
 import * as check from './validation.js';
-import type { Message } from '../gen/botplatform/v1/update.js';
-import { fromWireMessage, type Wire } from '../wire.js';
+import { fromWireFeedEvent, type WireFeedValue } from '../wire.js';
 
 export interface FeedOptions {
   /** How long a member's partitions stay its own without a renewal (ms). */
@@ -100,8 +99,8 @@ function checkPositions(v: check.Violations, field: string, positions: FeedPosit
 }
 
 function toEvent(row: FeedRow): StreamSentMessagesResponse {
-  const value = JSON.parse(row.payload) as { bot_id: string; message: Wire<Message> };
-  return { message: { partition: row.partition, seq: row.seq, botId: value.bot_id, message: fromWireMessage(value.message) } };
+  const { bot_id: botId, ...event } = JSON.parse(row.payload) as WireFeedValue;
+  return { message: { partition: row.partition, seq: row.seq, botId, ...fromWireFeedEvent(event) } };
 }
 
 /** One stream: a member of its consumer group, as this process's tick sees it. */

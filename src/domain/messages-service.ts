@@ -76,6 +76,7 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       caption: undefined,
       replyMarkup: undefined,
       replyToMessage: undefined,
+      forwardOrigin: undefined,
       ...body,
       entities: body.entities ?? [],
       captionEntities: body.captionEntities ?? [],

@@ -284,7 +284,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
         kind: 'message',
         message: toWireMessage({
           messageId: 0, date: Math.floor(now() / 1000), chat: { id: chatId, type: 'private' }, from, text: req.text, replyToMessageId: undefined, photo: undefined, document: undefined,
-          entities: incomingEntities(req.text, [], 'text'), captionEntities: [], replyMarkup: undefined, replyToMessage: undefined,
+          entities: incomingEntities(req.text, [], 'text'), captionEntities: [], replyMarkup: undefined, replyToMessage: undefined, forwardOrigin: undefined,
         }),
       }]);
       if ('filtered' in outcome!) throw ApiError.failedPrecondition("the bot's allowed_updates do not include message");

@@ -23,6 +23,16 @@ export interface FieldConstraints {
 }
 
 const table = {
+  "botplatform.v1.AnswerCallbackQueryRequest": {
+    "callback_query_id": { minLength: 1 },
+    "text": { maxLength: 200, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "cache_time": { minimum: 0 },
+  },
+  "botplatform.v1.AnswerInlineQueryRequest": {
+    "inline_query_id": { minLength: 1 },
+    "results": { maxItems: 50 },
+    "cache_time": { minimum: 0 },
+  },
   "botplatform.v1.BotCommand": {
     "command": { minLength: 1, maxLength: 32, pattern: new RegExp("^[a-z0-9_]*$", 'u') },
     "description": { minLength: 1, maxLength: 256, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
@@ -48,6 +58,10 @@ const table = {
   },
   "botplatform.v1.Chat": {
     "id": { nonZero: true },
+    "title": { maxLength: 128, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "username": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "first_name": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "last_name": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.CommitSentMessagesRequest": {
     "group": { minLength: 1, maxLength: 64, pattern: new RegExp("^[A-Za-z0-9._-]+$", 'u') },
@@ -57,12 +71,24 @@ const table = {
     "checksum": { minLength: 64, maxLength: 64, pattern: new RegExp("^[0-9A-Fa-f]*$", 'u') },
     "reuse_request_id": { maxLength: 128, pattern: new RegExp("^[A-Za-z0-9._:-]*$", 'u') },
   },
+  "botplatform.v1.CopyMessageRequest": {
+    "chat_id": { nonZero: true },
+    "from_chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "reply_to_message_id": { minimum: 1 },
+  },
   "botplatform.v1.CreateApplicationRequest": {
     "name": { minLength: 1, maxLength: 100, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
     "username": { minLength: 3, maxLength: 64, pattern: new RegExp("^[a-z][a-z0-9_]*$", 'u') },
     "description": { maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "avatar": { minLength: 1, maxLength: 2048 },
     "scopes": { allowedValues: ["send","receive"] },
+  },
+  "botplatform.v1.CreateTestCallbackQueryRequest": {
+    "chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+    "callback_data": { minLength: 1, maxLength: 64 },
   },
   "botplatform.v1.CreateTestUpdateRequest": {
     "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
@@ -75,12 +101,42 @@ const table = {
     "file_type": { maxLength: 127, pattern: new RegExp("^([A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62})?$", 'u') },
     "reuse_request_id": { maxLength: 128, pattern: new RegExp("^[A-Za-z0-9._:-]*$", 'u') },
   },
+  "botplatform.v1.DeleteMessageRequest": {
+    "chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+  },
+  "botplatform.v1.DeleteMessagesRequest": {
+    "chat_id": { nonZero: true },
+    "message_ids": { maxItems: 100 },
+  },
+  "botplatform.v1.EditMessageCaptionRequest": {
+    "chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+  },
+  "botplatform.v1.EditMessageReplyMarkupRequest": {
+    "chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+  },
+  "botplatform.v1.EditMessageTextRequest": {
+    "chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+    "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+  },
   "botplatform.v1.FeedPosition": {
     "partition": { minimum: 0, maximum: 15 },
     "seq": { minimum: 0, maximum: 9007199254740991 },
   },
+  "botplatform.v1.ForwardMessageRequest": {
+    "chat_id": { nonZero: true },
+    "from_chat_id": { nonZero: true },
+    "message_id": { minimum: 1 },
+  },
   "botplatform.v1.GetBotMetricsRequest": {
     "window_seconds": { minimum: 60, maximum: 86400 },
+  },
+  "botplatform.v1.GetChatRequest": {
+    "chat_id": { nonZero: true },
   },
   "botplatform.v1.GetFileRequest": {
     "file_id": { minLength: 1 },
@@ -89,7 +145,7 @@ const table = {
     "offset": { minimum: 0 },
     "limit": { minimum: 1, maximum: 100 },
     "timeout": { minimum: 0, maximum: 50 },
-    "allowed_updates": { allowedValues: ["message","edited_message"] },
+    "allowed_updates": { allowedValues: ["message","edited_message","callback_query","inline_query"] },
     "tail": { minimum: 1, conflictsWith: "offset" },
   },
   "botplatform.v1.IncomingUpdate": {
@@ -98,7 +154,15 @@ const table = {
   "botplatform.v1.IngestUpdatesRequest": {
     "updates": { maxItems: 500 },
   },
+  "botplatform.v1.InputMedia": {
+    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+  },
   "botplatform.v1.ListBotsRequest": {
+    "page": { minimum: 1 },
+    "limit": { minimum: 1, maximum: 100 },
+  },
+  "botplatform.v1.ListChatMessagesRequest": {
+    "chat_id": { nonZero: true },
     "page": { minimum: 1 },
     "limit": { minimum: 1, maximum: 100 },
   },
@@ -124,10 +188,18 @@ const table = {
   "botplatform.v1.RejectBotRequest": {
     "reason": { minLength: 1, maxLength: 1000, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
   },
+  "botplatform.v1.SendChatActionRequest": {
+    "chat_id": { nonZero: true },
+  },
   "botplatform.v1.SendDocumentRequest": {
     "chat_id": { nonZero: true },
     "file_id": { minLength: 1 },
     "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "reply_to_message_id": { minimum: 1 },
+  },
+  "botplatform.v1.SendMediaGroupRequest": {
+    "chat_id": { nonZero: true },
+    "media": { maxItems: 10 },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SendMessageRequest": {
@@ -144,7 +216,7 @@ const table = {
   "botplatform.v1.SetBotWebhookRequest": {
     "url": { minLength: 1, maxLength: 2048 },
     "secret_token": { minLength: 1, maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
-    "allowed_updates": { allowedValues: ["message","edited_message"] },
+    "allowed_updates": { allowedValues: ["message","edited_message","callback_query","inline_query"] },
     "allowed_ips": { maxItems: 32 },
     "max_connections": { minimum: 1, maximum: 100 },
     "max_deliveries_per_second": { minimum: 1, maximum: 10000 },
@@ -155,7 +227,7 @@ const table = {
   "botplatform.v1.SetWebhookRequest": {
     "url": { minLength: 1, maxLength: 2048 },
     "secret_token": { minLength: 1, maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
-    "allowed_updates": { allowedValues: ["message","edited_message"] },
+    "allowed_updates": { allowedValues: ["message","edited_message","callback_query","inline_query"] },
     "allowed_ips": { maxItems: 32 },
     "max_connections": { minimum: 1, maximum: 100 },
     "max_deliveries_per_second": { minimum: 1, maximum: 10000 },

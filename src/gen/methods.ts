@@ -93,26 +93,14 @@ const settings = {
     "surface": "console",
     "chatLimited": false
   },
-  "/botplatform.v1.InternalService/IngestUpdates": {
-    "credential": "internal",
-    "surface": "internal",
+  "/botplatform.v1.ConsoleService/CreateTestCallbackQuery": {
+    "credential": "account_jwt",
+    "surface": "console",
     "chatLimited": false
   },
-  "/botplatform.v1.InternalService/StreamIngestUpdates": {
-    "credential": "internal",
-    "surface": "internal",
-    "chatLimited": false,
-    "streaming": "bidi"
-  },
-  "/botplatform.v1.InternalService/StreamSentMessages": {
-    "credential": "internal",
-    "surface": "internal",
-    "chatLimited": false,
-    "streaming": "server"
-  },
-  "/botplatform.v1.InternalService/CommitSentMessages": {
-    "credential": "internal",
-    "surface": "internal",
+  "/botplatform.v1.ConsoleService/ListChatMessages": {
+    "credential": "account_jwt",
+    "surface": "console",
     "chatLimited": false
   },
   "/botplatform.v1.RuntimeService/GetMe": {
@@ -188,6 +176,88 @@ const settings = {
   "/botplatform.v1.RuntimeService/DeleteMyCommands": {
     "credential": "bot_token",
     "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/EditMessageText": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/EditMessageCaption": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/EditMessageReplyMarkup": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/DeleteMessage": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/DeleteMessages": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/SendChatAction": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/CopyMessage": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/ForwardMessage": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/GetChat": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/SendMediaGroup": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": true
+  },
+  "/botplatform.v1.RuntimeService/AnswerCallbackQuery": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.RuntimeService/AnswerInlineQuery": {
+    "credential": "bot_token",
+    "surface": "runtime",
+    "chatLimited": false
+  },
+  "/botplatform.v1.InternalService/IngestUpdates": {
+    "credential": "internal",
+    "surface": "internal",
+    "chatLimited": false
+  },
+  "/botplatform.v1.InternalService/StreamIngestUpdates": {
+    "credential": "internal",
+    "surface": "internal",
+    "chatLimited": false,
+    "streaming": "bidi"
+  },
+  "/botplatform.v1.InternalService/StreamSentMessages": {
+    "credential": "internal",
+    "surface": "internal",
+    "chatLimited": false,
+    "streaming": "server"
+  },
+  "/botplatform.v1.InternalService/CommitSentMessages": {
+    "credential": "internal",
+    "surface": "internal",
     "chatLimited": false
   }
 } as const satisfies Record<string, MethodSettings>;

@@ -16,25 +16,37 @@ export interface ChatSeen {
   at: number;
 }
 
-/** A message a bot received (an update): one it may reply to. */
+/** A message a bot received (an update): one it may reply to, forward or copy. */
 export interface InboundMessage {
   botId: string;
   chatId: number;
   messageId: number;
   at: number;
+  /** The message as on the JSON wire. */
+  message: Record<string, unknown>;
+}
+
+/** A stored message of a bot's chat, either way. */
+export interface StoredMessage {
+  /** Whether the bot sent it. */
+  outbound: boolean;
+  /** As on the JSON wire. */
+  message: Record<string, unknown>;
+  createdAt: number;
 }
 
 /** The hot reads. */
 const SQL = {
   chatType: 'SELECT type FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
   messageExists: 'SELECT message_id FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
+  find: 'SELECT outbound, payload, created_at FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
 };
 
 /** Chats in key order, so concurrent writers (MySQL) lock chat rows in the same order. */
 const chatRows = (chats: ChatSeen[]) => [...chats].sort((a, b) => a.botId.localeCompare(b.botId) || a.chatId - b.chatId)
   .map((c) => [c.botId, c.chatId, c.type, c.at, c.at]);
 const CHAT_COLUMNS = ['bot_id', 'chat_id', 'type', 'created_at', 'updated_at'] as const;
-const INBOUND_COLUMNS = ['bot_id', 'chat_id', 'message_id', 'outbound', 'created_at'] as const;
+const INBOUND_COLUMNS = ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'] as const;
 
 /** A message a bot sent, with the id it got. */
 export interface SentMessage {
@@ -59,6 +71,13 @@ export function createMessagesRepo(db: Db) {
       return (await (tx ?? sql).one(SQL.messageExists, [botId, chatId, messageId])) !== undefined;
     },
 
+    /** A message of the bot's chat, either way, as stored (inbound ones recorded before their payloads were kept have an empty one). */
+    async find(botId: string, chatId: number, messageId: number, tx?: Tx): Promise<StoredMessage | undefined> {
+      const row = await (tx ?? sql).one<{ outbound: number | boolean; payload: string | null; created_at: number | string }>(SQL.find, [botId, chatId, messageId]);
+      if (!row) return undefined;
+      return { outbound: Boolean(row.outbound), message: row.payload ? JSON.parse(row.payload) as Record<string, unknown> : {}, createdAt: Number(row.created_at) };
+    },
+
     /** Records chats (new ones, or their type as of now), in the caller's unit, in key order so concurrent writers lock chat rows in the same order. */
     upsertChats(chats: ChatSeen[], w: Writer): void {
       w.insert('chats', CHAT_COLUMNS, chatRows(chats), { keys: ['bot_id', 'chat_id'], set: ['type', 'updated_at'] });
@@ -66,7 +85,7 @@ export function createMessagesRepo(db: Db) {
 
     /** Records received messages (ones already recorded stay as they are), in the caller's unit. */
     insertInbound(messages: InboundMessage[], w: Writer): void {
-      w.insert('messages', INBOUND_COLUMNS, messages.map((m) => [m.botId, m.chatId, m.messageId, 0, m.at]), { keys: ['bot_id', 'chat_id', 'message_id'] });
+      w.insert('messages', INBOUND_COLUMNS, messages.map((m) => [m.botId, m.chatId, m.messageId, 0, JSON.stringify(m.message), m.at]), { keys: ['bot_id', 'chat_id', 'message_id'] });
     },
 
     /** Messages bots sent, in the caller's unit. */

@@ -17,7 +17,7 @@
  */
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
-import type { Db } from './db.js';
+import type { Db, Writer } from './db.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
@@ -188,7 +188,7 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
     const chat = message.chat as { id: number; type: string };
     chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
     const messageId = Number(message.message_id);
-    inbound.set(`${item.botId}/${chat.id}/${messageId}`, { botId: item.botId, chatId: chat.id, messageId, at: now });
+    inbound.set(`${item.botId}/${chat.id}/${messageId}`, { botId: item.botId, chatId: chat.id, messageId, at: now, message });
   }
   for (const [i, of] of s.repeats) {
     const { updateId, updateSeq } = (s.outcomes[of] as { ok: StoredUpdate }).ok;
@@ -214,8 +214,19 @@ function numberSends(items: SendItem[], counters: Map<string, MessageCounter>): 
   return { sent, last: [...next].map(([id, lastMessageId]) => ({ id, lastMessageId })) };
 }
 
-/** A sent message as the bus and the outbound feed carry it. */
+/** A sent message as the bus and the outbound feed carry it (wire.ts's WireFeedValue). */
 const feedPayload = (m: SentMessage) => JSON.stringify({ bot_id: m.botId, message: m.message });
+
+/**
+ * Something a bot did in a chat other than sending a message (an edit, a delete, a chat
+ * action, an answer to a query), for the bus and the outbound feed: its chat (the
+ * feed's partition key) and its event in the wire spelling (wire.ts's toWireFeedEvent).
+ */
+export interface FeedEventItem {
+  botId: string;
+  chatId: number;
+  event: Record<string, unknown>;
+}
 
 /**
  * The outbox messages announcing stored updates: one per bot on the updates topic, keyed
@@ -338,6 +349,22 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, w);
         await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, w);
         return sent.map((m) => m.message);
+      });
+    },
+
+    /**
+     * Events for the bus and the outbound feed (outbox and feed, as sendMessages writes
+     * them), with `also` (the writes the events announce: an edit's new message, a
+     * delete's removal...) in the same transaction, after it; each event at its chat's
+     * next place in the feed.
+     */
+    async feedEvents<T>(items: FeedEventItem[], now: number, also?: (w: Writer) => Promise<T> | T): Promise<T | undefined> {
+      return sql.unit(async (w) => {
+        const result = also ? await also(w) : undefined;
+        const payloads = items.map((e) => JSON.stringify({ bot_id: e.botId, ...e.event }));
+        outbox.insert(items.map((e, i) => ({ topic: MESSAGES_TOPIC, key: e.botId, payload: payloads[i]! })), now, w);
+        await feed.appendMany(items.map((e, i) => ({ botId: e.botId, chatId: e.chatId, payload: payloads[i]! })), now, w);
+        return result;
       });
     },
   };

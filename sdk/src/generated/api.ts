@@ -17,6 +17,36 @@ export type FriendRequestMode = 'auto_accept' | 'manual' | 'disabled';
 /** ReviewStatus is the review state of a bot application. On the JSON wire it is spelled in lower case without the prefix: "pending", "approved", "rejected". */
 export type ReviewStatus = 'pending' | 'approved' | 'rejected';
 
+/** AnswerCallbackQueryRequest answers a callback query. */
+export interface AnswerCallbackQueryRequest {
+  /** The callback_query's id. */
+  callback_query_id: string;
+  /** A notification for the user: 0 to 200 characters; none when unset. */
+  text?: string;
+  /** Show text as an alert to dismiss rather than a notification. */
+  show_alert?: boolean;
+  /** A URL for the user's client to open (a game, or t.me/your_bot?start=...). */
+  url?: string;
+  /** Seconds the answer may be cached by the client, 0 to 2^31-1 (default 0). */
+  cache_time?: number;
+}
+
+/** AnswerInlineQueryRequest answers an inline query. */
+export interface AnswerInlineQueryRequest {
+  /** The inline_query's id. */
+  inline_query_id: string;
+  /** At most 50 results. */
+  results: InlineQueryResult[];
+  /** Seconds the results may be cached (default 300). */
+  cache_time?: number;
+  /** Cache the results for this user only. */
+  is_personal?: boolean;
+  /** The offset the client sends with the next query for more results: at most 64 bytes; empty: no more. */
+  next_offset?: string;
+  /** A button above the results. */
+  button?: InlineQueryResultsButton;
+}
+
 /** ApproveBotRequest names the application to approve. */
 export interface ApproveBotRequest {
   /** The bot id. */
@@ -233,8 +263,36 @@ export interface CallbackQuery {
 export interface Chat {
   /** Chat identifier (never 0); for a private chat, the user's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   id: number;
-  /** "private", "group" or "channel". */
+  /** "private", "group", "supergroup" or "channel". */
   type: string;
+  /** Title, for groups and channels: at most 128 characters. */
+  title?: string;
+  /** Handle, for private chats and public groups and channels: at most 64 characters. */
+  username?: string;
+  /** First name of the other party, in a private chat: at most 64 characters. */
+  first_name?: string;
+  /** Last name of the other party, in a private chat: at most 64 characters. */
+  last_name?: string;
+}
+
+/** ChatFullInfo is a chat as the platform knows it (Telegram's ChatFullInfo, the fields it has). */
+export interface ChatFullInfo {
+  /** The chat's id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  id: number;
+  /** "private", "group", "supergroup" or "channel". */
+  type: string;
+  /** Title, for groups and channels. */
+  title?: string;
+  /** Handle, when known. */
+  username?: string;
+  /** First name of the other party, in a private chat. */
+  first_name?: string;
+  /** Last name of the other party, in a private chat. */
+  last_name?: string;
+  /** Accent color of the chat's name (Telegram's 0 to 6; always 0 here). */
+  accent_color_id: number;
+  /** Most reactions per message (Telegram's field; always 11 here). */
+  max_reaction_count: number;
 }
 
 /** CompleteUploadRequest names the upload to register. */
@@ -243,6 +301,26 @@ export interface CompleteUploadRequest {
   checksum: string;
   /** The reuseRequestId given to upload-credentials, if any. */
   reuseRequestId?: string;
+}
+
+/** CopyMessageRequest is a message to copy into a chat. */
+export interface CopyMessageRequest {
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** The chat the original message is in (one that has written to the bot). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  from_chat_id: number;
+  /** The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+  /** A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+  caption?: string;
+  /** How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parse_mode?: string;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  caption_entities?: MessageEntityInput[];
+  /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  reply_to_message_id?: number;
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
+  reply_markup?: ReplyMarkupInput;
 }
 
 /** CopyTextButton is text a button copies to the clipboard. */
@@ -269,6 +347,28 @@ export interface CreateApplicationRequest {
   avatar?: string;
   /** Scopes asked for: "send", "receive". Default both. */
   scopes?: string[];
+}
+
+/** CreateTestCallbackQueryRequest presses a button of one of the bot's messages. */
+export interface CreateTestCallbackQueryRequest {
+  /** The bot id. */
+  id: string;
+  /** The chat the message is in (default: the owner's test chat). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id?: number;
+  /** The bot's message whose button is pressed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+  /** The callback_data of the button pressed: one of the message's buttons. */
+  callback_data: string;
+}
+
+/** CreateTestCallbackQueryResponse tells the ids the update and the query got. */
+export interface CreateTestCallbackQueryResponse {
+  /** Platform-unique update id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  update_id: number;
+  /** Per-bot sequence number. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  update_seq: number;
+  /** The callback query's id, as the bot answers it. */
+  callback_query_id: string;
 }
 
 /** CreateTestUpdateRequest is a test message to the bot. */
@@ -315,6 +415,22 @@ export interface DeleteBotWebhookRequest {
   drop_pending_updates?: boolean;
 }
 
+/** DeleteMessageRequest names a message to delete. */
+export interface DeleteMessageRequest {
+  /** The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** The message: one the bot sent or received in the chat, less than 48 hours old. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+}
+
+/** DeleteMessagesRequest names messages of one chat to delete. */
+export interface DeleteMessagesRequest {
+  /** The chat the messages are in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** 1 to 100 message ids; those not found are skipped. */
+  message_ids: number[];
+}
+
 /** DeleteMyCommandsRequest has no fields. */
 export interface DeleteMyCommandsRequest {
 }
@@ -351,6 +467,48 @@ export interface Delivery {
   last_duration_ms?: number;
 }
 
+/** EditMessageCaptionRequest is a photo's or document's new caption. */
+export interface EditMessageCaptionRequest {
+  /** The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** The message: a photo or document the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+  /** The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+  caption?: string;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parse_mode?: string;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  caption_entities?: MessageEntityInput[];
+  /** The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+  reply_markup?: ReplyMarkupInput;
+}
+
+/** EditMessageReplyMarkupRequest is a message's new inline keyboard. */
+export interface EditMessageReplyMarkupRequest {
+  /** The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** The message: one the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+  /** The new inline keyboard (only inline_keyboard may be set); unset removes it. */
+  reply_markup?: ReplyMarkupInput;
+}
+
+/** EditMessageTextRequest is a text message's new text. */
+export interface EditMessageTextRequest {
+  /** The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** The message: one the bot sent, with text. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+  /** The new text: 1 to 4096 characters once parsed. */
+  text: string;
+  /** How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parse_mode?: string;
+  /** The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  entities?: MessageEntityInput[];
+  /** The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+  reply_markup?: ReplyMarkupInput;
+}
+
 /** EnableBotWebhookRequest names the bot whose disabled webhook should resume. */
 export interface EnableBotWebhookRequest {
   /** The bot id. */
@@ -373,6 +531,20 @@ export interface File {
   checksum: string;
   /** Signed URL that streams the bytes (getFile only); valid for at least an hour. */
   download_url?: string;
+  /** For images: width in pixels, read from the image's header at registration (absent when the header could not be read). */
+  width?: number;
+  /** For images: height in pixels, likewise. */
+  height?: number;
+}
+
+/** ForwardMessageRequest is a message to forward into a chat. */
+export interface ForwardMessageRequest {
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** The chat the original message is in (one that has written to the bot). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  from_chat_id: number;
+  /** The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
 }
 
 /** GetBotMetricsRequest names the bot and the window to summarise. */
@@ -381,6 +553,12 @@ export interface GetBotMetricsRequest {
   id: string;
   /** The window in seconds, 60 to 86400 (default 3600); counted in whole minutes: those that overlap the last window_seconds (so up to a minute more than asked). */
   window_seconds?: number;
+}
+
+/** GetChatRequest names a chat. */
+export interface GetChatRequest {
+  /** The chat: one that has written to the bot. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
 }
 
 /** GetFileRequest names a file. */
@@ -411,7 +589,7 @@ export interface GetUpdatesRequest {
   limit?: number;
   /** Seconds to wait when there is nothing, 0 to 50 (default 0). */
   timeout?: number;
-  /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
+  /** Update kinds to queue from now on ("message", "edited_message", "callback_query", "inline_query"); unchanged when empty. */
   allowed_updates?: string[];
   /** Instead of offset (not with it): the newest `tail` updates, every older one confirmed and forgotten (what Telegram's negative offset -tail does). 1 to 2^31-1. */
   tail?: number;
@@ -483,6 +661,70 @@ export interface InlineQuery {
   chat_type?: string;
 }
 
+/** InlineQueryResult is one result of an inline query: an article (a text message when chosen), or a photo or document of the bot's files (Telegram's InlineQueryResultArticle, InlineQueryResultCachedPhoto and InlineQueryResultCachedDocument). */
+export interface InlineQueryResult {
+  /** "article", "photo" or "document". */
+  type: string;
+  /** The result's id: 1 to 64 bytes, unique among the answer's results. */
+  id: string;
+  /** Title: required for article and document. */
+  title?: string;
+  /** Short description. */
+  description?: string;
+  /** article: the message sent when chosen (required). */
+  input_message_content?: InputMessageContent;
+  /** An inline keyboard attached to the message sent. */
+  reply_markup?: ReplyMarkupInput;
+  /** article: a URL shown with the result. */
+  url?: string;
+  /** article: a thumbnail's URL. */
+  thumbnail_url?: string;
+  /** photo: a file_id of this bot, an image. */
+  photo_file_id?: string;
+  /** document: a file_id of this bot. */
+  document_file_id?: string;
+  /** photo, document: caption, 0 to 1024 characters once parsed. */
+  caption?: string;
+  /** photo, document: how to read the caption's formatting. */
+  parse_mode?: string;
+  /** photo, document: the caption's formatting as entities. */
+  caption_entities?: MessageEntityInput[];
+}
+
+/** InlineQueryResultsButton is a button shown above the results. */
+export interface InlineQueryResultsButton {
+  /** The label. */
+  text?: string;
+  /** A web app opened on a tap. */
+  web_app?: WebAppInfoInput;
+  /** Deep-linking parameter of the /start message sent on a tap: 1 to 64 of A-Z a-z 0-9 _ -. */
+  start_parameter?: string;
+}
+
+/** InputMedia is one photo or document of an album (sendMediaGroup). */
+export interface InputMedia {
+  /** "photo" or "document"; an album is all photos or all documents. */
+  type: string;
+  /** A file_id of this bot (a photo's MIME type is image/*). */
+  media: string;
+  /** Caption: 0 to 1024 characters once parsed. */
+  caption?: string;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown. */
+  parse_mode?: string;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  caption_entities?: MessageEntityInput[];
+}
+
+/** InputMessageContent is the message an inline result sends when chosen (a text message). */
+export interface InputMessageContent {
+  /** The text: 1 to 4096 characters once parsed. */
+  message_text?: string;
+  /** How to read its formatting: HTML, MarkdownV2 or Markdown. */
+  parse_mode?: string;
+  /** Its formatting as entities, when parse_mode is unset. */
+  entities?: MessageEntityInput[];
+}
+
 /** KeyboardButton is a button of a custom keyboard: its text is sent as a message on a tap, unless it requests the user's contact or location. */
 export interface KeyboardButton {
   /** The label, sent as a message on a tap. */
@@ -533,6 +775,26 @@ export interface ListBotsRequest {
 export interface ListBotsResponse {
   /** Bots, oldest first. */
   items: Bot[];
+  /** Where this page stands. */
+  pagination?: Pagination | null;
+}
+
+/** ListChatMessagesRequest pages through a chat's messages from the bot. */
+export interface ListChatMessagesRequest {
+  /** The bot id. */
+  id: string;
+  /** The chat. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** Page number from 1 (default 1). */
+  page?: number;
+  /** Page size, 1 to 100 (default 20). */
+  limit?: number;
+}
+
+/** ListChatMessagesResponse is one page of messages, newest first. */
+export interface ListChatMessagesResponse {
+  /** The messages, as they are now, newest first. */
+  items: Message[];
   /** Where this page stands. */
   pagination?: Pagination | null;
 }
@@ -607,6 +869,10 @@ export interface Message {
   edit_date?: number;
   /** The message this one replies to, when it is still there (one level: its own reply_to_message is never set). */
   reply_to_message?: Message | null;
+  /** The album (sendMediaGroup) the message belongs to: every message of one album has it. */
+  media_group_id?: string;
+  /** Where a forwarded message came from (forwardMessage). */
+  forward_origin?: MessageOrigin | null;
 }
 
 /** MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
@@ -643,6 +909,24 @@ export interface MessageEntityInput {
   language?: string;
   /** For custom_emoji: the emoji's identifier. */
   custom_emoji_id?: string;
+}
+
+/** MessageId is a message's id, alone. */
+export interface MessageId {
+  /** The id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  message_id: number;
+}
+
+/** MessageOrigin is where a forwarded message was first sent (Telegram's MessageOrigin). */
+export interface MessageOrigin {
+  /** "user" (sender_user is set) or "chat" (sender_chat is set). */
+  type: string;
+  /** When the original message was sent, in unix seconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  date: number;
+  /** The user who sent the original message. */
+  sender_user?: User | null;
+  /** The chat that sent the original message (a group's anonymous admin, a channel). */
+  sender_chat?: Chat | null;
 }
 
 /** Pagination describes one page of a listing. */
@@ -801,6 +1085,14 @@ export interface RetryDeliveryRequest {
   delivery_id: string;
 }
 
+/** SendChatActionRequest is what the bot is doing in a chat. */
+export interface SendChatActionRequest {
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** typing, upload_photo, record_video, upload_video, record_voice, upload_voice, upload_document, choose_sticker, find_location, record_video_note or upload_video_note. */
+  action: string;
+}
+
 /** SendDocumentRequest is a document to send. */
 export interface SendDocumentRequest {
   /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
@@ -817,6 +1109,16 @@ export interface SendDocumentRequest {
   caption_entities?: MessageEntityInput[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
   reply_markup?: ReplyMarkupInput;
+}
+
+/** SendMediaGroupRequest is an album to send. */
+export interface SendMediaGroupRequest {
+  /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  chat_id: number;
+  /** 2 to 10 photos, or 2 to 10 documents. */
+  media: InputMedia[];
+  /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  reply_to_message_id?: number;
 }
 
 /** SendMessageRequest is a text message to send. */
@@ -885,7 +1187,7 @@ export interface SetWebhookRequest {
   url: string;
   /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
   secret_token: string;
-  /** Update kinds to deliver ("message", "edited_message"); empty means all. */
+  /** Update kinds to deliver ("message", "edited_message", "callback_query", "inline_query"); empty means all. */
   allowed_updates?: string[];
   /** IPs or CIDRs deliveries may go to. */
   allowed_ips?: string[];
@@ -1104,6 +1406,8 @@ export const consoleMethods = {
   enableBotWebhook: {"rpc":"botplatform.v1.ConsoleService/EnableBotWebhook","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook/enable","pathParams":["id"],"body":"*","successCode":200},
   getBotMetrics: {"rpc":"botplatform.v1.ConsoleService/GetBotMetrics","httpMethod":"GET","path":"/api/v1/bots/my/{id}/metrics","pathParams":["id"],"body":null,"successCode":200},
   createTestUpdate: {"rpc":"botplatform.v1.ConsoleService/CreateTestUpdate","httpMethod":"POST","path":"/api/v1/bots/my/{id}/test-updates","pathParams":["id"],"body":"*","successCode":201},
+  createTestCallbackQuery: {"rpc":"botplatform.v1.ConsoleService/CreateTestCallbackQuery","httpMethod":"POST","path":"/api/v1/bots/my/{id}/test-callback-queries","pathParams":["id"],"body":"*","successCode":201},
+  listChatMessages: {"rpc":"botplatform.v1.ConsoleService/ListChatMessages","httpMethod":"GET","path":"/api/v1/bots/my/{id}/chats/{chat_id}/messages","pathParams":["id","chat_id"],"body":null,"successCode":200},
 } as const satisfies Record<string, MethodBinding>;
 
 /** Request and result types of ConsoleService's methods. */
@@ -1134,6 +1438,10 @@ export interface ConsoleMethodTypes {
   getBotMetrics: { request: GetBotMetricsRequest; result: BotMetrics; optionalRequest: false };
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate: { request: CreateTestUpdateRequest; result: CreateTestUpdateResponse; optionalRequest: false };
+  /** CreateTestCallbackQuery presses a callback button of a message the bot sent to one of the owner's test chats: the bot gets a callback_query update from a test user, as a messaging service would send it. */
+  createTestCallbackQuery: { request: CreateTestCallbackQueryRequest; result: CreateTestCallbackQueryResponse; optionalRequest: false };
+  /** ListChatMessages pages through the messages the bot sent to a chat, newest first, with their keyboards as they are now (edited, or gone when deleted). */
+  listChatMessages: { request: ListChatMessagesRequest; result: ListChatMessagesResponse; optionalRequest: false };
 }
 
 /** HTTP bindings of RuntimeService. */
@@ -1153,6 +1461,18 @@ export const runtimeMethods = {
   setMyCommands: {"rpc":"botplatform.v1.RuntimeService/SetMyCommands","httpMethod":"POST","path":"/api/v1/bots/setMyCommands","pathParams":[],"body":"*","successCode":200},
   getMyCommands: {"rpc":"botplatform.v1.RuntimeService/GetMyCommands","httpMethod":"POST","path":"/api/v1/bots/getMyCommands","pathParams":[],"body":"*","successCode":200},
   deleteMyCommands: {"rpc":"botplatform.v1.RuntimeService/DeleteMyCommands","httpMethod":"POST","path":"/api/v1/bots/deleteMyCommands","pathParams":[],"body":"*","successCode":200},
+  editMessageText: {"rpc":"botplatform.v1.RuntimeService/EditMessageText","httpMethod":"POST","path":"/api/v1/bots/editMessageText","pathParams":[],"body":"*","successCode":200},
+  editMessageCaption: {"rpc":"botplatform.v1.RuntimeService/EditMessageCaption","httpMethod":"POST","path":"/api/v1/bots/editMessageCaption","pathParams":[],"body":"*","successCode":200},
+  editMessageReplyMarkup: {"rpc":"botplatform.v1.RuntimeService/EditMessageReplyMarkup","httpMethod":"POST","path":"/api/v1/bots/editMessageReplyMarkup","pathParams":[],"body":"*","successCode":200},
+  deleteMessage: {"rpc":"botplatform.v1.RuntimeService/DeleteMessage","httpMethod":"POST","path":"/api/v1/bots/deleteMessage","pathParams":[],"body":"*","successCode":200},
+  deleteMessages: {"rpc":"botplatform.v1.RuntimeService/DeleteMessages","httpMethod":"POST","path":"/api/v1/bots/deleteMessages","pathParams":[],"body":"*","successCode":200},
+  sendChatAction: {"rpc":"botplatform.v1.RuntimeService/SendChatAction","httpMethod":"POST","path":"/api/v1/bots/sendChatAction","pathParams":[],"body":"*","successCode":200},
+  copyMessage: {"rpc":"botplatform.v1.RuntimeService/CopyMessage","httpMethod":"POST","path":"/api/v1/bots/copyMessage","pathParams":[],"body":"*","successCode":200},
+  forwardMessage: {"rpc":"botplatform.v1.RuntimeService/ForwardMessage","httpMethod":"POST","path":"/api/v1/bots/forwardMessage","pathParams":[],"body":"*","successCode":200},
+  getChat: {"rpc":"botplatform.v1.RuntimeService/GetChat","httpMethod":"POST","path":"/api/v1/bots/getChat","pathParams":[],"body":"*","successCode":200},
+  sendMediaGroup: {"rpc":"botplatform.v1.RuntimeService/SendMediaGroup","httpMethod":"POST","path":"/api/v1/bots/sendMediaGroup","pathParams":[],"body":"*","successCode":200},
+  answerCallbackQuery: {"rpc":"botplatform.v1.RuntimeService/AnswerCallbackQuery","httpMethod":"POST","path":"/api/v1/bots/answerCallbackQuery","pathParams":[],"body":"*","successCode":200},
+  answerInlineQuery: {"rpc":"botplatform.v1.RuntimeService/AnswerInlineQuery","httpMethod":"POST","path":"/api/v1/bots/answerInlineQuery","pathParams":[],"body":"*","successCode":200},
 } as const satisfies Record<string, MethodBinding>;
 
 /** Request and result types of RuntimeService's methods. */
@@ -1187,4 +1507,28 @@ export interface RuntimeMethodTypes {
   getMyCommands: { request: GetMyCommandsRequest; result: BotCommand[]; optionalRequest: true };
   /** DeleteMyCommands empties the bot's command menu. */
   deleteMyCommands: { request: DeleteMyCommandsRequest; result: boolean; optionalRequest: true };
+  /** EditMessageText replaces the text (and its entities and inline keyboard) of a text message the bot sent. Answers the edited message; "message is not modified" when nothing changes. */
+  editMessageText: { request: EditMessageTextRequest; result: Message; optionalRequest: false };
+  /** EditMessageCaption replaces the caption (and its entities and inline keyboard) of a photo or document the bot sent. Answers the edited message. */
+  editMessageCaption: { request: EditMessageCaptionRequest; result: Message; optionalRequest: false };
+  /** EditMessageReplyMarkup replaces (or, unset, removes) the inline keyboard of a message the bot sent. Answers the edited message. */
+  editMessageReplyMarkup: { request: EditMessageReplyMarkupRequest; result: Message; optionalRequest: false };
+  /** DeleteMessage deletes a message of a chat of the bot: its own, or one it received. */
+  deleteMessage: { request: DeleteMessageRequest; result: boolean; optionalRequest: false };
+  /** DeleteMessages deletes 1 to 100 messages of one chat; those already gone are skipped. */
+  deleteMessages: { request: DeleteMessagesRequest; result: boolean; optionalRequest: false };
+  /** SendChatAction tells the chat the bot is doing something ("typing", "upload_photo"...), shown for 5 seconds or until the bot's next message arrives. */
+  sendChatAction: { request: SendChatActionRequest; result: boolean; optionalRequest: false };
+  /** CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot, without a link to the original. Answers the new message's id. */
+  copyMessage: { request: CopyMessageRequest; result: MessageId; optionalRequest: false };
+  /** ForwardMessage forwards a message of a chat of the bot, with where it came from. */
+  forwardMessage: { request: ForwardMessageRequest; result: Message; optionalRequest: false };
+  /** GetChat tells what the platform knows of a chat that has written to the bot. */
+  getChat: { request: GetChatRequest; result: ChatFullInfo; optionalRequest: false };
+  /** SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album. */
+  sendMediaGroup: { request: SendMediaGroupRequest; result: Message[]; optionalRequest: false };
+  /** AnswerCallbackQuery answers a tap on an inline keyboard button (a callback_query update): a notification or an alert for the user, or a URL to open. */
+  answerCallbackQuery: { request: AnswerCallbackQueryRequest; result: boolean; optionalRequest: false };
+  /** AnswerInlineQuery answers an inline query (an inline_query update) with at most 50 results. */
+  answerInlineQuery: { request: AnswerInlineQueryRequest; result: boolean; optionalRequest: false };
 }

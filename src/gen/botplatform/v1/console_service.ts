@@ -30,7 +30,7 @@ import {
   FriendRequestMode,
   Pagination,
 } from "./bot.js";
-import { User } from "./update.js";
+import { Message, User } from "./update.js";
 
 /** CreateApplicationRequest is a new bot application. */
 export interface CreateApplicationRequest {
@@ -502,6 +502,67 @@ export interface WebhookStats {
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   maxLatencyMs: number;
+}
+
+/** CreateTestCallbackQueryRequest presses a button of one of the bot's messages. */
+export interface CreateTestCallbackQueryRequest {
+  /** The bot id. */
+  id: string;
+  /**
+   * The chat the message is in (default: the owner's test chat).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId?:
+    | number
+    | undefined;
+  /**
+   * The bot's message whose button is pressed.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+  /** The callback_data of the button pressed: one of the message's buttons. */
+  callbackData: string;
+}
+
+/** CreateTestCallbackQueryResponse tells the ids the update and the query got. */
+export interface CreateTestCallbackQueryResponse {
+  /**
+   * Platform-unique update id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  updateId: number;
+  /**
+   * Per-bot sequence number.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  updateSeq: number;
+  /** The callback query's id, as the bot answers it. */
+  callbackQueryId: string;
+}
+
+/** ListChatMessagesRequest pages through a chat's messages from the bot. */
+export interface ListChatMessagesRequest {
+  /** The bot id. */
+  id: string;
+  /**
+   * The chat.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /** Page number from 1 (default 1). */
+  page?:
+    | number
+    | undefined;
+  /** Page size, 1 to 100 (default 20). */
+  limit?: number | undefined;
+}
+
+/** ListChatMessagesResponse is one page of messages, newest first. */
+export interface ListChatMessagesResponse {
+  /** The messages, as they are now, newest first. */
+  items: Message[];
+  /** Where this page stands. */
+  pagination: Pagination | undefined;
 }
 
 function createBaseCreateApplicationRequest(): CreateApplicationRequest {
@@ -3296,6 +3357,340 @@ export const WebhookStats: MessageFns<WebhookStats> = {
   },
 };
 
+function createBaseCreateTestCallbackQueryRequest(): CreateTestCallbackQueryRequest {
+  return { id: "", chatId: undefined, messageId: 0, callbackData: "" };
+}
+
+export const CreateTestCallbackQueryRequest: MessageFns<CreateTestCallbackQueryRequest> = {
+  encode(message: CreateTestCallbackQueryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.chatId !== undefined) {
+      writer.uint32(16).int64(message.chatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(24).int64(message.messageId);
+    }
+    if (message.callbackData !== "") {
+      writer.uint32(34).string(message.callbackData);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTestCallbackQueryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTestCallbackQueryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.callbackData = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateTestCallbackQueryRequest>, I>>(base?: I): CreateTestCallbackQueryRequest {
+    return CreateTestCallbackQueryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTestCallbackQueryRequest>, I>>(
+    object: I,
+  ): CreateTestCallbackQueryRequest {
+    const message = createBaseCreateTestCallbackQueryRequest();
+    message.id = object.id ?? "";
+    message.chatId = object.chatId ?? undefined;
+    message.messageId = object.messageId ?? 0;
+    message.callbackData = object.callbackData ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateTestCallbackQueryResponse(): CreateTestCallbackQueryResponse {
+  return { updateId: 0, updateSeq: 0, callbackQueryId: "" };
+}
+
+export const CreateTestCallbackQueryResponse: MessageFns<CreateTestCallbackQueryResponse> = {
+  encode(message: CreateTestCallbackQueryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.updateId !== 0) {
+      writer.uint32(8).int64(message.updateId);
+    }
+    if (message.updateSeq !== 0) {
+      writer.uint32(16).int64(message.updateSeq);
+    }
+    if (message.callbackQueryId !== "") {
+      writer.uint32(26).string(message.callbackQueryId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTestCallbackQueryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateTestCallbackQueryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.updateId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.updateSeq = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.callbackQueryId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CreateTestCallbackQueryResponse>, I>>(base?: I): CreateTestCallbackQueryResponse {
+    return CreateTestCallbackQueryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTestCallbackQueryResponse>, I>>(
+    object: I,
+  ): CreateTestCallbackQueryResponse {
+    const message = createBaseCreateTestCallbackQueryResponse();
+    message.updateId = object.updateId ?? 0;
+    message.updateSeq = object.updateSeq ?? 0;
+    message.callbackQueryId = object.callbackQueryId ?? "";
+    return message;
+  },
+};
+
+function createBaseListChatMessagesRequest(): ListChatMessagesRequest {
+  return { id: "", chatId: 0, page: undefined, limit: undefined };
+}
+
+export const ListChatMessagesRequest: MessageFns<ListChatMessagesRequest> = {
+  encode(message: ListChatMessagesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.chatId !== 0) {
+      writer.uint32(16).int64(message.chatId);
+    }
+    if (message.page !== undefined) {
+      writer.uint32(24).int32(message.page);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(32).int32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListChatMessagesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListChatMessagesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.page = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListChatMessagesRequest>, I>>(base?: I): ListChatMessagesRequest {
+    return ListChatMessagesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListChatMessagesRequest>, I>>(object: I): ListChatMessagesRequest {
+    const message = createBaseListChatMessagesRequest();
+    message.id = object.id ?? "";
+    message.chatId = object.chatId ?? 0;
+    message.page = object.page ?? undefined;
+    message.limit = object.limit ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListChatMessagesResponse(): ListChatMessagesResponse {
+  return { items: [], pagination: undefined };
+}
+
+export const ListChatMessagesResponse: MessageFns<ListChatMessagesResponse> = {
+  encode(message: ListChatMessagesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.items) {
+      Message.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.pagination !== undefined) {
+      Pagination.encode(message.pagination, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListChatMessagesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListChatMessagesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.items.push(Message.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pagination = Pagination.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListChatMessagesResponse>, I>>(base?: I): ListChatMessagesResponse {
+    return ListChatMessagesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListChatMessagesResponse>, I>>(object: I): ListChatMessagesResponse {
+    const message = createBaseListChatMessagesResponse();
+    message.items = object.items?.map((e) => Message.fromPartial(e)) || [];
+    message.pagination = (object.pagination !== undefined && object.pagination !== null)
+      ? Pagination.fromPartial(object.pagination)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * ConsoleService is the developer console: an account manages its own bots.
  * Every method needs an account JWT; another account's bot answers NOT_FOUND.
@@ -3473,6 +3868,38 @@ export const ConsoleServiceService = {
       Buffer.from(CreateTestUpdateResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CreateTestUpdateResponse => CreateTestUpdateResponse.decode(value),
   },
+  /**
+   * CreateTestCallbackQuery presses a callback button of a message the bot sent to one of
+   * the owner's test chats: the bot gets a callback_query update from a test user, as a
+   * messaging service would send it.
+   */
+  createTestCallbackQuery: {
+    path: "/botplatform.v1.ConsoleService/CreateTestCallbackQuery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateTestCallbackQueryRequest): Buffer =>
+      Buffer.from(CreateTestCallbackQueryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateTestCallbackQueryRequest => CreateTestCallbackQueryRequest.decode(value),
+    responseSerialize: (value: CreateTestCallbackQueryResponse): Buffer =>
+      Buffer.from(CreateTestCallbackQueryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateTestCallbackQueryResponse =>
+      CreateTestCallbackQueryResponse.decode(value),
+  },
+  /**
+   * ListChatMessages pages through the messages the bot sent to a chat, newest first,
+   * with their keyboards as they are now (edited, or gone when deleted).
+   */
+  listChatMessages: {
+    path: "/botplatform.v1.ConsoleService/ListChatMessages" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListChatMessagesRequest): Buffer =>
+      Buffer.from(ListChatMessagesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListChatMessagesRequest => ListChatMessagesRequest.decode(value),
+    responseSerialize: (value: ListChatMessagesResponse): Buffer =>
+      Buffer.from(ListChatMessagesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListChatMessagesResponse => ListChatMessagesResponse.decode(value),
+  },
 } as const;
 
 export interface ConsoleServiceServer extends UntypedServiceImplementation {
@@ -3526,6 +3953,17 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
   getBotMetrics: handleUnaryCall<GetBotMetricsRequest, GetBotMetricsResponse>;
   /** CreateTestUpdate injects a message from a test user into an approved bot's updates. */
   createTestUpdate: handleUnaryCall<CreateTestUpdateRequest, CreateTestUpdateResponse>;
+  /**
+   * CreateTestCallbackQuery presses a callback button of a message the bot sent to one of
+   * the owner's test chats: the bot gets a callback_query update from a test user, as a
+   * messaging service would send it.
+   */
+  createTestCallbackQuery: handleUnaryCall<CreateTestCallbackQueryRequest, CreateTestCallbackQueryResponse>;
+  /**
+   * ListChatMessages pages through the messages the bot sent to a chat, newest first,
+   * with their keyboards as they are now (edited, or gone when deleted).
+   */
+  listChatMessages: handleUnaryCall<ListChatMessagesRequest, ListChatMessagesResponse>;
 }
 
 export interface ConsoleServiceClient extends Client {
@@ -3760,6 +4198,45 @@ export interface ConsoleServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CreateTestUpdateResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateTestCallbackQuery presses a callback button of a message the bot sent to one of
+   * the owner's test chats: the bot gets a callback_query update from a test user, as a
+   * messaging service would send it.
+   */
+  createTestCallbackQuery(
+    request: CreateTestCallbackQueryRequest,
+    callback: (error: ServiceError | null, response: CreateTestCallbackQueryResponse) => void,
+  ): ClientUnaryCall;
+  createTestCallbackQuery(
+    request: CreateTestCallbackQueryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateTestCallbackQueryResponse) => void,
+  ): ClientUnaryCall;
+  createTestCallbackQuery(
+    request: CreateTestCallbackQueryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateTestCallbackQueryResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListChatMessages pages through the messages the bot sent to a chat, newest first,
+   * with their keyboards as they are now (edited, or gone when deleted).
+   */
+  listChatMessages(
+    request: ListChatMessagesRequest,
+    callback: (error: ServiceError | null, response: ListChatMessagesResponse) => void,
+  ): ClientUnaryCall;
+  listChatMessages(
+    request: ListChatMessagesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListChatMessagesResponse) => void,
+  ): ClientUnaryCall;
+  listChatMessages(
+    request: ListChatMessagesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListChatMessagesResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -23,17 +23,24 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Status } from "../../google/rpc/status.js";
-import { Message } from "./update.js";
+import { InlineQueryResult, InlineQueryResultsButton } from "./runtime_service.js";
+import { CallbackQuery, InlineQuery, Message } from "./update.js";
 
 /** IncomingUpdate is one update for one bot, before it has ids. */
 export interface IncomingUpdate {
   /** The bot the update is for. */
   botId: string;
-  /** A new message; exactly one of message and edited_message. */
+  /**
+   * A new message; exactly one of message, edited_message, callback_query and
+   * inline_query is set.
+   */
   message:
     | Message
     | undefined;
-  /** An edited message. */
+  /**
+   * A message the bot received before, edited by its sender: its message_id and chat
+   * name the message, edit_date says when (default: now).
+   */
   editedMessage:
     | Message
     | undefined;
@@ -44,7 +51,23 @@ export interface IncomingUpdate {
    * it answers the update_id and update_seq it got then, so a retried batch (after
    * DEADLINE_EXCEEDED or UNAVAILABLE) creates nothing new.
    */
-  idempotencyKey?: string | undefined;
+  idempotencyKey?:
+    | string
+    | undefined;
+  /**
+   * A tap on a callback button of a message the bot sent: message names it by its
+   * message_id and chat.id (the platform fills in the rest as the bot sent it), data is
+   * the button's callback_data, which must be one of the message's buttons; id may be
+   * left empty (the platform assigns one), chat_instance too.
+   */
+  callbackQuery:
+    | CallbackQuery
+    | undefined;
+  /**
+   * An inline query, for a bot with supports_inline_queries (else FAILED_PRECONDITION);
+   * id may be left empty (the platform assigns one).
+   */
+  inlineQuery: InlineQuery | undefined;
 }
 
 /** IngestUpdatesRequest carries 1 to 500 updates, for one or several bots. */
@@ -138,7 +161,12 @@ export interface StreamSentMessagesRequest {
   start: FeedPosition[];
 }
 
-/** SentMessage is one message a bot sent, at its place in the feed. */
+/**
+ * SentMessage is one thing a bot did in a chat, at its place in the feed: exactly one
+ * of message (sendMessage, sendPhoto, sendDocument, copyMessage, forwardMessage,
+ * sendMediaGroup), edited_message, deleted_messages, chat_action, callback_query_answer
+ * and inline_query_answer is set.
+ */
 export interface SentMessage {
   /** The partition of the message's chat. */
   partition: number;
@@ -150,7 +178,109 @@ export interface SentMessage {
   /** The bot that sent it (the bus message's bot_id and key). */
   botId: string;
   /** The message as the bot sent it (the bus message's message), as the send call answered it. */
-  message: Message | undefined;
+  message:
+    | Message
+    | undefined;
+  /**
+   * A message of the bot's as it is after an edit (editMessageText, editMessageCaption,
+   * editMessageReplyMarkup), whole, with edit_date.
+   */
+  editedMessage:
+    | Message
+    | undefined;
+  /** Messages the bot deleted (deleteMessage, deleteMessages). */
+  deletedMessages:
+    | DeletedMessages
+    | undefined;
+  /** What the bot is doing in a chat (sendChatAction). */
+  chatAction:
+    | ChatAction
+    | undefined;
+  /** The bot's answer to a callback query (answerCallbackQuery). */
+  callbackQueryAnswer:
+    | CallbackQueryAnswer
+    | undefined;
+  /** The bot's answer to an inline query (answerInlineQuery); partitioned by the asking user's id as the chat. */
+  inlineQueryAnswer: InlineQueryAnswer | undefined;
+}
+
+/** DeletedMessages names messages deleted from a chat. */
+export interface DeletedMessages {
+  /**
+   * The chat.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /** The messages deleted, ascending. */
+  messageIds: number[];
+}
+
+/** ChatAction is what a bot is doing in a chat, to show for 5 seconds or until its next message. */
+export interface ChatAction {
+  /**
+   * The chat.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * typing, upload_photo, record_video, upload_video, record_voice, upload_voice,
+   * upload_document, choose_sticker, find_location, record_video_note or upload_video_note.
+   */
+  action: string;
+}
+
+/** CallbackQueryAnswer is a bot's answer to a callback query, for the user who tapped. */
+export interface CallbackQueryAnswer {
+  /** The callback query answered. */
+  callbackQueryId: string;
+  /**
+   * The chat of the message whose button was tapped.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The message whose button was tapped.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+  /**
+   * The user who tapped.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  userId: number;
+  /** A notification to show, when set. */
+  text?:
+    | string
+    | undefined;
+  /** Show text as an alert. */
+  showAlert: boolean;
+  /** A URL to open. */
+  url?:
+    | string
+    | undefined;
+  /** Seconds the client may cache the answer. */
+  cacheTime: number;
+}
+
+/** InlineQueryAnswer is a bot's answer to an inline query, for the user who asked. */
+export interface InlineQueryAnswer {
+  /** The inline query answered. */
+  inlineQueryId: string;
+  /**
+   * The user who asked.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  userId: number;
+  /** The results, as the bot gave them (captions and texts parsed into entities). */
+  results: InlineQueryResult[];
+  /** Seconds the results may be cached. */
+  cacheTime: number;
+  /** Cached for this user only. */
+  isPersonal: boolean;
+  /** The offset for more results; empty: no more. */
+  nextOffset: string;
+  /** A button above the results. */
+  button: InlineQueryResultsButton | undefined;
 }
 
 /** FeedAssignment says which partitions this member of the group holds from now on. */
@@ -184,7 +314,14 @@ export interface CommitSentMessagesResponse {
 }
 
 function createBaseIncomingUpdate(): IncomingUpdate {
-  return { botId: "", message: undefined, editedMessage: undefined, idempotencyKey: undefined };
+  return {
+    botId: "",
+    message: undefined,
+    editedMessage: undefined,
+    idempotencyKey: undefined,
+    callbackQuery: undefined,
+    inlineQuery: undefined,
+  };
 }
 
 export const IncomingUpdate: MessageFns<IncomingUpdate> = {
@@ -200,6 +337,12 @@ export const IncomingUpdate: MessageFns<IncomingUpdate> = {
     }
     if (message.idempotencyKey !== undefined) {
       writer.uint32(34).string(message.idempotencyKey);
+    }
+    if (message.callbackQuery !== undefined) {
+      CallbackQuery.encode(message.callbackQuery, writer.uint32(42).fork()).join();
+    }
+    if (message.inlineQuery !== undefined) {
+      InlineQuery.encode(message.inlineQuery, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -249,6 +392,22 @@ export const IncomingUpdate: MessageFns<IncomingUpdate> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.callbackQuery = CallbackQuery.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.inlineQuery = InlineQuery.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -274,6 +433,12 @@ export const IncomingUpdate: MessageFns<IncomingUpdate> = {
       ? Message.fromPartial(object.editedMessage)
       : undefined;
     message.idempotencyKey = object.idempotencyKey ?? undefined;
+    message.callbackQuery = (object.callbackQuery !== undefined && object.callbackQuery !== null)
+      ? CallbackQuery.fromPartial(object.callbackQuery)
+      : undefined;
+    message.inlineQuery = (object.inlineQuery !== undefined && object.inlineQuery !== null)
+      ? InlineQuery.fromPartial(object.inlineQuery)
+      : undefined;
     return message;
   },
 };
@@ -762,7 +927,17 @@ export const StreamSentMessagesRequest: MessageFns<StreamSentMessagesRequest> = 
 };
 
 function createBaseSentMessage(): SentMessage {
-  return { partition: 0, seq: 0, botId: "", message: undefined };
+  return {
+    partition: 0,
+    seq: 0,
+    botId: "",
+    message: undefined,
+    editedMessage: undefined,
+    deletedMessages: undefined,
+    chatAction: undefined,
+    callbackQueryAnswer: undefined,
+    inlineQueryAnswer: undefined,
+  };
 }
 
 export const SentMessage: MessageFns<SentMessage> = {
@@ -778,6 +953,21 @@ export const SentMessage: MessageFns<SentMessage> = {
     }
     if (message.message !== undefined) {
       Message.encode(message.message, writer.uint32(34).fork()).join();
+    }
+    if (message.editedMessage !== undefined) {
+      Message.encode(message.editedMessage, writer.uint32(42).fork()).join();
+    }
+    if (message.deletedMessages !== undefined) {
+      DeletedMessages.encode(message.deletedMessages, writer.uint32(50).fork()).join();
+    }
+    if (message.chatAction !== undefined) {
+      ChatAction.encode(message.chatAction, writer.uint32(58).fork()).join();
+    }
+    if (message.callbackQueryAnswer !== undefined) {
+      CallbackQueryAnswer.encode(message.callbackQueryAnswer, writer.uint32(66).fork()).join();
+    }
+    if (message.inlineQueryAnswer !== undefined) {
+      InlineQueryAnswer.encode(message.inlineQueryAnswer, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -827,6 +1017,46 @@ export const SentMessage: MessageFns<SentMessage> = {
             message.message = Message.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.editedMessage = Message.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.deletedMessages = DeletedMessages.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.chatAction = ChatAction.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.callbackQueryAnswer = CallbackQueryAnswer.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.inlineQueryAnswer = InlineQueryAnswer.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -849,6 +1079,454 @@ export const SentMessage: MessageFns<SentMessage> = {
     message.botId = object.botId ?? "";
     message.message = (object.message !== undefined && object.message !== null)
       ? Message.fromPartial(object.message)
+      : undefined;
+    message.editedMessage = (object.editedMessage !== undefined && object.editedMessage !== null)
+      ? Message.fromPartial(object.editedMessage)
+      : undefined;
+    message.deletedMessages = (object.deletedMessages !== undefined && object.deletedMessages !== null)
+      ? DeletedMessages.fromPartial(object.deletedMessages)
+      : undefined;
+    message.chatAction = (object.chatAction !== undefined && object.chatAction !== null)
+      ? ChatAction.fromPartial(object.chatAction)
+      : undefined;
+    message.callbackQueryAnswer = (object.callbackQueryAnswer !== undefined && object.callbackQueryAnswer !== null)
+      ? CallbackQueryAnswer.fromPartial(object.callbackQueryAnswer)
+      : undefined;
+    message.inlineQueryAnswer = (object.inlineQueryAnswer !== undefined && object.inlineQueryAnswer !== null)
+      ? InlineQueryAnswer.fromPartial(object.inlineQueryAnswer)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDeletedMessages(): DeletedMessages {
+  return { chatId: 0, messageIds: [] };
+}
+
+export const DeletedMessages: MessageFns<DeletedMessages> = {
+  encode(message: DeletedMessages, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.messageIds.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.messageIds) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeletedMessages {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeletedMessages();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.messageIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.messageIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeletedMessages>, I>>(base?: I): DeletedMessages {
+    return DeletedMessages.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeletedMessages>, I>>(object: I): DeletedMessages {
+    const message = createBaseDeletedMessages();
+    message.chatId = object.chatId ?? 0;
+    message.messageIds = object.messageIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseChatAction(): ChatAction {
+  return { chatId: 0, action: "" };
+}
+
+export const ChatAction: MessageFns<ChatAction> = {
+  encode(message: ChatAction, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChatAction {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChatAction();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ChatAction>, I>>(base?: I): ChatAction {
+    return ChatAction.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChatAction>, I>>(object: I): ChatAction {
+    const message = createBaseChatAction();
+    message.chatId = object.chatId ?? 0;
+    message.action = object.action ?? "";
+    return message;
+  },
+};
+
+function createBaseCallbackQueryAnswer(): CallbackQueryAnswer {
+  return {
+    callbackQueryId: "",
+    chatId: 0,
+    messageId: 0,
+    userId: 0,
+    text: undefined,
+    showAlert: false,
+    url: undefined,
+    cacheTime: 0,
+  };
+}
+
+export const CallbackQueryAnswer: MessageFns<CallbackQueryAnswer> = {
+  encode(message: CallbackQueryAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.callbackQueryId !== "") {
+      writer.uint32(10).string(message.callbackQueryId);
+    }
+    if (message.chatId !== 0) {
+      writer.uint32(16).int64(message.chatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(24).int64(message.messageId);
+    }
+    if (message.userId !== 0) {
+      writer.uint32(32).int64(message.userId);
+    }
+    if (message.text !== undefined) {
+      writer.uint32(42).string(message.text);
+    }
+    if (message.showAlert !== false) {
+      writer.uint32(48).bool(message.showAlert);
+    }
+    if (message.url !== undefined) {
+      writer.uint32(58).string(message.url);
+    }
+    if (message.cacheTime !== 0) {
+      writer.uint32(64).int32(message.cacheTime);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CallbackQueryAnswer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCallbackQueryAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.callbackQueryId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.userId = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.showAlert = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.cacheTime = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CallbackQueryAnswer>, I>>(base?: I): CallbackQueryAnswer {
+    return CallbackQueryAnswer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CallbackQueryAnswer>, I>>(object: I): CallbackQueryAnswer {
+    const message = createBaseCallbackQueryAnswer();
+    message.callbackQueryId = object.callbackQueryId ?? "";
+    message.chatId = object.chatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    message.userId = object.userId ?? 0;
+    message.text = object.text ?? undefined;
+    message.showAlert = object.showAlert ?? false;
+    message.url = object.url ?? undefined;
+    message.cacheTime = object.cacheTime ?? 0;
+    return message;
+  },
+};
+
+function createBaseInlineQueryAnswer(): InlineQueryAnswer {
+  return {
+    inlineQueryId: "",
+    userId: 0,
+    results: [],
+    cacheTime: 0,
+    isPersonal: false,
+    nextOffset: "",
+    button: undefined,
+  };
+}
+
+export const InlineQueryAnswer: MessageFns<InlineQueryAnswer> = {
+  encode(message: InlineQueryAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.inlineQueryId !== "") {
+      writer.uint32(10).string(message.inlineQueryId);
+    }
+    if (message.userId !== 0) {
+      writer.uint32(16).int64(message.userId);
+    }
+    for (const v of message.results) {
+      InlineQueryResult.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.cacheTime !== 0) {
+      writer.uint32(32).int32(message.cacheTime);
+    }
+    if (message.isPersonal !== false) {
+      writer.uint32(40).bool(message.isPersonal);
+    }
+    if (message.nextOffset !== "") {
+      writer.uint32(50).string(message.nextOffset);
+    }
+    if (message.button !== undefined) {
+      InlineQueryResultsButton.encode(message.button, writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InlineQueryAnswer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInlineQueryAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.inlineQueryId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.userId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.results.push(InlineQueryResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.cacheTime = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.isPersonal = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.nextOffset = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.button = InlineQueryResultsButton.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InlineQueryAnswer>, I>>(base?: I): InlineQueryAnswer {
+    return InlineQueryAnswer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InlineQueryAnswer>, I>>(object: I): InlineQueryAnswer {
+    const message = createBaseInlineQueryAnswer();
+    message.inlineQueryId = object.inlineQueryId ?? "";
+    message.userId = object.userId ?? 0;
+    message.results = object.results?.map((e) => InlineQueryResult.fromPartial(e)) || [];
+    message.cacheTime = object.cacheTime ?? 0;
+    message.isPersonal = object.isPersonal ?? false;
+    message.nextOffset = object.nextOffset ?? "";
+    message.button = (object.button !== undefined && object.button !== null)
+      ? InlineQueryResultsButton.fromPartial(object.button)
       : undefined;
     return message;
   },

@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { BotCommand } from "./bot.js";
-import { File, Message, MessageEntity, ReplyMarkup, Update, WebhookInfo } from "./update.js";
+import { File, Message, MessageEntity, ReplyMarkup, Update, WebAppInfo, WebhookInfo } from "./update.js";
 
 /** GetUpdatesRequest is one poll. */
 export interface GetUpdatesRequest {
@@ -38,7 +38,10 @@ export interface GetUpdatesRequest {
   timeout?:
     | number
     | undefined;
-  /** Update kinds to queue from now on ("message", "edited_message"); unchanged when empty. */
+  /**
+   * Update kinds to queue from now on ("message", "edited_message", "callback_query",
+   * "inline_query"); unchanged when empty.
+   */
   allowedUpdates: string[];
   /**
    * Instead of offset (not with it): the newest `tail` updates, every older one
@@ -59,7 +62,10 @@ export interface SetWebhookRequest {
   url: string;
   /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
   secretToken: string;
-  /** Update kinds to deliver ("message", "edited_message"); empty means all. */
+  /**
+   * Update kinds to deliver ("message", "edited_message", "callback_query",
+   * "inline_query"); empty means all.
+   */
   allowedUpdates: string[];
   /** IPs or CIDRs deliveries may go to. */
   allowedIps: string[];
@@ -416,6 +422,439 @@ export interface DeleteMyCommandsRequest {
 
 /** DeleteMyCommandsResponse answers true. */
 export interface DeleteMyCommandsResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** EditMessageTextRequest is a text message's new text. */
+export interface EditMessageTextRequest {
+  /**
+   * The chat the message is in.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The message: one the bot sent, with text.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+  /** The new text: 1 to 4096 characters once parsed. */
+  text: string;
+  /** How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parseMode?:
+    | string
+    | undefined;
+  /** The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  entities: MessageEntity[];
+  /** The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+  replyMarkup: ReplyMarkup | undefined;
+}
+
+/** EditMessageTextResponse carries the edited message. */
+export interface EditMessageTextResponse {
+  /** The edited message. */
+  result: Message | undefined;
+}
+
+/** EditMessageCaptionRequest is a photo's or document's new caption. */
+export interface EditMessageCaptionRequest {
+  /**
+   * The chat the message is in.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The message: a photo or document the bot sent.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+  /** The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+  caption?:
+    | string
+    | undefined;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parseMode?:
+    | string
+    | undefined;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  captionEntities: MessageEntity[];
+  /** The new inline keyboard; unset removes the message's keyboard, as Telegram does. */
+  replyMarkup: ReplyMarkup | undefined;
+}
+
+/** EditMessageCaptionResponse carries the edited message. */
+export interface EditMessageCaptionResponse {
+  /** The edited message. */
+  result: Message | undefined;
+}
+
+/** EditMessageReplyMarkupRequest is a message's new inline keyboard. */
+export interface EditMessageReplyMarkupRequest {
+  /**
+   * The chat the message is in.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The message: one the bot sent.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+  /** The new inline keyboard (only inline_keyboard may be set); unset removes it. */
+  replyMarkup: ReplyMarkup | undefined;
+}
+
+/** EditMessageReplyMarkupResponse carries the edited message. */
+export interface EditMessageReplyMarkupResponse {
+  /** The edited message. */
+  result: Message | undefined;
+}
+
+/** DeleteMessageRequest names a message to delete. */
+export interface DeleteMessageRequest {
+  /**
+   * The chat the message is in.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The message: one the bot sent or received in the chat, less than 48 hours old.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+}
+
+/** DeleteMessageResponse answers true. */
+export interface DeleteMessageResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** DeleteMessagesRequest names messages of one chat to delete. */
+export interface DeleteMessagesRequest {
+  /**
+   * The chat the messages are in.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /** 1 to 100 message ids; those not found are skipped. */
+  messageIds: number[];
+}
+
+/** DeleteMessagesResponse answers true. */
+export interface DeleteMessagesResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** SendChatActionRequest is what the bot is doing in a chat. */
+export interface SendChatActionRequest {
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * typing, upload_photo, record_video, upload_video, record_voice, upload_voice,
+   * upload_document, choose_sticker, find_location, record_video_note or upload_video_note.
+   */
+  action: string;
+}
+
+/** SendChatActionResponse answers true. */
+export interface SendChatActionResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** CopyMessageRequest is a message to copy into a chat. */
+export interface CopyMessageRequest {
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The chat the original message is in (one that has written to the bot).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  fromChatId: number;
+  /**
+   * The original message, in from_chat_id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+  /** A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+  caption?:
+    | string
+    | undefined;
+  /** How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
+  parseMode?:
+    | string
+    | undefined;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  captionEntities: MessageEntity[];
+  /**
+   * A message of the same chat to reply to.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  replyToMessageId?:
+    | number
+    | undefined;
+  /** An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
+  replyMarkup: ReplyMarkup | undefined;
+}
+
+/** CopyMessageResponse carries the new message's id. */
+export interface CopyMessageResponse {
+  /** The new message's id. */
+  result: MessageId | undefined;
+}
+
+/** MessageId is a message's id, alone. */
+export interface MessageId {
+  /**
+   * The id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+}
+
+/** ForwardMessageRequest is a message to forward into a chat. */
+export interface ForwardMessageRequest {
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /**
+   * The chat the original message is in (one that has written to the bot).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  fromChatId: number;
+  /**
+   * The original message, in from_chat_id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  messageId: number;
+}
+
+/** ForwardMessageResponse carries the forwarded message. */
+export interface ForwardMessageResponse {
+  /** The forwarded message. */
+  result: Message | undefined;
+}
+
+/** GetChatRequest names a chat. */
+export interface GetChatRequest {
+  /**
+   * The chat: one that has written to the bot.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+}
+
+/** ChatFullInfo is a chat as the platform knows it (Telegram's ChatFullInfo, the fields it has). */
+export interface ChatFullInfo {
+  /**
+   * The chat's id.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  id: number;
+  /** "private", "group", "supergroup" or "channel". */
+  type: string;
+  /** Title, for groups and channels. */
+  title?:
+    | string
+    | undefined;
+  /** Handle, when known. */
+  username?:
+    | string
+    | undefined;
+  /** First name of the other party, in a private chat. */
+  firstName?:
+    | string
+    | undefined;
+  /** Last name of the other party, in a private chat. */
+  lastName?:
+    | string
+    | undefined;
+  /** Accent color of the chat's name (Telegram's 0 to 6; always 0 here). */
+  accentColorId: number;
+  /** Most reactions per message (Telegram's field; always 11 here). */
+  maxReactionCount: number;
+}
+
+/** GetChatResponse carries the chat. */
+export interface GetChatResponse {
+  /** The chat. */
+  result: ChatFullInfo | undefined;
+}
+
+/** InputMedia is one photo or document of an album (sendMediaGroup). */
+export interface InputMedia {
+  /** "photo" or "document"; an album is all photos or all documents. */
+  type: string;
+  /** A file_id of this bot (a photo's MIME type is image/*). */
+  media: string;
+  /** Caption: 0 to 1024 characters once parsed. */
+  caption?:
+    | string
+    | undefined;
+  /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown. */
+  parseMode?:
+    | string
+    | undefined;
+  /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
+  captionEntities: MessageEntity[];
+}
+
+/** SendMediaGroupRequest is an album to send. */
+export interface SendMediaGroupRequest {
+  /**
+   * The chat; it must have written to the bot before.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  chatId: number;
+  /** 2 to 10 photos, or 2 to 10 documents. */
+  media: InputMedia[];
+  /**
+   * A message of the same chat to reply to.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  replyToMessageId?: number | undefined;
+}
+
+/** SendMediaGroupResponse carries the album's messages, in order. */
+export interface SendMediaGroupResponse {
+  /** The messages, one per media, with one media_group_id. */
+  result: Message[];
+}
+
+/** AnswerCallbackQueryRequest answers a callback query. */
+export interface AnswerCallbackQueryRequest {
+  /** The callback_query's id. */
+  callbackQueryId: string;
+  /** A notification for the user: 0 to 200 characters; none when unset. */
+  text?:
+    | string
+    | undefined;
+  /** Show text as an alert to dismiss rather than a notification. */
+  showAlert: boolean;
+  /** A URL for the user's client to open (a game, or t.me/your_bot?start=...). */
+  url?:
+    | string
+    | undefined;
+  /** Seconds the answer may be cached by the client, 0 to 2^31-1 (default 0). */
+  cacheTime?: number | undefined;
+}
+
+/** AnswerCallbackQueryResponse answers true. */
+export interface AnswerCallbackQueryResponse {
+  /** Always true. */
+  result: boolean;
+}
+
+/** InputMessageContent is the message an inline result sends when chosen (a text message). */
+export interface InputMessageContent {
+  /** The text: 1 to 4096 characters once parsed. */
+  messageText: string;
+  /** How to read its formatting: HTML, MarkdownV2 or Markdown. */
+  parseMode?:
+    | string
+    | undefined;
+  /** Its formatting as entities, when parse_mode is unset. */
+  entities: MessageEntity[];
+}
+
+/**
+ * InlineQueryResult is one result of an inline query: an article (a text message when
+ * chosen), or a photo or document of the bot's files (Telegram's InlineQueryResultArticle,
+ * InlineQueryResultCachedPhoto and InlineQueryResultCachedDocument).
+ */
+export interface InlineQueryResult {
+  /** "article", "photo" or "document". */
+  type: string;
+  /** The result's id: 1 to 64 bytes, unique among the answer's results. */
+  id: string;
+  /** Title: required for article and document. */
+  title?:
+    | string
+    | undefined;
+  /** Short description. */
+  description?:
+    | string
+    | undefined;
+  /** article: the message sent when chosen (required). */
+  inputMessageContent:
+    | InputMessageContent
+    | undefined;
+  /** An inline keyboard attached to the message sent. */
+  replyMarkup:
+    | ReplyMarkup
+    | undefined;
+  /** article: a URL shown with the result. */
+  url?:
+    | string
+    | undefined;
+  /** article: a thumbnail's URL. */
+  thumbnailUrl?:
+    | string
+    | undefined;
+  /** photo: a file_id of this bot, an image. */
+  photoFileId?:
+    | string
+    | undefined;
+  /** document: a file_id of this bot. */
+  documentFileId?:
+    | string
+    | undefined;
+  /** photo, document: caption, 0 to 1024 characters once parsed. */
+  caption?:
+    | string
+    | undefined;
+  /** photo, document: how to read the caption's formatting. */
+  parseMode?:
+    | string
+    | undefined;
+  /** photo, document: the caption's formatting as entities. */
+  captionEntities: MessageEntity[];
+}
+
+/** InlineQueryResultsButton is a button shown above the results. */
+export interface InlineQueryResultsButton {
+  /** The label. */
+  text: string;
+  /** A web app opened on a tap. */
+  webApp:
+    | WebAppInfo
+    | undefined;
+  /** Deep-linking parameter of the /start message sent on a tap: 1 to 64 of A-Z a-z 0-9 _ -. */
+  startParameter?: string | undefined;
+}
+
+/** AnswerInlineQueryRequest answers an inline query. */
+export interface AnswerInlineQueryRequest {
+  /** The inline_query's id. */
+  inlineQueryId: string;
+  /** At most 50 results. */
+  results: InlineQueryResult[];
+  /** Seconds the results may be cached (default 300). */
+  cacheTime?:
+    | number
+    | undefined;
+  /** Cache the results for this user only. */
+  isPersonal: boolean;
+  /** The offset the client sends with the next query for more results: at most 64 bytes; empty: no more. */
+  nextOffset?:
+    | string
+    | undefined;
+  /** A button above the results. */
+  button: InlineQueryResultsButton | undefined;
+}
+
+/** AnswerInlineQueryResponse answers true. */
+export interface AnswerInlineQueryResponse {
   /** Always true. */
   result: boolean;
 }
@@ -3072,6 +3511,2488 @@ export const DeleteMyCommandsResponse: MessageFns<DeleteMyCommandsResponse> = {
   },
 };
 
+function createBaseEditMessageTextRequest(): EditMessageTextRequest {
+  return { chatId: 0, messageId: 0, text: "", parseMode: undefined, entities: [], replyMarkup: undefined };
+}
+
+export const EditMessageTextRequest: MessageFns<EditMessageTextRequest> = {
+  encode(message: EditMessageTextRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(16).int64(message.messageId);
+    }
+    if (message.text !== "") {
+      writer.uint32(26).string(message.text);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(34).string(message.parseMode);
+    }
+    for (const v of message.entities) {
+      MessageEntity.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditMessageTextRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditMessageTextRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.entities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditMessageTextRequest>, I>>(base?: I): EditMessageTextRequest {
+    return EditMessageTextRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditMessageTextRequest>, I>>(object: I): EditMessageTextRequest {
+    const message = createBaseEditMessageTextRequest();
+    message.chatId = object.chatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    message.text = object.text ?? "";
+    message.parseMode = object.parseMode ?? undefined;
+    message.entities = object.entities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEditMessageTextResponse(): EditMessageTextResponse {
+  return { result: undefined };
+}
+
+export const EditMessageTextResponse: MessageFns<EditMessageTextResponse> = {
+  encode(message: EditMessageTextResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditMessageTextResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditMessageTextResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditMessageTextResponse>, I>>(base?: I): EditMessageTextResponse {
+    return EditMessageTextResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditMessageTextResponse>, I>>(object: I): EditMessageTextResponse {
+    const message = createBaseEditMessageTextResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEditMessageCaptionRequest(): EditMessageCaptionRequest {
+  return {
+    chatId: 0,
+    messageId: 0,
+    caption: undefined,
+    parseMode: undefined,
+    captionEntities: [],
+    replyMarkup: undefined,
+  };
+}
+
+export const EditMessageCaptionRequest: MessageFns<EditMessageCaptionRequest> = {
+  encode(message: EditMessageCaptionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(16).int64(message.messageId);
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(26).string(message.caption);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(34).string(message.parseMode);
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditMessageCaptionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditMessageCaptionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditMessageCaptionRequest>, I>>(base?: I): EditMessageCaptionRequest {
+    return EditMessageCaptionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditMessageCaptionRequest>, I>>(object: I): EditMessageCaptionRequest {
+    const message = createBaseEditMessageCaptionRequest();
+    message.chatId = object.chatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    message.caption = object.caption ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEditMessageCaptionResponse(): EditMessageCaptionResponse {
+  return { result: undefined };
+}
+
+export const EditMessageCaptionResponse: MessageFns<EditMessageCaptionResponse> = {
+  encode(message: EditMessageCaptionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditMessageCaptionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditMessageCaptionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditMessageCaptionResponse>, I>>(base?: I): EditMessageCaptionResponse {
+    return EditMessageCaptionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditMessageCaptionResponse>, I>>(object: I): EditMessageCaptionResponse {
+    const message = createBaseEditMessageCaptionResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEditMessageReplyMarkupRequest(): EditMessageReplyMarkupRequest {
+  return { chatId: 0, messageId: 0, replyMarkup: undefined };
+}
+
+export const EditMessageReplyMarkupRequest: MessageFns<EditMessageReplyMarkupRequest> = {
+  encode(message: EditMessageReplyMarkupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(16).int64(message.messageId);
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditMessageReplyMarkupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditMessageReplyMarkupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditMessageReplyMarkupRequest>, I>>(base?: I): EditMessageReplyMarkupRequest {
+    return EditMessageReplyMarkupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditMessageReplyMarkupRequest>, I>>(
+    object: I,
+  ): EditMessageReplyMarkupRequest {
+    const message = createBaseEditMessageReplyMarkupRequest();
+    message.chatId = object.chatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEditMessageReplyMarkupResponse(): EditMessageReplyMarkupResponse {
+  return { result: undefined };
+}
+
+export const EditMessageReplyMarkupResponse: MessageFns<EditMessageReplyMarkupResponse> = {
+  encode(message: EditMessageReplyMarkupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditMessageReplyMarkupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditMessageReplyMarkupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditMessageReplyMarkupResponse>, I>>(base?: I): EditMessageReplyMarkupResponse {
+    return EditMessageReplyMarkupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditMessageReplyMarkupResponse>, I>>(
+    object: I,
+  ): EditMessageReplyMarkupResponse {
+    const message = createBaseEditMessageReplyMarkupResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDeleteMessageRequest(): DeleteMessageRequest {
+  return { chatId: 0, messageId: 0 };
+}
+
+export const DeleteMessageRequest: MessageFns<DeleteMessageRequest> = {
+  encode(message: DeleteMessageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(16).int64(message.messageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteMessageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteMessageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteMessageRequest>, I>>(base?: I): DeleteMessageRequest {
+    return DeleteMessageRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteMessageRequest>, I>>(object: I): DeleteMessageRequest {
+    const message = createBaseDeleteMessageRequest();
+    message.chatId = object.chatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    return message;
+  },
+};
+
+function createBaseDeleteMessageResponse(): DeleteMessageResponse {
+  return { result: false };
+}
+
+export const DeleteMessageResponse: MessageFns<DeleteMessageResponse> = {
+  encode(message: DeleteMessageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteMessageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteMessageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteMessageResponse>, I>>(base?: I): DeleteMessageResponse {
+    return DeleteMessageResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteMessageResponse>, I>>(object: I): DeleteMessageResponse {
+    const message = createBaseDeleteMessageResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseDeleteMessagesRequest(): DeleteMessagesRequest {
+  return { chatId: 0, messageIds: [] };
+}
+
+export const DeleteMessagesRequest: MessageFns<DeleteMessagesRequest> = {
+  encode(message: DeleteMessagesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    for (const v of message.messageIds) {
+      writer.uint32(16).int64(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteMessagesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteMessagesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.messageIds.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.messageIds.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteMessagesRequest>, I>>(base?: I): DeleteMessagesRequest {
+    return DeleteMessagesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteMessagesRequest>, I>>(object: I): DeleteMessagesRequest {
+    const message = createBaseDeleteMessagesRequest();
+    message.chatId = object.chatId ?? 0;
+    message.messageIds = object.messageIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseDeleteMessagesResponse(): DeleteMessagesResponse {
+  return { result: false };
+}
+
+export const DeleteMessagesResponse: MessageFns<DeleteMessagesResponse> = {
+  encode(message: DeleteMessagesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteMessagesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteMessagesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteMessagesResponse>, I>>(base?: I): DeleteMessagesResponse {
+    return DeleteMessagesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteMessagesResponse>, I>>(object: I): DeleteMessagesResponse {
+    const message = createBaseDeleteMessagesResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseSendChatActionRequest(): SendChatActionRequest {
+  return { chatId: 0, action: "" };
+}
+
+export const SendChatActionRequest: MessageFns<SendChatActionRequest> = {
+  encode(message: SendChatActionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendChatActionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendChatActionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendChatActionRequest>, I>>(base?: I): SendChatActionRequest {
+    return SendChatActionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendChatActionRequest>, I>>(object: I): SendChatActionRequest {
+    const message = createBaseSendChatActionRequest();
+    message.chatId = object.chatId ?? 0;
+    message.action = object.action ?? "";
+    return message;
+  },
+};
+
+function createBaseSendChatActionResponse(): SendChatActionResponse {
+  return { result: false };
+}
+
+export const SendChatActionResponse: MessageFns<SendChatActionResponse> = {
+  encode(message: SendChatActionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendChatActionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendChatActionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendChatActionResponse>, I>>(base?: I): SendChatActionResponse {
+    return SendChatActionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendChatActionResponse>, I>>(object: I): SendChatActionResponse {
+    const message = createBaseSendChatActionResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseCopyMessageRequest(): CopyMessageRequest {
+  return {
+    chatId: 0,
+    fromChatId: 0,
+    messageId: 0,
+    caption: undefined,
+    parseMode: undefined,
+    captionEntities: [],
+    replyToMessageId: undefined,
+    replyMarkup: undefined,
+  };
+}
+
+export const CopyMessageRequest: MessageFns<CopyMessageRequest> = {
+  encode(message: CopyMessageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.fromChatId !== 0) {
+      writer.uint32(16).int64(message.fromChatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(24).int64(message.messageId);
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(34).string(message.caption);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(42).string(message.parseMode);
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.replyToMessageId !== undefined) {
+      writer.uint32(56).int64(message.replyToMessageId);
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CopyMessageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCopyMessageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fromChatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.replyToMessageId = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CopyMessageRequest>, I>>(base?: I): CopyMessageRequest {
+    return CopyMessageRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CopyMessageRequest>, I>>(object: I): CopyMessageRequest {
+    const message = createBaseCopyMessageRequest();
+    message.chatId = object.chatId ?? 0;
+    message.fromChatId = object.fromChatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    message.caption = object.caption ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    message.replyToMessageId = object.replyToMessageId ?? undefined;
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCopyMessageResponse(): CopyMessageResponse {
+  return { result: undefined };
+}
+
+export const CopyMessageResponse: MessageFns<CopyMessageResponse> = {
+  encode(message: CopyMessageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      MessageId.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CopyMessageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCopyMessageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = MessageId.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CopyMessageResponse>, I>>(base?: I): CopyMessageResponse {
+    return CopyMessageResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CopyMessageResponse>, I>>(object: I): CopyMessageResponse {
+    const message = createBaseCopyMessageResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? MessageId.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseMessageId(): MessageId {
+  return { messageId: 0 };
+}
+
+export const MessageId: MessageFns<MessageId> = {
+  encode(message: MessageId, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.messageId !== 0) {
+      writer.uint32(8).int64(message.messageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MessageId {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMessageId();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<MessageId>, I>>(base?: I): MessageId {
+    return MessageId.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MessageId>, I>>(object: I): MessageId {
+    const message = createBaseMessageId();
+    message.messageId = object.messageId ?? 0;
+    return message;
+  },
+};
+
+function createBaseForwardMessageRequest(): ForwardMessageRequest {
+  return { chatId: 0, fromChatId: 0, messageId: 0 };
+}
+
+export const ForwardMessageRequest: MessageFns<ForwardMessageRequest> = {
+  encode(message: ForwardMessageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    if (message.fromChatId !== 0) {
+      writer.uint32(16).int64(message.fromChatId);
+    }
+    if (message.messageId !== 0) {
+      writer.uint32(24).int64(message.messageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForwardMessageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForwardMessageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fromChatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ForwardMessageRequest>, I>>(base?: I): ForwardMessageRequest {
+    return ForwardMessageRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForwardMessageRequest>, I>>(object: I): ForwardMessageRequest {
+    const message = createBaseForwardMessageRequest();
+    message.chatId = object.chatId ?? 0;
+    message.fromChatId = object.fromChatId ?? 0;
+    message.messageId = object.messageId ?? 0;
+    return message;
+  },
+};
+
+function createBaseForwardMessageResponse(): ForwardMessageResponse {
+  return { result: undefined };
+}
+
+export const ForwardMessageResponse: MessageFns<ForwardMessageResponse> = {
+  encode(message: ForwardMessageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      Message.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForwardMessageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForwardMessageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ForwardMessageResponse>, I>>(base?: I): ForwardMessageResponse {
+    return ForwardMessageResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ForwardMessageResponse>, I>>(object: I): ForwardMessageResponse {
+    const message = createBaseForwardMessageResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? Message.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGetChatRequest(): GetChatRequest {
+  return { chatId: 0 };
+}
+
+export const GetChatRequest: MessageFns<GetChatRequest> = {
+  encode(message: GetChatRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetChatRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetChatRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetChatRequest>, I>>(base?: I): GetChatRequest {
+    return GetChatRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetChatRequest>, I>>(object: I): GetChatRequest {
+    const message = createBaseGetChatRequest();
+    message.chatId = object.chatId ?? 0;
+    return message;
+  },
+};
+
+function createBaseChatFullInfo(): ChatFullInfo {
+  return {
+    id: 0,
+    type: "",
+    title: undefined,
+    username: undefined,
+    firstName: undefined,
+    lastName: undefined,
+    accentColorId: 0,
+    maxReactionCount: 0,
+  };
+}
+
+export const ChatFullInfo: MessageFns<ChatFullInfo> = {
+  encode(message: ChatFullInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).int64(message.id);
+    }
+    if (message.type !== "") {
+      writer.uint32(18).string(message.type);
+    }
+    if (message.title !== undefined) {
+      writer.uint32(26).string(message.title);
+    }
+    if (message.username !== undefined) {
+      writer.uint32(34).string(message.username);
+    }
+    if (message.firstName !== undefined) {
+      writer.uint32(42).string(message.firstName);
+    }
+    if (message.lastName !== undefined) {
+      writer.uint32(50).string(message.lastName);
+    }
+    if (message.accentColorId !== 0) {
+      writer.uint32(56).int32(message.accentColorId);
+    }
+    if (message.maxReactionCount !== 0) {
+      writer.uint32(64).int32(message.maxReactionCount);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChatFullInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChatFullInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.title = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.firstName = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.lastName = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.accentColorId = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.maxReactionCount = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ChatFullInfo>, I>>(base?: I): ChatFullInfo {
+    return ChatFullInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChatFullInfo>, I>>(object: I): ChatFullInfo {
+    const message = createBaseChatFullInfo();
+    message.id = object.id ?? 0;
+    message.type = object.type ?? "";
+    message.title = object.title ?? undefined;
+    message.username = object.username ?? undefined;
+    message.firstName = object.firstName ?? undefined;
+    message.lastName = object.lastName ?? undefined;
+    message.accentColorId = object.accentColorId ?? 0;
+    message.maxReactionCount = object.maxReactionCount ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetChatResponse(): GetChatResponse {
+  return { result: undefined };
+}
+
+export const GetChatResponse: MessageFns<GetChatResponse> = {
+  encode(message: GetChatResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      ChatFullInfo.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetChatResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetChatResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = ChatFullInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetChatResponse>, I>>(base?: I): GetChatResponse {
+    return GetChatResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetChatResponse>, I>>(object: I): GetChatResponse {
+    const message = createBaseGetChatResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? ChatFullInfo.fromPartial(object.result)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseInputMedia(): InputMedia {
+  return { type: "", media: "", caption: undefined, parseMode: undefined, captionEntities: [] };
+}
+
+export const InputMedia: MessageFns<InputMedia> = {
+  encode(message: InputMedia, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.media !== "") {
+      writer.uint32(18).string(message.media);
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(26).string(message.caption);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(34).string(message.parseMode);
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InputMedia {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInputMedia();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.media = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InputMedia>, I>>(base?: I): InputMedia {
+    return InputMedia.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InputMedia>, I>>(object: I): InputMedia {
+    const message = createBaseInputMedia();
+    message.type = object.type ?? "";
+    message.media = object.media ?? "";
+    message.caption = object.caption ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSendMediaGroupRequest(): SendMediaGroupRequest {
+  return { chatId: 0, media: [], replyToMessageId: undefined };
+}
+
+export const SendMediaGroupRequest: MessageFns<SendMediaGroupRequest> = {
+  encode(message: SendMediaGroupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chatId !== 0) {
+      writer.uint32(8).int64(message.chatId);
+    }
+    for (const v of message.media) {
+      InputMedia.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.replyToMessageId !== undefined) {
+      writer.uint32(24).int64(message.replyToMessageId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendMediaGroupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendMediaGroupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.chatId = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.media.push(InputMedia.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replyToMessageId = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendMediaGroupRequest>, I>>(base?: I): SendMediaGroupRequest {
+    return SendMediaGroupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendMediaGroupRequest>, I>>(object: I): SendMediaGroupRequest {
+    const message = createBaseSendMediaGroupRequest();
+    message.chatId = object.chatId ?? 0;
+    message.media = object.media?.map((e) => InputMedia.fromPartial(e)) || [];
+    message.replyToMessageId = object.replyToMessageId ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSendMediaGroupResponse(): SendMediaGroupResponse {
+  return { result: [] };
+}
+
+export const SendMediaGroupResponse: MessageFns<SendMediaGroupResponse> = {
+  encode(message: SendMediaGroupResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.result) {
+      Message.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendMediaGroupResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendMediaGroupResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result.push(Message.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SendMediaGroupResponse>, I>>(base?: I): SendMediaGroupResponse {
+    return SendMediaGroupResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendMediaGroupResponse>, I>>(object: I): SendMediaGroupResponse {
+    const message = createBaseSendMediaGroupResponse();
+    message.result = object.result?.map((e) => Message.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseAnswerCallbackQueryRequest(): AnswerCallbackQueryRequest {
+  return { callbackQueryId: "", text: undefined, showAlert: false, url: undefined, cacheTime: undefined };
+}
+
+export const AnswerCallbackQueryRequest: MessageFns<AnswerCallbackQueryRequest> = {
+  encode(message: AnswerCallbackQueryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.callbackQueryId !== "") {
+      writer.uint32(10).string(message.callbackQueryId);
+    }
+    if (message.text !== undefined) {
+      writer.uint32(18).string(message.text);
+    }
+    if (message.showAlert !== false) {
+      writer.uint32(24).bool(message.showAlert);
+    }
+    if (message.url !== undefined) {
+      writer.uint32(34).string(message.url);
+    }
+    if (message.cacheTime !== undefined) {
+      writer.uint32(40).int32(message.cacheTime);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerCallbackQueryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerCallbackQueryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.callbackQueryId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.showAlert = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.cacheTime = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AnswerCallbackQueryRequest>, I>>(base?: I): AnswerCallbackQueryRequest {
+    return AnswerCallbackQueryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerCallbackQueryRequest>, I>>(object: I): AnswerCallbackQueryRequest {
+    const message = createBaseAnswerCallbackQueryRequest();
+    message.callbackQueryId = object.callbackQueryId ?? "";
+    message.text = object.text ?? undefined;
+    message.showAlert = object.showAlert ?? false;
+    message.url = object.url ?? undefined;
+    message.cacheTime = object.cacheTime ?? undefined;
+    return message;
+  },
+};
+
+function createBaseAnswerCallbackQueryResponse(): AnswerCallbackQueryResponse {
+  return { result: false };
+}
+
+export const AnswerCallbackQueryResponse: MessageFns<AnswerCallbackQueryResponse> = {
+  encode(message: AnswerCallbackQueryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerCallbackQueryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerCallbackQueryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AnswerCallbackQueryResponse>, I>>(base?: I): AnswerCallbackQueryResponse {
+    return AnswerCallbackQueryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerCallbackQueryResponse>, I>>(object: I): AnswerCallbackQueryResponse {
+    const message = createBaseAnswerCallbackQueryResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
+function createBaseInputMessageContent(): InputMessageContent {
+  return { messageText: "", parseMode: undefined, entities: [] };
+}
+
+export const InputMessageContent: MessageFns<InputMessageContent> = {
+  encode(message: InputMessageContent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.messageText !== "") {
+      writer.uint32(10).string(message.messageText);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(18).string(message.parseMode);
+    }
+    for (const v of message.entities) {
+      MessageEntity.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InputMessageContent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInputMessageContent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.messageText = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.entities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InputMessageContent>, I>>(base?: I): InputMessageContent {
+    return InputMessageContent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InputMessageContent>, I>>(object: I): InputMessageContent {
+    const message = createBaseInputMessageContent();
+    message.messageText = object.messageText ?? "";
+    message.parseMode = object.parseMode ?? undefined;
+    message.entities = object.entities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseInlineQueryResult(): InlineQueryResult {
+  return {
+    type: "",
+    id: "",
+    title: undefined,
+    description: undefined,
+    inputMessageContent: undefined,
+    replyMarkup: undefined,
+    url: undefined,
+    thumbnailUrl: undefined,
+    photoFileId: undefined,
+    documentFileId: undefined,
+    caption: undefined,
+    parseMode: undefined,
+    captionEntities: [],
+  };
+}
+
+export const InlineQueryResult: MessageFns<InlineQueryResult> = {
+  encode(message: InlineQueryResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.title !== undefined) {
+      writer.uint32(26).string(message.title);
+    }
+    if (message.description !== undefined) {
+      writer.uint32(34).string(message.description);
+    }
+    if (message.inputMessageContent !== undefined) {
+      InputMessageContent.encode(message.inputMessageContent, writer.uint32(42).fork()).join();
+    }
+    if (message.replyMarkup !== undefined) {
+      ReplyMarkup.encode(message.replyMarkup, writer.uint32(50).fork()).join();
+    }
+    if (message.url !== undefined) {
+      writer.uint32(58).string(message.url);
+    }
+    if (message.thumbnailUrl !== undefined) {
+      writer.uint32(66).string(message.thumbnailUrl);
+    }
+    if (message.photoFileId !== undefined) {
+      writer.uint32(74).string(message.photoFileId);
+    }
+    if (message.documentFileId !== undefined) {
+      writer.uint32(82).string(message.documentFileId);
+    }
+    if (message.caption !== undefined) {
+      writer.uint32(90).string(message.caption);
+    }
+    if (message.parseMode !== undefined) {
+      writer.uint32(98).string(message.parseMode);
+    }
+    for (const v of message.captionEntities) {
+      MessageEntity.encode(v!, writer.uint32(106).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InlineQueryResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInlineQueryResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.title = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.inputMessageContent = InputMessageContent.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.thumbnailUrl = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.photoFileId = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.documentFileId = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.caption = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.parseMode = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.captionEntities.push(MessageEntity.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InlineQueryResult>, I>>(base?: I): InlineQueryResult {
+    return InlineQueryResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InlineQueryResult>, I>>(object: I): InlineQueryResult {
+    const message = createBaseInlineQueryResult();
+    message.type = object.type ?? "";
+    message.id = object.id ?? "";
+    message.title = object.title ?? undefined;
+    message.description = object.description ?? undefined;
+    message.inputMessageContent = (object.inputMessageContent !== undefined && object.inputMessageContent !== null)
+      ? InputMessageContent.fromPartial(object.inputMessageContent)
+      : undefined;
+    message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
+      ? ReplyMarkup.fromPartial(object.replyMarkup)
+      : undefined;
+    message.url = object.url ?? undefined;
+    message.thumbnailUrl = object.thumbnailUrl ?? undefined;
+    message.photoFileId = object.photoFileId ?? undefined;
+    message.documentFileId = object.documentFileId ?? undefined;
+    message.caption = object.caption ?? undefined;
+    message.parseMode = object.parseMode ?? undefined;
+    message.captionEntities = object.captionEntities?.map((e) => MessageEntity.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseInlineQueryResultsButton(): InlineQueryResultsButton {
+  return { text: "", webApp: undefined, startParameter: undefined };
+}
+
+export const InlineQueryResultsButton: MessageFns<InlineQueryResultsButton> = {
+  encode(message: InlineQueryResultsButton, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    if (message.webApp !== undefined) {
+      WebAppInfo.encode(message.webApp, writer.uint32(18).fork()).join();
+    }
+    if (message.startParameter !== undefined) {
+      writer.uint32(26).string(message.startParameter);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InlineQueryResultsButton {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInlineQueryResultsButton();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.webApp = WebAppInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.startParameter = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InlineQueryResultsButton>, I>>(base?: I): InlineQueryResultsButton {
+    return InlineQueryResultsButton.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InlineQueryResultsButton>, I>>(object: I): InlineQueryResultsButton {
+    const message = createBaseInlineQueryResultsButton();
+    message.text = object.text ?? "";
+    message.webApp = (object.webApp !== undefined && object.webApp !== null)
+      ? WebAppInfo.fromPartial(object.webApp)
+      : undefined;
+    message.startParameter = object.startParameter ?? undefined;
+    return message;
+  },
+};
+
+function createBaseAnswerInlineQueryRequest(): AnswerInlineQueryRequest {
+  return {
+    inlineQueryId: "",
+    results: [],
+    cacheTime: undefined,
+    isPersonal: false,
+    nextOffset: undefined,
+    button: undefined,
+  };
+}
+
+export const AnswerInlineQueryRequest: MessageFns<AnswerInlineQueryRequest> = {
+  encode(message: AnswerInlineQueryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.inlineQueryId !== "") {
+      writer.uint32(10).string(message.inlineQueryId);
+    }
+    for (const v of message.results) {
+      InlineQueryResult.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.cacheTime !== undefined) {
+      writer.uint32(24).int32(message.cacheTime);
+    }
+    if (message.isPersonal !== false) {
+      writer.uint32(32).bool(message.isPersonal);
+    }
+    if (message.nextOffset !== undefined) {
+      writer.uint32(42).string(message.nextOffset);
+    }
+    if (message.button !== undefined) {
+      InlineQueryResultsButton.encode(message.button, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerInlineQueryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerInlineQueryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.inlineQueryId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.results.push(InlineQueryResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.cacheTime = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.isPersonal = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.nextOffset = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.button = InlineQueryResultsButton.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AnswerInlineQueryRequest>, I>>(base?: I): AnswerInlineQueryRequest {
+    return AnswerInlineQueryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerInlineQueryRequest>, I>>(object: I): AnswerInlineQueryRequest {
+    const message = createBaseAnswerInlineQueryRequest();
+    message.inlineQueryId = object.inlineQueryId ?? "";
+    message.results = object.results?.map((e) => InlineQueryResult.fromPartial(e)) || [];
+    message.cacheTime = object.cacheTime ?? undefined;
+    message.isPersonal = object.isPersonal ?? false;
+    message.nextOffset = object.nextOffset ?? undefined;
+    message.button = (object.button !== undefined && object.button !== null)
+      ? InlineQueryResultsButton.fromPartial(object.button)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAnswerInlineQueryResponse(): AnswerInlineQueryResponse {
+  return { result: false };
+}
+
+export const AnswerInlineQueryResponse: MessageFns<AnswerInlineQueryResponse> = {
+  encode(message: AnswerInlineQueryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== false) {
+      writer.uint32(8).bool(message.result);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerInlineQueryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerInlineQueryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.result = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AnswerInlineQueryResponse>, I>>(base?: I): AnswerInlineQueryResponse {
+    return AnswerInlineQueryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerInlineQueryResponse>, I>>(object: I): AnswerInlineQueryResponse {
+    const message = createBaseAnswerInlineQueryResponse();
+    message.result = object.result ?? false;
+    return message;
+  },
+};
+
 /**
  * RuntimeService is the bot API. Every method needs the bot's token; answers are
  * wrapped as {"ok": true, "result": ...} over HTTP.
@@ -3251,6 +6172,164 @@ export const RuntimeServiceService = {
       Buffer.from(DeleteMyCommandsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteMyCommandsResponse => DeleteMyCommandsResponse.decode(value),
   },
+  /**
+   * EditMessageText replaces the text (and its entities and inline keyboard) of a text message
+   * the bot sent. Answers the edited message; "message is not modified" when nothing changes.
+   */
+  editMessageText: {
+    path: "/botplatform.v1.RuntimeService/EditMessageText" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EditMessageTextRequest): Buffer =>
+      Buffer.from(EditMessageTextRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EditMessageTextRequest => EditMessageTextRequest.decode(value),
+    responseSerialize: (value: EditMessageTextResponse): Buffer =>
+      Buffer.from(EditMessageTextResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EditMessageTextResponse => EditMessageTextResponse.decode(value),
+  },
+  /**
+   * EditMessageCaption replaces the caption (and its entities and inline keyboard) of a photo
+   * or document the bot sent. Answers the edited message.
+   */
+  editMessageCaption: {
+    path: "/botplatform.v1.RuntimeService/EditMessageCaption" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EditMessageCaptionRequest): Buffer =>
+      Buffer.from(EditMessageCaptionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EditMessageCaptionRequest => EditMessageCaptionRequest.decode(value),
+    responseSerialize: (value: EditMessageCaptionResponse): Buffer =>
+      Buffer.from(EditMessageCaptionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EditMessageCaptionResponse => EditMessageCaptionResponse.decode(value),
+  },
+  /**
+   * EditMessageReplyMarkup replaces (or, unset, removes) the inline keyboard of a message
+   * the bot sent. Answers the edited message.
+   */
+  editMessageReplyMarkup: {
+    path: "/botplatform.v1.RuntimeService/EditMessageReplyMarkup" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EditMessageReplyMarkupRequest): Buffer =>
+      Buffer.from(EditMessageReplyMarkupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EditMessageReplyMarkupRequest => EditMessageReplyMarkupRequest.decode(value),
+    responseSerialize: (value: EditMessageReplyMarkupResponse): Buffer =>
+      Buffer.from(EditMessageReplyMarkupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EditMessageReplyMarkupResponse =>
+      EditMessageReplyMarkupResponse.decode(value),
+  },
+  /** DeleteMessage deletes a message of a chat of the bot: its own, or one it received. */
+  deleteMessage: {
+    path: "/botplatform.v1.RuntimeService/DeleteMessage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteMessageRequest): Buffer => Buffer.from(DeleteMessageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteMessageRequest => DeleteMessageRequest.decode(value),
+    responseSerialize: (value: DeleteMessageResponse): Buffer =>
+      Buffer.from(DeleteMessageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteMessageResponse => DeleteMessageResponse.decode(value),
+  },
+  /** DeleteMessages deletes 1 to 100 messages of one chat; those already gone are skipped. */
+  deleteMessages: {
+    path: "/botplatform.v1.RuntimeService/DeleteMessages" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteMessagesRequest): Buffer =>
+      Buffer.from(DeleteMessagesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteMessagesRequest => DeleteMessagesRequest.decode(value),
+    responseSerialize: (value: DeleteMessagesResponse): Buffer =>
+      Buffer.from(DeleteMessagesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteMessagesResponse => DeleteMessagesResponse.decode(value),
+  },
+  /**
+   * SendChatAction tells the chat the bot is doing something ("typing", "upload_photo"...),
+   * shown for 5 seconds or until the bot's next message arrives.
+   */
+  sendChatAction: {
+    path: "/botplatform.v1.RuntimeService/SendChatAction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SendChatActionRequest): Buffer =>
+      Buffer.from(SendChatActionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SendChatActionRequest => SendChatActionRequest.decode(value),
+    responseSerialize: (value: SendChatActionResponse): Buffer =>
+      Buffer.from(SendChatActionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SendChatActionResponse => SendChatActionResponse.decode(value),
+  },
+  /**
+   * CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot,
+   * without a link to the original. Answers the new message's id.
+   */
+  copyMessage: {
+    path: "/botplatform.v1.RuntimeService/CopyMessage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CopyMessageRequest): Buffer => Buffer.from(CopyMessageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CopyMessageRequest => CopyMessageRequest.decode(value),
+    responseSerialize: (value: CopyMessageResponse): Buffer => Buffer.from(CopyMessageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CopyMessageResponse => CopyMessageResponse.decode(value),
+  },
+  /** ForwardMessage forwards a message of a chat of the bot, with where it came from. */
+  forwardMessage: {
+    path: "/botplatform.v1.RuntimeService/ForwardMessage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ForwardMessageRequest): Buffer =>
+      Buffer.from(ForwardMessageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ForwardMessageRequest => ForwardMessageRequest.decode(value),
+    responseSerialize: (value: ForwardMessageResponse): Buffer =>
+      Buffer.from(ForwardMessageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ForwardMessageResponse => ForwardMessageResponse.decode(value),
+  },
+  /** GetChat tells what the platform knows of a chat that has written to the bot. */
+  getChat: {
+    path: "/botplatform.v1.RuntimeService/GetChat" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetChatRequest): Buffer => Buffer.from(GetChatRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetChatRequest => GetChatRequest.decode(value),
+    responseSerialize: (value: GetChatResponse): Buffer => Buffer.from(GetChatResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetChatResponse => GetChatResponse.decode(value),
+  },
+  /** SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album. */
+  sendMediaGroup: {
+    path: "/botplatform.v1.RuntimeService/SendMediaGroup" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SendMediaGroupRequest): Buffer =>
+      Buffer.from(SendMediaGroupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SendMediaGroupRequest => SendMediaGroupRequest.decode(value),
+    responseSerialize: (value: SendMediaGroupResponse): Buffer =>
+      Buffer.from(SendMediaGroupResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SendMediaGroupResponse => SendMediaGroupResponse.decode(value),
+  },
+  /**
+   * AnswerCallbackQuery answers a tap on an inline keyboard button (a callback_query
+   * update): a notification or an alert for the user, or a URL to open.
+   */
+  answerCallbackQuery: {
+    path: "/botplatform.v1.RuntimeService/AnswerCallbackQuery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AnswerCallbackQueryRequest): Buffer =>
+      Buffer.from(AnswerCallbackQueryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AnswerCallbackQueryRequest => AnswerCallbackQueryRequest.decode(value),
+    responseSerialize: (value: AnswerCallbackQueryResponse): Buffer =>
+      Buffer.from(AnswerCallbackQueryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AnswerCallbackQueryResponse => AnswerCallbackQueryResponse.decode(value),
+  },
+  /** AnswerInlineQuery answers an inline query (an inline_query update) with at most 50 results. */
+  answerInlineQuery: {
+    path: "/botplatform.v1.RuntimeService/AnswerInlineQuery" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AnswerInlineQueryRequest): Buffer =>
+      Buffer.from(AnswerInlineQueryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AnswerInlineQueryRequest => AnswerInlineQueryRequest.decode(value),
+    responseSerialize: (value: AnswerInlineQueryResponse): Buffer =>
+      Buffer.from(AnswerInlineQueryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AnswerInlineQueryResponse => AnswerInlineQueryResponse.decode(value),
+  },
 } as const;
 
 export interface RuntimeServiceServer extends UntypedServiceImplementation {
@@ -3292,6 +6371,48 @@ export interface RuntimeServiceServer extends UntypedServiceImplementation {
   getMyCommands: handleUnaryCall<GetMyCommandsRequest, GetMyCommandsResponse>;
   /** DeleteMyCommands empties the bot's command menu. */
   deleteMyCommands: handleUnaryCall<DeleteMyCommandsRequest, DeleteMyCommandsResponse>;
+  /**
+   * EditMessageText replaces the text (and its entities and inline keyboard) of a text message
+   * the bot sent. Answers the edited message; "message is not modified" when nothing changes.
+   */
+  editMessageText: handleUnaryCall<EditMessageTextRequest, EditMessageTextResponse>;
+  /**
+   * EditMessageCaption replaces the caption (and its entities and inline keyboard) of a photo
+   * or document the bot sent. Answers the edited message.
+   */
+  editMessageCaption: handleUnaryCall<EditMessageCaptionRequest, EditMessageCaptionResponse>;
+  /**
+   * EditMessageReplyMarkup replaces (or, unset, removes) the inline keyboard of a message
+   * the bot sent. Answers the edited message.
+   */
+  editMessageReplyMarkup: handleUnaryCall<EditMessageReplyMarkupRequest, EditMessageReplyMarkupResponse>;
+  /** DeleteMessage deletes a message of a chat of the bot: its own, or one it received. */
+  deleteMessage: handleUnaryCall<DeleteMessageRequest, DeleteMessageResponse>;
+  /** DeleteMessages deletes 1 to 100 messages of one chat; those already gone are skipped. */
+  deleteMessages: handleUnaryCall<DeleteMessagesRequest, DeleteMessagesResponse>;
+  /**
+   * SendChatAction tells the chat the bot is doing something ("typing", "upload_photo"...),
+   * shown for 5 seconds or until the bot's next message arrives.
+   */
+  sendChatAction: handleUnaryCall<SendChatActionRequest, SendChatActionResponse>;
+  /**
+   * CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot,
+   * without a link to the original. Answers the new message's id.
+   */
+  copyMessage: handleUnaryCall<CopyMessageRequest, CopyMessageResponse>;
+  /** ForwardMessage forwards a message of a chat of the bot, with where it came from. */
+  forwardMessage: handleUnaryCall<ForwardMessageRequest, ForwardMessageResponse>;
+  /** GetChat tells what the platform knows of a chat that has written to the bot. */
+  getChat: handleUnaryCall<GetChatRequest, GetChatResponse>;
+  /** SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album. */
+  sendMediaGroup: handleUnaryCall<SendMediaGroupRequest, SendMediaGroupResponse>;
+  /**
+   * AnswerCallbackQuery answers a tap on an inline keyboard button (a callback_query
+   * update): a notification or an alert for the user, or a URL to open.
+   */
+  answerCallbackQuery: handleUnaryCall<AnswerCallbackQueryRequest, AnswerCallbackQueryResponse>;
+  /** AnswerInlineQuery answers an inline query (an inline_query update) with at most 50 results. */
+  answerInlineQuery: handleUnaryCall<AnswerInlineQueryRequest, AnswerInlineQueryResponse>;
 }
 
 export interface RuntimeServiceClient extends Client {
@@ -3542,6 +6663,216 @@ export interface RuntimeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteMyCommandsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * EditMessageText replaces the text (and its entities and inline keyboard) of a text message
+   * the bot sent. Answers the edited message; "message is not modified" when nothing changes.
+   */
+  editMessageText(
+    request: EditMessageTextRequest,
+    callback: (error: ServiceError | null, response: EditMessageTextResponse) => void,
+  ): ClientUnaryCall;
+  editMessageText(
+    request: EditMessageTextRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EditMessageTextResponse) => void,
+  ): ClientUnaryCall;
+  editMessageText(
+    request: EditMessageTextRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EditMessageTextResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * EditMessageCaption replaces the caption (and its entities and inline keyboard) of a photo
+   * or document the bot sent. Answers the edited message.
+   */
+  editMessageCaption(
+    request: EditMessageCaptionRequest,
+    callback: (error: ServiceError | null, response: EditMessageCaptionResponse) => void,
+  ): ClientUnaryCall;
+  editMessageCaption(
+    request: EditMessageCaptionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EditMessageCaptionResponse) => void,
+  ): ClientUnaryCall;
+  editMessageCaption(
+    request: EditMessageCaptionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EditMessageCaptionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * EditMessageReplyMarkup replaces (or, unset, removes) the inline keyboard of a message
+   * the bot sent. Answers the edited message.
+   */
+  editMessageReplyMarkup(
+    request: EditMessageReplyMarkupRequest,
+    callback: (error: ServiceError | null, response: EditMessageReplyMarkupResponse) => void,
+  ): ClientUnaryCall;
+  editMessageReplyMarkup(
+    request: EditMessageReplyMarkupRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EditMessageReplyMarkupResponse) => void,
+  ): ClientUnaryCall;
+  editMessageReplyMarkup(
+    request: EditMessageReplyMarkupRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EditMessageReplyMarkupResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteMessage deletes a message of a chat of the bot: its own, or one it received. */
+  deleteMessage(
+    request: DeleteMessageRequest,
+    callback: (error: ServiceError | null, response: DeleteMessageResponse) => void,
+  ): ClientUnaryCall;
+  deleteMessage(
+    request: DeleteMessageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteMessageResponse) => void,
+  ): ClientUnaryCall;
+  deleteMessage(
+    request: DeleteMessageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteMessageResponse) => void,
+  ): ClientUnaryCall;
+  /** DeleteMessages deletes 1 to 100 messages of one chat; those already gone are skipped. */
+  deleteMessages(
+    request: DeleteMessagesRequest,
+    callback: (error: ServiceError | null, response: DeleteMessagesResponse) => void,
+  ): ClientUnaryCall;
+  deleteMessages(
+    request: DeleteMessagesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteMessagesResponse) => void,
+  ): ClientUnaryCall;
+  deleteMessages(
+    request: DeleteMessagesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteMessagesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * SendChatAction tells the chat the bot is doing something ("typing", "upload_photo"...),
+   * shown for 5 seconds or until the bot's next message arrives.
+   */
+  sendChatAction(
+    request: SendChatActionRequest,
+    callback: (error: ServiceError | null, response: SendChatActionResponse) => void,
+  ): ClientUnaryCall;
+  sendChatAction(
+    request: SendChatActionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SendChatActionResponse) => void,
+  ): ClientUnaryCall;
+  sendChatAction(
+    request: SendChatActionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SendChatActionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot,
+   * without a link to the original. Answers the new message's id.
+   */
+  copyMessage(
+    request: CopyMessageRequest,
+    callback: (error: ServiceError | null, response: CopyMessageResponse) => void,
+  ): ClientUnaryCall;
+  copyMessage(
+    request: CopyMessageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CopyMessageResponse) => void,
+  ): ClientUnaryCall;
+  copyMessage(
+    request: CopyMessageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CopyMessageResponse) => void,
+  ): ClientUnaryCall;
+  /** ForwardMessage forwards a message of a chat of the bot, with where it came from. */
+  forwardMessage(
+    request: ForwardMessageRequest,
+    callback: (error: ServiceError | null, response: ForwardMessageResponse) => void,
+  ): ClientUnaryCall;
+  forwardMessage(
+    request: ForwardMessageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ForwardMessageResponse) => void,
+  ): ClientUnaryCall;
+  forwardMessage(
+    request: ForwardMessageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ForwardMessageResponse) => void,
+  ): ClientUnaryCall;
+  /** GetChat tells what the platform knows of a chat that has written to the bot. */
+  getChat(
+    request: GetChatRequest,
+    callback: (error: ServiceError | null, response: GetChatResponse) => void,
+  ): ClientUnaryCall;
+  getChat(
+    request: GetChatRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetChatResponse) => void,
+  ): ClientUnaryCall;
+  getChat(
+    request: GetChatRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetChatResponse) => void,
+  ): ClientUnaryCall;
+  /** SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album. */
+  sendMediaGroup(
+    request: SendMediaGroupRequest,
+    callback: (error: ServiceError | null, response: SendMediaGroupResponse) => void,
+  ): ClientUnaryCall;
+  sendMediaGroup(
+    request: SendMediaGroupRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SendMediaGroupResponse) => void,
+  ): ClientUnaryCall;
+  sendMediaGroup(
+    request: SendMediaGroupRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SendMediaGroupResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * AnswerCallbackQuery answers a tap on an inline keyboard button (a callback_query
+   * update): a notification or an alert for the user, or a URL to open.
+   */
+  answerCallbackQuery(
+    request: AnswerCallbackQueryRequest,
+    callback: (error: ServiceError | null, response: AnswerCallbackQueryResponse) => void,
+  ): ClientUnaryCall;
+  answerCallbackQuery(
+    request: AnswerCallbackQueryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AnswerCallbackQueryResponse) => void,
+  ): ClientUnaryCall;
+  answerCallbackQuery(
+    request: AnswerCallbackQueryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AnswerCallbackQueryResponse) => void,
+  ): ClientUnaryCall;
+  /** AnswerInlineQuery answers an inline query (an inline_query update) with at most 50 results. */
+  answerInlineQuery(
+    request: AnswerInlineQueryRequest,
+    callback: (error: ServiceError | null, response: AnswerInlineQueryResponse) => void,
+  ): ClientUnaryCall;
+  answerInlineQuery(
+    request: AnswerInlineQueryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AnswerInlineQueryResponse) => void,
+  ): ClientUnaryCall;
+  answerInlineQuery(
+    request: AnswerInlineQueryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AnswerInlineQueryResponse) => void,
   ): ClientUnaryCall;
 }
 

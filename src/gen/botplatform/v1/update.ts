@@ -14,8 +14,22 @@ export interface Chat {
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   id: number;
-  /** "private", "group" or "channel". */
+  /** "private", "group", "supergroup" or "channel". */
   type: string;
+  /** Title, for groups and channels: at most 128 characters. */
+  title?:
+    | string
+    | undefined;
+  /** Handle, for private chats and public groups and channels: at most 64 characters. */
+  username?:
+    | string
+    | undefined;
+  /** First name of the other party, in a private chat: at most 64 characters. */
+  firstName?:
+    | string
+    | undefined;
+  /** Last name of the other party, in a private chat: at most 64 characters. */
+  lastName?: string | undefined;
 }
 
 /** User is a participant: a person or a bot. */
@@ -104,7 +118,32 @@ export interface Message {
    * The message this one replies to, when it is still there (one level: its own
    * reply_to_message is never set).
    */
-  replyToMessage: Message | undefined;
+  replyToMessage:
+    | Message
+    | undefined;
+  /** The album (sendMediaGroup) the message belongs to: every message of one album has it. */
+  mediaGroupId?:
+    | string
+    | undefined;
+  /** Where a forwarded message came from (forwardMessage). */
+  forwardOrigin: MessageOrigin | undefined;
+}
+
+/** MessageOrigin is where a forwarded message was first sent (Telegram's MessageOrigin). */
+export interface MessageOrigin {
+  /** "user" (sender_user is set) or "chat" (sender_chat is set). */
+  type: string;
+  /**
+   * When the original message was sent, in unix seconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  date: number;
+  /** The user who sent the original message. */
+  senderUser:
+    | User
+    | undefined;
+  /** The chat that sent the original message (a group's anonymous admin, a channel). */
+  senderChat: Chat | undefined;
 }
 
 /** MessageEntity is one special part of a text or caption (Telegram's MessageEntity). */
@@ -299,7 +338,18 @@ export interface File {
   /** Lowercase hex SHA-256 of the content. */
   checksum: string;
   /** Signed URL that streams the bytes (getFile only); valid for at least an hour. */
-  downloadUrl?: string | undefined;
+  downloadUrl?:
+    | string
+    | undefined;
+  /**
+   * For images: width in pixels, read from the image's header at registration (absent
+   * when the header could not be read).
+   */
+  width?:
+    | number
+    | undefined;
+  /** For images: height in pixels, likewise. */
+  height?: number | undefined;
 }
 
 /**
@@ -384,7 +434,7 @@ export interface WebhookInfo {
 }
 
 function createBaseChat(): Chat {
-  return { id: 0, type: "" };
+  return { id: 0, type: "", title: undefined, username: undefined, firstName: undefined, lastName: undefined };
 }
 
 export const Chat: MessageFns<Chat> = {
@@ -394,6 +444,18 @@ export const Chat: MessageFns<Chat> = {
     }
     if (message.type !== "") {
       writer.uint32(18).string(message.type);
+    }
+    if (message.title !== undefined) {
+      writer.uint32(26).string(message.title);
+    }
+    if (message.username !== undefined) {
+      writer.uint32(34).string(message.username);
+    }
+    if (message.firstName !== undefined) {
+      writer.uint32(42).string(message.firstName);
+    }
+    if (message.lastName !== undefined) {
+      writer.uint32(50).string(message.lastName);
     }
     return writer;
   },
@@ -427,6 +489,38 @@ export const Chat: MessageFns<Chat> = {
             message.type = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.title = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.firstName = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.lastName = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -446,6 +540,10 @@ export const Chat: MessageFns<Chat> = {
     const message = createBaseChat();
     message.id = object.id ?? 0;
     message.type = object.type ?? "";
+    message.title = object.title ?? undefined;
+    message.username = object.username ?? undefined;
+    message.firstName = object.firstName ?? undefined;
+    message.lastName = object.lastName ?? undefined;
     return message;
   },
 };
@@ -557,6 +655,8 @@ function createBaseMessage(): Message {
     replyMarkup: undefined,
     editDate: undefined,
     replyToMessage: undefined,
+    mediaGroupId: undefined,
+    forwardOrigin: undefined,
   };
 }
 
@@ -603,6 +703,12 @@ export const Message: MessageFns<Message> = {
     }
     if (message.replyToMessage !== undefined) {
       Message.encode(message.replyToMessage, writer.uint32(114).fork()).join();
+    }
+    if (message.mediaGroupId !== undefined) {
+      writer.uint32(122).string(message.mediaGroupId);
+    }
+    if (message.forwardOrigin !== undefined) {
+      MessageOrigin.encode(message.forwardOrigin, writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -732,6 +838,22 @@ export const Message: MessageFns<Message> = {
             message.replyToMessage = Message.decode(reader, reader.uint32());
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.mediaGroupId = reader.string();
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.forwardOrigin = MessageOrigin.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -768,6 +890,105 @@ export const Message: MessageFns<Message> = {
     message.editDate = object.editDate ?? undefined;
     message.replyToMessage = (object.replyToMessage !== undefined && object.replyToMessage !== null)
       ? Message.fromPartial(object.replyToMessage)
+      : undefined;
+    message.mediaGroupId = object.mediaGroupId ?? undefined;
+    message.forwardOrigin = (object.forwardOrigin !== undefined && object.forwardOrigin !== null)
+      ? MessageOrigin.fromPartial(object.forwardOrigin)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseMessageOrigin(): MessageOrigin {
+  return { type: "", date: 0, senderUser: undefined, senderChat: undefined };
+}
+
+export const MessageOrigin: MessageFns<MessageOrigin> = {
+  encode(message: MessageOrigin, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.date !== 0) {
+      writer.uint32(16).int64(message.date);
+    }
+    if (message.senderUser !== undefined) {
+      User.encode(message.senderUser, writer.uint32(26).fork()).join();
+    }
+    if (message.senderChat !== undefined) {
+      Chat.encode(message.senderChat, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MessageOrigin {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMessageOrigin();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.date = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.senderUser = User.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.senderChat = Chat.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<MessageOrigin>, I>>(base?: I): MessageOrigin {
+    return MessageOrigin.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MessageOrigin>, I>>(object: I): MessageOrigin {
+    const message = createBaseMessageOrigin();
+    message.type = object.type ?? "";
+    message.date = object.date ?? 0;
+    message.senderUser = (object.senderUser !== undefined && object.senderUser !== null)
+      ? User.fromPartial(object.senderUser)
+      : undefined;
+    message.senderChat = (object.senderChat !== undefined && object.senderChat !== null)
+      ? Chat.fromPartial(object.senderChat)
       : undefined;
     return message;
   },
@@ -1738,6 +1959,8 @@ function createBaseFile(): File {
     mimeType: "",
     checksum: "",
     downloadUrl: undefined,
+    width: undefined,
+    height: undefined,
   };
 }
 
@@ -1763,6 +1986,12 @@ export const File: MessageFns<File> = {
     }
     if (message.downloadUrl !== undefined) {
       writer.uint32(58).string(message.downloadUrl);
+    }
+    if (message.width !== undefined) {
+      writer.uint32(64).int32(message.width);
+    }
+    if (message.height !== undefined) {
+      writer.uint32(72).int32(message.height);
     }
     return writer;
   },
@@ -1836,6 +2065,22 @@ export const File: MessageFns<File> = {
             message.downloadUrl = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.width = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.height = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1860,6 +2105,8 @@ export const File: MessageFns<File> = {
     message.mimeType = object.mimeType ?? "";
     message.checksum = object.checksum ?? "";
     message.downloadUrl = object.downloadUrl ?? undefined;
+    message.width = object.width ?? undefined;
+    message.height = object.height ?? undefined;
     return message;
   },
 };
