@@ -233,7 +233,7 @@ describe('the OpenAPI document', () => {
     await create(app({ scopes: ['admin'] }), false);
     const poll = post(bot, '/api/v1/bots/getUpdates');
     await poll({ allowed_updates: ['message'] }, true);
-    await poll({ allowed_updates: ['callback_query'] }, false);
+    await poll({ allowed_updates: ['poll_answer'] }, false);
     // Rules across fields: tail and offset exclude each other.
     await poll({ tail: 1 }, true);
     await poll({ tail: 1, offset: 0 }, false);
