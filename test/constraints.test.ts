@@ -276,6 +276,11 @@ describe('constraints declared in the protos are the limits the API enforces', (
       page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?page=`), path: 'page' },
       limit: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?limit=`), path: 'limit' },
     },
+    'botplatform.v1.ListChatMessagesRequest': {
+      chat_id: { send: async (v) => consoleOutcome(await ctx.owner.get(`/api/v1/bots/my/${ctx.main.id}/chats/${String(v)}/messages`)), path: 'chat_id', valid: CHAT },
+      page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.main.id}/chats/${CHAT}/messages?page=`), path: 'page' },
+      limit: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.main.id}/chats/${CHAT}/messages?limit=`), path: 'limit' },
+    },
     'botplatform.v1.GetBotMetricsRequest': {
       window_seconds: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.main.id}/metrics?window_seconds=`), path: 'window_seconds' },
     },

@@ -14,6 +14,7 @@ import { createDeliveriesService } from '../domain/deliveries-service.js';
 import { createFeedService, createFeedWaker } from '../domain/feed-service.js';
 import { createFilesService } from '../domain/files-service.js';
 import { createMessagesService } from '../domain/messages-service.js';
+import { createChatMessagesService } from '../domain/chat-messages-service.js';
 import { createMetricsService } from '../domain/metrics-service.js';
 import { createRuntimeService } from '../domain/runtime-service.js';
 import { createUpdatesService } from '../domain/updates-service.js';
@@ -87,6 +88,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     feedWaker.sent();
     relay.nudge();
   });
+  const messagesRepo = createMessagesRepo(b.db);
   const core = createCore({
     authenticator,
     handlers: createHandlers({
@@ -95,7 +97,8 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
       runtime: createRuntimeService({ bots: b.bots }),
       updates,
       deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-      messages: createMessagesService({ messages: createMessagesRepo(b.db), sender: sendWriter, files }),
+      messages: createMessagesService({ messages: messagesRepo, sender: sendWriter, files }),
+      chatMessages: createChatMessagesService({ bots: b.bots, messages: messagesRepo }),
       files,
       metrics: createMetricsService({
         bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,

@@ -10,6 +10,7 @@ import { ConsoleServiceService } from '../gen/botplatform/v1/console_service.js'
 import { InternalServiceService } from '../gen/botplatform/v1/internal_service.js';
 import { RuntimeServiceService } from '../gen/botplatform/v1/runtime_service.js';
 import type { AdminService } from '../domain/admin-service.js';
+import type { ChatMessagesService } from '../domain/chat-messages-service.js';
 import type { ConsoleService } from '../domain/console-service.js';
 import type { RuntimeService } from '../domain/runtime-service.js';
 import type { UpdatesService } from '../domain/updates-service.js';
@@ -32,11 +33,12 @@ interface Services {
   files: FilesService;
   metrics: MetricsService;
   feed: FeedService;
+  chatMessages: ChatMessagesService;
 }
 
-export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics, feed }: Services): Record<string, BoundMethod> {
+export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics, feed, chatMessages }: Services): Record<string, BoundMethod> {
   const pending = createPendingRpcs();
-  const consoleRpc: ConsoleRpc = { ...pending, ...console, ...updates, ...deliveries, ...metrics };
+  const consoleRpc: ConsoleRpc = { ...pending, ...console, ...updates, ...deliveries, ...metrics, ...chatMessages };
   const adminRpc: AdminRpc = admin;
   const runtimeRpc: RuntimeRpc = { ...pending, ...runtime, ...updates, ...messages, ...files };
   const internalRpc: InternalRpc = { ...updates, ...feed };

@@ -13,7 +13,7 @@ const pending = (name: string) => async (): Promise<never> => {
 export function createPendingRpcs(): Pick<RuntimeRpc,
   | 'editMessageText' | 'editMessageCaption' | 'editMessageReplyMarkup' | 'deleteMessage' | 'deleteMessages'
   | 'sendChatAction' | 'copyMessage' | 'forwardMessage' | 'getChat' | 'sendMediaGroup'
-  | 'answerCallbackQuery' | 'answerInlineQuery'> & Pick<ConsoleRpc, 'createTestCallbackQuery' | 'listChatMessages'> {
+  | 'answerCallbackQuery' | 'answerInlineQuery'> & Pick<ConsoleRpc, 'createTestCallbackQuery'> {
   return {
     editMessageText: pending('editMessageText'),
     editMessageCaption: pending('editMessageCaption'),
@@ -28,6 +28,5 @@ export function createPendingRpcs(): Pick<RuntimeRpc,
     answerCallbackQuery: pending('answerCallbackQuery'),
     answerInlineQuery: pending('answerInlineQuery'),
     createTestCallbackQuery: pending('createTestCallbackQuery'),
-    listChatMessages: pending('listChatMessages'),
   };
 }

@@ -6,7 +6,7 @@
  * (units.ts). Every method takes the caller's transaction, when it has one, as its
  * last argument.
  */
-import type { Db, Tx, Writer } from './db.js';
+import { exec, type Db, type Tx, type Writer } from './db.js';
 
 /** A chat a bot has been written to from, as of `at`. */
 export interface ChatSeen {
@@ -60,7 +60,7 @@ const SENT_COLUMNS = ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 
 const sentRow = (m: SentMessage, now: number) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now];
 
 export function createMessagesRepo(db: Db) {
-  const { sql } = db;
+  const { sql, knex } = db;
   return {
     /** The chat's type, when it has written to the bot; else undefined. */
     async chatType(botId: string, chatId: number, tx?: Tx): Promise<string | undefined> {
@@ -76,6 +76,20 @@ export function createMessagesRepo(db: Db) {
       const row = await (tx ?? sql).one<{ outbound: number | boolean; payload: string | null; created_at: number | string }>(SQL.find, [botId, chatId, messageId]);
       if (!row) return undefined;
       return { outbound: Boolean(row.outbound), message: row.payload ? JSON.parse(row.payload) as Record<string, unknown> : {}, createdAt: Number(row.created_at) };
+    },
+
+    /**
+     * One page of the messages the bot sent to a chat, newest (highest message id) first,
+     * as stored now (an edit rewrites a message's payload; a deleted message is gone),
+     * and how many there are in all.
+     */
+    async listSent(botId: string, chatId: number, page: number, limit: number, tx?: Tx): Promise<{ items: Record<string, unknown>[]; total: number }> {
+      const where = () => knex('messages').where({ bot_id: botId, chat_id: chatId, outbound: 1 });
+      const [rows, [{ n }]] = await Promise.all([
+        exec(tx ?? sql, where().select('payload').orderBy('message_id', 'desc').limit(limit).offset((page - 1) * limit)) as Promise<{ payload: string | null }[]>,
+        exec(tx ?? sql, where().count({ n: '*' })) as Promise<[{ n: number | string }]>,
+      ]);
+      return { items: rows.map((r) => (r.payload ? JSON.parse(r.payload) as Record<string, unknown> : {})), total: Number(n) };
     },
 
     /** Records chats (new ones, or their type as of now), in the caller's unit, in key order so concurrent writers lock chat rows in the same order. */
