@@ -1,4 +1,4 @@
-/** @botplatform/sdk: typed clients, webhook verification, long polling. */
+/** @botplatform/sdk: typed clients, webhook verification, long polling, a command and callback router. */
 export * from './generated/api.js';
 export { createAdminClient, createBotClient, createConsoleClient, type AdminClient, type BotClient, type ClientOptions, type ConsoleClient } from './clients.js';
 export { BotPlatformError, type BotPlatformErrorInit, type ErrorCode, type ErrorDetail } from './errors.js';
@@ -32,3 +32,17 @@ export {
 export { PollingConflictError, runPolling, WebhookActiveError, type PollingOptions } from './polling.js';
 export { MediaUploadCache } from './media-upload-cache.js';
 export { uploadFile, type UploadedFile, type UploadFileOptions } from './files.js';
+export {
+  CallbackQueryContext,
+  CommandContext,
+  Context,
+  InlineQueryContext,
+  inlineKeyboard,
+  parseCommand,
+  Router,
+  type Handler,
+  type ParsedCommand,
+  type RouterOptions,
+  type UpdateKind,
+} from './router.js';
+export { Bot, createBot, type BotOptions } from './bot.js';

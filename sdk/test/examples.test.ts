@@ -121,6 +121,25 @@ describe('example bots', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('keyboard answers /start with a formatted counter and its inline keyboard, and sets its command menu', async () => {
+    const bot = await account.approvedBot('example_keyboard');
+    const r = runExample('example:keyboard', { BOT_TOKEN: bot.token, BASE_URL: h.url });
+    running.push(r);
+    await waitForOutput(r, /@example_keyboard is polling/);
+    expect((await bot.bot.getMyCommands()).map((c) => c.command)).toEqual(['start', 'help']);
+    await account.console.createTestUpdate({ id: bot.id, text: '/start', chat_id: 779 });
+    await waitForOutput(r, /\/start in chat 779: sent message \d+ with a keyboard/);
+    const [counter] = await sentBy(bot.id, 1);
+    expect(counter).toMatchObject({
+      chat: { id: 779 }, text: 'Counter: 0', entities: [{ type: 'bold', offset: 0, length: 7 }],
+      reply_markup: { inline_keyboard: [{ buttons: [{ text: '−', callback_data: 'count:-1' }, { text: '+', callback_data: 'count:1' }] }, { buttons: [{ text: 'What is this?' }] }] },
+    });
+    await account.console.createTestUpdate({ id: bot.id, text: 'hello?', chat_id: 779 });
+    const [, nudge] = await sentBy(bot.id, 2);
+    expect(nudge).toMatchObject({ chat: { id: 779 }, text: 'Send /start for a counter.' });
+    expect(await r.stop()).toBe(0);
+  });
+
   it('an example without BOT_TOKEN says what to set', async () => {
     const r = runExample('example:echo-polling', { BOT_TOKEN: '' });
     running.push(r);
