@@ -96,10 +96,11 @@ async function request<T>(method: string, path: string, body?: unknown, jwt = se
 import type {
   Bot, BotMetrics, BotProfile, CreateApplicationRequest, CreateTestUpdateResponse, Delivery, DeliveryStatus, ListBotsResponse,
   ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, SetBotWebhookRequest,
+  CreateTestCallbackQueryRequest, CreateTestCallbackQueryResponse, ListChatMessagesResponse,
 } from '../../sdk/src/generated/api';
 export type {
   Bot, BotCommand, BotLink, BotMetrics, CreateApplicationRequest, Delivery, DeliveryStatus, ListBotsResponse, ListDeliveriesResponse,
-  ListMyBotsResponse, Pagination, ReviewStatus,
+  ListMyBotsResponse, Pagination, ReviewStatus, InlineKeyboardButton, Message, MessageEntity,
 } from '../../sdk/src/generated/api';
 const q = (params: Record<string, string | number | undefined>) => {
   const s = new URLSearchParams();
@@ -146,6 +147,12 @@ export const api = {
   retryDelivery: (id: string, deliveryId: string) => request<Delivery>('POST', `/api/v1/bots/my/${e(id)}/deliveries/${e(deliveryId)}/retry`, {}),
   metrics: (id: string, windowSeconds: number) => request<BotMetrics>('GET', `/api/v1/bots/my/${e(id)}/metrics${q({ window_seconds: windowSeconds })}`),
   testUpdate: (id: string, text: string) => request<CreateTestUpdateResponse>('POST', `/api/v1/bots/my/${e(id)}/test-updates`, { text }),
+  /** The bot's messages in a chat, newest first. */
+  chatMessages: (id: string, chatId: number, page: number, limit = 20) =>
+    request<ListChatMessagesResponse>('GET', `/api/v1/bots/my/${e(id)}/chats/${chatId}/messages${q({ page, limit })}`),
+  /** Presses a callback button of one of the bot's messages, as a test user. */
+  pressButton: (id: string, body: Omit<CreateTestCallbackQueryRequest, 'id'>) =>
+    request<CreateTestCallbackQueryResponse>('POST', `/api/v1/bots/my/${e(id)}/test-callback-queries`, body),
   reviewQueue: (status: ReviewStatus | '', page: number, limit = 20) =>
     request<ListBotsResponse>('GET', `/api/v1/admin/bots${q({ review_status: status, page, limit })}`),
   approve: (id: string) => request<Bot>('POST', `/api/v1/admin/bots/${e(id)}/approve`, {}),

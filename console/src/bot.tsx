@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiFailure, type Bot, type BotCommand, type BotLink, type BotMetrics, type Delivery, type ListDeliveriesResponse, type WebhookBody } from './api';
 import { LineChart, Bars } from './charts';
+import { TestChat } from './test-chat';
 import { Alert, Badge, CopyButton, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
 
 const TABS = [
@@ -582,6 +583,7 @@ function TestTab({ bot }: { bot: Bot }) {
           {sent.map((x) => <li key={x.update_id} data-update={x.update_id}>Update <strong>{x.update_id}</strong>: <span class="state">{x.state}</span></li>)}
         </ul>
       )}
+      <TestChat bot={bot} refreshKey={sent[0]?.update_id ?? 0} />
     </section>
   );
 }
