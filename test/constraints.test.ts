@@ -11,6 +11,7 @@ import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { constraintTable, type FieldConstraints } from '../src/gen/constraints.js';
+import { createPendingRpcs } from '../src/domain/pending-rpcs.js';
 import { InternalServiceClient, type StreamIngestUpdatesResponse, IngestUpdatesRequest, StreamIngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { BadRequest } from '../src/gen/google/rpc/error_details.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
@@ -271,6 +272,11 @@ describe('constraints declared in the protos are the limits the API enforces', (
     },
     'botplatform.v1.Chat': {
       id: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ chat: { id: v, type: 'private' } }) }]), path: 'updates[0].message.chat.id', valid: 555 },
+      ...Object.fromEntries((['title', 'username', 'first_name', 'last_name'] as const).map((f) => {
+        const key = f.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+        const at = `updates[0].message.chat.${f}`;
+        return [f, { send: ingest((v) => [{ botId: ctx.main.id, message: message({ chat: { id: 555, type: 'private', [key]: v } }) }]), path: at, text: (n: number) => 'c'.repeat(n), ...text }];
+      })),
     },
     'botplatform.v1.ListDeliveriesRequest': {
       page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?page=`), path: 'page' },
@@ -431,11 +437,21 @@ describe('constraints declared in the protos are the limits the API enforces', (
     return c === undefined ? [] : Array.isArray(c) ? c : [c];
   };
 
+  /**
+   * Request messages of the RPCs not written yet (src/domain/pending-rpcs.ts answers
+   * UNIMPLEMENTED for them), and the messages only they carry: their cases come with
+   * their implementations. Empty once that table is.
+   */
+  const pendingMessages = new Set(Object.keys(createPendingRpcs()).flatMap((m) => {
+    const request = `botplatform.v1.${m[0]!.toUpperCase()}${m.slice(1)}Request`;
+    return m === 'sendMediaGroup' ? [request, 'botplatform.v1.InputMedia'] : [request];
+  }));
+
   it('every constrained field of the table has a case here, with what its keywords need (and no case is stale)', () => {
     const missing: string[] = [];
     for (const { message, field, c, key } of entries) {
       const cases = casesOf(message, field);
-      if (cases.length === 0) missing.push(`${key}: no case`);
+      if (cases.length === 0 && !pendingMessages.has(message)) missing.push(`${key}: no case`);
       for (const k of cases) {
         if ((c.minLength !== undefined || c.maxLength !== undefined || c.pattern) && !k.text) missing.push(`${key}: text`);
         if (c.pattern && k.mismatch === undefined) missing.push(`${key}: mismatch`);

@@ -168,7 +168,7 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
   it('applies to the methods the proto declares chat_limited, not to any method named Send*', async () => {
     const runtime = '/botplatform.v1.RuntimeService';
     expect(Object.keys(methodSettings).filter((p) => methodSettings[p]!.chatLimited))
-      .toEqual([`${runtime}/SendMessage`, `${runtime}/SendPhoto`, `${runtime}/SendDocument`]);
+      .toEqual([`${runtime}/SendMessage`, `${runtime}/SendPhoto`, `${runtime}/SendDocument`, `${runtime}/CopyMessage`, `${runtime}/ForwardMessage`, `${runtime}/SendMediaGroup`]);
     const limiter = createLimiter({
       repo: createLimitsRepo(db), telemetry: createTelemetry(false), logger: createLogger('silent'),
       settings: { botRate: null, chatRate: { count: 1, windowMs: 60_000 }, dailyQuota: 0 },
@@ -177,8 +177,8 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
       .then(() => 'ok', (e: ApiError) => Code[e.code]);
     expect(await call('SendMessage')).toBe('ok');
     expect(await call('SendDocument')).toBe('RESOURCE_EXHAUSTED');
-    // A Send* name the proto does not declare chat_limited (no such RPC: the chain
-    // would answer UNIMPLEMENTED) is not counted against the chat.
+    // A Send* method the proto does not declare chat_limited (a chat action posts no
+    // message) is not counted against the chat.
     expect(await call('SendChatAction')).toBe('ok');
   });
 

@@ -190,12 +190,12 @@ describe('Telegram surface', () => {
     });
     expect(form.status).toBe(200);
     expect(form.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['m1']);
-    const json = await tg(token, 'getUpdates', { allowed_updates: ['message', 'callback_query'] });
+    const json = await tg(token, 'getUpdates', { allowed_updates: ['message', 'callback_query', 'chat_member'] });
     expect(json.status).toBe(200);
     // The kinds delivered here are what the bot now gets (the native read shows the filter).
-    expect((await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token })).body.result.allowed_updates).toEqual(['message']);
+    expect((await call(h.url, 'POST', '/api/v1/bots/getWebhookInfo', { token })).body.result.allowed_updates).toEqual(['message', 'callback_query']);
     // Nothing but kinds never produced here: the bot would wait forever, so it is told.
-    const none = await tg(token, 'getUpdates', { allowed_updates: ['callback_query', 'inline_query'] });
+    const none = await tg(token, 'getUpdates', { allowed_updates: ['chat_member', 'message_reaction'] });
     expect(none.status).toBe(400);
     expect(none.body).toEqual({ ok: false, error_code: 400, description: expect.stringContaining('allowed_updates') });
     const notList = await tg(token, 'getUpdates', { allowed_updates: 'message' });
@@ -205,7 +205,7 @@ describe('Telegram surface', () => {
     receiver ??= await startReceiver(pki);
     const set = await tg(token, 'setWebhook', { url: receiver.url, secret_token: 'kinds_secret', allowed_updates: all });
     expect(set.body).toEqual({ ok: true, result: true });
-    expect((await tg(token, 'getWebhookInfo')).body.result.allowed_updates).toEqual(['message', 'edited_message']);
+    expect((await tg(token, 'getWebhookInfo')).body.result.allowed_updates).toEqual(['message', 'edited_message', 'callback_query']);
     expect((await tg(token, 'deleteWebhook')).body.result).toBe(true);
   });
 

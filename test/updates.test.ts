@@ -85,7 +85,7 @@ describe('updates', () => {
     [{ timeout: -1 }, 'timeout'],
     [{ timeout: 51 }, 'timeout'],
     [{ timeout: 'soon' }, 'timeout'],
-    [{ allowed_updates: ['callback_query'] }, 'allowed_updates[0]'],
+    [{ allowed_updates: ['poll_answer'] }, 'allowed_updates[0]'],
   ])('getUpdates %j is a 400 in the runtime envelope', async (body, field) => {
     const { token } = await approvedBot(h, ownerJwt, `upd_bad_${Math.random().toString(36).slice(2, 9)}`);
     const res = await poll(token, body);

@@ -75,6 +75,12 @@ const LIMITS = {
     username: constraintsOf('botplatform.v1.User', 'username'),
     firstName: constraintsOf('botplatform.v1.User', 'first_name'),
   },
+  chat: {
+    title: constraintsOf('botplatform.v1.Chat', 'title'),
+    username: constraintsOf('botplatform.v1.Chat', 'username'),
+    firstName: constraintsOf('botplatform.v1.Chat', 'first_name'),
+    lastName: constraintsOf('botplatform.v1.Chat', 'last_name'),
+  },
   message: {
     text: constraintsOf('botplatform.v1.Message', 'text'),
     caption: constraintsOf('botplatform.v1.Message', 'caption'),
@@ -114,6 +120,10 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
   }
   check.optionalText(v, `${field}.caption`, m.caption, LIMITS.message.caption);
   check.safeText(v, `${field}.chat.type`, m.chat?.type);
+  check.optionalText(v, `${field}.chat.title`, m.chat?.title, LIMITS.chat.title);
+  check.optionalText(v, `${field}.chat.username`, m.chat?.username, LIMITS.chat.username);
+  check.optionalText(v, `${field}.chat.first_name`, m.chat?.firstName, LIMITS.chat.firstName);
+  check.optionalText(v, `${field}.chat.last_name`, m.chat?.lastName, LIMITS.chat.lastName);
   check.optionalText(v, `${field}.from.username`, m.from?.username, LIMITS.user.username);
   check.optionalText(v, `${field}.from.first_name`, m.from?.firstName, LIMITS.user.firstName);
 }

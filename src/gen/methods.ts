@@ -181,17 +181,17 @@ const settings = {
   "/botplatform.v1.RuntimeService/EditMessageText": {
     "credential": "bot_token",
     "surface": "runtime",
-    "chatLimited": true
+    "chatLimited": false
   },
   "/botplatform.v1.RuntimeService/EditMessageCaption": {
     "credential": "bot_token",
     "surface": "runtime",
-    "chatLimited": true
+    "chatLimited": false
   },
   "/botplatform.v1.RuntimeService/EditMessageReplyMarkup": {
     "credential": "bot_token",
     "surface": "runtime",
-    "chatLimited": true
+    "chatLimited": false
   },
   "/botplatform.v1.RuntimeService/DeleteMessage": {
     "credential": "bot_token",
@@ -206,7 +206,7 @@ const settings = {
   "/botplatform.v1.RuntimeService/SendChatAction": {
     "credential": "bot_token",
     "surface": "runtime",
-    "chatLimited": true
+    "chatLimited": false
   },
   "/botplatform.v1.RuntimeService/CopyMessage": {
     "credential": "bot_token",
