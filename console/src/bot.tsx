@@ -346,7 +346,7 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
           </div>
           <fieldset>
             <legend>Allowed updates (none checked: all)</legend>
-            {['message', 'edited_message'].map((u) => (
+            {['message', 'edited_message', 'callback_query', 'inline_query'].map((u) => (
               <label class="check" key={u}><input type="checkbox" checked={updates.includes(u)} onChange={() => toggle(u)} /> {u}</label>
             ))}
             {fieldError(error, 'allowed_updates') && <p class="field-error">{fieldError(error, 'allowed_updates')}</p>}
