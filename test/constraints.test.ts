@@ -93,6 +93,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
     ctx.admin = client(h.url, await h.jwt('constraints-admin', { admin: true }));
     ctx.main = await approvedBot(h, ownerJwt, 'cons_main');
     ctx.hook = await approvedBot(h, ownerJwt, 'cons_hook');
+    // A webhook to rotate the secret of (RotateWebhookSecretRequest's cases).
+    expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.hook.id}/webhook`, { url: 'https://127.0.0.1/hook', secret_token: 's' })).status).toBe(200);
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
     // The test chat writes first: message 1 of the bot, in chat CHAT, which sends can reply to.
     expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.main.id}/test-updates`, { text: 'hello' })).status).toBe(201);
@@ -252,6 +254,10 @@ describe('constraints declared in the protos are the limits the API enforces', (
       description: { send: profile((v) => ({ command_menu: [{ command: 'c', description: v }] })), path: 'command_menu[0].description', text: (n) => 'd'.repeat(n), ...line },
     },
     'botplatform.v1.SetBotWebhookRequest': webhook(consoleHook),
+    'botplatform.v1.RotateWebhookSecretRequest': {
+      secret_token: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.hook.id}/webhook/rotate-secret`, (v) => ({ secret_token: v })), path: 'secret_token', ...secret },
+      overlap_seconds: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.hook.id}/webhook/rotate-secret`, (v) => ({ overlap_seconds: v })), path: 'overlap_seconds' },
+    },
     'botplatform.v1.CreateTestUpdateRequest': {
       text: { send: testUpdate((v) => ({ text: v })), path: 'text', text: (n) => 't'.repeat(n), ...text },
       chat_id: { send: testUpdate((v) => ({ text: 'hi', chat_id: v })), path: 'chat_id', valid: 42 },

@@ -153,7 +153,7 @@ describe('updates', () => {
       expect(detail.body.delivery_mode).toBe('webhook');
       expect(detail.body.webhook).toEqual({
         url: 'https://127.0.0.1:9/hook', has_secret_token: true, allowed_updates: [], allowed_ips: [], max_connections: 40,
-        disabled: false, disabled_at: null,
+        disabled: false, disabled_at: null, previous_secret_expires_at: null,
       });
       expect(JSON.stringify(detail.body)).not.toContain('sec_ret-1');
 

@@ -95,8 +95,8 @@ async function request<T>(method: string, path: string, body?: unknown, jwt = se
 // `npm run generate`): wire names, optional and nullable fields exactly as the API answers.
 import type {
   Bot, BotMetrics, BotProfile, CreateApplicationRequest, CreateTestUpdateResponse, Delivery, DeliveryStatus, ListBotsResponse,
-  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, SetBotWebhookRequest,
-  CreateTestCallbackQueryRequest, CreateTestCallbackQueryResponse, ListChatMessagesResponse,
+  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, RotateWebhookSecretResponse,
+  SetBotWebhookRequest, CreateTestCallbackQueryRequest, CreateTestCallbackQueryResponse, ListChatMessagesResponse,
 } from '../../sdk/src/generated/api';
 export type {
   Bot, BotCommand, BotLink, BotMetrics, CreateApplicationRequest, Delivery, DeliveryStatus, ListBotsResponse, ListDeliveriesResponse,
@@ -137,6 +137,9 @@ export const api = {
   updateBot: (id: string, patch: ProfilePatch) => request<Bot>('PATCH', `/api/v1/bots/my/${e(id)}`, patch),
   regenerateToken: (id: string) => request<RegenerateTokenResponse>('POST', `/api/v1/bots/my/${e(id)}/regenerate-token`, {}),
   setWebhook: (id: string, body: WebhookBody) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook`, body),
+  /** A new signing secret (made by the service when not given); the previous one stays valid for overlapSeconds. */
+  rotateSecret: (id: string, overlapSeconds: number) =>
+    request<RotateWebhookSecretResponse>('POST', `/api/v1/bots/my/${e(id)}/webhook/rotate-secret`, { overlap_seconds: overlapSeconds }),
   deleteWebhook: (id: string, drop: boolean) => request<Bot>('DELETE', `/api/v1/bots/my/${e(id)}/webhook`, { drop_pending_updates: drop }),
   deliveries: (id: string, page: number, limit = 20, status: DeliveryStatus | '' = '') =>
     request<ListDeliveriesResponse>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit, status })}`),

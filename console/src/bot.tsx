@@ -261,6 +261,7 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
   const [error, setError] = useState<unknown>();
   const [done, setDone] = useState<string>();
   const [state, setState] = useState<{ pending: number; lastError?: string; lastErrorAt?: string | null }>();
+  const [confirmDelete, setConfirmDelete] = useState(false);
   usePoll(() => {
     if (bot.review_status !== 'approved') return;
     Promise.all([api.metrics(bot.id, 3600), api.deliveries(bot.id, 1, 20)]).then(([m, d]) => {
@@ -273,21 +274,24 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
     e.preventDefault();
     setError(undefined);
     setDone(undefined);
-    const body: WebhookBody = {
-      url, secret_token: secret, allowed_updates: updates,
-      allowed_ips: ips.split(/[\s,]+/).filter(Boolean), drop_pending_updates: drop,
-    };
+    // No secret given: an existing webhook keeps its own (the receiver need not change).
+    const body = {
+      url, allowed_updates: updates, allowed_ips: ips.split(/[\s,]+/).filter(Boolean), drop_pending_updates: drop,
+      ...(secret ? { secret_token: secret } : {}),
+    } as WebhookBody;
     if (maxConn.trim() !== '') body.max_connections = Number(maxConn);
     if (perSecond.trim() !== '') body.max_deliveries_per_second = Number(perSecond);
     try {
       onChange(await api.setWebhook(bot.id, body));
-      setDone('Webhook set: updates are now POSTed to it.');
+      setDone(bot.webhook && !secret ? 'Webhook saved; its secret is unchanged.' : 'Webhook set: updates are now POSTed to it.');
+      setSecret('');
     } catch (err) {
       setError(err);
     }
   };
   const remove = async () => {
     setError(undefined);
+    setConfirmDelete(false);
     try {
       onChange(await api.deleteWebhook(bot.id, drop));
       setDone('Webhook deleted: the bot is back to polling (getUpdates).');
@@ -312,7 +316,9 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
         <dl class="facts">
           <dt>Delivery</dt><dd>{bot.delivery_mode}</dd>
           <dt>URL</dt><dd>{bot.webhook ? <code>{bot.webhook.url}</code> : 'none (polling)'}</dd>
-          {bot.webhook && <><dt>Secret</dt><dd>{bot.webhook.has_secret_token ? 'set (never shown again)' : 'none'}</dd></>}
+          {bot.webhook && <><dt>Secret</dt><dd id="webhook-secret-state">{bot.webhook.previous_secret_expires_at
+            ? <>rotated: the previous secret also signs until {fmtTime(bot.webhook.previous_secret_expires_at)}</>
+            : 'set (never shown again)'}</dd></>}
           {bot.webhook && <><dt>Max connections</dt><dd>{bot.webhook.max_connections}</dd></>}
           {bot.webhook && <><dt>Max deliveries per second</dt><dd>{bot.webhook.max_deliveries_per_second ?? 'no limit'}</dd></>}
           {bot.webhook && <><dt>State</dt><dd id="webhook-disabled">{bot.webhook.disabled ? <>disabled <span class="muted">({fmtTime(bot.webhook.disabled_at)})</span></> : 'enabled'}</dd></>}
@@ -341,7 +347,10 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
               <button type="button" onClick={() => setSecret(newSecret())}>Generate</button>
               {secret && <CopyButton text={secret} label="Copy secret" />}
             </div>
-            <small id="wh-secret-hint" class="muted">Signs each delivery (X-Service-Signature-V2). Copy it into your receiver: it is never shown again.</small>
+            <small id="wh-secret-hint" class="muted">
+              Signs each delivery (X-Service-Signature-V2). Copy it into your receiver: it is never shown again.
+              {bot.webhook && ' Leave it empty to keep the current secret; a new one here replaces it at once (rotate below to keep both for a while).'}
+            </small>
             {fieldError(error, 'secret_token') && <p class="field-error">{fieldError(error, 'secret_token')}</p>}
           </div>
           <fieldset>
@@ -359,11 +368,73 @@ function WebhookTab({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void })
           <label class="check"><input type="checkbox" checked={drop} onChange={(e) => setDrop((e.target as HTMLInputElement).checked)} /> Drop pending updates</label>
           <div class="row">
             <button type="submit" class="primary">Save webhook</button>
-            {bot.webhook && <button type="button" class="danger" onClick={remove}>Delete webhook</button>}
+            {bot.webhook && !confirmDelete && <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>Delete webhook…</button>}
           </div>
+          {confirmDelete && (
+            <div class="confirm" role="group" aria-labelledby="wh-delete-q">
+              <p id="wh-delete-q"><strong>Delete the webhook?</strong> Deliveries stop and the bot goes back to polling (getUpdates);
+                {drop ? ' pending updates are dropped.' : ' updates not yet delivered become readable by getUpdates.'}</p>
+              <div class="row">
+                <button type="button" class="danger" onClick={remove} ref={(b) => b?.focus()}>Delete the webhook</button>
+                <button type="button" onClick={() => setConfirmDelete(false)}>Cancel</button>
+              </div>
+            </div>
+          )}
         </form>
       </section>
+      {bot.webhook && <RotateSecret bot={bot} onChange={onChange} />}
     </>
+  );
+}
+
+const OVERLAPS = [['86400', '24 hours'], ['3600', '1 hour'], ['604800', '7 days'], ['0', 'none: the old secret stops at once']] as const;
+
+/** Rotating the signing secret: the service makes the new one; the old one keeps signing for the overlap. */
+function RotateSecret({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }) {
+  const [overlap, setOverlap] = useState('86400');
+  const [made, setMade] = useState<{ secret: string; until?: string | null }>();
+  const [error, setError] = useState<unknown>();
+  const shown = useRef<HTMLElement>(null);
+  useEffect(() => {
+    if (!made) return;
+    shown.current?.scrollIntoView({ block: 'center' });
+    shown.current?.focus();
+  }, [made]);
+  const rotate = async () => {
+    setError(undefined);
+    try {
+      const r = await api.rotateSecret(bot.id, Number(overlap));
+      setMade({ secret: r.secret_token, until: r.bot?.webhook?.previous_secret_expires_at });
+      if (r.bot) onChange(r.bot);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <section aria-labelledby="wh-rotate">
+      <h2 id="wh-rotate">Rotate the secret</h2>
+      <p class="muted">The service makes a new secret. Until the overlap ends, every delivery carries two signatures in
+        X-Service-Signature-V2 (the new one first, separated by a space), so your receiver keeps accepting deliveries whether it
+        has the old secret or the new one: the SDK's verifier accepts either. Put the new secret in your receiver within the overlap.</p>
+      <ErrorAlert error={error} />
+      <div class="row">
+        <label for="wh-overlap">Old secret stays valid for</label>
+        <select id="wh-overlap" value={overlap} onChange={(e) => setOverlap((e.target as HTMLSelectElement).value)}>
+          {OVERLAPS.map(([v, label]) => <option key={v} value={v}>{label}</option>)}
+        </select>
+        <button type="button" onClick={rotate}>Rotate secret</button>
+      </div>
+      {made && (
+        <div class="reveal" role="status" aria-live="polite">
+          <p><strong>The new secret, shown this once:</strong></p>
+          <div class="row">
+            <code class="secret" id="rotated-secret" tabIndex={-1} ref={shown}>{made.secret}</code>
+            <CopyButton text={made.secret} label="Copy secret" />
+          </div>
+          <p>{made.until ? <>The previous secret also signs until {fmtTime(made.until)}.</> : 'The previous secret no longer signs.'}</p>
+        </div>
+      )}
+    </section>
   );
 }
 

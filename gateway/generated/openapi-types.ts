@@ -41,6 +41,10 @@ export interface paths {
     /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
     delete: operations["ConsoleService_DeleteBotWebhook"];
   };
+  "/api/v1/bots/my/{id}/webhook/rotate-secret": {
+    /** RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one valid for overlap_seconds (default 86400, 24 h): until then every delivery carries both signatures in X-Service-Signature-V2 (the new one first, separated by a space), so the receiver accepts deliveries whether it has switched to the new secret yet or not. Rotating again within the window drops the secret before the previous one. */
+    post: operations["ConsoleService_RotateWebhookSecret"];
+  };
   "/api/v1/bots/my/{id}/deliveries": {
     /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
     get: operations["ConsoleService_ListDeliveries"];
@@ -1494,6 +1498,25 @@ export interface components {
       /** @description The delivery as it stands now. */
       delivery?: components["schemas"]["botplatform.v1.Delivery"] | null;
     };
+    /** @description RotateWebhookSecretRequest names the bot and, optionally, the new secret. */
+    "botplatform.v1.RotateWebhookSecretRequest": {
+      /** @description The bot id. */
+      id: string;
+      /** @description The new signing secret, 1 to 256 of A-Z a-z 0-9 _ -; left out, the service makes one (43 characters) and answers it this once. */
+      secret_token?: string;
+      /**
+       * Format: int32
+       * @description How long the previous secret stays valid, in seconds: 0 (at once) to 604800 (7 days); default 86400 (24 h).
+       */
+      overlap_seconds?: number;
+    };
+    /** @description RotateWebhookSecretResponse carries the bot and the new secret, shown this once. */
+    "botplatform.v1.RotateWebhookSecretResponse": {
+      /** @description The bot, with its redacted webhook (previous_secret_expires_at set during the overlap). */
+      bot?: components["schemas"]["botplatform.v1.Bot"] | null;
+      /** @description The new signing secret: the one given, or the one the service made. Never read back. */
+      secret_token: string;
+    };
     /** @description SendChatActionRequest is what the bot is doing in a chat. */
     "botplatform.v1.SendChatActionRequest": {
       /**
@@ -1617,8 +1640,8 @@ export interface components {
       id: string;
       /** @description https URL; checked against request forgery. */
       url: string;
-      /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
-      secret_token: string;
+      /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. Required for a bot without a webhook; for one that has one, empty or left out keeps the current secret (and a rotation's overlap), so settings change without touching the receiver. A new secret replaces the old one at once: RotateWebhookSecret keeps both valid for a while. */
+      secret_token?: string;
       /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
       allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
       /** @description IPs or CIDRs deliveries may go to. */
@@ -1877,6 +1900,11 @@ export interface components {
        * @description When the webhook was disabled; null while it is enabled.
        */
       disabled_at?: string | null;
+      /**
+       * Format: date-time
+       * @description Until when the secret before the last rotation stays valid (deliveries carry both signatures until then); null when there is no overlap.
+       */
+      previous_secret_expires_at?: string | null;
     };
     /** @description Console and admin error body: the gRPC status name, its HTTP code, a message and, for INVALID_ARGUMENT, the bad fields. */
     ConsoleError: {
@@ -2527,8 +2555,8 @@ export interface operations {
         "application/json": {
           /** @description https URL; checked against request forgery. */
           url: string;
-          /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
-          secret_token: string;
+          /** @description Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. Required for a bot without a webhook; for one that has one, empty or left out keeps the current secret (and a rotation's overlap), so settings change without touching the receiver. A new secret replaces the old one at once: RotateWebhookSecret keeps both valid for a while. */
+          secret_token?: string;
           /** @description Update kinds to deliver ("message", "edited_message"); empty means all. */
           allowed_updates?: ("message" | "edited_message" | "callback_query" | "inline_query")[];
           /** @description IPs or CIDRs deliveries may go to. */
@@ -2626,6 +2654,84 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["botplatform.v1.Bot"] | null;
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one valid for overlap_seconds (default 86400, 24 h): until then every delivery carries both signatures in X-Service-Signature-V2 (the new one first, separated by a space), so the receiver accepts deliveries whether it has switched to the new secret yet or not. Rotating again within the window drops the secret before the previous one. */
+  ConsoleService_RotateWebhookSecret: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description The new signing secret, 1 to 256 of A-Z a-z 0-9 _ -; left out, the service makes one (43 characters) and answers it this once. */
+          secret_token?: string;
+          /**
+           * Format: int32
+           * @description How long the previous secret stays valid, in seconds: 0 (at once) to 604800 (7 days); default 86400 (24 h).
+           */
+          overlap_seconds?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.RotateWebhookSecretResponse"];
         };
       };
       /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */

@@ -15,6 +15,7 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/UpdateMyBot","method":"PATCH","template":"/api/v1/bots/my/{id}","fastifyPath":"/api/v1/bots/my/:id","pathParams":[{"param":"id","field":["id"]}],"body":"bot","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.UpdateMyBotRequest","responseType":"botplatform.v1.UpdateMyBotResponse", "grpc": ConsoleServiceService.updateMyBot },
   {"rpc":"botplatform.v1.ConsoleService/RegenerateToken","method":"POST","template":"/api/v1/bots/my/{id}/regenerate-token","fastifyPath":"/api/v1/bots/my/:id/regenerate-token","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RegenerateTokenRequest","responseType":"botplatform.v1.RegenerateTokenResponse", "grpc": ConsoleServiceService.regenerateToken },
   {"rpc":"botplatform.v1.ConsoleService/SetBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.SetBotWebhookRequest","responseType":"botplatform.v1.SetBotWebhookResponse", "grpc": ConsoleServiceService.setBotWebhook },
+  {"rpc":"botplatform.v1.ConsoleService/RotateWebhookSecret","method":"POST","template":"/api/v1/bots/my/{id}/webhook/rotate-secret","fastifyPath":"/api/v1/bots/my/:id/webhook/rotate-secret","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RotateWebhookSecretRequest","responseType":"botplatform.v1.RotateWebhookSecretResponse", "grpc": ConsoleServiceService.rotateWebhookSecret },
   {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","method":"DELETE","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotWebhookRequest","responseType":"botplatform.v1.DeleteBotWebhookResponse", "grpc": ConsoleServiceService.deleteBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","method":"GET","template":"/api/v1/bots/my/{id}/deliveries","fastifyPath":"/api/v1/bots/my/:id/deliveries","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListDeliveriesRequest","responseType":"botplatform.v1.ListDeliveriesResponse", "grpc": ConsoleServiceService.listDeliveries },
   {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","fastifyPath":"/api/v1/bots/my/:id/deliveries/:delivery_id/retry","pathParams":[{"param":"id","field":["id"]},{"param":"delivery_id","field":["delivery_id"]}],"body":"*","responseBody":"delivery","successCode":200,"surface":"console","requestType":"botplatform.v1.RetryDeliveryRequest","responseType":"botplatform.v1.RetryDeliveryResponse", "grpc": ConsoleServiceService.retryDelivery },
@@ -576,6 +577,16 @@ export const routeTable: RouteTable = {
           "proto": "disabled_at",
           "json": "disabled_at",
           "ts": "disabledAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "previous_secret_expires_at",
+          "json": "previous_secret_expires_at",
+          "ts": "previousSecretExpiresAt",
           "type": {
             "kind": "timestamp"
           },
@@ -1193,8 +1204,7 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": false,
-          "optional": false,
-          "required": true
+          "optional": false
         },
         {
           "proto": "allowed_updates",
@@ -1262,6 +1272,70 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.RotateWebhookSecretRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "secret_token",
+          "json": "secret_token",
+          "ts": "secretToken",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "overlap_seconds",
+          "json": "overlap_seconds",
+          "ts": "overlapSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.RotateWebhookSecretResponse": {
+      "fields": [
+        {
+          "proto": "bot",
+          "json": "bot",
+          "ts": "bot",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "secret_token",
+          "json": "secret_token",
+          "ts": "secretToken",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
           },
           "repeated": false,
           "optional": false

@@ -1,6 +1,9 @@
 /**
  * Verifying a webhook delivery (CONTRACT §5): HMAC-SHA256 of `timestamp + "." +
- * raw body` under the bot's secret_token, compared in constant time, a timestamp
+ * raw body` under the bot's secret_token, compared in constant time (during a secret
+ * rotation's overlap the header carries two signatures separated by a space, one per
+ * secret: any one matching is enough, so a receiver may switch secrets at any moment of
+ * the window), a timestamp
  * within 300 seconds of now either way, and X-Service-Update-Id equal to the
  * body's update_id. The signature is checked over the bytes as received, before
  * any JSON parsing: re-serialised JSON would not match.
@@ -128,9 +131,14 @@ export function verifyWebhook(rawBody: Uint8Array, headers: HeaderSource, option
 
   if (!/^\d{1,12}$/.test(tsText)) throw new WebhookInvalidTimestampError();
   const expected = Buffer.from(signWebhook(options.secret, tsText, rawBody), 'hex');
-  const given = /^[0-9a-fA-F]{64}$/.test(signature) ? Buffer.from(signature, 'hex') : Buffer.alloc(expected.length);
-  // Compare in constant time even when the given value is malformed, then fail.
-  const same = crypto.timingSafeEqual(expected, given) && given.length === expected.length && /^[0-9a-fA-F]{64}$/.test(signature);
+  // One signature, or several separated by spaces (a rotation's overlap): each compared in
+  // constant time, a malformed one included, before deciding.
+  let same = false;
+  for (const one of signature.split(' ').slice(0, 8)) {
+    const wellFormed = /^[0-9a-fA-F]{64}$/.test(one);
+    const given = wellFormed ? Buffer.from(one, 'hex') : Buffer.alloc(expected.length);
+    if (crypto.timingSafeEqual(expected, given) && wellFormed) same = true;
+  }
   if (!same) throw new WebhookSignatureError();
 
   const timestamp = Number(tsText);

@@ -103,6 +103,8 @@ export function createAttempts(deps: AttemptDeps) {
         // A webhook set through the Telegram-compatible surface gets a Telegram Update.
         body: webhook.secretHeader ? telegramWebhookBody(delivery.payload) : delivery.payload,
         secret: secretOf(webhook.secretSealed),
+        // During a rotation's overlap the previous secret signs too.
+        previousSecret: webhook.previousSecretSealed && (webhook.previousSecretUntil ?? 0) > now() ? secretOf(webhook.previousSecretSealed) : null,
         updateId: delivery.updateId,
         allowedIps: webhook.allowedIps,
         secretHeader: webhook.secretHeader,

@@ -44,6 +44,8 @@ export interface WebhookRequest {
   url: string;
   body: string;
   secret: string;
+  /** The secret before a rotation, still valid: its signature is sent after the current one's. */
+  previousSecret?: string | null;
   updateId: number;
   /** The bot's allowed_ips: when set, the target address must be inside one of them. */
   allowedIps: string[];
@@ -64,7 +66,10 @@ export interface WebhookResult {
 }
 
 /**
- * The signature headers of contract §5; with `secretHeader` (a webhook set through the
+ * The signature headers of contract §5: X-Service-Signature-V2 carries one signature, or,
+ * during a secret rotation's overlap (`previous`: the secret before, or its key), two
+ * separated by a space, the current secret's first (as Svix's header carries several);
+ * a receiver accepts the delivery when any of them matches. With `secretHeader` (a webhook set through the
  * Telegram-compatible surface) also Telegram's secret-token header — the secret itself,
  * over the HTTPS-only webhook — so Telegram frameworks' webhook handlers accept the
  * delivery. Native webhooks never send the secret. `key`: the secret as a prepared HMAC
@@ -72,12 +77,14 @@ export interface WebhookResult {
  */
 export function signatureHeaders(
   secret: string, body: string, updateId: number, now = Date.now(), secretHeader = false, key: string | crypto.KeyObject = secret,
+  previous: string | crypto.KeyObject | null = null,
 ): Record<string, string> {
   const timestamp = String(Math.floor(now / 1000));
+  const signature = sign(key, timestamp, body);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-service-timestamp': timestamp,
-    'x-service-signature-v2': sign(key, timestamp, body),
+    'x-service-signature-v2': previous === null ? signature : `${signature} ${sign(previous, timestamp, body)}`,
     'x-service-update-id': String(updateId),
   };
   if (secretHeader) headers['x-telegram-bot-api-secret-token'] = secret;
@@ -278,7 +285,9 @@ export function createWebhookClient(opts: WebhookClientOptions) {
           giveBack();
           answer(r);
         };
-        const headers: Record<string, string | number> = signatureHeaders(req.secret, req.body, req.updateId, Date.now(), req.secretHeader, keyOf(req.secret));
+        const headers: Record<string, string | number> = signatureHeaders(
+          req.secret, req.body, req.updateId, Date.now(), req.secretHeader, keyOf(req.secret), req.previousSecret ? keyOf(req.previousSecret) : null,
+        );
         headers['content-length'] = Buffer.byteLength(req.body);
         headers['user-agent'] = 'botplatform-webhooks/1';
         const request = https.request({

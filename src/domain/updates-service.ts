@@ -4,6 +4,7 @@
  */
 import type { AccountPrincipal } from '../auth/account-jwt.js';
 import type { SecretBox } from '../auth/secret-box.js';
+import { randomBase62 } from '../auth/bot-token.js';
 import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
@@ -93,10 +94,20 @@ const LIMITS = {
 
 type WebhookLimits = ReturnType<typeof webhookLimits>;
 
+/** Length of a secret the service makes for a rotation (base62: about 256 bits). */
+const GENERATED_SECRET_LENGTH = 43;
+/** A rotation's default overlap: the previous secret stays valid 24 hours (as Svix's does). */
+export const DEFAULT_SECRET_OVERLAP_SECONDS = 86_400;
+const ROTATE = {
+  secretToken: constraintsOf('botplatform.v1.RotateWebhookSecretRequest', 'secret_token'),
+  overlap: constraintsOf('botplatform.v1.RotateWebhookSecretRequest', 'overlap_seconds'),
+};
+
 function webhookLimits(message: 'botplatform.v1.SetWebhookRequest' | 'botplatform.v1.SetBotWebhookRequest') {
   return {
     url: constraintsOf(message, 'url'),
-    secretToken: constraintsOf(message, 'secret_token'),
+    // Both declare 256 of the same characters; a secret, when given, has at least one.
+    secretToken: { ...constraintsOf(message, 'secret_token'), minLength: 1 },
     allowedIps: constraintsOf(message, 'allowed_ips'),
     maxConnections: constraintsOf(message, 'max_connections'),
     maxDeliveriesPerSecond: constraintsOf(message, 'max_deliveries_per_second'),
@@ -129,7 +140,7 @@ function checkMessage(v: check.Violations, field: string, m: Message | undefined
 }
 
 type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
-  & Pick<ConsoleRpc, 'setBotWebhook' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate'>
+  & Pick<ConsoleRpc, 'setBotWebhook' | 'rotateWebhookSecret' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate'>
   & Pick<InternalRpc, 'ingestUpdates' | 'streamIngestUpdates'>;
 
 export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
@@ -147,12 +158,18 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     }
   }
 
-  async function applyWebhook(botId: string, input: WebhookInput, limits: WebhookLimits, secretHeader = false): Promise<void> {
+  /**
+   * Sets the bot's webhook. `keepSecret`: a secret left out keeps the webhook's current
+   * one (the console's edits); without it (the runtime's setWebhook) one is required.
+   */
+  async function applyWebhook(botId: string, input: WebhookInput, limits: WebhookLimits, secretHeader = false, keepSecret = false): Promise<void> {
     const v = new check.Violations();
     if (!input.url) v.add('url', 'REQUIRED', 'is required');
     else check.httpsUrl(v, 'url', input.url, limits.url);
-    if (!input.secretToken) v.add('secret_token', 'REQUIRED', 'is required for signed delivery');
-    else check.token(v, 'secret_token', input.secretToken, limits.secretToken, 'of A-Z a-z 0-9 _ -');
+    const current = !input.secretToken && keepSecret ? await deps.webhooks.get(botId) : undefined;
+    if (!input.secretToken && !current) {
+      v.add('secret_token', 'REQUIRED', keepSecret ? 'is required for a new webhook (an edit may leave it out to keep the current one)' : 'is required for signed delivery');
+    } else if (input.secretToken) check.token(v, 'secret_token', input.secretToken, limits.secretToken, 'of A-Z a-z 0-9 _ -');
     checkKinds(v, 'allowed_updates', input.allowedUpdates);
     check.maxItems(v, 'allowed_ips', input.allowedIps, limits.allowedIps);
     input.allowedIps.forEach((ip, i) => {
@@ -170,9 +187,10 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     const kinds = input.allowedUpdates.length > 0 ? [...new Set(input.allowedUpdates)] : null;
     await deps.units.setWebhook(botId, {
       url: input.url,
-      secretSealed: deps.secretBox.seal(input.secretToken),
+      secretSealed: current ? current.secretSealed : deps.secretBox.seal(input.secretToken),
+      keepSecret: Boolean(current),
       allowedIps: input.allowedIps,
-      secretHeader,
+      secretHeader: current ? current.secretHeader : secretHeader,
       maxConnections: max,
       maxDeliveriesPerSecond: perSecond,
       allowedUpdates: kinds,
@@ -200,6 +218,8 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       disabled: w.disabledAt !== null,
       disabledReason: w.disabledReason ?? undefined,
       disabledAt: w.disabledAt === null ? undefined : new Date(w.disabledAt),
+      previousSecretExpiresAt: w.previousSecretSealed !== null && w.previousSecretUntil !== null && w.previousSecretUntil > now()
+        ? new Date(w.previousSecretUntil) : undefined,
     };
   }
 
@@ -368,8 +388,24 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
     async setBotWebhook(req, { principal }) {
       const bot = await own.approved(principal.accountId, req.id);
-      await applyWebhook(bot.id, req, LIMITS.consoleWebhook);
+      await applyWebhook(bot.id, req, LIMITS.consoleWebhook, false, true);
       return { bot: await ownBotDetail(principal, bot.id) };
+    },
+
+    /** A new signing secret; the previous one signs too until the overlap ends. */
+    async rotateWebhookSecret(req, { principal }) {
+      const v = new check.Violations();
+      if (req.secretToken) check.token(v, 'secret_token', req.secretToken, { ...ROTATE.secretToken, minLength: 1 }, 'of A-Z a-z 0-9 _ -');
+      const overlap = req.overlapSeconds ?? DEFAULT_SECRET_OVERLAP_SECONDS;
+      check.inRange(v, 'overlap_seconds', overlap, ROTATE.overlap);
+      v.throwIfAny();
+      const bot = await own.approved(principal.accountId, req.id);
+      const secret = req.secretToken || randomBase62(GENERATED_SECRET_LENGTH);
+      const at = now();
+      if (!(await deps.webhooks.rotateSecret(bot.id, deps.secretBox.seal(secret), overlap > 0 ? at + overlap * 1000 : null, at))) {
+        throw ApiError.failedPrecondition('the bot has no webhook set');
+      }
+      return { bot: await ownBotDetail(principal, bot.id), secretToken: secret };
     },
 
     async deleteBotWebhook(req, { principal }) {

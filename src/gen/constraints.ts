@@ -188,6 +188,10 @@ const table = {
   "botplatform.v1.RejectBotRequest": {
     "reason": { minLength: 1, maxLength: 1000, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
   },
+  "botplatform.v1.RotateWebhookSecretRequest": {
+    "secret_token": { maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
+    "overlap_seconds": { minimum: 0, maximum: 604800 },
+  },
   "botplatform.v1.SendChatActionRequest": {
     "chat_id": { nonZero: true },
   },
@@ -215,7 +219,7 @@ const table = {
   },
   "botplatform.v1.SetBotWebhookRequest": {
     "url": { minLength: 1, maxLength: 2048 },
-    "secret_token": { minLength: 1, maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
+    "secret_token": { maxLength: 256, pattern: new RegExp("^[A-Za-z0-9_-]*$", 'u') },
     "allowed_updates": { allowedValues: ["message","edited_message","callback_query","inline_query"] },
     "allowed_ips": { maxItems: 32 },
     "max_connections": { minimum: 1, maximum: 100 },

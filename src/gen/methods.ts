@@ -58,6 +58,11 @@ const settings = {
     "surface": "console",
     "chatLimited": false
   },
+  "/botplatform.v1.ConsoleService/RotateWebhookSecret": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
   "/botplatform.v1.ConsoleService/DeleteBotWebhook": {
     "credential": "account_jwt",
     "surface": "console",

@@ -126,6 +126,8 @@ function webhookOf(r: any): WebhookTarget | null {
     : {
       url: r.webhook_url, secretSealed: r.webhook_secret, allowedIps: JSON.parse(r.webhook_allowed_ips),
       secretHeader: Boolean(Number(r.webhook_secret_header)),
+      previousSecretSealed: r.webhook_previous_secret ?? null,
+      previousSecretUntil: r.webhook_previous_until === null || r.webhook_previous_until === undefined ? null : Number(r.webhook_previous_until),
     };
 }
 
@@ -140,7 +142,8 @@ function leasedOf(r: any, leaseToken: string, webhook: WebhookTarget | null): Le
 const RECORD_COLUMNS = 'id, bot_id, update_id, update_seq, status, attempts, last_status_code, last_error, last_attempt_at, last_duration_ms, next_attempt_at, payload, created_at';
 /** A bot's webhook as read beside its deliveries (webhookOf). */
 const WEBHOOK_COLUMNS = `webhooks.url AS webhook_url, webhooks.secret_sealed AS webhook_secret, webhooks.allowed_ips AS webhook_allowed_ips,
-  webhooks.secret_header AS webhook_secret_header, webhooks.disabled_at AS webhook_disabled_at`;
+  webhooks.secret_header AS webhook_secret_header, webhooks.disabled_at AS webhook_disabled_at,
+  webhooks.previous_secret_sealed AS webhook_previous_secret, webhooks.previous_secret_until AS webhook_previous_until`;
 
 /** The table's statements; a claim differs by engine (see claimForBots). */
 const SQL = {

@@ -14,6 +14,9 @@ export interface WebhookTarget {
   allowedIps: string[];
   /** Set through the Telegram-compatible surface: deliveries also carry X-Telegram-Bot-Api-Secret-Token. */
   secretHeader: boolean;
+  /** The secret before the last rotation, valid until previousSecretUntil (ms); null when there is none. */
+  previousSecretSealed: string | null;
+  previousSecretUntil: number | null;
 }
 
 export interface WebhookRecord extends WebhookTarget {
@@ -47,6 +50,11 @@ export interface FailureRun {
 export interface WebhookConfig {
   url: string;
   secretSealed: string;
+  /**
+   * The secret was not given (an edit of the settings): an existing row keeps its secret
+   * and any rotation's overlap; secretSealed is used only if the row is gone meanwhile.
+   */
+  keepSecret?: boolean;
   allowedIps: string[];
   secretHeader: boolean;
   maxConnections: number;
@@ -58,13 +66,16 @@ export interface WebhookConfig {
 /** A WebhookRecord's columns. */
 const RECORD_COLUMNS = [
   'bot_id', 'url', 'secret_sealed', 'allowed_ips', 'secret_header', 'max_connections', 'max_deliveries_per_second',
-  'last_error_date', 'last_error_message', 'disabled_at', 'disabled_reason',
+  'last_error_date', 'last_error_message', 'disabled_at', 'disabled_reason', 'previous_secret_sealed', 'previous_secret_until',
 ] as const;
 /** The table's statements (the same on both engines). */
 const SQL = {
   get: `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`,
   limitsOf: (n: number) => `SELECT bot_id, max_connections, max_deliveries_per_second, disabled_at FROM webhooks WHERE bot_id IN (${marks(n)})`,
   delete: 'DELETE FROM webhooks WHERE bot_id = ?',
+  /** A rotation: the current secret becomes the previous one, valid until the given time (or dropped, with null). */
+  rotate: `UPDATE webhooks SET previous_secret_sealed = CASE WHEN ? IS NULL THEN NULL ELSE secret_sealed END,
+    previous_secret_until = ?, secret_sealed = ?, updated_at = ? WHERE bot_id = ?`,
   /** A success ends the run of failures of these bots' webhooks. */
   recordSuccesses: (n: number) => `UPDATE webhooks SET failing_since = NULL WHERE bot_id IN (${marks(n)}) AND failing_since IS NOT NULL`,
   lastError: 'UPDATE webhooks SET last_error_date = ?, last_error_message = ? WHERE bot_id = ?',
@@ -100,6 +111,8 @@ export function createWebhooksRepo(db: Db) {
         lastErrorMessage: r.last_error_message,
         disabledAt: r.disabled_at === null ? null : Number(r.disabled_at),
         disabledReason: r.disabled_reason,
+        previousSecretSealed: r.previous_secret_sealed ?? null,
+        previousSecretUntil: r.previous_secret_until === null || r.previous_secret_until === undefined ? null : Number(r.previous_secret_until),
       };
     },
 
@@ -120,9 +133,9 @@ export function createWebhooksRepo(db: Db) {
 
     /** Stores the bot's webhook (a new one, or replacing its settings), in the caller's unit. */
     async upsert(botId: string, config: Omit<WebhookConfig, 'allowedUpdates'>, now: number, w: Writer): Promise<void> {
+      const secret = { secret_sealed: config.secretSealed, previous_secret_sealed: null, previous_secret_until: null };
       const values = {
         url: config.url,
-        secret_sealed: config.secretSealed,
         allowed_ips: JSON.stringify(config.allowedIps),
         secret_header: config.secretHeader,
         max_connections: config.maxConnections,
@@ -135,7 +148,17 @@ export function createWebhooksRepo(db: Db) {
       };
       // One statement (INSERT … ON DUPLICATE KEY UPDATE): an UPDATE-then-INSERT takes gap
       // locks that deadlock concurrent first webhooks of neighbouring bots on MySQL.
-      await exec(w, knex('webhooks').insert({ bot_id: botId, created_at: now, ...values }).onConflict('bot_id').merge(Object.keys(values)));
+      // A new secret replaces the old one (and ends an overlap); an edit without one keeps them.
+      const merged = config.keepSecret ? Object.keys(values) : [...Object.keys(values), ...Object.keys(secret)];
+      await exec(w, knex('webhooks').insert({ bot_id: botId, created_at: now, ...values, ...secret }).onConflict('bot_id').merge(merged));
+    },
+
+    /**
+     * Rotates the bot's secret: the current one stays valid until `previousUntil` (ms;
+     * null: it is dropped at once). Answers whether the bot has a webhook.
+     */
+    async rotateSecret(botId: string, secretSealed: string, previousUntil: number | null, now: number, tx?: Tx): Promise<boolean> {
+      return (await (tx ?? sql).run(SQL.rotate, [previousUntil, previousUntil, secretSealed, now, botId])) > 0;
     },
 
     /** Removes the bot's webhook, in the caller's unit. */

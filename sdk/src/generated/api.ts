@@ -1085,6 +1085,24 @@ export interface RetryDeliveryRequest {
   delivery_id: string;
 }
 
+/** RotateWebhookSecretRequest names the bot and, optionally, the new secret. */
+export interface RotateWebhookSecretRequest {
+  /** The bot id. */
+  id: string;
+  /** The new signing secret, 1 to 256 of A-Z a-z 0-9 _ -; left out, the service makes one (43 characters) and answers it this once. */
+  secret_token?: string;
+  /** How long the previous secret stays valid, in seconds: 0 (at once) to 604800 (7 days); default 86400 (24 h). */
+  overlap_seconds?: number;
+}
+
+/** RotateWebhookSecretResponse carries the bot and the new secret, shown this once. */
+export interface RotateWebhookSecretResponse {
+  /** The bot, with its redacted webhook (previous_secret_expires_at set during the overlap). */
+  bot?: Bot | null;
+  /** The new signing secret: the one given, or the one the service made. Never read back. */
+  secret_token: string;
+}
+
 /** SendChatActionRequest is what the bot is doing in a chat. */
 export interface SendChatActionRequest {
   /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
@@ -1161,8 +1179,8 @@ export interface SetBotWebhookRequest {
   id: string;
   /** https URL; checked against request forgery. */
   url: string;
-  /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
-  secret_token: string;
+  /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. Required for a bot without a webhook; for one that has one, empty or left out keeps the current secret (and a rotation's overlap), so settings change without touching the receiver. A new secret replaces the old one at once: RotateWebhookSecret keeps both valid for a while. */
+  secret_token?: string;
   /** Update kinds to deliver ("message", "edited_message"); empty means all. */
   allowed_updates?: string[];
   /** IPs or CIDRs deliveries may go to. */
@@ -1359,6 +1377,8 @@ export interface WebhookSummary {
   disabled_reason?: string;
   /** When the webhook was disabled; null while it is enabled. */
   disabled_at?: string | null;
+  /** Until when the secret before the last rotation stays valid (deliveries carry both signatures until then); null when there is no overlap. */
+  previous_secret_expires_at?: string | null;
 }
 
 /** How one method is called over HTTP. */
@@ -1399,6 +1419,7 @@ export const consoleMethods = {
   updateMyBot: {"rpc":"botplatform.v1.ConsoleService/UpdateMyBot","httpMethod":"PATCH","path":"/api/v1/bots/my/{id}","pathParams":["id"],"body":"bot","successCode":200},
   regenerateToken: {"rpc":"botplatform.v1.ConsoleService/RegenerateToken","httpMethod":"POST","path":"/api/v1/bots/my/{id}/regenerate-token","pathParams":["id"],"body":"*","successCode":200},
   setBotWebhook: {"rpc":"botplatform.v1.ConsoleService/SetBotWebhook","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook","pathParams":["id"],"body":"*","successCode":200},
+  rotateWebhookSecret: {"rpc":"botplatform.v1.ConsoleService/RotateWebhookSecret","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook/rotate-secret","pathParams":["id"],"body":"*","successCode":200},
   deleteBotWebhook: {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","httpMethod":"DELETE","path":"/api/v1/bots/my/{id}/webhook","pathParams":["id"],"body":"*","successCode":200},
   listDeliveries: {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","httpMethod":"GET","path":"/api/v1/bots/my/{id}/deliveries","pathParams":["id"],"body":null,"successCode":200},
   retryDelivery: {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","httpMethod":"POST","path":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","pathParams":["id","delivery_id"],"body":"*","successCode":200},
@@ -1424,6 +1445,8 @@ export interface ConsoleMethodTypes {
   regenerateToken: { request: RegenerateTokenRequest; result: RegenerateTokenResponse; optionalRequest: false };
   /** SetBotWebhook configures the webhook and switches the bot to webhook delivery. */
   setBotWebhook: { request: SetBotWebhookRequest; result: Bot; optionalRequest: false };
+  /** RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one valid for overlap_seconds (default 86400, 24 h): until then every delivery carries both signatures in X-Service-Signature-V2 (the new one first, separated by a space), so the receiver accepts deliveries whether it has switched to the new secret yet or not. Rotating again within the window drops the secret before the previous one. */
+  rotateWebhookSecret: { request: RotateWebhookSecretRequest; result: RotateWebhookSecretResponse; optionalRequest: false };
   /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
   deleteBotWebhook: { request: DeleteBotWebhookRequest; result: Bot; optionalRequest: false };
   /** ListDeliveries pages through the bot's webhook deliveries, newest first. */

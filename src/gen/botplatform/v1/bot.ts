@@ -141,7 +141,14 @@ export interface WebhookSummary {
     | string
     | undefined;
   /** When the webhook was disabled; null while it is enabled. */
-  disabledAt: Date | undefined;
+  disabledAt:
+    | Date
+    | undefined;
+  /**
+   * Until when the secret before the last rotation stays valid (deliveries carry both
+   * signatures until then); null when there is no overlap.
+   */
+  previousSecretExpiresAt: Date | undefined;
 }
 
 /** Bot is a bot application as its owner sees it. */
@@ -511,6 +518,7 @@ function createBaseWebhookSummary(): WebhookSummary {
     disabled: false,
     disabledReason: undefined,
     disabledAt: undefined,
+    previousSecretExpiresAt: undefined,
   };
 }
 
@@ -542,6 +550,9 @@ export const WebhookSummary: MessageFns<WebhookSummary> = {
     }
     if (message.disabledAt !== undefined) {
       Timestamp.encode(toTimestamp(message.disabledAt), writer.uint32(74).fork()).join();
+    }
+    if (message.previousSecretExpiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.previousSecretExpiresAt), writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -631,6 +642,14 @@ export const WebhookSummary: MessageFns<WebhookSummary> = {
             message.disabledAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.previousSecretExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -657,6 +676,7 @@ export const WebhookSummary: MessageFns<WebhookSummary> = {
     message.disabled = object.disabled ?? false;
     message.disabledReason = object.disabledReason ?? undefined;
     message.disabledAt = object.disabledAt ?? undefined;
+    message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
     return message;
   },
 };

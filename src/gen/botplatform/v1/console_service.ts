@@ -188,7 +188,12 @@ export interface SetBotWebhookRequest {
   id: string;
   /** https URL; checked against request forgery. */
   url: string;
-  /** Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. */
+  /**
+   * Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. Required for a bot without a webhook;
+   * for one that has one, empty or left out keeps the current secret (and a rotation's
+   * overlap), so settings change without touching the receiver. A new secret replaces
+   * the old one at once: RotateWebhookSecret keeps both valid for a while.
+   */
   secretToken: string;
   /** Update kinds to deliver ("message", "edited_message"); empty means all. */
   allowedUpdates: string[];
@@ -208,6 +213,32 @@ export interface SetBotWebhookRequest {
 export interface SetBotWebhookResponse {
   /** The bot, delivery_mode webhook. */
   bot: Bot | undefined;
+}
+
+/** RotateWebhookSecretRequest names the bot and, optionally, the new secret. */
+export interface RotateWebhookSecretRequest {
+  /** The bot id. */
+  id: string;
+  /**
+   * The new signing secret, 1 to 256 of A-Z a-z 0-9 _ -; left out, the service makes one
+   * (43 characters) and answers it this once.
+   */
+  secretToken: string;
+  /**
+   * How long the previous secret stays valid, in seconds: 0 (at once) to 604800 (7 days);
+   * default 86400 (24 h).
+   */
+  overlapSeconds?: number | undefined;
+}
+
+/** RotateWebhookSecretResponse carries the bot and the new secret, shown this once. */
+export interface RotateWebhookSecretResponse {
+  /** The bot, with its redacted webhook (previous_secret_expires_at set during the overlap). */
+  bot:
+    | Bot
+    | undefined;
+  /** The new signing secret: the one given, or the one the service made. Never read back. */
+  secretToken: string;
 }
 
 /** DeleteBotWebhookRequest names the bot and may drop what is pending. */
@@ -1664,6 +1695,152 @@ export const SetBotWebhookResponse: MessageFns<SetBotWebhookResponse> = {
   fromPartial<I extends Exact<DeepPartial<SetBotWebhookResponse>, I>>(object: I): SetBotWebhookResponse {
     const message = createBaseSetBotWebhookResponse();
     message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    return message;
+  },
+};
+
+function createBaseRotateWebhookSecretRequest(): RotateWebhookSecretRequest {
+  return { id: "", secretToken: "", overlapSeconds: undefined };
+}
+
+export const RotateWebhookSecretRequest: MessageFns<RotateWebhookSecretRequest> = {
+  encode(message: RotateWebhookSecretRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.secretToken !== "") {
+      writer.uint32(18).string(message.secretToken);
+    }
+    if (message.overlapSeconds !== undefined) {
+      writer.uint32(24).int32(message.overlapSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateWebhookSecretRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateWebhookSecretRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.secretToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.overlapSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RotateWebhookSecretRequest>, I>>(base?: I): RotateWebhookSecretRequest {
+    return RotateWebhookSecretRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateWebhookSecretRequest>, I>>(object: I): RotateWebhookSecretRequest {
+    const message = createBaseRotateWebhookSecretRequest();
+    message.id = object.id ?? "";
+    message.secretToken = object.secretToken ?? "";
+    message.overlapSeconds = object.overlapSeconds ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRotateWebhookSecretResponse(): RotateWebhookSecretResponse {
+  return { bot: undefined, secretToken: "" };
+}
+
+export const RotateWebhookSecretResponse: MessageFns<RotateWebhookSecretResponse> = {
+  encode(message: RotateWebhookSecretResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bot !== undefined) {
+      Bot.encode(message.bot, writer.uint32(10).fork()).join();
+    }
+    if (message.secretToken !== "") {
+      writer.uint32(18).string(message.secretToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateWebhookSecretResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateWebhookSecretResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bot = Bot.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.secretToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RotateWebhookSecretResponse>, I>>(base?: I): RotateWebhookSecretResponse {
+    return RotateWebhookSecretResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateWebhookSecretResponse>, I>>(object: I): RotateWebhookSecretResponse {
+    const message = createBaseRotateWebhookSecretResponse();
+    message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    message.secretToken = object.secretToken ?? "";
     return message;
   },
 };
@@ -3771,6 +3948,24 @@ export const ConsoleServiceService = {
       Buffer.from(SetBotWebhookResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetBotWebhookResponse => SetBotWebhookResponse.decode(value),
   },
+  /**
+   * RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one
+   * valid for overlap_seconds (default 86400, 24 h): until then every delivery carries
+   * both signatures in X-Service-Signature-V2 (the new one first, separated by a space),
+   * so the receiver accepts deliveries whether it has switched to the new secret yet or
+   * not. Rotating again within the window drops the secret before the previous one.
+   */
+  rotateWebhookSecret: {
+    path: "/botplatform.v1.ConsoleService/RotateWebhookSecret" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RotateWebhookSecretRequest): Buffer =>
+      Buffer.from(RotateWebhookSecretRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RotateWebhookSecretRequest => RotateWebhookSecretRequest.decode(value),
+    responseSerialize: (value: RotateWebhookSecretResponse): Buffer =>
+      Buffer.from(RotateWebhookSecretResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotateWebhookSecretResponse => RotateWebhookSecretResponse.decode(value),
+  },
   /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
   deleteBotWebhook: {
     path: "/botplatform.v1.ConsoleService/DeleteBotWebhook" as const,
@@ -3924,6 +4119,14 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
   regenerateToken: handleUnaryCall<RegenerateTokenRequest, RegenerateTokenResponse>;
   /** SetBotWebhook configures the webhook and switches the bot to webhook delivery. */
   setBotWebhook: handleUnaryCall<SetBotWebhookRequest, SetBotWebhookResponse>;
+  /**
+   * RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one
+   * valid for overlap_seconds (default 86400, 24 h): until then every delivery carries
+   * both signatures in X-Service-Signature-V2 (the new one first, separated by a space),
+   * so the receiver accepts deliveries whether it has switched to the new secret yet or
+   * not. Rotating again within the window drops the secret before the previous one.
+   */
+  rotateWebhookSecret: handleUnaryCall<RotateWebhookSecretRequest, RotateWebhookSecretResponse>;
   /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
   deleteBotWebhook: handleUnaryCall<DeleteBotWebhookRequest, DeleteBotWebhookResponse>;
   /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
@@ -4071,6 +4274,28 @@ export interface ConsoleServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetBotWebhookResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one
+   * valid for overlap_seconds (default 86400, 24 h): until then every delivery carries
+   * both signatures in X-Service-Signature-V2 (the new one first, separated by a space),
+   * so the receiver accepts deliveries whether it has switched to the new secret yet or
+   * not. Rotating again within the window drops the secret before the previous one.
+   */
+  rotateWebhookSecret(
+    request: RotateWebhookSecretRequest,
+    callback: (error: ServiceError | null, response: RotateWebhookSecretResponse) => void,
+  ): ClientUnaryCall;
+  rotateWebhookSecret(
+    request: RotateWebhookSecretRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotateWebhookSecretResponse) => void,
+  ): ClientUnaryCall;
+  rotateWebhookSecret(
+    request: RotateWebhookSecretRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotateWebhookSecretResponse) => void,
   ): ClientUnaryCall;
   /** DeleteBotWebhook removes the webhook and switches the bot to polling. */
   deleteBotWebhook(
