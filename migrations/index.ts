@@ -16,6 +16,7 @@ import * as webhookSecretHeader from './20261211000001_webhook_secret_header.js'
 import * as outboundFeed from './20261224000001_outbound_feed.js';
 import * as feedPositionsWithinHeads from './20261227000001_feed_positions_within_heads.js';
 import * as webhookSecretRotation from './20261228000001_webhook_secret_rotation.js';
+import * as queries from './20261228000002_queries.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -31,6 +32,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261224000001_outbound_feed': outboundFeed,
   '20261227000001_feed_positions_within_heads': feedPositionsWithinHeads,
   '20261228000001_webhook_secret_rotation': webhookSecretRotation,
+  '20261228000002_queries': queries,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

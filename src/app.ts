@@ -23,6 +23,7 @@ import { startPipeline } from './pipeline/pipeline.js';
 import { startSweeps } from './pipeline/sweeps.js';
 import { createShutdown, type Root } from './process.js';
 import type { Db } from './storage/db.js';
+import { createQueriesRepo } from './storage/queries-repo.js';
 import { createTelemetry, type Telemetry } from './telemetry/metrics.js';
 import { createLocalSignIn, type LocalSignIn } from '../gateway/runtime/console.js';
 import { buildGateway, type Gateway } from '../gateway/runtime/gateway.js';
@@ -126,7 +127,7 @@ async function serveCore(root: Root, b: Backend, files: FileStore) {
   const pipeline = await startPipeline(root, b);
   const built = await buildCore(root, b, pipeline, files);
   root.shutdown.add('timers', 'core', startSweeps(root.config, root.logger, {
-    bots: b.bots, updates: b.updates, limits: b.limits, files: built.files, limiter: built.limiter,
+    bots: b.bots, updates: b.updates, queries: createQueriesRepo(b.db), limits: b.limits, files: built.files, limiter: built.limiter,
   }));
   const grpcPort = await serveGrpc(root, built.core, b.ready);
   return { core: built.core, localJwtSecret: built.localJwtSecret, grpcPort, degraded: pipeline.degraded };

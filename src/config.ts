@@ -129,6 +129,7 @@ export const settingsSchema = z.object({
   FEED_MAX_GROUP_MEMBERS: int(100, 1, 10_000),
   FEED_MAX_STREAMS_PER_CONNECTION: int(100, 1, 100_000),
   INGEST_IDEMPOTENCY_WINDOW: duration('24h').refine((ms) => ms >= 1000 && ms <= 30 * 86_400_000, 'must be from 1s to 30d'),
+  QUERY_ANSWER_TIMEOUT: duration('15s').refine((ms) => ms >= 100 && ms <= 3_600_000, 'must be from 100ms to 1h'),
   WEBHOOK_ALLOWED_CIDRS: z.string().default('').refine(
     (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
     'must be a comma-separated list of IPs or CIDR ranges',
@@ -237,6 +238,8 @@ const schema = settingsSchema
       updateRetentionMs: c.UPDATE_RETENTION,
       /** How long an ingest idempotency key is remembered. */
       ingestIdempotencyWindowMs: c.INGEST_IDEMPOTENCY_WINDOW,
+      /** How long after its ingest a callback or inline query may be answered. */
+      queryAnswerTimeoutMs: c.QUERY_ANSWER_TIMEOUT,
       webhookAllowedCidrs: list(c.WEBHOOK_ALLOWED_CIDRS),
       webhookAllowedPorts: c.WEBHOOK_ALLOWED_PORTS,
       platformEgressIps: list(c.PLATFORM_EGRESS_IPS),

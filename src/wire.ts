@@ -156,6 +156,28 @@ export function fromWireMessage(w: Wire<Message>): Message {
   };
 }
 
+/** A callback query as stored and sent on the JSON wire (its message is already wire JSON: as stored). */
+export function toWireCallbackQuery(q: Omit<CallbackQuery, 'message'>, message: WireMessage): Record<string, unknown> {
+  return {
+    id: q.id,
+    from: q.from ? wireUser(q.from) : undefined,
+    message,
+    chat_instance: q.chatInstance,
+    ...(q.data !== undefined ? { data: q.data } : {}),
+  };
+}
+
+/** An inline query as stored and sent on the JSON wire. */
+export function toWireInlineQuery(q: InlineQuery): Record<string, unknown> {
+  return {
+    id: q.id,
+    from: q.from ? wireUser(q.from) : undefined,
+    query: q.query,
+    offset: q.offset,
+    ...(q.chatType !== undefined ? { chat_type: q.chatType } : {}),
+  };
+}
+
 /** A callback query as stored (wire JSON) as the generated type. */
 function fromWireCallbackQuery(w: Wire<CallbackQuery>): CallbackQuery {
   const { message, ...rest } = w;

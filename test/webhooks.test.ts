@@ -133,14 +133,23 @@ describe('webhook delivery', () => {
   });
 
   it('allowed_updates given with the webhook decides which kinds are delivered', async () => {
-    const { id, receiver } = await botWithReceiver('hook_kinds', { allowed_updates: ['edited_message'] });
     const internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
     const md = new grpc.Metadata();
     md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
-    const m = (text: string) => ({ messageId: 0, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text });
-    const res = await new Promise<{ results: { filtered: boolean }[] }>((resolve, reject) =>
-      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates: [{ botId: id, message: m('not wanted') }, { botId: id, editedMessage: m('wanted') }] }), md,
-        (err, r) => (err ? reject(err) : resolve(r as never))));
+    const m = (text: string, messageId = 0) => ({ messageId, date: 0, chat: { id: 9, type: 'private' }, from: { id: 9, isBot: false }, text });
+    const ingest = (updates: object[]) => new Promise<{ results: { filtered: boolean }[] }>((resolve, reject) =>
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({ updates }), md, (err, r) => (err ? reject(err) : resolve(r as never))));
+    // A message the bot received before its webhook (and its filter) was set: the one edited below.
+    const bot = await approvedBot(h, ownerJwt, 'hook_kinds');
+    await ingest([{ botId: bot.id, message: m('received', 5) }]);
+    const receiver = await startReceiver(pki);
+    receivers.push(receiver);
+    const set = await owner.post(`/api/v1/bots/my/${bot.id}/webhook`, {
+      url: receiver.url, secret_token: SECRET, allowed_updates: ['edited_message'], drop_pending_updates: true,
+    });
+    expect(set.status).toBe(200);
+    const { id } = bot;
+    const res = await ingest([{ botId: id, message: m('not wanted') }, { botId: id, editedMessage: m('wanted', 5) }]);
     internal.close();
     expect(res.results.map((r) => r.filtered)).toEqual([true, false]);
     await receiver.waitFor(1);

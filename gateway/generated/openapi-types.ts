@@ -450,13 +450,13 @@ export interface components {
     };
     /** @description CallbackQuery is a tap on an inline keyboard button with callback_data (Telegram's CallbackQuery): the bot answers it with answerCallbackQuery. */
     "botplatform.v1.CallbackQuery": {
-      /** @description Unique identifier of the query, answered with answerCallbackQuery. */
+      /** @description Unique identifier of the query, answered with answerCallbackQuery: at most 64 characters (at ingest: left empty, the platform assigns a decimal one). */
       id: string;
       /** @description Who tapped. */
       from?: components["schemas"]["botplatform.v1.User"] | null;
       /** @description The bot's message whose button was tapped. */
       message?: components["schemas"]["botplatform.v1.Message"] | null;
-      /** @description Identifies the chat the message was in (for games' high scores; stable per chat). */
+      /** @description Identifies the chat the message was in (for games' high scores; stable per chat): at most 64 characters (at ingest: left empty, the platform derives one from the chat). */
       chat_instance: string;
       /** @description The button's callback_data. */
       data?: string;
@@ -1032,13 +1032,13 @@ export interface components {
     };
     /** @description InlineQuery is text a user typed after the bot's username in any chat (inline mode, for bots with supports_inline_queries): the bot answers with answerInlineQuery. */
     "botplatform.v1.InlineQuery": {
-      /** @description Unique identifier of the query, answered with answerInlineQuery. */
+      /** @description Unique identifier of the query, answered with answerInlineQuery: at most 64 characters (at ingest: left empty, the platform assigns a decimal one). */
       id: string;
       /** @description Who typed. */
       from?: components["schemas"]["botplatform.v1.User"] | null;
       /** @description The text, up to 256 characters. */
       query: string;
-      /** @description Offset of the results to return, as the bot set next_offset in its last answer. */
+      /** @description Offset of the results to return, as the bot set next_offset in its last answer: at most 64 characters. */
       offset: string;
       /** @description Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
       chat_type?: string;

@@ -26,7 +26,7 @@ import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { stagingKey } from '../../src/blobs/blob-store.js';
 import { replyMarkupFromTelegram } from '../../src/messages/reply-markup.js';
-import { compact, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
+import { compact, inlineButtonFromTelegram, inlineResultsFromTelegram, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
 import { botUserId, UPDATE_KINDS, type Snake } from '../../src/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
@@ -92,7 +92,7 @@ const IMAGE_TYPES: Record<string, string> = { jpg: 'image/jpeg', jpeg: 'image/jp
 
 /**
  * allowed_updates as Telegram takes it: the kinds this platform never produces
- * (callback_query, chat_member... — frameworks send their whole list) are accepted and
+ * (chat_member, poll_answer... — frameworks send their whole list) are accepted and
  * left out, as Telegram ignores kinds it has nothing of; a list of nothing but those
  * is refused, since the bot would wait for updates that never come.
  */
@@ -264,6 +264,21 @@ const METHODS: Record<string, Method> = {
   deletemycommands: {
     async run(ctx) {
       return (await ctx.rpc('deleteMyCommands', {})).result;
+    },
+  },
+
+  answercallbackquery: {
+    async run(ctx) {
+      const req = ctx.request('answerCallbackQuery', ['callback_query_id', 'text', 'show_alert', 'url', 'cache_time']);
+      return (await ctx.rpc('answerCallbackQuery', req)).result;
+    },
+  },
+  answerinlinequery: {
+    async run(ctx) {
+      const req = ctx.request('answerInlineQuery', ['inline_query_id', 'cache_time', 'is_personal', 'next_offset']);
+      req.results = inlineResultsFromTelegram(ctx.param('results'));
+      req.button = inlineButtonFromTelegram(ctx.param('button'), ctx.param('switch_pm_text'), ctx.param('switch_pm_parameter'));
+      return (await ctx.rpc('answerInlineQuery', req)).result;
     },
   },
 };

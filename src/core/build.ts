@@ -26,6 +26,8 @@ import type { Root } from '../process.js';
 import { createFeedRepo } from '../storage/feed-repo.js';
 import { createFilesRepo } from '../storage/files-repo.js';
 import { createMessagesRepo } from '../storage/messages-repo.js';
+import { createQueriesRepo } from '../storage/queries-repo.js';
+import { createQueriesService } from '../domain/queries-service.js';
 import { createAuthenticator } from './authenticate.js';
 import { createCore, type Core } from './core.js';
 import { createHandlers } from './handlers.js';
@@ -47,8 +49,12 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
   const jwt = await createAccountJwtVerifier(source, config.auth);
   const internalToken = config.internalApiToken ?? loadOrCreateSecret(config.dataDir, LOCAL_INTERNAL_TOKEN_FILE);
 
+  const messages = createMessagesRepo(b.db);
+  const queries = createQueriesRepo(b.db);
   const updates = createUpdatesService({
     bots: b.bots,
+    messages,
+    queries,
     updates: b.updates,
     webhooks: b.webhooks,
     units: b.units,
@@ -88,7 +94,6 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     feedWaker.sent();
     relay.nudge();
   });
-  const messagesRepo = createMessagesRepo(b.db);
   const core = createCore({
     authenticator,
     handlers: createHandlers({
@@ -97,8 +102,15 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
       runtime: createRuntimeService({ bots: b.bots }),
       updates,
       deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-      messages: createMessagesService({ messages: messagesRepo, sender: sendWriter, files }),
-      chatMessages: createChatMessagesService({ bots: b.bots, messages: messagesRepo }),
+      messages: createMessagesService({ messages, sender: sendWriter, files }),
+      chatMessages: createChatMessagesService({ bots: b.bots, messages }),
+      queries: createQueriesService({
+        queries, units: b.units, files, answerTimeoutMs: config.queryAnswerTimeoutMs,
+        onCommitted: () => {
+          feedWaker.sent();
+          relay.nudge();
+        },
+      }),
       files,
       metrics: createMetricsService({
         bots: b.bots, updates: b.updates, deliveries: b.deliveries, limits: b.limits, usage: b.usage, settings: limitSettings,

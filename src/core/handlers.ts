@@ -18,6 +18,7 @@ import type { DeliveriesService } from '../domain/deliveries-service.js';
 import type { FeedService } from '../domain/feed-service.js';
 import type { FilesService } from '../domain/files-service.js';
 import type { MessagesService } from '../domain/messages-service.js';
+import type { QueriesService } from '../domain/queries-service.js';
 import type { MetricsService } from '../domain/metrics-service.js';
 import type { AdminRpc, ConsoleRpc, InternalRpc, RuntimeRpc } from '../domain/rpc.js';
 import { createPendingRpcs } from '../domain/pending-rpcs.js';
@@ -30,17 +31,18 @@ interface Services {
   updates: UpdatesService;
   deliveries: DeliveriesService;
   messages: MessagesService;
+  queries: QueriesService;
   files: FilesService;
   metrics: MetricsService;
   feed: FeedService;
   chatMessages: ChatMessagesService;
 }
 
-export function createHandlers({ console, admin, runtime, updates, deliveries, messages, files, metrics, feed, chatMessages }: Services): Record<string, BoundMethod> {
+export function createHandlers({ console, admin, runtime, updates, deliveries, messages, queries, files, metrics, feed, chatMessages }: Services): Record<string, BoundMethod> {
   const pending = createPendingRpcs();
   const consoleRpc: ConsoleRpc = { ...pending, ...console, ...updates, ...deliveries, ...metrics, ...chatMessages };
   const adminRpc: AdminRpc = admin;
-  const runtimeRpc: RuntimeRpc = { ...pending, ...runtime, ...updates, ...messages, ...files };
+  const runtimeRpc: RuntimeRpc = { ...pending, ...runtime, ...updates, ...messages, ...queries, ...files };
   const internalRpc: InternalRpc = { ...updates, ...feed };
   return {
     ...bindService(ConsoleServiceService, consoleRpc),

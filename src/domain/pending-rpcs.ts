@@ -4,7 +4,7 @@
  * when it is empty.
  */
 import { ApiError, Code } from '../errors.js';
-import type { ConsoleRpc, RuntimeRpc } from './rpc.js';
+import type { RuntimeRpc } from './rpc.js';
 
 const pending = (name: string) => async (): Promise<never> => {
   throw new ApiError(Code.UNIMPLEMENTED, `${name} is not available yet`);
@@ -12,8 +12,7 @@ const pending = (name: string) => async (): Promise<never> => {
 
 export function createPendingRpcs(): Pick<RuntimeRpc,
   | 'editMessageText' | 'editMessageCaption' | 'editMessageReplyMarkup' | 'deleteMessage' | 'deleteMessages'
-  | 'sendChatAction' | 'copyMessage' | 'forwardMessage' | 'getChat' | 'sendMediaGroup'
-  | 'answerCallbackQuery' | 'answerInlineQuery'> & Pick<ConsoleRpc, 'createTestCallbackQuery'> {
+  | 'sendChatAction' | 'copyMessage' | 'forwardMessage' | 'getChat' | 'sendMediaGroup'> {
   return {
     editMessageText: pending('editMessageText'),
     editMessageCaption: pending('editMessageCaption'),
@@ -25,8 +24,5 @@ export function createPendingRpcs(): Pick<RuntimeRpc,
     forwardMessage: pending('forwardMessage'),
     getChat: pending('getChat'),
     sendMediaGroup: pending('sendMediaGroup'),
-    answerCallbackQuery: pending('answerCallbackQuery'),
-    answerInlineQuery: pending('answerInlineQuery'),
-    createTestCallbackQuery: pending('createTestCallbackQuery'),
   };
 }

@@ -8,8 +8,8 @@ import { randomBase62 } from '../auth/bot-token.js';
 import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
-import type { IngestUpdatesRequest, IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
-import type { Message, WebhookInfo } from '../gen/botplatform/v1/update.js';
+import { IncomingUpdate, type IngestUpdatesRequest, type IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
+import type { WebhookInfo } from '../gen/botplatform/v1/update.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import { toBotMessage } from './bot-view.js';
@@ -26,8 +26,9 @@ import type { UpdateWriter } from '../pipeline/update-writer.js';
 import * as check from './validation.js';
 import { incomingEntities } from '../messages/formatted.js';
 import { toUpdateMessage, toWireMessage, UPDATE_KINDS } from '../wire.js';
+import { checkShapes, prepareIncoming, type IncomingDeps } from './incoming.js';
 
-export interface UpdatesDeps {
+export interface UpdatesDeps extends IncomingDeps {
   bots: BotsRepo;
   updates: UpdatesRepo;
   webhooks: WebhooksRepo;
@@ -72,23 +73,16 @@ const LIMITS = {
     timeout: constraintsOf('botplatform.v1.GetUpdatesRequest', 'timeout'),
   },
   testUpdate: { text: constraintsOf('botplatform.v1.CreateTestUpdateRequest', 'text') },
+  testCallback: {
+    messageId: constraintsOf('botplatform.v1.CreateTestCallbackQueryRequest', 'message_id'),
+    callbackData: constraintsOf('botplatform.v1.CreateTestCallbackQueryRequest', 'callback_data'),
+  },
   user: {
     username: constraintsOf('botplatform.v1.User', 'username'),
     firstName: constraintsOf('botplatform.v1.User', 'first_name'),
   },
-  chat: {
-    title: constraintsOf('botplatform.v1.Chat', 'title'),
-    username: constraintsOf('botplatform.v1.Chat', 'username'),
-    firstName: constraintsOf('botplatform.v1.Chat', 'first_name'),
-    lastName: constraintsOf('botplatform.v1.Chat', 'last_name'),
-  },
-  message: {
-    text: constraintsOf('botplatform.v1.Message', 'text'),
-    caption: constraintsOf('botplatform.v1.Message', 'caption'),
-  },
   ingest: {
     updates: constraintsOf('botplatform.v1.IngestUpdatesRequest', 'updates'),
-    idempotencyKey: constraintsOf('botplatform.v1.IncomingUpdate', 'idempotency_key'),
   },
 };
 
@@ -102,6 +96,21 @@ const ROTATE = {
   secretToken: constraintsOf('botplatform.v1.RotateWebhookSecretRequest', 'secret_token'),
   overlap: constraintsOf('botplatform.v1.RotateWebhookSecretRequest', 'overlap_seconds'),
 };
+
+/** The console's test chat (a private chat with the test user), when a test tool names none. */
+const TEST_CHAT = 100_000_001;
+const testUser = (chatId: number) => ({ id: chatId, isBot: false, username: 'test_user', firstName: 'Test' });
+
+/**
+ * Ingest's refusal of a test tool's update, in the console request's own field names
+ * (updates[0].callback_query.data → callback_data, ….message.message_id → message_id).
+ */
+function consoleFields(err: unknown): unknown {
+  if (!(err instanceof ApiError) || err.details.length === 0) return err;
+  const rename = (f: string) => (/\.data$/.test(f) ? 'callback_data' : /message_id$/.test(f) ? 'message_id' : f);
+  const details = err.details.map((d) => ({ ...d, field: rename(d.field) }));
+  return ApiError.invalid(details[0]!.field, details[0]!.reason, details[0]!.description);
+}
 
 function webhookLimits(message: 'botplatform.v1.SetWebhookRequest' | 'botplatform.v1.SetBotWebhookRequest') {
   return {
@@ -120,27 +129,8 @@ function checkKinds(v: check.Violations, field: string, kinds: string[]) {
   });
 }
 
-function checkMessage(v: check.Violations, field: string, m: Message | undefined) {
-  if (!m) return;
-  if (!m.chat || !m.chat.id) v.add(`${field}.chat.id`, 'REQUIRED', 'is required');
-  if (!m.from || !m.from.id) v.add(`${field}.from.id`, 'REQUIRED', 'is required');
-  const text = LIMITS.message.text;
-  if (m.text !== undefined && check.safeText(v, `${field}.text`, m.text)
-    && (check.charLength(m.text) < text.minLength || check.charLength(m.text) > text.maxLength)) {
-    v.add(`${field}.text`, 'INVALID_LENGTH', `must be ${text.minLength} to ${text.maxLength} characters`);
-  }
-  check.optionalText(v, `${field}.caption`, m.caption, LIMITS.message.caption);
-  check.safeText(v, `${field}.chat.type`, m.chat?.type);
-  check.optionalText(v, `${field}.chat.title`, m.chat?.title, LIMITS.chat.title);
-  check.optionalText(v, `${field}.chat.username`, m.chat?.username, LIMITS.chat.username);
-  check.optionalText(v, `${field}.chat.first_name`, m.chat?.firstName, LIMITS.chat.firstName);
-  check.optionalText(v, `${field}.chat.last_name`, m.chat?.lastName, LIMITS.chat.lastName);
-  check.optionalText(v, `${field}.from.username`, m.from?.username, LIMITS.user.username);
-  check.optionalText(v, `${field}.from.first_name`, m.from?.firstName, LIMITS.user.firstName);
-}
-
 type UpdatesRpc = Pick<RuntimeRpc, 'getUpdates' | 'setWebhook' | 'deleteWebhook' | 'getWebhookInfo'>
-  & Pick<ConsoleRpc, 'setBotWebhook' | 'rotateWebhookSecret' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate'>
+  & Pick<ConsoleRpc, 'setBotWebhook' | 'rotateWebhookSecret' | 'deleteBotWebhook' | 'enableBotWebhook' | 'createTestUpdate' | 'createTestCallbackQuery'>
   & Pick<InternalRpc, 'ingestUpdates' | 'streamIngestUpdates'>;
 
 export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
@@ -237,38 +227,16 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     const v = new check.Violations();
     if (req.updates.length === 0) v.add('updates', 'REQUIRED', 'needs at least one update');
     check.maxItems(v, 'updates', req.updates, LIMITS.ingest.updates, 'updates');
-    req.updates.forEach((u, i) => {
-      if (!u.botId) v.add(`updates[${i}].bot_id`, 'REQUIRED', 'is required');
-      if (Boolean(u.message) === Boolean(u.editedMessage)) {
-        v.add(`updates[${i}]`, 'INVALID_VALUE', 'needs exactly one of message and edited_message');
-      }
-      checkMessage(v, `updates[${i}].message`, u.message);
-      checkMessage(v, `updates[${i}].edited_message`, u.editedMessage);
-      const key = LIMITS.ingest.idempotencyKey;
-      if (u.idempotencyKey && check.charLength(u.idempotencyKey) > key.maxLength) {
-        v.add(`updates[${i}].idempotency_key`, 'INVALID_LENGTH', `must be at most ${key.maxLength} characters`);
-      }
-    });
+    checkShapes(v, req.updates);
     v.throwIfAny();
     // Unknown or unapproved bots refuse the whole request before anything is written.
-    const review = await deps.bots.reviewStatusOf(req.updates.map((u) => u.botId));
+    const bots = await deps.bots.ingestStateOf(req.updates.map((u) => u.botId));
     for (const [i, u] of req.updates.entries()) {
-      const status = review.get(u.botId);
-      if (!status) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
-      else if (status !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
+      const bot = bots.get(u.botId);
+      if (!bot) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
+      else if (bot.reviewStatus !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
     }
-    const at = Math.floor(now() / 1000);
-    return req.updates.map((u, i) => {
-      const m = (u.message ?? u.editedMessage)!;
-      const field = `updates[${i}].${u.message ? 'message' : 'edited_message'}`;
-      // Entities as Telegram gives them to bots: computed when the messaging service sent none.
-      const entities = incomingEntities(m.text, m.entities, `${field}.entities`);
-      const captionEntities = incomingEntities(m.caption, m.captionEntities, `${field}.caption_entities`);
-      return {
-        botId: u.botId, kind: u.message ? 'message' : 'edited_message', message: toWireMessage({ ...m, date: m.date || at, entities, captionEntities }),
-        idempotencyKey: u.idempotencyKey || undefined,
-      };
-    });
+    return prepareIncoming(deps, req.updates, (botId) => bots.get(botId)!.supportsInlineQueries, Math.floor(now() / 1000));
   };
 
   /**
@@ -307,8 +275,8 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       check.optionalText(v, 'from.username', req.from?.username, LIMITS.user.username);
       check.optionalText(v, 'from.first_name', req.from?.firstName, LIMITS.user.firstName);
       v.throwIfAny();
-      const chatId = req.chatId ?? 100_000_001;
-      const from = req.from ?? { id: chatId, isBot: false, username: 'test_user', firstName: 'Test' };
+      const chatId = req.chatId ?? TEST_CHAT;
+      const from = req.from ?? testUser(chatId);
       const [outcome] = await deps.writer.write([{
         botId: bot.id,
         kind: 'message',
@@ -321,6 +289,36 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       refuseOutcome(outcome!, 'id');
       const { updateId, updateSeq } = (outcome as { ok: { updateId: number; updateSeq: number } }).ok;
       return { updateId, updateSeq };
+    },
+
+    /**
+     * The console's press of a callback button of a message the bot sent to a test chat,
+     * by the test user: a callback_query update as a messaging service would ingest it.
+     */
+    async createTestCallbackQuery(req, { principal }) {
+      const bot = await own.approved(principal.accountId, req.id);
+      const v = new check.Violations();
+      if (req.chatId !== undefined && req.chatId === 0) v.add('chat_id', 'INVALID_VALUE', 'must not be 0');
+      check.inRange(v, 'message_id', req.messageId, LIMITS.testCallback.messageId);
+      check.optionalText(v, 'callback_data', req.callbackData, LIMITS.testCallback.callbackData);
+      if (!req.callbackData) v.add('callback_data', 'REQUIRED', 'is required');
+      v.throwIfAny();
+      const chatId = req.chatId ?? TEST_CHAT;
+      const update = IncomingUpdate.fromPartial({
+        botId: bot.id,
+        callbackQuery: { from: testUser(chatId), message: { messageId: req.messageId, chat: { id: chatId, type: 'private' } }, data: req.callbackData },
+      });
+      let items: NewUpdate[];
+      try {
+        items = await prepareIncoming(deps, [update], () => bot.supportsInlineQueries, Math.floor(now() / 1000));
+      } catch (err) {
+        throw consoleFields(err);
+      }
+      const [outcome] = await deps.writer.write(items);
+      if ('filtered' in outcome!) throw ApiError.failedPrecondition("the bot's allowed_updates do not include callback_query");
+      refuseOutcome(outcome!, 'id');
+      const { updateId, updateSeq } = (outcome as { ok: { updateId: number; updateSeq: number } }).ok;
+      return { updateId, updateSeq, callbackQueryId: items[0]!.query!.id };
     },
 
     async getUpdates(req, { principal, signal }) {

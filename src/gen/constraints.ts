@@ -56,6 +56,10 @@ const table = {
     "links": { maxItems: 10 },
     "command_menu": { maxItems: 100 },
   },
+  "botplatform.v1.CallbackQuery": {
+    "id": { maxLength: 64, pattern: new RegExp("^[\\x21-\\x7E]*$", 'u') },
+    "chat_instance": { maxLength: 64, pattern: new RegExp("^[\\x21-\\x7E]*$", 'u') },
+  },
   "botplatform.v1.Chat": {
     "id": { nonZero: true },
     "title": { maxLength: 128, pattern: new RegExp("^[^\\u0000]*$", 'u') },
@@ -153,6 +157,11 @@ const table = {
   },
   "botplatform.v1.IngestUpdatesRequest": {
     "updates": { maxItems: 500 },
+  },
+  "botplatform.v1.InlineQuery": {
+    "id": { maxLength: 64, pattern: new RegExp("^[\\x21-\\x7E]*$", 'u') },
+    "query": { maxLength: 256, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "offset": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.InputMedia": {
     "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },

@@ -8,11 +8,14 @@ import type { Config } from '../config.js';
 import { every } from '../every.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { LimitsRepo } from '../storage/limits-repo.js';
+import type { QueriesRepo } from '../storage/queries-repo.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 
 export interface SweepTargets {
   bots: Pick<BotsRepo, 'purgeExpiredOneTimeTokens'>;
   updates: Pick<UpdatesRepo, 'purgeOlderThan' | 'purgeIngestKeys'>;
+  /** Callback and inline queries, kept as long as idempotency keys (and at least as long as they may be answered). */
+  queries: Pick<QueriesRepo, 'purgeOlderThan'>;
   limits: Pick<LimitsRepo, 'purgeCounters' | 'purgeStats'>;
   /** Uploads never completed, and their staged bytes. */
   files: { sweep(): Promise<void> };
@@ -31,6 +34,7 @@ export function startSweeps(config: Config, logger: Logger, t: SweepTargets): ()
     every(Math.min(60_000, Math.max(1000, Math.min(config.updateRetentionMs, config.ingestIdempotencyWindowMs) / 2)), async () => {
       await t.updates.purgeOlderThan(Date.now() - config.updateRetentionMs);
       await t.updates.purgeIngestKeys(Date.now());
+      await t.queries.purgeOlderThan(Date.now() - Math.max(config.ingestIdempotencyWindowMs, config.queryAnswerTimeoutMs));
     }, logger, 'update retention sweep'),
     every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => t.files.sweep(), logger, 'upload sweep'),
     // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).

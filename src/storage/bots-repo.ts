@@ -97,7 +97,7 @@ const SQL = {
   allowedUpdates: 'SELECT allowed_updates FROM bots WHERE id = ? LIMIT 1',
   lastUpdateSeq: 'SELECT last_update_seq FROM bots WHERE id = ? LIMIT 1',
   /** Review status of `n` ids (lists padded to a power of two, so the texts stay few). */
-  reviewStatusOf: (n: number) => `SELECT id, review_status FROM bots WHERE id IN (${marks(n)})`,
+  ingestStateOf: (n: number) => `SELECT id, review_status, supports_inline_queries FROM bots WHERE id IN (${marks(n)})`,
 };
 
 function fromRow(r: BotRow): BotRecord {
@@ -313,12 +313,12 @@ export function createBotsRepo(db: Db) {
       return row && fromRow(row);
     },
 
-    /** Review status of each of these bots that exists, in one query. */
-    async reviewStatusOf(ids: string[], tx?: Tx): Promise<Map<string, ReviewStatusValue>> {
+    /** What ingest checks of each of these bots that exists (review status, inline mode), in one query. */
+    async ingestStateOf(ids: string[], tx?: Tx): Promise<Map<string, { reviewStatus: ReviewStatusValue; supportsInlineQueries: boolean }>> {
       const unique = padded(sql, [...new Set(ids)]);
       if (unique.length === 0) return new Map();
-      const rows = await on(tx).all<Pick<BotRow, 'id' | 'review_status'>>(SQL.reviewStatusOf(unique.length), unique);
-      return new Map(rows.map((r) => [r.id, r.review_status as ReviewStatusValue]));
+      const rows = await on(tx).all<Pick<BotRow, 'id' | 'review_status' | 'supports_inline_queries'>>(SQL.ingestStateOf(unique.length), unique);
+      return new Map(rows.map((r) => [r.id, { reviewStatus: r.review_status as ReviewStatusValue, supportsInlineQueries: Boolean(r.supports_inline_queries) }]));
     },
 
     /** The bot whose current token has this hash. */

@@ -40,6 +40,7 @@ const SQL = {
   chatType: 'SELECT type FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
   messageExists: 'SELECT message_id FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
   find: 'SELECT outbound, payload, created_at FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
+  replaceInbound: 'UPDATE messages SET payload = ? WHERE bot_id = ? AND chat_id = ? AND message_id = ? AND outbound = 0',
 };
 
 /** Chats in key order, so concurrent writers (MySQL) lock chat rows in the same order. */
@@ -100,6 +101,14 @@ export function createMessagesRepo(db: Db) {
     /** Records received messages (ones already recorded stay as they are), in the caller's unit. */
     insertInbound(messages: InboundMessage[], w: Writer): void {
       w.insert('messages', INBOUND_COLUMNS, messages.map((m) => [m.botId, m.chatId, m.messageId, 0, JSON.stringify(m.message), m.at]), { keys: ['bot_id', 'chat_id', 'message_id'] });
+    },
+
+    /**
+     * Received messages edited by their senders: each stored copy (an inbound message of
+     * the bot's chat) replaced by its edited version, in the caller's unit.
+     */
+    replaceInbound(edits: InboundMessage[], w: Writer): void {
+      for (const m of edits) w.queue(SQL.replaceInbound, [JSON.stringify(m.message), m.botId, m.chatId, m.messageId]);
     },
 
     /** Messages bots sent, in the caller's unit. */

@@ -22,6 +22,7 @@ import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
 import { createOutboxRepo } from './outbox-repo.js';
+import { createQueriesRepo, type QueryKind, type StoredQuery } from './queries-repo.js';
 import { createUpdatesRepo, type IngestKey, type StoredUpdate } from './updates-repo.js';
 import { createWebhooksRepo, type WebhookConfig } from './webhooks-repo.js';
 
@@ -36,6 +37,11 @@ export interface NewUpdate {
    * answers the ids it got then.
    */
   idempotencyKey?: string;
+  /**
+   * A callback_query or inline_query: the query recorded with the update, so that the bot
+   * can answer it (queries-repo.ts). Its update has no chat of its own to record.
+   */
+  query?: { id: string; chatId: number | null; messageId: number | null; userId: number };
 }
 
 /** Per item: its stored update, the ids it already had (a known idempotency key), or why it was not stored. */
@@ -148,11 +154,13 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
   for (const i of s.accepted) {
     const item = items[i]!;
     const p = perBot.get(item.botId) ?? { count: 0, maxGiven: 0, auto: 0 };
-    const given = Number(item.message.message_id) || 0;
     p.count += 1;
+    perBot.set(item.botId, p);
+    // Only a new message takes a message id (an edit names one the bot received; a query has none).
+    if (item.kind !== 'message') continue;
+    const given = Number(item.message.message_id) || 0;
     if (given > 0) p.maxGiven = Math.max(p.maxGiven, given);
     else p.auto += 1;
-    perBot.set(item.botId, p);
   }
   const nextSeq = new Map<string, number>();
   const nextMessageId = new Map<string, number>();
@@ -169,12 +177,14 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
   const toDeliver: StoredUpdate[] = [];
   const chats = new Map<string, ChatSeen>();
   const inbound = new Map<string, InboundMessage>();
+  const edits = new Map<string, InboundMessage>();
+  const queries: Omit<StoredQuery, 'answeredAt'>[] = [];
   for (const i of s.accepted) {
     const item = items[i]!;
     const seq = nextSeq.get(item.botId)!;
     nextSeq.set(item.botId, seq + 1);
     let message = item.message;
-    if (!message.message_id) {
+    if (item.kind === 'message' && !message.message_id) {
       const id = nextMessageId.get(item.botId)!;
       nextMessageId.set(item.botId, id + 1);
       message = { ...message, message_id: id };
@@ -184,11 +194,21 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
     stored.push(update);
     // A bot in webhook mode gets a delivery, due now, in the same transaction.
     if (s.counters.get(item.botId)!.deliveryMode === 'webhook') toDeliver.push(update);
-    // The chat becomes one the bot may write to; the message one it may reply to.
+    if (item.query) {
+      queries.push({ botId: item.botId, kind: item.kind as QueryKind, ...item.query, createdAt: now });
+      continue;
+    }
     const chat = message.chat as { id: number; type: string };
-    chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
     const messageId = Number(message.message_id);
-    inbound.set(`${item.botId}/${chat.id}/${messageId}`, { botId: item.botId, chatId: chat.id, messageId, at: now, message });
+    const key = `${item.botId}/${chat.id}/${messageId}`;
+    if (item.kind === 'edited_message') {
+      // The stored copy becomes the edited message (the last edit of a batch wins).
+      edits.set(key, { botId: item.botId, chatId: chat.id, messageId, at: now, message });
+      continue;
+    }
+    // The chat becomes one the bot may write to; the message one it may reply to.
+    chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
+    inbound.set(key, { botId: item.botId, chatId: chat.id, messageId, at: now, message });
   }
   for (const [i, of] of s.repeats) {
     const { updateId, updateSeq } = (s.outcomes[of] as { ok: StoredUpdate }).ok;
@@ -198,7 +218,7 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
     const { ok } = s.outcomes[i] as { ok: StoredUpdate };
     return { botId: ok.botId, key: items[i]!.idempotencyKey!, updateId: ok.updateId, updateSeq: ok.updateSeq, createdAt: now };
   });
-  return { advanced, stored, toDeliver, chats: [...chats.values()], inbound: [...inbound.values()], keys };
+  return { advanced, stored, toDeliver, chats: [...chats.values()], inbound: [...inbound.values()], edits: [...edits.values()], queries, keys };
 }
 
 /** The sends numbered: each bot's next message ids in the order given, and each bot's last id after them. */
@@ -245,6 +265,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const webhooks = createWebhooksRepo(db);
   const messages = createMessagesRepo(db);
   const feed = createFeedRepo(db);
+  const queries = createQueriesRepo(db);
   const { sql } = db;
   const dedupe = (items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number) =>
     dedupeKeys(items, s, found, now, idempotencyWindowMs);
@@ -252,8 +273,9 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   return {
     /**
      * Stores a batch of updates (any bots) in one transaction, with their outbox
-     * messages, their deliveries (bots in webhook mode), their idempotency keys and
-     * the chats and messages they bring. Each bot's row is locked while its sequence
+     * messages, their deliveries (bots in webhook mode), their idempotency keys, the
+     * chats and messages they bring (an edit replaces the stored copy of the message it
+     * names) and the queries they carry (callback and inline queries: no chat of their own). Each bot's row is locked while its sequence
      * advances.
      */
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
@@ -276,6 +298,8 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         updates.insertIngestKeys(plan.keys, w);
         messages.upsertChats(plan.chats, w);
         messages.insertInbound(plan.inbound, w);
+        messages.replaceInbound(plan.edits, w);
+        queries.insert(plan.queries, w);
         return screened.outcomes;
       });
     },

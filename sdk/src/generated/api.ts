@@ -247,13 +247,13 @@ export interface ByteRange {
 
 /** CallbackQuery is a tap on an inline keyboard button with callback_data (Telegram's CallbackQuery): the bot answers it with answerCallbackQuery. */
 export interface CallbackQuery {
-  /** Unique identifier of the query, answered with answerCallbackQuery. */
+  /** Unique identifier of the query, answered with answerCallbackQuery: at most 64 characters (at ingest: left empty, the platform assigns a decimal one). */
   id: string;
   /** Who tapped. */
   from?: User | null;
   /** The bot's message whose button was tapped. */
   message?: Message | null;
-  /** Identifies the chat the message was in (for games' high scores; stable per chat). */
+  /** Identifies the chat the message was in (for games' high scores; stable per chat): at most 64 characters (at ingest: left empty, the platform derives one from the chat). */
   chat_instance: string;
   /** The button's callback_data. */
   data?: string;
@@ -649,13 +649,13 @@ export interface InlineKeyboardRowInput {
 
 /** InlineQuery is text a user typed after the bot's username in any chat (inline mode, for bots with supports_inline_queries): the bot answers with answerInlineQuery. */
 export interface InlineQuery {
-  /** Unique identifier of the query, answered with answerInlineQuery. */
+  /** Unique identifier of the query, answered with answerInlineQuery: at most 64 characters (at ingest: left empty, the platform assigns a decimal one). */
   id: string;
   /** Who typed. */
   from?: User | null;
   /** The text, up to 256 characters. */
   query: string;
-  /** Offset of the results to return, as the bot set next_offset in its last answer. */
+  /** Offset of the results to return, as the bot set next_offset in its last answer: at most 64 characters. */
   offset: string;
   /** Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
   chat_type?: string;

@@ -282,7 +282,10 @@ export interface CopyTextButton {
  * CallbackQuery): the bot answers it with answerCallbackQuery.
  */
 export interface CallbackQuery {
-  /** Unique identifier of the query, answered with answerCallbackQuery. */
+  /**
+   * Unique identifier of the query, answered with answerCallbackQuery: at most 64
+   * characters (at ingest: left empty, the platform assigns a decimal one).
+   */
   id: string;
   /** Who tapped. */
   from:
@@ -292,7 +295,10 @@ export interface CallbackQuery {
   message:
     | Message
     | undefined;
-  /** Identifies the chat the message was in (for games' high scores; stable per chat). */
+  /**
+   * Identifies the chat the message was in (for games' high scores; stable per chat): at
+   * most 64 characters (at ingest: left empty, the platform derives one from the chat).
+   */
   chatInstance: string;
   /** The button's callback_data. */
   data?: string | undefined;
@@ -303,7 +309,10 @@ export interface CallbackQuery {
  * for bots with supports_inline_queries): the bot answers with answerInlineQuery.
  */
 export interface InlineQuery {
-  /** Unique identifier of the query, answered with answerInlineQuery. */
+  /**
+   * Unique identifier of the query, answered with answerInlineQuery: at most 64
+   * characters (at ingest: left empty, the platform assigns a decimal one).
+   */
   id: string;
   /** Who typed. */
   from:
@@ -311,7 +320,10 @@ export interface InlineQuery {
     | undefined;
   /** The text, up to 256 characters. */
   query: string;
-  /** Offset of the results to return, as the bot set next_offset in its last answer. */
+  /**
+   * Offset of the results to return, as the bot set next_offset in its last answer: at
+   * most 64 characters.
+   */
   offset: string;
   /** Type of the chat the query was sent from: sender, private, group, supergroup or channel. */
   chatType?: string | undefined;
