@@ -81,6 +81,9 @@ describe('constraints declared in the protos are the limits the API enforces', (
     hook: { id: string; token: string };
     photoId: string;
     documentId: string;
+    /** A message of ctx.main in CHAT with callback buttons ('d', 64 × 'd'), and a bot in inline mode. */
+    keyboard: number;
+    inline: { id: string; token: string };
   };
   const CHAT = 100_000_001;
   /** The maximum the served OpenAPI document gives a field bounded by a setting (maximum_setting), by table entry. */
@@ -109,6 +112,13 @@ describe('constraints declared in the protos are the limits the API enforces', (
     };
     ctx.photoId = await upload(crypto.randomBytes(64), 'image/png');
     ctx.documentId = await upload(crypto.randomBytes(64), 'text/plain');
+    const kb = await rt.post('/api/v1/bots/sendMessage', {
+      chat_id: CHAT, text: 'k', reply_markup: { inline_keyboard: [{ buttons: [{ text: '1', callback_data: 'd' }, { text: '64', callback_data: 'd'.repeat(64) }] }] },
+    });
+    expect(kb.status).toBe(200);
+    ctx.keyboard = kb.body.result.message_id;
+    ctx.inline = await approvedBot(h, ownerJwt, 'cons_inline');
+    expect((await ctx.owner.patch(`/api/v1/bots/my/${ctx.inline.id}`, { supports_inline_queries: true })).status).toBe(200);
     const doc = (await client(h.url).get('/api/v1/openapi.json')).body;
     for (const [message, fields] of Object.entries(constraintTable)) {
       for (const [field, c] of Object.entries(fields)) {
@@ -194,6 +204,26 @@ describe('constraints declared in the protos are the limits the API enforces', (
   const credentials = (body: (v: unknown) => object) =>
     runtime('files/upload-credentials', (v) => ({ fileName: 'a.bin', fileSize: 10, checksum: 'a'.repeat(64), ...body(v) }));
   const command = (i: number) => ({ command: `c${i}`, description: 'd' });
+  /** A press of ctx.main's keyboard in CHAT, and an inline query to ctx.inline, by the test user. */
+  const press = (extra: object = {}) => ({ botId: ctx.main.id, callbackQuery: { from: { id: CHAT, isBot: false }, message: { messageId: ctx.keyboard, chat: { id: CHAT } }, data: 'd', ...extra } });
+  const asked = (extra: object = {}) => ({ botId: ctx.inline.id, inlineQuery: { from: { id: 7, isBot: false }, query: 'q', offset: '', ...extra } });
+  /** A query of the bot with this id (a new one, ingested), or none for the empty id. */
+  const queryWithId = async (kind: 'callback' | 'inline', id: unknown) => {
+    if (typeof id !== 'string' || id === '') return;
+    const outcome = await ingest(() => [kind === 'callback' ? press({ id }) : asked({ id })])(undefined);
+    expect(outcome.status).toBe('OK');
+  };
+  const answerCallback = (body: (v: unknown) => object) => async (v: unknown) => {
+    const id = unique(20, 'cb', 'c');
+    await queryWithId('callback', id);
+    return runtime('answerCallbackQuery', (x) => ({ callback_query_id: id, ...body(x) }))(v);
+  };
+  const answerInline = (body: (v: unknown) => object) => async (v: unknown) => {
+    const id = unique(20, 'iq', 'i');
+    await queryWithId('inline', id);
+    return runtime('answerInlineQuery', (x) => ({ inline_query_id: id, results: [], ...body(x) }), () => ctx.inline)(v);
+  };
+  const article = (i: number) => ({ type: 'article', id: `r${i}`, title: 't', input_message_content: { message_text: 'x' } });
   const secret = { text: (n: number) => 's'.repeat(n), mismatch: 'not a secret!' };
   const hex = { text: (n: number) => 'ab'.repeat(n).slice(0, n), mismatch: 'z'.repeat(64) };
   const webhook = (send: (b: (v: unknown) => object) => Case['send']): Record<string, Case> => ({
@@ -386,6 +416,43 @@ describe('constraints declared in the protos are the limits the API enforces', (
       // Through the feed's start only: a commit's seq is also held to what its partition
       // has (2^53-1 is refused there, naming the same field; test/feed.test.ts).
       seq: { send: feed((v) => ({ start: [{ partition: 0, seq: v }] })), path: 'start[0].seq' },
+    },
+    'botplatform.v1.CallbackQuery': {
+      id: { send: ingest((v) => [press({ id: v })]), path: 'updates[0].callback_query.id', text: (n) => unique(n, 'k', 'k'), mismatch: 'has space' },
+      chat_instance: { send: ingest((v) => [press({ chatInstance: v })]), path: 'updates[0].callback_query.chat_instance', text: (n) => 'c'.repeat(n), mismatch: 'has space' },
+    },
+    'botplatform.v1.InlineQuery': {
+      id: { send: ingest((v) => [asked({ id: v })]), path: 'updates[0].inline_query.id', text: (n) => unique(n, 'k', 'k'), mismatch: 'has space' },
+      query: { send: ingest((v) => [asked({ query: v })]), path: 'updates[0].inline_query.query', text: (n) => 'q'.repeat(n), ...text },
+      offset: { send: ingest((v) => [asked({ offset: v })]), path: 'updates[0].inline_query.offset', text: (n) => 'o'.repeat(n), ...text },
+    },
+    'botplatform.v1.AnswerCallbackQueryRequest': {
+      callback_query_id: {
+        send: async (v) => {
+          await queryWithId('callback', v);
+          return runtime('answerCallbackQuery', (x) => ({ callback_query_id: x }))(v);
+        },
+        path: 'callback_query_id', text: (n) => unique(n, '', 'q'),
+      },
+      text: { send: answerCallback((v) => ({ text: v })), path: 'text', text: (n) => 't'.repeat(n), ...text },
+      cache_time: { send: answerCallback((v) => ({ cache_time: v })), path: 'cache_time' },
+    },
+    'botplatform.v1.AnswerInlineQueryRequest': {
+      inline_query_id: {
+        send: async (v) => {
+          await queryWithId('inline', v);
+          return runtime('answerInlineQuery', (x) => ({ inline_query_id: x, results: [] }), () => ctx.inline)(v);
+        },
+        path: 'inline_query_id', text: (n) => unique(n, '', 'q'),
+      },
+      results: { send: answerInline((v) => ({ results: v })), path: 'results', item: article },
+      cache_time: { send: answerInline((v) => ({ cache_time: v })), path: 'cache_time' },
+    },
+    'botplatform.v1.CreateTestCallbackQueryRequest': {
+      chat_id: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-callback-queries`, (v) => ({ chat_id: v, message_id: ctx.keyboard, callback_data: 'd' })), path: 'chat_id', valid: CHAT },
+      // Message 1 is the test user's (a bot's own message can never be its first): not found, not refused by the limit.
+      message_id: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-callback-queries`, (v) => ({ message_id: v, callback_data: 'd' })), path: 'message_id', acceptsInside: false },
+      callback_data: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-callback-queries`, (v) => ({ message_id: ctx.keyboard, callback_data: v })), path: 'callback_data', text: (n) => 'd'.repeat(n) },
     },
     'botplatform.v1.Message': {
       text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n), ...text },

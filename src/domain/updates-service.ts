@@ -107,6 +107,8 @@ const testUser = (chatId: number) => ({ id: chatId, isBot: false, username: 'tes
  */
 function consoleFields(err: unknown): unknown {
   if (!(err instanceof ApiError) || err.details.length === 0) return err;
+  // The message pressed is a resource the request names: one the bot did not send to the chat is not found.
+  if (err.details[0]!.reason === 'MESSAGE_NOT_FOUND') return new ApiError(Code.NOT_FOUND, 'message not found: the bot sent no such message to the chat');
   const rename = (f: string) => (/\.data$/.test(f) ? 'callback_data' : /message_id$/.test(f) ? 'message_id' : f);
   const details = err.details.map((d) => ({ ...d, field: rename(d.field) }));
   return ApiError.invalid(details[0]!.field, details[0]!.reason, details[0]!.description);
