@@ -9,6 +9,7 @@
  * MariaDB + Kafka when the integration pass sets them.
  */
 import * as grpc from '@grpc/grpc-js';
+import { Bot, InlineKeyboard } from 'grammy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   InternalServiceClient,
@@ -20,6 +21,9 @@ import {
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+import { startReceiver, type Receiver } from './helpers/receiver.js';
+import { createTestPki, type TestPki } from './helpers/tls.js';
+import { until } from './helpers/until.js';
 
 const TOO_OLD = 'query is too old and response timeout expired or query ID is invalid';
 /** QUERY_ANSWER_TIMEOUT here: short enough to wait out, long enough for a prompt answer on a busy machine. */
@@ -31,9 +35,14 @@ describe('callback queries', () => {
   let owner: ReturnType<typeof client>;
   let internal: InternalServiceClient;
   let feed: FeedConsumer;
+  let pki: TestPki;
+  let receiver: Receiver | undefined;
 
   beforeAll(async () => {
-    h = await startHarness('in-process', { LIMITS_ENABLED: 'false', QUERY_ANSWER_TIMEOUT: `${ANSWER_TIMEOUT_MS}ms` });
+    pki = createTestPki();
+    h = await startHarness('in-process', {
+      LIMITS_ENABLED: 'false', QUERY_ANSWER_TIMEOUT: `${ANSWER_TIMEOUT_MS}ms`, WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile,
+    });
     ownerJwt = await h.jwt('cbq-owner');
     owner = client(h.url, ownerJwt);
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
@@ -41,6 +50,7 @@ describe('callback queries', () => {
     await feed.waitFor(() => feed.partitions().length === 16);
   });
   afterAll(async () => {
+    await receiver?.close();
     feed?.kill();
     internal?.close();
     await h?.close();
@@ -295,6 +305,54 @@ describe('callback queries', () => {
     expect(feed.messages.find((m) => m.callbackQueryAnswer?.callbackQueryId === u.callback_query.id)!.callbackQueryAnswer).toMatchObject({ text: 'Saved ✓', showAlert: true });
     const again = await call(h.url, 'POST', `/bot${bot.token}/answerCallbackQuery`, { body: { callback_query_id: u.callback_query.id } });
     expect(again.body).toEqual({ ok: false, error_code: 400, description: `Bad Request: ${TOO_OLD}` });
+  });
+
+  it('a grammY bot, unmodified: /start answers with an inline keyboard, a press of it is answered through bot.callbackQuery', async () => {
+    const b = await approvedBot(h, ownerJwt, 'cbq_grammy');
+    const bot = new Bot(b.token, { client: { apiRoot: h.url } });
+    const presses: string[] = [];
+    bot.command('start', (ctx) => ctx.reply('Pick one', { reply_markup: new InlineKeyboard().text('Red', 'color:red').text('Blue', 'color:blue') }));
+    bot.callbackQuery(/^color:(\w+)$/, async (ctx) => {
+      presses.push(ctx.match[1]!);
+      await ctx.answerCallbackQuery({ text: `You picked ${ctx.match[1]}` });
+    });
+    bot.catch((err) => {
+      throw err.error;
+    });
+    const started = bot.start({ timeout: 1 });
+    try {
+      expect((await owner.post(`/api/v1/bots/my/${b.id}/test-updates`, { text: '/start' })).status).toBe(201);
+      const menu = await until(async () => feed.messages.find((m) => m.botId === b.id && m.message?.text === 'Pick one'), Boolean, 15_000);
+      expect(menu?.message?.replyMarkup?.inlineKeyboard[0]!.buttons.map((x) => x.callbackData)).toEqual(['color:red', 'color:blue']);
+      const pressed = await owner.post(`/api/v1/bots/my/${b.id}/test-callback-queries`, { message_id: menu!.message!.messageId, callback_data: 'color:blue' });
+      expect(pressed.status).toBe(201);
+      const answer = await until(async () => feed.messages.find((m) => m.callbackQueryAnswer?.callbackQueryId === pressed.body.callback_query_id), Boolean, 15_000);
+      expect(presses).toEqual(['blue']);
+      expect(answer!.callbackQueryAnswer).toMatchObject({ chatId: 100000001, messageId: menu!.message!.messageId, userId: 100000001, text: 'You picked blue', showAlert: false });
+    } finally {
+      await bot.stop();
+      await started;
+    }
+  });
+
+  it('a webhook set on the Telegram surface gets callback_query in Telegram\'s shape, the native one in the native shape', async () => {
+    receiver = await startReceiver(pki);
+    const tgBot = await botWithKeyboard('cbq_hook_tg', 7101);
+    const nativeBot = await botWithKeyboard('cbq_hook_native', 7102);
+    expect((await call(h.url, 'POST', `/bot${tgBot.token}/setWebhook`, { body: { url: `${receiver.url}/tg`, secret_token: 'tg_secret' } })).body.result).toBe(true);
+    expect((await rt(nativeBot.token, 'setWebhook', { url: `${receiver.url}/native`, secret_token: 'native_secret' })).body.result).toBe(true);
+    await ingest([press(tgBot, 'yes'), press(nativeBot, 'no')]);
+    await until(async () => receiver!.received.length, (n) => n >= 2, 15_000);
+    const body = (path: string) => JSON.parse(receiver!.received.find((r) => (r.headers['x-telegram-bot-api-secret-token'] === 'tg_secret') === (path === '/tg'))!.raw.toString());
+    expect(body('/tg')).toEqual({
+      update_id: 2,
+      callback_query: {
+        id: expect.stringMatching(/^\d+$/), from: { id: 7101, is_bot: false, first_name: 'Ann', username: 'user7101' },
+        message: expect.objectContaining({ message_id: tgBot.messageId, text: 'Continue?', reply_markup: expect.objectContaining({ inline_keyboard: expect.any(Array) }) }),
+        chat_instance: expect.any(String), data: 'yes',
+      },
+    });
+    expect(body('/native')).toMatchObject({ update_seq: 2, callback_query: { data: 'no', message: { message_id: nativeBot.messageId, reply_markup: { inline_keyboard: [{ buttons: expect.any(Array) }, expect.anything()] } } } });
   });
 
   it('edited_message names a message the bot received: edit_date defaults to now, the original date is kept', async () => {

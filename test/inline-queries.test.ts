@@ -9,11 +9,13 @@
  */
 import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
+import { Bot } from 'grammy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InternalServiceClient, IngestUpdatesRequest, type IngestUpdatesResponse } from '../src/gen/botplatform/v1/internal_service.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
+import { until } from './helpers/until.js';
 
 const TOO_OLD = 'query is too old and response timeout expired or query ID is invalid';
 
@@ -175,6 +177,29 @@ describe('inline queries', () => {
     // allowed_updates filters the kind.
     await rt(bot.token, 'getUpdates', { allowed_updates: ['message'], timeout: 0 });
     expect((await ingest([asked(bot.id, 'filtered')])).results[0]!.filtered).toBe(true);
+  });
+
+  it('a grammY bot, unmodified, answers an inline query with bot.inlineQuery and ctx.answerInlineQuery', async () => {
+    const b = await inlineBot('inline_grammy');
+    const bot = new Bot(b.token, { client: { apiRoot: h.url } });
+    bot.inlineQuery(/^cat/, (ctx) => ctx.answerInlineQuery([
+      { type: 'article', id: 'fact', title: 'A cat fact', input_message_content: { message_text: `<i>${ctx.inlineQuery.query}</i> purr`, parse_mode: 'HTML' } },
+      { type: 'photo', id: 'pic', photo_file_id: b.photo, caption: 'A cat' },
+    ], { cache_time: 30, next_offset: '2' }));
+    bot.catch((err) => {
+      throw err.error;
+    });
+    const started = bot.start({ timeout: 1 });
+    try {
+      await ingest([asked(b.id, 'cats please', { id: 'grammy-iq-1' })]);
+      const answer = await until(async () => answerOf('grammy-iq-1'), Boolean, 15_000);
+      expect(answer!.inlineQueryAnswer).toMatchObject({ userId: 7001, cacheTime: 30, nextOffset: '2' });
+      expect(answer!.inlineQueryAnswer!.results[0]!.inputMessageContent).toMatchObject({ messageText: 'cats please purr', entities: [expect.objectContaining({ type: 'italic', offset: 0, length: 11 })] });
+      expect(answer!.inlineQueryAnswer!.results[1]).toMatchObject({ type: 'photo', photoFileId: b.photo, caption: 'A cat' });
+    } finally {
+      await bot.stop();
+      await started;
+    }
   });
 
   it('the Telegram surface: inline_query in Telegram\'s shape; answerInlineQuery with Telegram\'s result types, as JSON text too', async () => {
