@@ -6,7 +6,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 
 /** Keys that hold a credential wherever they appear. */
 const SECRET_KEYS = [
-  'authorization', 'token', 'one_time_token', 'oneTimeToken', 'secret_token', 'secretToken', 'secret', 'jwt', 'password',
+  'authorization', 'token', 'one_time_token', 'oneTimeToken', 'telegram_token', 'telegramToken', 'secret_token', 'secretToken', 'secret', 'jwt', 'password',
   'internalToken', 'internalApiToken',
 ];
 /** Where an object logged by this service can carry them: at the top, or in one of these. */

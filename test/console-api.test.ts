@@ -297,8 +297,15 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect(token).toMatch(/^sbot_[0-9A-Za-z]{32,}$/);
       expect(first.body.token_prefix).toBe(token.slice(0, 12));
       expect(first.body.has_token).toBe(true);
+      // Beside it, the same token in Telegram's "<bot user id>:<token>" form: taken on the
+      // Telegram surface (getMe's id is that user id), not on the native API.
+      const tgMe = await call(h.url, 'GET', `/bot${token}/getMe`);
+      expect(first.body.telegram_token).toBe(`${tgMe.body.result.id}:${token}`);
+      expect((await call(h.url, 'GET', `/bot${first.body.telegram_token}/getMe`)).body).toEqual(tgMe.body);
+      expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: first.body.telegram_token })).status).toBe(401);
       const second = await alice.get(`/api/v1/bots/my/${id}`);
       expect(second.body.one_time_token).toBeUndefined();
+      expect(second.body.telegram_token).toBeUndefined();
       expect(second.body.token_prefix).toBe(token.slice(0, 12));
 
       const me = await client(h.url, token).post('/api/v1/bots/getMe');
@@ -316,7 +323,7 @@ describe.each(modes)('console API (%s)', (mode) => {
       const { id, token: old } = await approvedBot(h, aliceJwt, 'regen_bot');
       const res = await alice.post(`/api/v1/bots/my/${id}/regenerate-token`);
       expect(res.status).toBe(200);
-      expect(Object.keys(res.body).sort()).toEqual(['bot_id', 'one_time_token', 'token_prefix']);
+      expect(Object.keys(res.body).sort()).toEqual(['bot_id', 'one_time_token', 'telegram_token', 'token_prefix']);
       expect(res.body.bot_id).toBe(id);
       expect(res.body.one_time_token).not.toBe(old);
       expect(res.body.token_prefix).toBe(res.body.one_time_token.slice(0, 12));
@@ -325,6 +332,9 @@ describe.each(modes)('console API (%s)', (mode) => {
       expect(stale.body).toMatchObject({ ok: false, error_code: 401 });
       expect(stale.headers.get('www-authenticate')).toBe('Bearer');
       expect((await client(h.url, res.body.one_time_token).post('/api/v1/bots/getMe')).status).toBe(200);
+      expect(res.body.telegram_token).toMatch(new RegExp(`^\\d+:${res.body.one_time_token}$`));
+      expect((await call(h.url, 'GET', `/bot${res.body.telegram_token}/getMe`)).status).toBe(200);
+      expect((await call(h.url, 'GET', `/bot${res.body.telegram_token.replace(/^\d+/, '1')}/getMe`)).status).toBe(401);
       expect((await alice.get(`/api/v1/bots/my/${id}`)).body.one_time_token).toBeUndefined();
     });
 

@@ -24,12 +24,12 @@ function usePoll(f: () => void, ms: number, deps: unknown[]) {
 export function BotPage({ id, tab }: { id: string; tab: string }) {
   const [bot, setBot] = useState<Bot>();
   const [error, setError] = useState<unknown>();
-  // The token read with the bot (first read after approval), kept in memory only.
-  const [token, setToken] = useState<string>();
+  // The token read with the bot (first read after approval), with its Telegram form; kept in memory only.
+  const [token, setToken] = useState<Token>();
   const load = () =>
     api.getBot(id).then((b) => {
-      if (b.one_time_token) setToken(b.one_time_token);
-      setBot({ ...b, one_time_token: undefined });
+      if (b.one_time_token) setToken({ token: b.one_time_token, telegram: b.telegram_token });
+      setBot({ ...b, one_time_token: undefined, telegram_token: undefined });
     }, setError);
   useEffect(() => {
     setBot(undefined);
@@ -60,28 +60,40 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
   );
 }
 
-function TokenReveal({ token, onDismiss }: { token: string; onDismiss: () => void }) {
+/** A token as shown once: as issued, and in Telegram's "<bot user id>:<token>" form. */
+type Token = { token: string; telegram?: string };
+
+function TokenReveal({ token, onDismiss }: { token: Token; onDismiss: () => void }) {
   return (
     <section class="reveal" aria-labelledby="reveal-title">
       <h2 id="reveal-title">Your bot token</h2>
       <p><strong>Copy it now: you will not see this again.</strong> The service keeps only its hash; if you lose it, regenerate it.</p>
       <div class="row">
-        <code class="secret" id="one-time-token">{token}</code>
-        <CopyButton text={token} label="Copy token" />
+        <code class="secret" id="one-time-token">{token.token}</code>
+        <CopyButton text={token.token} label="Copy token" />
       </div>
+      {token.telegram && (
+        <>
+          <p>The same token in Telegram's form, for Telegram frameworks that check a token's shape (aiogram, pyTelegramBotAPI) on the Telegram-compatible API:</p>
+          <div class="row">
+            <code class="secret" id="telegram-token">{token.telegram}</code>
+            <CopyButton text={token.telegram} label="Copy Telegram-form token" />
+          </div>
+        </>
+      )}
       <button type="button" onClick={onDismiss}>I have saved it</button>
     </section>
   );
 }
 
-function Overview({ bot, onChange, onToken }: { bot: Bot; onChange: (b: Bot) => void; onToken: (t: string) => void }) {
+function Overview({ bot, onChange, onToken }: { bot: Bot; onChange: (b: Bot) => void; onToken: (t: Token) => void }) {
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<unknown>();
   const regenerate = async () => {
     setError(undefined);
     try {
       const r = await api.regenerateToken(bot.id);
-      onToken(r.one_time_token);
+      onToken({ token: r.one_time_token, telegram: r.telegram_token });
       onChange({ ...bot, token_prefix: r.token_prefix, has_token: true });
       setConfirming(false);
     } catch (err) {

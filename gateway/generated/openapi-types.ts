@@ -321,6 +321,8 @@ export interface components {
        * @description When the bot was last changed.
        */
       updated_at?: string | null;
+      /** @description The same token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. Given with one_time_token, once. */
+      telegram_token?: string;
     };
     /** @description BotCommand is one entry of the command menu. */
     "botplatform.v1.BotCommand": {
@@ -1445,6 +1447,8 @@ export interface components {
       one_time_token: string;
       /** @description Its first 12 characters. */
       token_prefix: string;
+      /** @description The new token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. */
+      telegram_token: string;
     };
     /** @description RegisteredFile is a file ready to send. */
     "botplatform.v1.RegisteredFile": {
@@ -1554,6 +1558,8 @@ export interface components {
       caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
       /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
       reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+      /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+      allow_sending_without_reply?: boolean;
     };
     /** @description SendDocumentResponse carries the sent message. */
     "botplatform.v1.SendDocumentResponse": {
@@ -1600,6 +1606,8 @@ export interface components {
       entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
       /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
       reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+      /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+      allow_sending_without_reply?: boolean;
     };
     /** @description SendMessageResponse carries the sent message. */
     "botplatform.v1.SendMessageResponse": {
@@ -1628,6 +1636,8 @@ export interface components {
       caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
       /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
       reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+      /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+      allow_sending_without_reply?: boolean;
     };
     /** @description SendPhotoResponse carries the sent message. */
     "botplatform.v1.SendPhotoResponse": {
@@ -3848,6 +3858,8 @@ export interface operations {
           entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
           /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
           reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+          /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+          allow_sending_without_reply?: boolean;
         };
       };
     };
@@ -3938,6 +3950,8 @@ export interface operations {
           caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
           /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
           reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+          /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+          allow_sending_without_reply?: boolean;
         };
       };
     };
@@ -4028,6 +4042,8 @@ export interface operations {
           caption_entities?: components["schemas"]["botplatform.v1.MessageEntity"][];
           /** @description An inline keyboard, a custom keyboard, its removal or a forced reply. */
           reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+          /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+          allow_sending_without_reply?: boolean;
         };
       };
     };

@@ -415,6 +415,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "telegram_token",
+          "json": "telegram_token",
+          "ts": "telegramToken",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -1160,6 +1171,17 @@ export const routeTable: RouteTable = {
           "proto": "token_prefix",
           "json": "token_prefix",
           "ts": "tokenPrefix",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "telegram_token",
+          "json": "telegram_token",
+          "ts": "telegramToken",
           "type": {
             "kind": "scalar",
             "scalar": "string"
@@ -3879,6 +3901,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "allow_sending_without_reply",
+          "json": "allow_sending_without_reply",
+          "ts": "allowSendingWithoutReply",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -3977,6 +4010,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "allow_sending_without_reply",
+          "json": "allow_sending_without_reply",
+          "ts": "allowSendingWithoutReply",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -4075,6 +4119,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "allow_sending_without_reply",
+          "json": "allow_sending_without_reply",
+          "ts": "allowSendingWithoutReply",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },

@@ -7,6 +7,7 @@ import {
   type Bot,
 } from '../gen/botplatform/v1/bot.js';
 import type { BotRecord, ReviewStatusValue } from '../storage/bots-repo.js';
+import { botUserId } from '../wire.js';
 
 export const REVIEW_STATUS: Record<ReviewStatusValue, ReviewStatus> = {
   pending: ReviewStatus.REVIEW_STATUS_PENDING,
@@ -33,7 +34,14 @@ export const friendRequestModeName = (mode: FriendRequestMode): string | undefin
 
 const orUndefined = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
 
-/** The owner's view of a bot; the detail read adds webhook and one_time_token. */
+/**
+ * A token in Telegram's "<bot user id>:<token>" form (the id getMe answers on the
+ * Telegram surface), for clients that check a token's shape: derived, nothing more is
+ * stored, and only the Telegram surface takes it.
+ */
+export const telegramToken = (botId: string, token: string): string => `${botUserId(botId)}:${token}`;
+
+/** The owner's view of a bot; the detail read adds webhook and one_time_token (with its Telegram form). */
 export function toBotMessage(r: BotRecord, extra: Pick<Bot, 'oneTimeToken'> = {}): Bot {
   return {
     id: r.id,
@@ -61,6 +69,7 @@ export function toBotMessage(r: BotRecord, extra: Pick<Bot, 'oneTimeToken'> = {}
     commandMenu: r.commandMenu,
     deliveryMode: DELIVERY_MODE[r.deliveryMode],
     oneTimeToken: extra.oneTimeToken,
+    telegramToken: extra.oneTimeToken === undefined ? undefined : telegramToken(r.id, extra.oneTimeToken),
     reviewReason: orUndefined(r.reviewReason),
     ownerId: r.ownerId,
     createdAt: new Date(r.createdAt),

@@ -11,7 +11,7 @@ import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
 import type { BotProfile } from '../gen/botplatform/v1/console_service.js';
 import type { BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
 import { Conflict } from '../storage/errors.js';
-import { friendRequestModeName, toBotMessage } from './bot-view.js';
+import { friendRequestModeName, telegramToken, toBotMessage } from './bot-view.js';
 import { createOwnBots, notApproved } from './own-bot.js';
 import { paged } from './pagination.js';
 import type { ConsoleRpc } from './rpc.js';
@@ -264,7 +264,7 @@ export function createConsoleService(
         throw await own.refusal(principal.accountId, bot.id);
       }
       await deps.credentialsChanged?.(bot.id);
-      return { botId: bot.id, oneTimeToken: plaintext, tokenPrefix: issued.prefix };
+      return { botId: bot.id, oneTimeToken: plaintext, tokenPrefix: issued.prefix, telegramToken: telegramToken(bot.id, plaintext) };
     },
   };
 }

@@ -210,6 +210,12 @@ describe('console: a developer and a reviewer', () => {
     expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token })).status).toBe(200);
     await page.getByRole('button', { name: 'Copy token' }).click();
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(token);
+    // Beside it, its Telegram form ("<bot user id>:<token>"), which the Telegram surface takes.
+    const tgMe = await call(h.url, 'GET', `/bot${token}/getMe`);
+    expect(await page.locator('#telegram-token').textContent()).toBe(`${tgMe.body.result.id}:${token}`);
+    await page.getByRole('button', { name: 'Copy Telegram-form token' }).click();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(`${tgMe.body.result.id}:${token}`);
+    expect((await call(h.url, 'GET', `/bot${tgMe.body.result.id}:${token}/getMe`)).status).toBe(200);
     await shot(page, 'bot-token-reveal');
     // Not kept anywhere: a reload shows no token.
     expect(await page.evaluate(() => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }))).not.toContain(token);
@@ -225,6 +231,7 @@ describe('console: a developer and a reviewer', () => {
     await reveal.waitFor();
     const next = (await reveal.textContent())!;
     expect(next).not.toBe(token);
+    expect(await page.locator('#telegram-token').textContent()).toBe(`${tgMe.body.result.id}:${next}`);
     expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token })).status).toBe(401);
     expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: next })).status).toBe(200);
     token = next;

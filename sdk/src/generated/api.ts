@@ -109,6 +109,8 @@ export interface Bot {
   created_at?: string | null;
   /** When the bot was last changed. */
   updated_at?: string | null;
+  /** The same token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. Given with one_time_token, once. */
+  telegram_token?: string;
 }
 
 /** BotCommand is one entry of the command menu. */
@@ -1015,6 +1017,8 @@ export interface RegenerateTokenResponse {
   one_time_token: string;
   /** Its first 12 characters. */
   token_prefix: string;
+  /** The new token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. */
+  telegram_token: string;
 }
 
 /** RegisteredFile is a file ready to send. */
@@ -1127,6 +1131,8 @@ export interface SendDocumentRequest {
   caption_entities?: MessageEntityInput[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
   reply_markup?: ReplyMarkupInput;
+  /** When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+  allow_sending_without_reply?: boolean;
 }
 
 /** SendMediaGroupRequest is an album to send. */
@@ -1153,6 +1159,8 @@ export interface SendMessageRequest {
   entities?: MessageEntityInput[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
   reply_markup?: ReplyMarkupInput;
+  /** When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+  allow_sending_without_reply?: boolean;
 }
 
 /** SendPhotoRequest is a photo to send. */
@@ -1171,6 +1179,8 @@ export interface SendPhotoRequest {
   caption_entities?: MessageEntityInput[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
   reply_markup?: ReplyMarkupInput;
+  /** When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+  allow_sending_without_reply?: boolean;
 }
 
 /** SetBotWebhookRequest is the webhook configuration of one of the caller's bots. */

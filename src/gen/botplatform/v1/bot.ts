@@ -231,7 +231,15 @@ export interface Bot {
     | Date
     | undefined;
   /** When the bot was last changed. */
-  updatedAt: Date | undefined;
+  updatedAt:
+    | Date
+    | undefined;
+  /**
+   * The same token in Telegram's "<bot user id>:<token>" form, for Telegram clients that
+   * check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible
+   * surface only. Given with one_time_token, once.
+   */
+  telegramToken?: string | undefined;
 }
 
 /** Pagination describes one page of a listing. */
@@ -710,6 +718,7 @@ function createBaseBot(): Bot {
     ownerId: "",
     createdAt: undefined,
     updatedAt: undefined,
+    telegramToken: undefined,
   };
 }
 
@@ -795,6 +804,9 @@ export const Bot: MessageFns<Bot> = {
     }
     if (message.updatedAt !== undefined) {
       Timestamp.encode(toTimestamp(message.updatedAt), writer.uint32(218).fork()).join();
+    }
+    if (message.telegramToken !== undefined) {
+      writer.uint32(226).string(message.telegramToken);
     }
     return writer;
   },
@@ -1028,6 +1040,14 @@ export const Bot: MessageFns<Bot> = {
             message.updatedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 28: {
+            if (tag !== 226) {
+              break;
+            }
+
+            message.telegramToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1076,6 +1096,7 @@ export const Bot: MessageFns<Bot> = {
     message.ownerId = object.ownerId ?? "";
     message.createdAt = object.createdAt ?? undefined;
     message.updatedAt = object.updatedAt ?? undefined;
+    message.telegramToken = object.telegramToken ?? undefined;
     return message;
   },
 };

@@ -180,6 +180,12 @@ export interface RegenerateTokenResponse {
   oneTimeToken: string;
   /** Its first 12 characters. */
   tokenPrefix: string;
+  /**
+   * The new token in Telegram's "<bot user id>:<token>" form, for Telegram clients that
+   * check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible
+   * surface only.
+   */
+  telegramToken: string;
 }
 
 /** SetBotWebhookRequest is the webhook configuration of one of the caller's bots. */
@@ -1418,7 +1424,7 @@ export const RegenerateTokenRequest: MessageFns<RegenerateTokenRequest> = {
 };
 
 function createBaseRegenerateTokenResponse(): RegenerateTokenResponse {
-  return { botId: "", oneTimeToken: "", tokenPrefix: "" };
+  return { botId: "", oneTimeToken: "", tokenPrefix: "", telegramToken: "" };
 }
 
 export const RegenerateTokenResponse: MessageFns<RegenerateTokenResponse> = {
@@ -1431,6 +1437,9 @@ export const RegenerateTokenResponse: MessageFns<RegenerateTokenResponse> = {
     }
     if (message.tokenPrefix !== "") {
       writer.uint32(26).string(message.tokenPrefix);
+    }
+    if (message.telegramToken !== "") {
+      writer.uint32(34).string(message.telegramToken);
     }
     return writer;
   },
@@ -1472,6 +1481,14 @@ export const RegenerateTokenResponse: MessageFns<RegenerateTokenResponse> = {
             message.tokenPrefix = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.telegramToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1492,6 +1509,7 @@ export const RegenerateTokenResponse: MessageFns<RegenerateTokenResponse> = {
     message.botId = object.botId ?? "";
     message.oneTimeToken = object.oneTimeToken ?? "";
     message.tokenPrefix = object.tokenPrefix ?? "";
+    message.telegramToken = object.telegramToken ?? "";
     return message;
   },
 };

@@ -159,7 +159,14 @@ export interface SendMessageRequest {
   /** The text's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
   entities: MessageEntity[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
-  replyMarkup: ReplyMarkup | undefined;
+  replyMarkup:
+    | ReplyMarkup
+    | undefined;
+  /**
+   * When the message to reply to is not found: true sends the message without the reply
+   * (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+   */
+  allowSendingWithoutReply?: boolean | undefined;
 }
 
 /** SendMessageResponse carries the sent message. */
@@ -195,7 +202,14 @@ export interface SendPhotoRequest {
   /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
   captionEntities: MessageEntity[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
-  replyMarkup: ReplyMarkup | undefined;
+  replyMarkup:
+    | ReplyMarkup
+    | undefined;
+  /**
+   * When the message to reply to is not found: true sends the message without the reply
+   * (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+   */
+  allowSendingWithoutReply?: boolean | undefined;
 }
 
 /** SendPhotoResponse carries the sent message. */
@@ -231,7 +245,14 @@ export interface SendDocumentRequest {
   /** The caption's formatting as entities, when parse_mode is unset (UTF-16 offsets). */
   captionEntities: MessageEntity[];
   /** An inline keyboard, a custom keyboard, its removal or a forced reply. */
-  replyMarkup: ReplyMarkup | undefined;
+  replyMarkup:
+    | ReplyMarkup
+    | undefined;
+  /**
+   * When the message to reply to is not found: true sends the message without the reply
+   * (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+   */
+  allowSendingWithoutReply?: boolean | undefined;
 }
 
 /** SendDocumentResponse carries the sent message. */
@@ -1640,6 +1661,7 @@ function createBaseSendMessageRequest(): SendMessageRequest {
     parseMode: undefined,
     entities: [],
     replyMarkup: undefined,
+    allowSendingWithoutReply: undefined,
   };
 }
 
@@ -1662,6 +1684,9 @@ export const SendMessageRequest: MessageFns<SendMessageRequest> = {
     }
     if (message.replyMarkup !== undefined) {
       ReplyMarkup.encode(message.replyMarkup, writer.uint32(50).fork()).join();
+    }
+    if (message.allowSendingWithoutReply !== undefined) {
+      writer.uint32(56).bool(message.allowSendingWithoutReply);
     }
     return writer;
   },
@@ -1727,6 +1752,14 @@ export const SendMessageRequest: MessageFns<SendMessageRequest> = {
             message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.allowSendingWithoutReply = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1752,6 +1785,7 @@ export const SendMessageRequest: MessageFns<SendMessageRequest> = {
     message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
       ? ReplyMarkup.fromPartial(object.replyMarkup)
       : undefined;
+    message.allowSendingWithoutReply = object.allowSendingWithoutReply ?? undefined;
     return message;
   },
 };
@@ -1822,6 +1856,7 @@ function createBaseSendPhotoRequest(): SendPhotoRequest {
     parseMode: undefined,
     captionEntities: [],
     replyMarkup: undefined,
+    allowSendingWithoutReply: undefined,
   };
 }
 
@@ -1847,6 +1882,9 @@ export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
     }
     if (message.replyMarkup !== undefined) {
       ReplyMarkup.encode(message.replyMarkup, writer.uint32(58).fork()).join();
+    }
+    if (message.allowSendingWithoutReply !== undefined) {
+      writer.uint32(64).bool(message.allowSendingWithoutReply);
     }
     return writer;
   },
@@ -1920,6 +1958,14 @@ export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
             message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.allowSendingWithoutReply = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1946,6 +1992,7 @@ export const SendPhotoRequest: MessageFns<SendPhotoRequest> = {
     message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
       ? ReplyMarkup.fromPartial(object.replyMarkup)
       : undefined;
+    message.allowSendingWithoutReply = object.allowSendingWithoutReply ?? undefined;
     return message;
   },
 };
@@ -2016,6 +2063,7 @@ function createBaseSendDocumentRequest(): SendDocumentRequest {
     parseMode: undefined,
     captionEntities: [],
     replyMarkup: undefined,
+    allowSendingWithoutReply: undefined,
   };
 }
 
@@ -2041,6 +2089,9 @@ export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
     }
     if (message.replyMarkup !== undefined) {
       ReplyMarkup.encode(message.replyMarkup, writer.uint32(58).fork()).join();
+    }
+    if (message.allowSendingWithoutReply !== undefined) {
+      writer.uint32(64).bool(message.allowSendingWithoutReply);
     }
     return writer;
   },
@@ -2114,6 +2165,14 @@ export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
             message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.allowSendingWithoutReply = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2140,6 +2199,7 @@ export const SendDocumentRequest: MessageFns<SendDocumentRequest> = {
     message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
       ? ReplyMarkup.fromPartial(object.replyMarkup)
       : undefined;
+    message.allowSendingWithoutReply = object.allowSendingWithoutReply ?? undefined;
     return message;
   },
 };
