@@ -18,6 +18,8 @@ import {
   StreamIngestUpdatesRequest,
   type StreamIngestUpdatesResponse,
 } from '../src/gen/botplatform/v1/internal_service.js';
+import type { BusMessage } from '../src/bus/bus.js';
+import { MESSAGES_TOPIC } from '../src/bus/topics.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
@@ -37,6 +39,7 @@ describe('callback queries', () => {
   let feed: FeedConsumer;
   let pki: TestPki;
   let receiver: Receiver | undefined;
+  const published: BusMessage[] = [];
 
   beforeAll(async () => {
     pki = createTestPki();
@@ -46,6 +49,7 @@ describe('callback queries', () => {
     ownerJwt = await h.jwt('cbq-owner');
     owner = client(h.url, ownerJwt);
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    await h.apps[0]!.bus!.subscribeAll([MESSAGES_TOPIC], (m) => published.push(m));
     feed = openFeed(h.grpcAddress, 'cbq-tests');
     await feed.waitFor(() => feed.partitions().length === 16);
   });
@@ -119,6 +123,13 @@ describe('callback queries', () => {
     expect(event.message).toBeUndefined();
     expect(event.callbackQueryAnswer).toEqual({
       callbackQueryId: q.id, chatId: 6101, messageId: bot.messageId, userId: 6101, text: 'Done!', showAlert: true, url: undefined, cacheTime: 5,
+    });
+    // The bus topic of the messaging services carries the same value.
+    await expect.poll(() => published.some((p) => p.key === bot.id && p.value.includes('callback_query_answer')), { timeout: 10_000 }).toBe(true);
+    const onBus = JSON.parse(published.find((p) => p.key === bot.id && p.value.includes('callback_query_answer'))!.value);
+    expect(onBus).toEqual({
+      bot_id: bot.id,
+      callback_query_answer: { callback_query_id: q.id, chat_id: 6101, message_id: bot.messageId, user_id: 6101, text: 'Done!', show_alert: true, cache_time: 5 },
     });
     // In the chat's partition, after the message it answers for.
     const sentEvent = feed.messages.find((m) => m.botId === bot.id && m.message?.messageId === bot.messageId)!;

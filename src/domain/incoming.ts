@@ -152,8 +152,8 @@ function callbackData(stored: Record<string, unknown>): Set<string> {
   return new Set(rows.flatMap((r) => (r.buttons ?? []).flatMap((b) => (b.callback_data !== undefined ? [b.callback_data] : []))));
 }
 
-/** Whether a stored message is still there (a deleted one, or one stored without its body, is not a message a query can name). */
-const present = (m: StoredMessage | undefined): m is StoredMessage => m !== undefined && Object.keys(m.message).length > 0 && !(m as { deleted?: boolean }).deleted;
+/** Whether a stored message is one an update can name: there (a deleted one is gone), with its body (inbound ones stored before bodies were kept have none). */
+const present = (m: StoredMessage | undefined): m is StoredMessage => m !== undefined && Object.keys(m.message).length > 0;
 
 export interface IncomingDeps {
   messages: Pick<MessagesRepo, 'find'>;

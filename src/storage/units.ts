@@ -8,7 +8,7 @@
  * answers it does not read go with its next one or its COMMIT (ingest, 3 round trips).
  *
  * Lock order (MySQL): ingest locks the bots' rows first (in id order), then inserts
- * into updates, outbox, deliveries, ingest_keys, chats (in key order) and messages;
+ * into updates, outbox, deliveries, ingest_keys, chats (in key order), messages and queries;
  * recording attempts writes deliveries (in primary-key order, as a claim locks them),
  * then deletes updates, ends the runs of failures of the webhooks that answered (one
  * statement) and sets webhooks' last errors and health, bots in id order (a deadlock
