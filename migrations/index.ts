@@ -17,6 +17,7 @@ import * as outboundFeed from './20261224000001_outbound_feed.js';
 import * as feedPositionsWithinHeads from './20261227000001_feed_positions_within_heads.js';
 import * as webhookSecretRotation from './20261228000001_webhook_secret_rotation.js';
 import * as queries from './20261228000002_queries.js';
+import * as chatNamesImageSizes from './20261228000300_chat_names_image_sizes.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -33,6 +34,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261227000001_feed_positions_within_heads': feedPositionsWithinHeads,
   '20261228000001_webhook_secret_rotation': webhookSecretRotation,
   '20261228000002_queries': queries,
+  '20261228000300_chat_names_image_sizes': chatNamesImageSizes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

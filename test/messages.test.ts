@@ -116,12 +116,19 @@ describe('messages', () => {
     const [a] = (await rt(token, 'getUpdates', {})).body.result;
     const wrongChat = await rt(token, 'sendMessage', { chat_id: 7102, text: 'x', reply_to_message_id: a.message.message_id });
     expect(wrongChat.status).toBe(400);
-    expect(wrongChat.body.description).toMatch(/reply/);
+    // Telegram's words (Client.cpp's check_reply_parameters).
+    expect(wrongChat.body.description).toBe('Bad Request: message to be replied not found');
     const missing = await rt(token, 'sendMessage', { chat_id: 7101, text: 'x', reply_to_message_id: 999_999 });
     expect(missing.status).toBe(400);
-    // A reply to the bot's own earlier message works.
+    // A reply to the bot's own earlier message works, and carries that message (one level).
     const own = (await rt(token, 'sendMessage', { chat_id: 7101, text: 'mine' })).body.result;
-    expect((await rt(token, 'sendMessage', { chat_id: 7101, text: 're', reply_to_message_id: own.message_id })).status).toBe(200);
+    const re = await rt(token, 'sendMessage', { chat_id: 7101, text: 're', reply_to_message_id: own.message_id });
+    expect(re.status).toBe(200);
+    expect(re.body.result.reply_to_message).toEqual(own);
+    // So does a reply to a message the bot received.
+    const toUser = (await rt(token, 'sendMessage', { chat_id: 7101, text: 'to you', reply_to_message_id: a.message.message_id })).body.result;
+    expect(toUser.reply_to_message).toMatchObject({ message_id: a.message.message_id, text: 'one' });
+    expect(toUser.reply_to_message.reply_to_message).toBeUndefined();
   });
 
   it.each([

@@ -27,6 +27,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { stagingKey } from '../../src/blobs/blob-store.js';
 import { replyMarkupFromTelegram } from '../../src/messages/reply-markup.js';
 import { compact, inlineButtonFromTelegram, inlineResultsFromTelegram, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
+import type { InputMedia } from '../../src/gen/botplatform/v1/runtime_service.js';
 import { botUserId, UPDATE_KINDS, type Snake } from '../../src/wire.js';
 import { SURFACE_METADATA } from '../../src/core/context.js';
 import { ApiError } from '../../src/errors.js';
@@ -77,6 +78,8 @@ interface Ctx {
    * is a 400 naming the parameter. Unnamed parameters are ignored, as Telegram does.
    */
   request<K extends Rpc>(rpc: K, names: readonly FieldOf<K>[], rename?: Readonly<Record<string, FieldOf<K>>>): RequestOf<K>;
+  /** As `request`, from values found inside a parameter (an album's media) rather than the parameters themselves. */
+  requestOf<K extends Rpc>(rpc: K, values: Readonly<Record<string, Param>>, names: readonly FieldOf<K>[]): RequestOf<K>;
   rpc<K extends Rpc>(rpc: K, request: RequestOf<K>): Promise<ResponseOf<K>>;
   /** A file parameter as a file_id of the bot: the text given, or the staged part registered (see fileParam). */
   file(name: string, photo: boolean): Promise<string>;
@@ -134,6 +137,28 @@ function replyTo(ctx: Ctx): number | undefined {
 }
 
 const MAX_INT32 = 2 ** 31 - 1;
+
+/** The InputMedia fields an album takes here; the others Telegram has (has_spoiler, thumbnail...) are left out, as Telegram ignores what does not apply. */
+const INPUT_MEDIA_FIELDS = ['type', 'media', 'caption', 'parse_mode', 'caption_entities'] as const;
+
+/** sendMediaGroup's media: a JSON array of InputMedia (or its text), each with the fields an album takes here. */
+function inputMedia(v: Param): Param {
+  if (v === undefined || v === null || v === '') throw ApiError.invalid('media', 'REQUIRED', 'is required');
+  if (typeof v === 'string') {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      throw ApiError.invalid('media', 'MALFORMED_JSON', "Can't parse media JSON object");
+    }
+  }
+  if (!Array.isArray(v)) throw ApiError.invalid('media', 'INVALID_TYPE', 'Expected an Array of InputMedia');
+  return v.map((item, i) => {
+    if (typeof item !== 'object' || item === null || Array.isArray(item) || item instanceof StagedFile) {
+      throw ApiError.invalid(`media[${i}]`, 'INVALID_TYPE', "Can't parse InputMedia: expected an Object");
+    }
+    return Object.fromEntries(INPUT_MEDIA_FIELDS.filter((k) => (item as Record<string, unknown>)[k] !== undefined).map((k) => [k, (item as Record<string, unknown>)[k]]));
+  });
+}
 
 /** The parameters every send method shares, besides its content. */
 const SEND = ['chat_id', 'caption', 'reply_to_message_id', 'parse_mode', 'caption_entities'] as const;
@@ -227,6 +252,87 @@ const METHODS: Record<string, Method> = {
   senddocument: {
     files: true,
     run: (ctx) => sendFile(ctx, 'sendDocument', 'document'),
+  },
+
+  editmessagetext: {
+    async run(ctx) {
+      const req = ctx.request('editMessageText', ['chat_id', 'message_id', 'text', 'parse_mode', 'entities']);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
+      return tgMessage((await ctx.rpc('editMessageText', req)).result);
+    },
+  },
+
+  editmessagecaption: {
+    async run(ctx) {
+      const req = ctx.request('editMessageCaption', ['chat_id', 'message_id', 'caption', 'parse_mode', 'caption_entities']);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
+      return tgMessage((await ctx.rpc('editMessageCaption', req)).result);
+    },
+  },
+
+  editmessagereplymarkup: {
+    async run(ctx) {
+      const req = ctx.request('editMessageReplyMarkup', ['chat_id', 'message_id']);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
+      return tgMessage((await ctx.rpc('editMessageReplyMarkup', req)).result);
+    },
+  },
+
+  deletemessage: {
+    async run(ctx) {
+      return (await ctx.rpc('deleteMessage', ctx.request('deleteMessage', ['chat_id', 'message_id']))).result;
+    },
+  },
+
+  deletemessages: {
+    async run(ctx) {
+      return (await ctx.rpc('deleteMessages', ctx.request('deleteMessages', ['chat_id', 'message_ids']))).result;
+    },
+  },
+
+  sendchataction: {
+    async run(ctx) {
+      return (await ctx.rpc('sendChatAction', ctx.request('sendChatAction', ['chat_id', 'action']))).result;
+    },
+  },
+
+  copymessage: {
+    async run(ctx) {
+      const req = ctx.request('copyMessage', ['chat_id', 'from_chat_id', 'message_id', 'caption', 'parse_mode', 'caption_entities', 'reply_to_message_id']);
+      req.replyToMessageId ??= replyTo(ctx);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
+      return { message_id: (await ctx.rpc('copyMessage', req)).result!.messageId };
+    },
+  },
+
+  forwardmessage: {
+    async run(ctx) {
+      return tgMessage((await ctx.rpc('forwardMessage', ctx.request('forwardMessage', ['chat_id', 'from_chat_id', 'message_id']))).result);
+    },
+  },
+
+  getchat: {
+    async run(ctx) {
+      const c = (await ctx.rpc('getChat', ctx.request('getChat', ['chat_id']))).result!;
+      return compact({
+        id: c.id, type: c.type, title: c.title, username: c.username, first_name: c.firstName, last_name: c.lastName,
+        accent_color_id: c.accentColorId, max_reaction_count: c.maxReactionCount,
+      });
+    },
+  },
+
+  sendmediagroup: {
+    files: true,
+    async run(ctx) {
+      const req = ctx.request('sendMediaGroup', ['chat_id', 'reply_to_message_id']);
+      req.replyToMessageId ??= replyTo(ctx);
+      req.media = ctx.requestOf('sendMediaGroup', { media: inputMedia(ctx.param('media')) }, ['media']).media;
+      // "attach://<name>": a file part of this multipart body, registered as a file of the bot.
+      await Promise.all(req.media.map(async (m: InputMedia) => {
+        if (m.media.startsWith('attach://')) m.media = await ctx.file(m.media.slice('attach://'.length), m.type === 'photo');
+      }));
+      return (await ctx.rpc('sendMediaGroup', req)).result.map(tgMessage);
+    },
   },
 
   getfile: {
@@ -481,6 +587,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
         const ctx: Ctx = {
           param: (name) => params.get(name),
           request: (name, names, rename) => decodeRequest(name, params, names, rename),
+          requestOf: (name, values, names) => decodeRequest(name, new Map(Object.entries(values)), names),
           rpc,
           file: (name, photo) => fileParam(request, ctx, name, photo),
         };

@@ -21,6 +21,7 @@ import { createUpdatesService } from '../domain/updates-service.js';
 import { parseCidrs } from '../net/ssrf.js';
 import { createIngestWriter } from '../pipeline/ingest.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
+import { createFeedEventWriter } from '../pipeline/feed-event-writer.js';
 import { createSendWriter } from '../pipeline/send-writer.js';
 import type { Root } from '../process.js';
 import { createFeedRepo } from '../storage/feed-repo.js';
@@ -90,10 +91,13 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
   const feedWaker = createFeedWaker();
   // Concurrent sends share a transaction (group commit); each committed batch wakes this
   // instance's feed streams at once (others poll), and its relay (the batch's outbox messages).
-  const sendWriter = createSendWriter(b.units, () => {
+  const announced = () => {
     feedWaker.sent();
     relay.nudge();
-  });
+  };
+  const sendWriter = createSendWriter(b.units, announced);
+  // Edits, deletes and chat actions reach the feed and the bus the same way.
+  const eventWriter = createFeedEventWriter(b.units, announced);
   const core = createCore({
     authenticator,
     handlers: createHandlers({
@@ -102,14 +106,11 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
       runtime: createRuntimeService({ bots: b.bots }),
       updates,
       deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
-      messages: createMessagesService({ messages, sender: sendWriter, files }),
+      messages: createMessagesService({ messages, sender: sendWriter, events: eventWriter, files }),
       chatMessages: createChatMessagesService({ bots: b.bots, messages }),
       queries: createQueriesService({
         queries, units: b.units, files, answerTimeoutMs: config.queryAnswerTimeoutMs,
-        onCommitted: () => {
-          feedWaker.sent();
-          relay.nudge();
-        },
+        onCommitted: announced,
       }),
       files,
       metrics: createMetricsService({

@@ -21,7 +21,6 @@ import type { MessagesService } from '../domain/messages-service.js';
 import type { QueriesService } from '../domain/queries-service.js';
 import type { MetricsService } from '../domain/metrics-service.js';
 import type { AdminRpc, ConsoleRpc, InternalRpc, RuntimeRpc } from '../domain/rpc.js';
-import { createPendingRpcs } from '../domain/pending-rpcs.js';
 import { bindService, type BoundMethod } from './core.js';
 
 interface Services {
@@ -39,10 +38,9 @@ interface Services {
 }
 
 export function createHandlers({ console, admin, runtime, updates, deliveries, messages, queries, files, metrics, feed, chatMessages }: Services): Record<string, BoundMethod> {
-  const pending = createPendingRpcs();
-  const consoleRpc: ConsoleRpc = { ...pending, ...console, ...updates, ...deliveries, ...metrics, ...chatMessages };
+  const consoleRpc: ConsoleRpc = { ...console, ...updates, ...deliveries, ...metrics, ...chatMessages };
   const adminRpc: AdminRpc = admin;
-  const runtimeRpc: RuntimeRpc = { ...pending, ...runtime, ...updates, ...messages, ...queries, ...files };
+  const runtimeRpc: RuntimeRpc = { ...runtime, ...updates, ...messages, ...queries, ...files };
   const internalRpc: InternalRpc = { ...updates, ...feed };
   return {
     ...bindService(ConsoleServiceService, consoleRpc),

@@ -4,6 +4,7 @@
  * brought the content) and getFile with a signed download URL. Contract §6.
  */
 import crypto from 'node:crypto';
+import { imageSize } from 'image-size';
 import { randomBase62 } from '../auth/bot-token.js';
 import { blobKey, stagingKey, type BlobStore } from '../blobs/blob-store.js';
 import type { UrlSigner } from '../blobs/signed-token.js';
@@ -11,7 +12,7 @@ import { ApiError, Code } from '../errors.js';
 import type { File } from '../gen/botplatform/v1/update.js';
 import type { UploadCredentials } from '../gen/botplatform/v1/runtime_service.js';
 import { constraintsOf } from '../gen/constraints.js';
-import type { FileRecord, FileSpec, FilesRepo } from '../storage/files-repo.js';
+import type { FileRecord, FileSpec, FilesRepo, ImageSize } from '../storage/files-repo.js';
 import { PUBLIC_BASE_URL_METADATA, type CallMetadata, type RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -97,7 +98,29 @@ export function toFile(f: FileRecord, downloadUrl?: string): File {
     mimeType: f.mimeType,
     checksum: f.checksum,
     downloadUrl,
+    width: f.image?.width,
+    height: f.image?.height,
   };
+}
+
+/** How much of an image is read for its header: its dimensions are within the first bytes of every format image-size reads (a JPEG's frame header comes after its EXIF block, at most 64 KiB). */
+const IMAGE_HEADER_BYTES = 256 * 1024;
+
+/**
+ * An image's width and height, from its header (image-size: PNG, JPEG, GIF, WebP, BMP,
+ * TIFF, AVIF/HEIF, SVG and others); undefined for a file that is not an image/* or whose
+ * header does not say.
+ */
+export async function readImageSize(blobs: Pick<BlobStore, 'read'>, key: string, mimeType: string, size: number): Promise<ImageSize | undefined> {
+  if (!mimeType.startsWith('image/') || size <= 0) return undefined;
+  const chunks: Buffer[] = [];
+  for await (const chunk of blobs.read(key, { start: 0, end: Math.min(size, IMAGE_HEADER_BYTES) - 1 })) chunks.push(chunk as Buffer);
+  try {
+    const { width, height } = imageSize(new Uint8Array(Buffer.concat(chunks)));
+    return width > 0 && height > 0 ? { width, height } : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 type Hex = typeof LIMITS.proof;
@@ -197,7 +220,10 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
         const size = await deps.files.blobSize(checksum);
         if (size !== undefined) {
           if (size !== spec.size) throw ApiError.invalid('fileSize', 'SIZE_MISMATCH', 'does not match the size of the content with this checksum');
-          if (await deps.files.isBlobOwner(checksum, principal.ownerId)) return { result: hit(await deps.files.addFile(newFileId(), spec, now())) };
+          if (await deps.files.isBlobOwner(checksum, principal.ownerId)) {
+            const image = await readImageSize(deps.blobs, blobKey(checksum), mimeType, spec.size);
+            return { result: hit(await deps.files.addFile(newFileId(), spec, now(), image)) };
+          }
           return { result: await challenge(spec) };
         }
       }
@@ -242,8 +268,9 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
           ? 'the upload expired before its bytes arrived: ask files/upload-credentials again'
           : 'the bytes have not been uploaded: PUT them to uploadUrl first');
       }
+      const image = await readImageSize(deps.blobs, stagingKey(upload.id), upload.mimeType, staged);
       const file = await deps.files.completeUpload(upload, newFileId(), now(),
-        () => deps.blobs.promote(stagingKey(upload.id), blobKey(checksum)));
+        () => deps.blobs.promote(stagingKey(upload.id), blobKey(checksum)), image);
       return { result: { fileId: file.id, file: toFile(file) } };
     },
 
@@ -268,7 +295,7 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
       if (!crypto.timingSafeEqual(expected, given)) {
         throw ApiError.invalid('proof', 'PROOF_MISMATCH', 'does not prove possession of the file; the challenge is used up');
       }
-      return { result: hit(await deps.files.addFile(newFileId(), c, now())) };
+      return { result: hit(await deps.files.addFile(newFileId(), c, now(), await readImageSize(deps.blobs, blobKey(c.checksum), c.mimeType, c.size))) };
     },
 
     async getFile(req, { principal, metadata }) {

@@ -1,14 +1,20 @@
 /**
  * The send methods (contract §6): a bot writes to chats that have written to it,
- * may reply to a message of the same chat, and sends files registered by itself.
- * Each sent message is stored and queued for the platform's messaging services.
+ * may reply to a message of the same chat, and sends files registered by itself;
+ * it copies and forwards messages of its chats (sent or received), and sends albums.
+ * Each sent message is stored and queued for the platform's messaging services (the
+ * bus and the outbound feed). Edits and deletes are message-edits.ts; chat actions and
+ * getChat chats-service.ts; this service answers for all of them.
  */
+import crypto from 'node:crypto';
 import { ApiError } from '../errors.js';
-import type { SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
-import type { Message } from '../gen/botplatform/v1/update.js';
+import type { CopyMessageRequest, SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
+import type { Message, MessageOrigin } from '../gen/botplatform/v1/update.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { MessagesRepo } from '../storage/messages-repo.js';
+import type { SendItem } from '../storage/units.js';
 import type { SendWriter } from '../pipeline/send-writer.js';
+import type { FeedEventWriter } from '../pipeline/feed-event-writer.js';
 import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
@@ -16,19 +22,20 @@ import * as check from './validation.js';
 import { outgoingText } from '../messages/formatted.js';
 import { checkReplyMarkup } from '../messages/reply-markup.js';
 import { botUserId, fromWireMessage, toWireMessage } from '../wire.js';
+import { chatNotFound, contentOf, refused, replyTarget } from './message-rules.js';
+import { createMessageEdits } from './message-edits.js';
+import { createChatsService } from './chats-service.js';
 
 export interface MessagesDeps {
   messages: MessagesRepo;
   /** Sending: the message, the bot's message counter, the outbox and the feed, together (group commit: pipeline/send-writer.ts). */
-  sender: Pick<SendWriter, 'send'>;
+  sender: Pick<SendWriter, 'send' | 'sendMany'>;
+  /** The feed's other events (edits, deletes, chat actions), with the writes they announce (pipeline/feed-event-writer.ts). */
+  events: Pick<FeedEventWriter, 'announce' | 'write'>;
   files: FilesService;
   now?: () => number;
 }
 
-/**
- * The bot's numeric id as a chat participant (Message.from.id): bot ids are opaque
- * strings, user ids are integers. Derived from the bot id, in [2^52, 2^53).
- */
 const LIMITS = {
   text: constraintsOf('botplatform.v1.SendMessageRequest', 'text'),
   replyTo: constraintsOf('botplatform.v1.SendMessageRequest', 'reply_to_message_id'),
@@ -40,14 +47,38 @@ const LIMITS = {
     caption: constraintsOf('botplatform.v1.SendDocumentRequest', 'caption'),
     replyTo: constraintsOf('botplatform.v1.SendDocumentRequest', 'reply_to_message_id'),
   },
+  copy: {
+    messageId: constraintsOf('botplatform.v1.CopyMessageRequest', 'message_id'),
+    caption: constraintsOf('botplatform.v1.CopyMessageRequest', 'caption'),
+    replyTo: constraintsOf('botplatform.v1.CopyMessageRequest', 'reply_to_message_id'),
+  },
+  forward: { messageId: constraintsOf('botplatform.v1.ForwardMessageRequest', 'message_id') },
+  album: {
+    media: constraintsOf('botplatform.v1.SendMediaGroupRequest', 'media'),
+    caption: constraintsOf('botplatform.v1.InputMedia', 'caption'),
+    replyTo: constraintsOf('botplatform.v1.SendMediaGroupRequest', 'reply_to_message_id'),
+  },
 };
+
+/** Fewest media of an album (Telegram's sendMediaGroup: 2 to 10). */
+const MIN_ALBUM = 2;
 
 interface SendInput {
   chatId: number;
   replyToMessageId?: number;
 }
 
-export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sendMessage' | 'sendPhoto' | 'sendDocument'> {
+/** A message's content as a copy or a forward carries it: its text or its file, with their entities. */
+const contentFields = (m: Message): Partial<Message> => ({
+  text: m.text, entities: m.entities, photo: m.photo, document: m.document, caption: m.caption, captionEntities: m.captionEntities,
+});
+
+/** An album's id, as Telegram's: a decimal number, shared by the album's messages. */
+const newMediaGroupId = () => (crypto.randomBytes(8).readBigUInt64BE() >> 1n).toString();
+
+type SendRpc = Pick<RuntimeRpc, 'sendMessage' | 'sendPhoto' | 'sendDocument' | 'copyMessage' | 'forwardMessage' | 'sendMediaGroup'>;
+
+export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<typeof createMessageEdits> & ReturnType<typeof createChatsService> {
   const now = deps.now ?? Date.now;
 
   function checkTarget(v: check.Violations, input: SendInput, replyTo: { readonly minimum: number }) {
@@ -55,18 +86,18 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
     check.inRange(v, 'reply_to_message_id', input.replyToMessageId, replyTo);
   }
 
-  /** Checks the chat and the replied-to message, then stores and queues the message. */
-  async function send(principal: BotPrincipal, input: SendInput, body: Partial<Message>): Promise<Message> {
-    const chatType = await deps.messages.chatType(principal.botId, input.chatId);
-    if (!chatType) throw ApiError.invalid('chat_id', 'CHAT_NOT_FOUND', 'chat not found: the chat must have written to the bot first');
-    if (input.replyToMessageId !== undefined
-      && !(await deps.messages.messageExists(principal.botId, input.chatId, input.replyToMessageId))) {
-      throw ApiError.invalid('reply_to_message_id', 'MESSAGE_NOT_FOUND', 'message to reply to not found in this chat');
-    }
-    const at = now();
-    const wire = await deps.sender.send({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
+  /** The chat (one that has written to the bot) and the message replied to (of the same chat), checked; how to build each message once its id is known. */
+  async function prepare(principal: BotPrincipal, input: SendInput, bodies: Partial<Message>[]): Promise<SendItem[]> {
+    const [chatType, replyToMessage] = await Promise.all([
+      deps.messages.chatType(principal.botId, input.chatId),
+      replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId).catch((err: unknown) => err as ApiError),
+    ]);
+    if (!chatType) throw chatNotFound();
+    if (replyToMessage instanceof ApiError) throw replyToMessage;
+    const date = Math.floor(now() / 1000);
+    return bodies.map((body) => ({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
       messageId,
-      date: Math.floor(at / 1000),
+      date,
       chat: { id: input.chatId, type: chatType },
       from: { id: botUserId(principal.botId), isBot: true, username: bot.username, firstName: bot.name },
       text: undefined,
@@ -75,13 +106,25 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
       document: undefined,
       caption: undefined,
       replyMarkup: undefined,
-      replyToMessage: undefined,
       forwardOrigin: undefined,
       ...body,
+      replyToMessage,
       entities: body.entities ?? [],
       captionEntities: body.captionEntities ?? [],
-    }) });
-    return fromWireMessage(wire);
+    }) }));
+  }
+
+  /** Checks the chat and the replied-to message, then stores and queues the message. */
+  async function send(principal: BotPrincipal, input: SendInput, body: Partial<Message>): Promise<Message> {
+    const [item] = await prepare(principal, input, [body]);
+    return fromWireMessage(await deps.sender.send(item!));
+  }
+
+  /** A caption as Telegram keeps it: parsed, cleaned and trimmed (an empty one is none). */
+  function caption(text: string | undefined, parseMode: string | undefined, entities: Message['captionEntities'], maxLength: number, field: string, entitiesField: string) {
+    if (!text) return { caption: undefined, captionEntities: [] };
+    const parsed = outgoingText(text, { parseMode, entities, maxLength, field, entitiesField });
+    return { caption: parsed.text || undefined, captionEntities: parsed.text ? parsed.entities : [] };
   }
 
   async function sendFile(
@@ -94,17 +137,33 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
     check.optionalText(v, 'caption', req.caption, LIMITS[kind].caption);
     checkTarget(v, req, LIMITS[kind].replyTo);
     v.throwIfAny();
-    const caption = req.caption
-      ? outgoingText(req.caption, { parseMode: req.parseMode, entities: req.captionEntities, maxLength: LIMITS[kind].caption.maxLength, field: 'caption', entitiesField: 'caption_entities' })
-      : undefined;
+    const parsed = caption(req.caption, req.parseMode, req.captionEntities, LIMITS[kind].caption.maxLength, 'caption', 'caption_entities');
     if (req.replyMarkup) checkReplyMarkup(req.replyMarkup);
     const file = await deps.files.fileForSend(principal.botId, req.fileId);
     if (kind === 'photo' && !file.mimeType.startsWith('image/')) {
       throw ApiError.invalid('file_id', 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); send it with sendDocument`);
     }
-    return send(principal, req, {
-      [kind]: toFile(file), caption: caption?.text || undefined, captionEntities: caption?.entities ?? [], replyMarkup: req.replyMarkup,
-    });
+    return send(principal, req, { [kind]: toFile(file), ...parsed, replyMarkup: req.replyMarkup });
+  }
+
+  /** The message a copy or a forward takes: any of the bot's chats, sent or received, with content. */
+  async function original(botId: string, fromChatId: number, messageId: number, what: 'copy' | 'forward'): Promise<Message> {
+    const stored = await deps.messages.find(botId, fromChatId, messageId);
+    const m = contentOf(stored);
+    if (m) return m;
+    if (!stored && !(await deps.messages.chatType(botId, fromChatId))) throw chatNotFound('from_chat_id');
+    throw refused('message_id', 'MESSAGE_NOT_FOUND', `message to ${what} not found`);
+  }
+
+  function checkCopy(req: CopyMessageRequest) {
+    const v = new check.Violations();
+    checkTarget(v, req, LIMITS.copy.replyTo);
+    if (!req.fromChatId) v.add('from_chat_id', 'REQUIRED', 'is required');
+    if (!req.messageId) v.add('message_id', 'REQUIRED', 'is required');
+    else check.inRange(v, 'message_id', req.messageId, LIMITS.copy.messageId);
+    check.optionalText(v, 'caption', req.caption, LIMITS.copy.caption);
+    v.throwIfAny();
+    if (req.replyMarkup) checkReplyMarkup(req.replyMarkup);
   }
 
   return {
@@ -120,6 +179,67 @@ export function createMessagesService(deps: MessagesDeps): Pick<RuntimeRpc, 'sen
     },
     sendPhoto: async (req, { principal }) => ({ result: await sendFile(principal, req, 'photo') }),
     sendDocument: async (req, { principal }) => ({ result: await sendFile(principal, req, 'document') }),
+
+    async copyMessage(req, { principal }) {
+      checkCopy(req);
+      const m = await original(principal.botId, req.fromChatId, req.messageId, 'copy');
+      const body = contentFields(m);
+      // A new caption (an empty one removes it) replaces a file's; a text has none.
+      if (req.caption !== undefined && m.text === undefined) {
+        Object.assign(body, caption(req.caption, req.parseMode, req.captionEntities, LIMITS.copy.caption.maxLength, 'caption', 'caption_entities'));
+      }
+      // Unset, the original's inline keyboard comes along (a custom keyboard was for its own chat).
+      body.replyMarkup = req.replyMarkup ?? (m.replyMarkup?.inlineKeyboard.length ? m.replyMarkup : undefined);
+      const sent = await send(principal, req, body);
+      return { result: { messageId: sent.messageId } };
+    },
+
+    async forwardMessage(req, { principal }) {
+      const v = new check.Violations();
+      if (!req.chatId) v.add('chat_id', 'REQUIRED', 'is required');
+      if (!req.fromChatId) v.add('from_chat_id', 'REQUIRED', 'is required');
+      if (!req.messageId) v.add('message_id', 'REQUIRED', 'is required');
+      else check.inRange(v, 'message_id', req.messageId, LIMITS.forward.messageId);
+      v.throwIfAny();
+      const m = await original(principal.botId, req.fromChatId, req.messageId, 'forward');
+      // A forward of a forward names where the message was first sent.
+      const origin: MessageOrigin = m.forwardOrigin ?? (m.from
+        ? { type: 'user', date: m.date, senderUser: m.from, senderChat: undefined }
+        : { type: 'chat', date: m.date, senderUser: undefined, senderChat: m.chat });
+      return { result: await send(principal, { chatId: req.chatId }, { ...contentFields(m), forwardOrigin: origin }) };
+    },
+
+    async sendMediaGroup(req, { principal }) {
+      const v = new check.Violations();
+      checkTarget(v, req, LIMITS.album.replyTo);
+      req.media.forEach((item, i) => check.optionalText(v, `media[${i}].caption`, item.caption, LIMITS.album.caption));
+      v.throwIfAny();
+      if (req.media.length === 0) throw refused('media', 'REQUIRED', 'there are no messages to send');
+      if (req.media.length > LIMITS.album.media.maxItems) throw refused('media', 'TOO_MANY', 'too many messages to send as an album');
+      if (req.media.length < MIN_ALBUM) throw refused('media', 'TOO_FEW', `an album must have ${MIN_ALBUM} to ${LIMITS.album.media.maxItems} media`);
+      req.media.forEach((item, i) => {
+        if (item.type !== 'photo' && item.type !== 'document') throw refused(`media[${i}].type`, 'INVALID_VALUE', `can't parse InputMedia: media type "${item.type}" is not supported here: photo or document`);
+        if (!item.media) throw refused(`media[${i}].media`, 'REQUIRED', "can't parse InputMedia: media not found");
+      });
+      // As tdlib's check_message_group_message_contents: documents go only with documents.
+      if (new Set(req.media.map((m) => m.type)).size > 1) throw refused('media', 'MIXED_MEDIA', "document can't be mixed with other media types");
+      const bodies = await Promise.all(req.media.map(async (item, i): Promise<Partial<Message>> => {
+        const parsed = caption(item.caption, item.parseMode, item.captionEntities, LIMITS.album.caption.maxLength, `media[${i}].caption`, `media[${i}].caption_entities`);
+        const file = await deps.files.fileForSend(principal.botId, item.media).catch((err: unknown) => {
+          throw err instanceof ApiError ? ApiError.invalid(`media[${i}].media`, 'FILE_NOT_FOUND', 'is not a file of this bot') : err;
+        });
+        if (item.type === 'photo' && !file.mimeType.startsWith('image/')) {
+          throw ApiError.invalid(`media[${i}].media`, 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); send it as a document`);
+        }
+        return { [item.type]: toFile(file), ...parsed };
+      }));
+      const mediaGroupId = newMediaGroupId();
+      const items = await prepare(principal, req, bodies.map((b) => ({ ...b, mediaGroupId })));
+      return { result: (await deps.sender.sendMany(items)).map((w) => fromWireMessage(w)) };
+    },
+
+    ...createMessageEdits(deps),
+    ...createChatsService(deps),
   };
 }
 

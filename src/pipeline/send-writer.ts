@@ -15,6 +15,10 @@ export function createSendWriter(units: Pick<UnitsOfWork, 'sendMessages'>, onCom
     async send(item: SendItem): Promise<Record<string, unknown>> {
       return (await commit.write([item]))[0]!;
     },
+    /** Several messages together (an album): in one batch, a bot's in the order given with consecutive ids. */
+    async sendMany(items: SendItem[]): Promise<Record<string, unknown>[]> {
+      return commit.write(items);
+    },
   };
 }
 

@@ -17,6 +17,14 @@ export interface FileRecord {
   mimeType: string;
   reuseRequestId: string | null;
   createdAt: number;
+  /** An image's width and height in pixels, as its header says (absent for other files, and when it could not be read). */
+  image?: ImageSize;
+}
+
+/** An image's dimensions. */
+export interface ImageSize {
+  width: number;
+  height: number;
 }
 
 export interface FileSpec {
@@ -54,6 +62,7 @@ export interface TryLimit {
 const fileOf = (r: any): FileRecord => ({
   id: r.id, botId: r.bot_id, checksum: r.checksum, size: Number(r.size), fileName: r.file_name, mimeType: r.mime_type,
   reuseRequestId: r.reuse_request_id ?? null, createdAt: Number(r.created_at),
+  ...(r.width != null && r.height != null ? { image: { width: Number(r.width), height: Number(r.height) } } : {}),
 });
 const specRow = (s: FileSpec) => ({
   bot_id: s.botId, account_id: s.accountId, checksum: s.checksum, size: s.size, file_name: s.fileName,
@@ -75,12 +84,13 @@ export function createFilesRepo(db: Db) {
    * Inserts a logical file (and makes the account an owner of the blob). When the
    * bot already has a file for this reuseRequestId, that one is the answer.
    */
-  async function insertFile(tx: Tx, id: string, spec: FileSpec, now: number): Promise<FileRecord> {
+  async function insertFile(tx: Tx, id: string, spec: FileSpec, now: number, image?: ImageSize): Promise<FileRecord> {
     await exec(tx, knex('blob_owners').insert({ checksum: spec.checksum, account_id: spec.accountId, created_at: now })
       .onConflict(['checksum', 'account_id']).ignore());
     const row = {
       id, bot_id: spec.botId, checksum: spec.checksum, size: spec.size, file_name: spec.fileName,
       mime_type: spec.mimeType, reuse_request_id: spec.reuseRequestId, created_at: now,
+      width: image?.width ?? null, height: image?.height ?? null,
     };
     await exec(tx, knex('files').insert(row));
     return fileOf(row);
@@ -132,9 +142,9 @@ export function createFilesRepo(db: Db) {
       return Boolean(await exec(on(tx), knex('blob_owners').where({ checksum, account_id: accountId }).first('checksum')));
     },
 
-    /** A new logical file on an existing blob (a trusted reuse hit or a passed challenge). */
-    async addFile(id: string, spec: FileSpec, now: number, outer?: Tx): Promise<FileRecord> {
-      return idempotent(spec, () => atomically(outer, (tx) => insertFile(tx, id, spec, now)), outer);
+    /** A new logical file on an existing blob (a trusted reuse hit or a passed challenge), with its image size when it is an image. */
+    async addFile(id: string, spec: FileSpec, now: number, image?: ImageSize, outer?: Tx): Promise<FileRecord> {
+      return idempotent(spec, () => atomically(outer, (tx) => insertFile(tx, id, spec, now, image)), outer);
     },
 
     async createUpload(u: Omit<UploadRecord, 'fileId'>, tx?: Tx): Promise<void> {
@@ -166,9 +176,11 @@ export function createFilesRepo(db: Db) {
     /**
      * Registers an uploaded file: the blob (once per content), the file, and the
      * upload marked completed, in one transaction. `promote` moves the verified
-     * bytes to their content address inside it.
+     * bytes to their content address inside it. `image`: its size, when it is an image.
      */
-    async completeUpload(upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>, outer?: Tx): Promise<FileRecord> {
+    async completeUpload(
+      upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>, image?: ImageSize, outer?: Tx,
+    ): Promise<FileRecord> {
       return idempotent(upload, () => atomically(outer, async (tx) => {
         let q = knex('uploads').where({ id: upload.id }).first('file_id');
         if (mysql) q = q.forUpdate();
@@ -179,7 +191,7 @@ export function createFilesRepo(db: Db) {
         }
         await promote();
         await exec(tx, knex('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').ignore());
-        const file = await insertFile(tx, fileId, upload, now);
+        const file = await insertFile(tx, fileId, upload, now, image);
         await exec(tx, knex('uploads').where({ id: upload.id }).update({ file_id: fileId }));
         return file;
       }), outer);

@@ -9,7 +9,7 @@
  */
 import { ApiError } from '../errors.js';
 import type { InlineQueryResult, InlineQueryResultsButton } from '../gen/botplatform/v1/runtime_service.js';
-import { MessageEntity as Entity, type CallbackQuery, type File, type InlineQuery, type Message, type MessageEntity, type Update, type User } from '../gen/botplatform/v1/update.js';
+import { MessageEntity as Entity, type CallbackQuery, type Chat, type File, type InlineQuery, type Message, type MessageEntity, type MessageOrigin, type Update, type User } from '../gen/botplatform/v1/update.js';
 import { replyMarkupFromTelegram, telegramReplyMarkup } from '../messages/reply-markup.js';
 import { toUpdateMessage } from '../wire.js';
 
@@ -29,6 +29,18 @@ export function tgUser(u: User | undefined): Obj | undefined {
 
 const tgFile = (f: File) => compact({ file_id: f.fileId, file_unique_id: f.fileUniqueId, file_size: f.fileSize });
 
+/** A chat as Telegram's Chat: its id and type, and the names it has. */
+export function tgChat(c: Chat | undefined): Obj | undefined {
+  if (!c) return undefined;
+  return compact({ id: c.id, type: c.type, title: c.title, username: c.username, first_name: c.firstName, last_name: c.lastName });
+}
+
+/** Where a forwarded message came from, as Telegram's MessageOrigin (MessageOriginUser or MessageOriginChat). */
+function tgOrigin(o: MessageOrigin | undefined): Obj | undefined {
+  if (!o) return undefined;
+  return compact({ type: o.type, date: o.date, sender_user: tgUser(o.senderUser), sender_chat: tgChat(o.senderChat) });
+}
+
 /** Entities in Telegram's shape (absent when there are none, as Telegram leaves them out). */
 function tgEntities(list: MessageEntity[] | undefined): Obj[] | undefined {
   if (!list?.length) return undefined;
@@ -40,15 +52,18 @@ export function tgMessage(m: Message | undefined): Obj | undefined {
   return compact({
     message_id: m.messageId,
     from: tgUser(m.from),
-    chat: m.chat ? { id: m.chat.id, type: m.chat.type } : undefined,
+    chat: tgChat(m.chat),
     date: m.date,
+    forward_origin: tgOrigin(m.forwardOrigin),
     edit_date: m.editDate,
+    media_group_id: m.mediaGroupId,
     reply_to_message: tgMessage(m.replyToMessage),
     text: m.text,
     entities: tgEntities(m.entities),
     caption: m.caption,
     caption_entities: tgEntities(m.captionEntities),
-    photo: m.photo ? [{ ...tgFile(m.photo), width: 0, height: 0 }] : undefined,
+    // One size: the image as registered, its width and height read from its header (0 when unknown).
+    photo: m.photo ? [{ ...tgFile(m.photo), width: m.photo.width ?? 0, height: m.photo.height ?? 0 }] : undefined,
     document: m.document ? compact({ ...tgFile(m.document), file_name: m.document.fileName, mime_type: m.document.mimeType }) : undefined,
     // Only an inline keyboard is part of a message.
     reply_markup: m.replyMarkup?.inlineKeyboard.length ? telegramReplyMarkup(m.replyMarkup) : undefined,
