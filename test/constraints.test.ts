@@ -83,6 +83,9 @@ describe('constraints declared in the protos are the limits the API enforces', (
     /** A message of ctx.main in CHAT with callback buttons ('d', 64 × 'd'), and a bot in inline mode. */
     keyboard: number;
     inline: { id: string; token: string };
+    /** Messages the main bot sent to CHAT: a text and a photo, to edit. */
+    textMessage: number;
+    photoMessage: number;
   };
   const CHAT = 100_000_001;
   /** The maximum the served OpenAPI document gives a field bounded by a setting (maximum_setting), by table entry. */
@@ -118,6 +121,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
     ctx.keyboard = kb.body.result.message_id;
     ctx.inline = await approvedBot(h, ownerJwt, 'cons_inline');
     expect((await ctx.owner.patch(`/api/v1/bots/my/${ctx.inline.id}`, { supports_inline_queries: true })).status).toBe(200);
+    ctx.textMessage = (await rt.post('/api/v1/bots/sendMessage', { chat_id: CHAT, text: 'to edit' })).body.result.message_id;
+    ctx.photoMessage = (await rt.post('/api/v1/bots/sendPhoto', { chat_id: CHAT, file_id: ctx.photoId, caption: 'to edit' })).body.result.message_id;
     const doc = (await client(h.url).get('/api/v1/openapi.json')).body;
     for (const [message, fields] of Object.entries(constraintTable)) {
       for (const [field, c] of Object.entries(fields)) {
@@ -239,6 +244,14 @@ describe('constraints declared in the protos are the limits the API enforces', (
     chat_id: { send: runtime(method, (v) => ({ chat_id: v, file_id: fileId() })), path: 'chat_id', valid: CHAT },
     file_id: { send: runtime(method, (v) => ({ chat_id: CHAT, file_id: v })), path: 'file_id', text: (n: number) => (n === 0 ? '' : fileId()) },
   });
+
+  /** An edit's text or caption: new each time, so that no edit is refused as not modified. */
+  const edited = (n: number) => unique(n, 'e', 'e');
+  /** An inline keyboard new each time (an edit of the keyboard alone changes something). */
+  const newKeyboard = () => ({ inline_keyboard: [{ buttons: [{ text: 'k', callback_data: unique(12, 'k', 'k') }] }] });
+  const album = (media: unknown, extra: object = {}) => ({ chat_id: CHAT, media, ...extra });
+  const photos = (n: number, caption?: unknown) =>
+    Array.from({ length: n }, (_, i) => ({ type: 'photo', media: ctx.photoId, ...(i === 0 && caption !== undefined ? { caption } : {}) }));
 
   /** message → field → how to reach it (one case, or several routes to the same field). */
   const CASES: Record<string, Record<string, Case | Case[]>> = {
@@ -452,6 +465,60 @@ describe('constraints declared in the protos are the limits the API enforces', (
       // Message 1 is the test user's (a bot's own message can never be its first): not found, not refused by the limit.
       message_id: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-callback-queries`, (v) => ({ message_id: v, callback_data: 'd' })), path: 'message_id', acceptsInside: false },
       callback_data: { send: consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-callback-queries`, (v) => ({ message_id: ctx.keyboard, callback_data: v })), path: 'callback_data', text: (n) => 'd'.repeat(n) },
+    },
+    'botplatform.v1.EditMessageTextRequest': {
+      chat_id: { send: runtime('editMessageText', (v) => ({ chat_id: v, message_id: ctx.textMessage, text: edited(8) })), path: 'chat_id', valid: CHAT },
+      // Message 1 is the one the chat wrote: found, but not the bot's to edit.
+      message_id: { send: runtime('editMessageText', (v) => ({ chat_id: CHAT, message_id: v, text: edited(8) })), path: 'message_id', acceptsInside: false },
+      text: { send: runtime('editMessageText', (v) => ({ chat_id: CHAT, message_id: ctx.textMessage, text: v })), path: 'text', text: edited, ...text },
+    },
+    'botplatform.v1.EditMessageCaptionRequest': {
+      chat_id: { send: runtime('editMessageCaption', (v) => ({ chat_id: v, message_id: ctx.photoMessage, caption: edited(8) })), path: 'chat_id', valid: CHAT },
+      message_id: { send: runtime('editMessageCaption', (v) => ({ chat_id: CHAT, message_id: v, caption: edited(8) })), path: 'message_id', acceptsInside: false },
+      caption: { send: runtime('editMessageCaption', (v) => ({ chat_id: CHAT, message_id: ctx.photoMessage, caption: v })), path: 'caption', text: edited, ...text },
+    },
+    'botplatform.v1.EditMessageReplyMarkupRequest': {
+      chat_id: { send: runtime('editMessageReplyMarkup', (v) => ({ chat_id: v, message_id: ctx.textMessage, reply_markup: newKeyboard() })), path: 'chat_id', valid: CHAT },
+      message_id: { send: runtime('editMessageReplyMarkup', (v) => ({ chat_id: CHAT, message_id: v, reply_markup: newKeyboard() })), path: 'message_id', acceptsInside: false },
+    },
+    'botplatform.v1.DeleteMessageRequest': {
+      // Nothing is deleted: message 999999 does not exist (message 1 stays for the replies above).
+      chat_id: { send: runtime('deleteMessage', (v) => ({ chat_id: v, message_id: 999_999 })), path: 'chat_id', valid: CHAT, acceptsInside: false },
+      message_id: { send: runtime('deleteMessage', (v) => ({ chat_id: CHAT + 1, message_id: v })), path: 'message_id', acceptsInside: false },
+    },
+    'botplatform.v1.DeleteMessagesRequest': {
+      // Ids of no message: skipped, as Telegram does.
+      chat_id: { send: runtime('deleteMessages', (v) => ({ chat_id: v, message_ids: [999_999] })), path: 'chat_id', valid: CHAT },
+      message_ids: { send: runtime('deleteMessages', (v) => ({ chat_id: CHAT, message_ids: v })), path: 'message_ids', item: (i) => 900_000 + i },
+    },
+    'botplatform.v1.SendChatActionRequest': {
+      chat_id: { send: runtime('sendChatAction', (v) => ({ chat_id: v, action: 'typing' })), path: 'chat_id', valid: CHAT },
+    },
+    'botplatform.v1.GetChatRequest': {
+      chat_id: { send: runtime('getChat', (v) => ({ chat_id: v })), path: 'chat_id', valid: CHAT },
+    },
+    'botplatform.v1.CopyMessageRequest': {
+      chat_id: { send: runtime('copyMessage', (v) => ({ chat_id: v, from_chat_id: CHAT, message_id: 1 })), path: 'chat_id', valid: CHAT },
+      from_chat_id: { send: runtime('copyMessage', (v) => ({ chat_id: CHAT, from_chat_id: v, message_id: 1 })), path: 'from_chat_id', valid: CHAT },
+      message_id: { send: runtime('copyMessage', (v) => ({ chat_id: CHAT, from_chat_id: CHAT, message_id: v })), path: 'message_id' },
+      caption: {
+        send: runtime('copyMessage', (v) => ({ chat_id: CHAT, from_chat_id: CHAT, message_id: ctx.photoMessage, caption: v })), path: 'caption',
+        text: (n) => 'c'.repeat(n), ...text,
+      },
+      reply_to_message_id: { send: runtime('copyMessage', (v) => ({ chat_id: CHAT, from_chat_id: CHAT, message_id: 1, reply_to_message_id: v })), path: 'reply_to_message_id' },
+    },
+    'botplatform.v1.ForwardMessageRequest': {
+      chat_id: { send: runtime('forwardMessage', (v) => ({ chat_id: v, from_chat_id: CHAT, message_id: 1 })), path: 'chat_id', valid: CHAT },
+      from_chat_id: { send: runtime('forwardMessage', (v) => ({ chat_id: CHAT, from_chat_id: v, message_id: 1 })), path: 'from_chat_id', valid: CHAT },
+      message_id: { send: runtime('forwardMessage', (v) => ({ chat_id: CHAT, from_chat_id: CHAT, message_id: v })), path: 'message_id' },
+    },
+    'botplatform.v1.SendMediaGroupRequest': {
+      chat_id: { send: runtime('sendMediaGroup', (v) => ({ ...album(photos(2)), chat_id: v })), path: 'chat_id', valid: CHAT },
+      media: { send: runtime('sendMediaGroup', (v) => album(v)), path: 'media', item: () => ({ type: 'photo', media: ctx.photoId }) },
+      reply_to_message_id: { send: runtime('sendMediaGroup', (v) => album(photos(2), { reply_to_message_id: v })), path: 'reply_to_message_id' },
+    },
+    'botplatform.v1.InputMedia': {
+      caption: { send: runtime('sendMediaGroup', (v) => album(photos(2, v))), path: 'media[0].caption', text: (n) => 'c'.repeat(n), ...text },
     },
     'botplatform.v1.Message': {
       text: { send: ingest((v) => [{ botId: ctx.main.id, message: message({ text: v }) }]), path: 'updates[0].message.text', text: (n) => 'x'.repeat(n), ...text },

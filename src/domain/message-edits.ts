@@ -7,6 +7,7 @@
  * ones it received, within 48 hours. Each edit or delete is written with its event on
  * the outbound feed (edited_message, deleted_messages) in one transaction.
  */
+import { ApiError } from '../errors.js';
 import type { EditMessageCaptionRequest, EditMessageReplyMarkupRequest, EditMessageTextRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message, ReplyMarkup } from '../gen/botplatform/v1/update.js';
 import { constraintsOf } from '../gen/constraints.js';
@@ -167,7 +168,7 @@ export function createMessageEdits(deps: MessagesDeps): EditRpc {
       if (!req.chatId) v.add('chat_id', 'REQUIRED', 'is required');
       v.throwIfAny();
       if (req.messageIds.length === 0) throw refused('message_ids', 'REQUIRED', 'message identifiers are not specified');
-      if (req.messageIds.length > LIMITS.deleteIds.maxItems) throw refused('message_ids', 'TOO_MANY', 'too many message identifiers specified');
+      if (req.messageIds.length > LIMITS.deleteIds.maxItems) throw ApiError.invalid('message_ids', 'TOO_MANY', `too many message identifiers specified: at most ${LIMITS.deleteIds.maxItems}`);
       const [chatType, found] = await Promise.all([
         deps.messages.chatType(principal.botId, req.chatId),
         deps.messages.findMany(principal.botId, req.chatId, req.messageIds.filter((id) => id > 0)),

@@ -215,7 +215,7 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       req.media.forEach((item, i) => check.optionalText(v, `media[${i}].caption`, item.caption, LIMITS.album.caption));
       v.throwIfAny();
       if (req.media.length === 0) throw refused('media', 'REQUIRED', 'there are no messages to send');
-      if (req.media.length > LIMITS.album.media.maxItems) throw refused('media', 'TOO_MANY', 'too many messages to send as an album');
+      if (req.media.length > LIMITS.album.media.maxItems) throw ApiError.invalid('media', 'TOO_MANY', `too many messages to send as an album: at most ${LIMITS.album.media.maxItems}`);
       if (req.media.length < MIN_ALBUM) throw refused('media', 'TOO_FEW', `an album must have ${MIN_ALBUM} to ${LIMITS.album.media.maxItems} media`);
       req.media.forEach((item, i) => {
         if (item.type !== 'photo' && item.type !== 'document') throw refused(`media[${i}].type`, 'INVALID_VALUE', `can't parse InputMedia: media type "${item.type}" is not supported here: photo or document`);
