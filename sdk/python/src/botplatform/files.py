@@ -194,9 +194,9 @@ def upload_file(
     attempts: int = 3,
 ) -> UploadedFile:
     """Uploads (or reuses) a file for this bot; retries the whole flow on failures that may pass."""
+    data = _Bytes(source)
     name = _file_name(source, file_name)
     request_id = reuse_request_id or str(uuid.uuid4())
-    data = _Bytes(source)
     try:
         data.hash()
 
@@ -248,9 +248,9 @@ async def async_upload_file(
     attempts: int = 3,
 ) -> UploadedFile:
     """The asyncio form of :func:`upload_file` (the file is hashed in a worker thread)."""
+    data = _Bytes(source)
     name = _file_name(source, file_name)
     request_id = reuse_request_id or str(uuid.uuid4())
-    data = _Bytes(source)
     try:
         await asyncio.to_thread(data.hash)
 

@@ -1,0 +1,120 @@
+/**
+ * The Python SDK (sdk/python) against the real service: mypy --strict over the package, its
+ * examples and tests; its pytest suite (clients, errors and retries, polling, webhooks, files,
+ * the example bots) against a service started here, on SQLite or on MariaDB + Kafka as the
+ * run is; and the issue's check: the wheel and the sdist built, the wheel installed into a
+ * fresh virtual environment, and a script written from the package's README alone run there.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHarness, type Harness } from '../../test/helpers/harness.js';
+import { createTestPki, type TestPki } from '../../test/helpers/tls.js';
+import { mustRun, requireTool, ROOT, run } from '../../test/polyglot/walk.js';
+
+const PKG = path.join(ROOT, 'sdk/python');
+
+describe('Python SDK', () => {
+  let h: Harness;
+  let pki: TestPki;
+  let python: string;
+  let dir: string;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    await requireTool('python3', ['--version'], 'install Python 3 with venv, e.g. the python3-venv package');
+    // The venv of the SDK's pinned tools (the one `npm run generate` uses), built on first use.
+    python = (await mustRun('installing the Python SDK\'s tools', 'bash',
+      [path.join(ROOT, 'scripts/ensure-pyenv.sh'), path.join(PKG, 'requirements-dev.txt')], { timeout: 600_000 })).trim();
+    pki = createTestPki();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-python-sdk-'));
+    fs.writeFileSync(path.join(dir, 'cert.pem'), pki.cert);
+    fs.writeFileSync(path.join(dir, 'key.pem'), pki.key);
+    h = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      WEBHOOK_CA_FILE: pki.caFile,
+      WEBHOOK_RETRY_SCHEDULE: '200ms,400ms,600ms,800ms',
+      // Small enough for the tests to meet a 429 within a few sends, short enough to wait out.
+      RATE_LIMIT_CHAT: '5/2s',
+    });
+    env = {
+      BOTPLATFORM_BASE_URL: h.url,
+      BOTPLATFORM_DEVELOPER_JWT: await h.jwt('python-sdk-developer'),
+      BOTPLATFORM_OTHER_JWT: await h.jwt('python-sdk-other'),
+      BOTPLATFORM_ADMIN_JWT: await h.jwt('python-sdk-reviewer', { admin: true }),
+      BOTPLATFORM_TLS_CERT: path.join(dir, 'cert.pem'),
+      BOTPLATFORM_TLS_KEY: path.join(dir, 'key.pem'),
+    };
+  }, 600_000);
+  afterAll(async () => {
+    await h?.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is clean under mypy --strict (the generated code, the package, its examples and tests)', async () => {
+    const res = await run(python, ['-m', 'mypy'], {
+      cwd: PKG,
+      env: { MYPY_CACHE_DIR: path.join(ROOT, '.infra/mypy-cache/python-sdk') },
+      timeout: 300_000,
+    });
+    expect(res.stdout + res.stderr, res.stdout + res.stderr).toMatch(/^Success: no issues found/m);
+    expect(res.status).toBe(0);
+  }, 300_000);
+
+  it('passes its pytest suite against the running service', async () => {
+    const res = await run(python, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '--tb=short', 'tests'], {
+      cwd: PKG,
+      env: { ...env, PYTHONPATH: path.join(PKG, 'src'), PYTHONDONTWRITEBYTECODE: '1' },
+      timeout: 300_000,
+    });
+    const out = res.stdout + res.stderr;
+    expect(res.status, out).toBe(0);
+    const passed = /(\d+) passed/.exec(out);
+    expect(Number(passed?.[1]), out).toBeGreaterThanOrEqual(30);
+    expect(out).not.toMatch(/\d+ (failed|skipped|error)/);
+  }, 300_000);
+
+  it('builds a wheel and an sdist; the wheel in a fresh venv runs the script written from the README', async () => {
+    const dist = path.join(dir, 'dist');
+    await mustRun('building the wheel and the sdist', python, ['-m', 'build', '--no-isolation', '--sdist', '--wheel', '--outdir', dist, PKG], { timeout: 300_000 });
+    const built = fs.readdirSync(dist).sort();
+    expect(built).toEqual([expect.stringMatching(/^botplatform-0\.1\.0-py3-none-any\.whl$/), expect.stringMatching(/^botplatform-0\.1\.0\.tar\.gz$/)]);
+    const wheel = path.join(dist, built[0]!);
+    const listing = await mustRun('listing the wheel', python, ['-m', 'zipfile', '-l', wheel]);
+    expect(listing).toMatch(/botplatform\/py\.typed/);
+    expect(listing).toMatch(/botplatform\/_generated\/models\.py/);
+
+    // A fresh venv with nothing but the wheel (and its dependencies, from PyPI or pip's cache).
+    const venv = path.join(dir, 'fresh-venv');
+    await mustRun('creating a fresh venv', 'python3', ['-m', 'venv', venv]);
+    await mustRun('installing the wheel', path.join(venv, 'bin/python'),
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', wheel], { timeout: 300_000 });
+    const res = await run(path.join(venv, 'bin/python'), [path.join(PKG, 'tests/readme_walk.py')], {
+      cwd: dir,
+      env: {
+        BASE_URL: h.url,
+        ACCOUNT_JWT: env.BOTPLATFORM_DEVELOPER_JWT!,
+        ADMIN_JWT: env.BOTPLATFORM_ADMIN_JWT!,
+        TLS_CERT: env.BOTPLATFORM_TLS_CERT!,
+        TLS_KEY: env.BOTPLATFORM_TLS_KEY!,
+        USERNAME: 'python_readme_walk',
+        PYTHONPATH: '',
+      },
+      timeout: 120_000,
+    });
+    expect(res.status, res.stdout + res.stderr).toBe(0);
+    const s = JSON.parse(res.stdout.trim().split('\n').pop()!);
+    expect(s.created).toEqual({ id: expect.stringMatching(/^bot_/), review_status: 'pending' });
+    expect(s.get_me).toBe('python_readme_walk');
+    expect(s.answered).toEqual([
+      { update_seq: 1, chat_id: 100, text: 'hello 0' },
+      { update_seq: 2, chat_id: 101, text: 'hello 1' },
+      { update_seq: 3, chat_id: 102, text: 'hello 2' },
+    ]);
+    expect(s.confirmed).toBe(true);
+    expect(s.files).toEqual({ first: 'upload', second: 'reuse', same_checksum: true, sent: true });
+    expect(s.webhook).toEqual({ verified_update_id: s.webhook.expected, expected: expect.any(Number), text: 'by webhook' });
+    expect(s.rate_limited).toEqual({ error_code: 429, retry_after: expect.any(Number), description: expect.stringMatching(/Too Many Requests/) });
+  }, 600_000);
+});
