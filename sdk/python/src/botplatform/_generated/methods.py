@@ -34,6 +34,7 @@ from .models import (
     RegenerateTokenResponse,
     RegisteredFile,
     ReplyMarkup,
+    RotateWebhookSecretResponse,
     Update,
     UploadCredentials,
     User,
@@ -150,6 +151,17 @@ OPERATIONS: dict[str, Operation] = {
         query_params=(),
         body="*",
         idempotent=True,
+    ),
+    "rotate_webhook_secret": Operation(
+        name="rotate_webhook_secret",
+        rpc="botplatform.v1.ConsoleService/RotateWebhookSecret",
+        surface="console",
+        http_method="POST",
+        path="/api/v1/bots/my/{id}/webhook/rotate-secret",
+        path_params=("id",),
+        query_params=(),
+        body="*",
+        idempotent=False,
     ),
     "list_deliveries": Operation(
         name="list_deliveries",
@@ -637,6 +649,7 @@ class RuntimeMethods:
         parse_mode: str | None = None,
         entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> Message:
         """SendMessage sends a text message to a chat that has written to the bot."""
         result = self._invoke(
@@ -648,6 +661,7 @@ class RuntimeMethods:
                 "parse_mode": parse_mode,
                 "entities": entities,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             Message,
         )
@@ -663,6 +677,7 @@ class RuntimeMethods:
         parse_mode: str | None = None,
         caption_entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> Message:
         """SendPhoto sends a registered image file to a chat."""
         result = self._invoke(
@@ -675,6 +690,7 @@ class RuntimeMethods:
                 "parse_mode": parse_mode,
                 "caption_entities": caption_entities,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             Message,
         )
@@ -690,6 +706,7 @@ class RuntimeMethods:
         parse_mode: str | None = None,
         caption_entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> Message:
         """SendDocument sends a registered file of any type to a chat."""
         result = self._invoke(
@@ -702,6 +719,7 @@ class RuntimeMethods:
                 "parse_mode": parse_mode,
                 "caption_entities": caption_entities,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             Message,
         )
@@ -1134,6 +1152,7 @@ class AsyncRuntimeMethods:
         parse_mode: str | None = None,
         entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> Message:
         """SendMessage sends a text message to a chat that has written to the bot."""
         result = await self._invoke(
@@ -1145,6 +1164,7 @@ class AsyncRuntimeMethods:
                 "parse_mode": parse_mode,
                 "entities": entities,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             Message,
         )
@@ -1160,6 +1180,7 @@ class AsyncRuntimeMethods:
         parse_mode: str | None = None,
         caption_entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> Message:
         """SendPhoto sends a registered image file to a chat."""
         result = await self._invoke(
@@ -1172,6 +1193,7 @@ class AsyncRuntimeMethods:
                 "parse_mode": parse_mode,
                 "caption_entities": caption_entities,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             Message,
         )
@@ -1187,6 +1209,7 @@ class AsyncRuntimeMethods:
         parse_mode: str | None = None,
         caption_entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> Message:
         """SendDocument sends a registered file of any type to a chat."""
         result = await self._invoke(
@@ -1199,6 +1222,7 @@ class AsyncRuntimeMethods:
                 "parse_mode": parse_mode,
                 "caption_entities": caption_entities,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             Message,
         )
@@ -1617,7 +1641,7 @@ class ConsoleMethods:
         id: str,
         *,
         url: str,
-        secret_token: str,
+        secret_token: str | None = None,
         allowed_updates: (
             Sequence[Literal["message", "edited_message", "callback_query", "inline_query"]] | None
         ) = None,
@@ -1656,6 +1680,27 @@ class ConsoleMethods:
             Bot,
         )
         return cast("Bot", result)
+
+    def rotate_webhook_secret(
+        self,
+        id: str,
+        *,
+        secret_token: str | None = None,
+        overlap_seconds: int | None = None,
+    ) -> RotateWebhookSecretResponse:
+        """
+        RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one
+        valid for overlap_seconds (default 86400, 24 h): until then every delivery carries both
+        signatures in X-Service-Signature-V2 (the new one first, separated by a space), so the
+        receiver accepts deliveries whether it has switched to the new secret yet or not.
+        Rotating again within the window drops the secret before the previous one.
+        """
+        result = self._invoke(
+            OPERATIONS["rotate_webhook_secret"],
+            {"id": id, "secret_token": secret_token, "overlap_seconds": overlap_seconds},
+            RotateWebhookSecretResponse,
+        )
+        return cast("RotateWebhookSecretResponse", result)
 
     def list_deliveries(
         self,
@@ -1890,7 +1935,7 @@ class AsyncConsoleMethods:
         id: str,
         *,
         url: str,
-        secret_token: str,
+        secret_token: str | None = None,
         allowed_updates: (
             Sequence[Literal["message", "edited_message", "callback_query", "inline_query"]] | None
         ) = None,
@@ -1929,6 +1974,27 @@ class AsyncConsoleMethods:
             Bot,
         )
         return cast("Bot", result)
+
+    async def rotate_webhook_secret(
+        self,
+        id: str,
+        *,
+        secret_token: str | None = None,
+        overlap_seconds: int | None = None,
+    ) -> RotateWebhookSecretResponse:
+        """
+        RotateWebhookSecret replaces the webhook's signing secret, keeping the previous one
+        valid for overlap_seconds (default 86400, 24 h): until then every delivery carries both
+        signatures in X-Service-Signature-V2 (the new one first, separated by a space), so the
+        receiver accepts deliveries whether it has switched to the new secret yet or not.
+        Rotating again within the window drops the secret before the previous one.
+        """
+        result = await self._invoke(
+            OPERATIONS["rotate_webhook_secret"],
+            {"id": id, "secret_token": secret_token, "overlap_seconds": overlap_seconds},
+            RotateWebhookSecretResponse,
+        )
+        return cast("RotateWebhookSecretResponse", result)
 
     async def list_deliveries(
         self,

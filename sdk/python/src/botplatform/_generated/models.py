@@ -245,6 +245,10 @@ class Bot(BaseModel):
     """
     When the bot was last changed.
     """
+    telegram_token: str | None = None
+    """
+    The same token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. Given with one_time_token, once.
+    """
 
 
 class BotCommand(BaseModel):
@@ -487,7 +491,7 @@ class CallbackQuery(BaseModel):
     )
     id: str
     """
-    Unique identifier of the query, answered with answerCallbackQuery.
+    Unique identifier of the query, answered with answerCallbackQuery: at most 64 characters (at ingest: left empty, the platform assigns a decimal one).
     """
     from_: User | None = Field(None, alias="from")
     """
@@ -499,7 +503,7 @@ class CallbackQuery(BaseModel):
     """
     chat_instance: str
     """
-    Identifies the chat the message was in (for games' high scores; stable per chat).
+    Identifies the chat the message was in (for games' high scores; stable per chat): at most 64 characters (at ingest: left empty, the platform derives one from the chat).
     """
     data: str | None = None
     """
@@ -1610,7 +1614,7 @@ class InlineQuery(BaseModel):
     )
     id: str
     """
-    Unique identifier of the query, answered with answerInlineQuery.
+    Unique identifier of the query, answered with answerInlineQuery: at most 64 characters (at ingest: left empty, the platform assigns a decimal one).
     """
     from_: User | None = Field(None, alias="from")
     """
@@ -1622,7 +1626,7 @@ class InlineQuery(BaseModel):
     """
     offset: str
     """
-    Offset of the results to return, as the bot set next_offset in its last answer.
+    Offset of the results to return, as the bot set next_offset in its last answer: at most 64 characters.
     """
     chat_type: str | None = None
     """
@@ -2336,6 +2340,10 @@ class RegenerateTokenResponse(BaseModel):
     """
     Its first 12 characters.
     """
+    telegram_token: str
+    """
+    The new token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only.
+    """
 
 
 class RegisteredFile(BaseModel):
@@ -2466,6 +2474,46 @@ class RetryDeliveryResponse(BaseModel):
     """
 
 
+class RotateWebhookSecretRequest(BaseModel):
+    """
+    RotateWebhookSecretRequest names the bot and, optionally, the new secret.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    The bot id.
+    """
+    secret_token: str | None = None
+    """
+    The new signing secret, 1 to 256 of A-Z a-z 0-9 _ -; left out, the service makes one (43 characters) and answers it this once.
+    """
+    overlap_seconds: int | None = None
+    """
+    How long the previous secret stays valid, in seconds: 0 (at once) to 604800 (7 days); default 86400 (24 h).
+    """
+
+
+class RotateWebhookSecretResponse(BaseModel):
+    """
+    RotateWebhookSecretResponse carries the bot and the new secret, shown this once.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    bot: Bot | None = None
+    """
+    The bot, with its redacted webhook (previous_secret_expires_at set during the overlap).
+    """
+    secret_token: str
+    """
+    The new signing secret: the one given, or the one the service made. Never read back.
+    """
+
+
 class SendChatActionRequest(BaseModel):
     """
     SendChatActionRequest is what the bot is doing in a chat.
@@ -2533,6 +2581,10 @@ class SendDocumentRequest(BaseModel):
     reply_markup: ReplyMarkup | None = None
     """
     An inline keyboard, a custom keyboard, its removal or a forced reply.
+    """
+    allow_sending_without_reply: bool | None = None
+    """
+    When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400).
     """
 
 
@@ -2618,6 +2670,10 @@ class SendMessageRequest(BaseModel):
     """
     An inline keyboard, a custom keyboard, its removal or a forced reply.
     """
+    allow_sending_without_reply: bool | None = None
+    """
+    When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+    """
 
 
 class SendMessageResponse(BaseModel):
@@ -2670,6 +2726,10 @@ class SendPhotoRequest(BaseModel):
     """
     An inline keyboard, a custom keyboard, its removal or a forced reply.
     """
+    allow_sending_without_reply: bool | None = None
+    """
+    When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+    """
 
 
 class SendPhotoResponse(BaseModel):
@@ -2702,9 +2762,9 @@ class SetBotWebhookRequest(BaseModel):
     """
     https URL; checked against request forgery.
     """
-    secret_token: str
+    secret_token: str | None = None
     """
-    Signing secret: 1 to 256 of A-Z a-z 0-9 _ -.
+    Signing secret: 1 to 256 of A-Z a-z 0-9 _ -. Required for a bot without a webhook; for one that has one, empty or left out keeps the current secret (and a rotation's overlap), so settings change without touching the receiver. A new secret replaces the old one at once: RotateWebhookSecret keeps both valid for a while.
     """
     allowed_updates: (
         list[Literal["message", "edited_message", "callback_query", "inline_query"]]
@@ -3147,6 +3207,10 @@ class WebhookSummary(BaseModel):
     disabled_at: datetime | None = None
     """
     When the webhook was disabled; null while it is enabled.
+    """
+    previous_secret_expires_at: datetime | None = None
+    """
+    Until when the secret before the last rotation stays valid (deliveries carry both signatures until then); null when there is no overlap.
     """
 
 
