@@ -88,17 +88,18 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
 
   /** The chat (one that has written to the bot) and the message replied to (of the same chat), checked; how to build each message once its id is known. */
   async function prepare(principal: BotPrincipal, input: SendInput, bodies: Partial<Message>[]): Promise<SendItem[]> {
-    const [chatType, replyToMessage] = await Promise.all([
-      deps.messages.chatType(principal.botId, input.chatId),
+    const [chat, replyToMessage] = await Promise.all([
+      deps.messages.chat(principal.botId, input.chatId),
       replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId).catch((err: unknown) => err as ApiError),
     ]);
-    if (!chatType) throw chatNotFound();
+    if (!chat) throw chatNotFound();
     if (replyToMessage instanceof ApiError) throw replyToMessage;
     const date = Math.floor(now() / 1000);
     return bodies.map((body) => ({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
       messageId,
       date,
-      chat: { id: input.chatId, type: chatType },
+      // As Telegram's: the chat with the names it has.
+      chat: { id: input.chatId, ...chat },
       from: { id: botUserId(principal.botId), isBot: true, username: bot.username, firstName: bot.name },
       text: undefined,
       replyToMessageId: input.replyToMessageId,

@@ -198,7 +198,7 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
       queries.push({ botId: item.botId, kind: item.kind as QueryKind, ...item.query, createdAt: now });
       continue;
     }
-    const chat = message.chat as { id: number; type: string };
+    const chat = message.chat as { id: number; type: string; title?: string; username?: string; first_name?: string; last_name?: string };
     const messageId = Number(message.message_id);
     const key = `${item.botId}/${chat.id}/${messageId}`;
     if (item.kind === 'edited_message') {
@@ -207,7 +207,9 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
       continue;
     }
     // The chat becomes one the bot may write to; the message one it may reply to.
-    chats.set(`${item.botId}/${chat.id}`, { botId: item.botId, chatId: chat.id, type: chat.type, at: now });
+    chats.set(`${item.botId}/${chat.id}`, {
+      botId: item.botId, chatId: chat.id, type: chat.type, title: chat.title, username: chat.username, firstName: chat.first_name, lastName: chat.last_name, at: now,
+    });
     inbound.set(key, { botId: item.botId, chatId: chat.id, messageId, at: now, message });
   }
   for (const [i, of] of s.repeats) {
