@@ -221,4 +221,30 @@ describe('copies, forwards, albums, chat actions and chats', () => {
     expect(afterDelete.reply_to_message_id).toBe(question);
     expect(afterDelete.reply_to_message).toBeUndefined();
   });
+
+  it('over gRPC and on the Telegram surface: copyMessage, forwardMessage and sendMediaGroup with their generated types and Telegram\'s shapes', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'sends_grpc');
+    await b.say(id, 6901, 190, { text: 'copy me' });
+    const photoId = await b.registerFile(token, png(2, 3), 'g.png', 'image/png');
+    const copied = await b.grpc<{ result: { messageId: number } }>(token, 'copyMessage', { chatId: 6901, fromChatId: 6901, messageId: 190, captionEntities: [] });
+    expect(copied.result.messageId).toBeGreaterThan(190);
+    const forwarded = await b.grpc<{ result: { forwardOrigin: { type: string; senderUser: { id: number } } } }>(token, 'forwardMessage', { chatId: 6901, fromChatId: 6901, messageId: 190 });
+    expect(forwarded.result.forwardOrigin).toMatchObject({ type: 'user', senderUser: { id: 6901 } });
+    const album = await b.grpc<{ result: { messageId: number; mediaGroupId: string; photo: { width: number } }[] }>(token, 'sendMediaGroup', {
+      chatId: 6901, media: [{ type: 'photo', media: photoId, captionEntities: [] }, { type: 'photo', media: photoId, captionEntities: [] }],
+    });
+    expect(album.result.map((m) => m.photo.width)).toEqual([2, 2]);
+    expect(album.result[1]!.mediaGroupId).toBe(album.result[0]!.mediaGroupId);
+    const missing = await b.grpc(token, 'forwardMessage', { chatId: 6901, fromChatId: 6901, messageId: 99_999 }).catch((e: grpc.ServiceError) => e);
+    expect((missing as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect((missing as grpc.ServiceError).details).toBe('message to forward not found');
+
+    const tgCopy = await b.tg(token, 'copyMessage', {
+      chat_id: 6901, from_chat_id: 6901, message_id: 190, reply_parameters: { message_id: 190 }, reply_markup: { inline_keyboard: [[{ text: 'A', url: 'https://example.com' }]] },
+    });
+    expect(tgCopy.body).toEqual({ ok: true, result: { message_id: expect.any(Number) } });
+    await feed.waitFor(() => eventsOf(id).length === 5);
+    expect(eventsOf(id)[4]!.message).toMatchObject({ messageId: tgCopy.body.result.message_id, text: 'copy me', replyToMessageId: 190 });
+    expect(eventsOf(id)[4]!.message!.replyMarkup!.inlineKeyboard[0]!.buttons[0]!.url).toBe('https://example.com');
+  });
 });
