@@ -366,6 +366,46 @@ describe('callback queries', () => {
     expect(body('/native')).toMatchObject({ update_seq: 2, callback_query: { data: 'no', message: { message_id: nativeBot.messageId, reply_markup: { inline_keyboard: [{ buttons: expect.any(Array) }, expect.anything()] } } } });
   });
 
+  it('a press carries the message as it is now: edited text and buttons; a removed button or a deleted message cannot be pressed', async () => {
+    const bot = await botWithKeyboard('cbq_after_edit', 7201);
+    const edited = await rt(bot.token, 'editMessageText', {
+      chat_id: 7201, message_id: bot.messageId, text: '<b>Sure?</b>', parse_mode: 'HTML',
+      reply_markup: { inline_keyboard: [{ buttons: [{ text: 'Really', callback_data: 'really' }] }] },
+    });
+    expect(edited.status).toBe(200);
+    expect((await refusal([press(bot, 'yes')])).fields).toEqual(['updates[0].callback_query.data']);
+    await ingest([press(bot, 'really')]);
+    const [u] = await poll(bot.token);
+    expect(u!.callback_query.message).toMatchObject({
+      message_id: bot.messageId, text: 'Sure?', entities: [{ type: 'bold', offset: 0, length: 5 }], edit_date: edited.body.result.edit_date,
+      reply_markup: { inline_keyboard: [{ buttons: [{ text: 'Really', callback_data: 'really' }] }] },
+    });
+    // The keyboard taken away: no button to press.
+    expect((await rt(bot.token, 'editMessageReplyMarkup', { chat_id: 7201, message_id: bot.messageId })).status).toBe(200);
+    expect((await refusal([press(bot, 'really')])).fields).toEqual(['updates[0].callback_query.data']);
+    // Deleted: no message to press.
+    expect((await rt(bot.token, 'deleteMessage', { chat_id: 7201, message_id: bot.messageId })).body.result).toBe(true);
+    expect((await refusal([press(bot, 'really')])).fields).toEqual(['updates[0].callback_query.message.message_id']);
+    const console = await owner.post(`/api/v1/bots/my/${bot.id}/test-callback-queries`, { chat_id: 7201, message_id: bot.messageId, callback_data: 'really' });
+    expect(console.status).toBe(404);
+  });
+
+  it('an edit of a received message is what later replies and forwards carry; a deleted message cannot be edited', async () => {
+    const bot = await botWithKeyboard('cbq_edit_reply', 7301);
+    // Sent a minute ago (a bot deletes messages of a private chat within 48 hours).
+    const date = Math.floor(Date.now() / 1000) - 60;
+    const original = { messageId: 50, date, chat: { id: 7301, type: 'private' }, from: user(7301), text: 'helo' };
+    await ingest([{ botId: bot.id, message: original }]);
+    await ingest([{ botId: bot.id, editedMessage: { ...original, text: 'hello', editDate: date + 30 } }]);
+    await poll(bot.token);
+    const reply = await rt(bot.token, 'sendMessage', { chat_id: 7301, text: 'hi', reply_to_message_id: 50 });
+    expect(reply.body.result.reply_to_message).toMatchObject({ message_id: 50, text: 'hello', edit_date: date + 30, date });
+    const forwarded = await rt(bot.token, 'forwardMessage', { chat_id: 7301, from_chat_id: 7301, message_id: 50 });
+    expect(forwarded.body.result).toMatchObject({ text: 'hello' });
+    expect((await rt(bot.token, 'deleteMessage', { chat_id: 7301, message_id: 50 })).body.result).toBe(true);
+    expect((await refusal([{ botId: bot.id, editedMessage: { ...original, text: 'again' } }])).fields).toEqual(['updates[0].edited_message.message_id']);
+  });
+
   it('edited_message names a message the bot received: edit_date defaults to now, the original date is kept', async () => {
     const bot = await botWithKeyboard('cbq_edits', 6901);
     const original = { messageId: 40, date: 1_700_000_000, chat: { id: 6901, type: 'private' }, from: user(6901), text: 'helo' };
