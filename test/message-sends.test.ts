@@ -220,6 +220,15 @@ describe('copies, forwards, albums, chat actions and chats', () => {
     const afterDelete = (await b.rt(token, 'editMessageText', { chat_id: 6801, message_id: answer.message_id, text: 'best answer' })).body.result;
     expect(afterDelete.reply_to_message_id).toBe(question);
     expect(afterDelete.reply_to_message).toBeUndefined();
+
+    // A user's reply to the bot's message (a force_reply prompt, say) arrives carrying it.
+    const prompt = (await b.rt(token, 'sendMessage', { chat_id: 6801, text: 'Your name?', reply_markup: { force_reply: true } })).body.result;
+    await b.say(id, 6801, prompt.message_id + 1, { text: 'Carol', replyToMessageId: prompt.message_id });
+    const updates = (await b.rt(token, 'getUpdates', { offset: 2 })).body.result;
+    const reply = updates.find((u: { message?: { text: string } }) => u.message?.text === 'Carol').message;
+    expect(reply).toMatchObject({ reply_to_message_id: prompt.message_id, reply_to_message: { message_id: prompt.message_id, text: 'Your name?', from: { is_bot: true } } });
+    const onTelegram = (await b.tg(token, 'getUpdates', { offset: 2 })).body.result.find((u: { message?: { text: string } }) => u.message?.text === 'Carol').message;
+    expect(onTelegram.reply_to_message).toMatchObject({ message_id: prompt.message_id, text: 'Your name?' });
   });
 
   it('over gRPC and on the Telegram surface: copyMessage, forwardMessage and sendMediaGroup with their generated types and Telegram\'s shapes', async () => {

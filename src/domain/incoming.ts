@@ -3,7 +3,8 @@
  * and how it stores it (updates-service.ts's checkIngest runs it for IngestUpdates,
  * StreamIngestUpdates and the console's test tools alike):
  *
- * - message: a new message (its entities computed when none were given);
+ * - message: a new message (its entities computed when none were given; a reply carries
+ *   the message it answers, as stored, one level deep);
  * - edited_message: a message the bot received in that chat, as it is after the edit
  *   (edit_date defaults to now); the stored copy is replaced by it;
  * - callback_query: a press of a callback button of a message the bot sent, named by
@@ -24,7 +25,7 @@ import { incomingEntities } from '../messages/formatted.js';
 import type { MessagesRepo, StoredMessage } from '../storage/messages-repo.js';
 import type { QueriesRepo } from '../storage/queries-repo.js';
 import type { NewUpdate } from '../storage/units.js';
-import { toWireCallbackQuery, toWireInlineQuery, toWireMessage, type Wire } from '../wire.js';
+import { fromWireMessage, toWireCallbackQuery, toWireInlineQuery, toWireMessage, type Wire } from '../wire.js';
 import * as check from './validation.js';
 
 const LIMITS = {
@@ -173,11 +174,15 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
     }
   });
   const v = new check.Violations();
-  // The messages named, read together (one round trip on MySQL).
-  const named = await Promise.all(updates.map((u) => {
-    const m = u.callbackQuery?.message ?? u.editedMessage;
-    return u.callbackQuery || u.editedMessage ? deps.messages.find(u.botId, m!.chat!.id, m!.messageId) : undefined;
-  }));
+  // The messages named, and those new messages reply to, read together (one round trip on MySQL).
+  const [named, replied] = await Promise.all([
+    Promise.all(updates.map((u) => {
+      const m = u.callbackQuery?.message ?? u.editedMessage;
+      return u.callbackQuery || u.editedMessage ? deps.messages.find(u.botId, m!.chat!.id, m!.messageId) : undefined;
+    })),
+    Promise.all(updates.map((u) => (u.message?.replyToMessageId && u.message.chat
+      ? deps.messages.find(u.botId, u.message.chat.id, u.message.replyToMessageId) : undefined))),
+  ]);
   // Query ids the messaging service gave must be new to the bot (a retry with an idempotency key is answered as a duplicate).
   const given = new Map<string, { i: number; id: string; field: string }[]>();
   updates.forEach((u, i) => {
@@ -202,7 +207,9 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
       // Entities as Telegram gives them to bots: computed when the messaging service sent none.
       const entities = incomingEntities(m.text, m.entities, `${field}.entities`);
       const captionEntities = incomingEntities(m.caption, m.captionEntities, `${field}.caption_entities`);
-      return { ...base, kind: 'message', message: toWireMessage({ ...m, date: m.date || at, entities, captionEntities }) };
+      // A reply carries the message it answers as the bot's chat has it (one level), as Telegram's updates do.
+      const replyToMessage = present(replied[i]) ? { ...fromWireMessage(replied[i]!.message), replyToMessage: undefined } : m.replyToMessage;
+      return { ...base, kind: 'message', message: toWireMessage({ ...m, date: m.date || at, entities, captionEntities, replyToMessage }) };
     }
     if (u.editedMessage) {
       const m = u.editedMessage;

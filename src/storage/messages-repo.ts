@@ -54,7 +54,6 @@ export interface StoredMessage {
 /** The hot reads. */
 const SQL = {
   chatType: 'SELECT type FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
-  messageExists: 'SELECT message_id FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
   find: 'SELECT message_id, outbound, payload, created_at FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
   findMany: (n: number) => `SELECT message_id, outbound, payload, created_at FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id IN (${marks(n)})`,
   chat: 'SELECT type, title, username, first_name, last_name FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
@@ -97,10 +96,6 @@ export function createMessagesRepo(db: Db) {
     /** The chat's type, when it has written to the bot; else undefined. */
     async chatType(botId: string, chatId: number, tx?: Tx): Promise<string | undefined> {
       return (await (tx ?? sql).one<{ type: string }>(SQL.chatType, [botId, chatId]))?.type;
-    },
-
-    async messageExists(botId: string, chatId: number, messageId: number, tx?: Tx): Promise<boolean> {
-      return (await (tx ?? sql).one(SQL.messageExists, [botId, chatId, messageId])) !== undefined;
     },
 
     /** The chat with its names, when it has written to the bot; else undefined. */
