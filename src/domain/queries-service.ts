@@ -90,15 +90,14 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
   const parsed = (text: string, parseMode: string | undefined, entities: InlineQueryResult['captionEntities'], max: number, field: string, entitiesField: string) =>
     outgoingText(text, { parseMode, entities, maxLength: max, field, entitiesField });
 
-  /** One result checked, its texts parsed into entities (as the feed carries it). */
-  async function checkResult(botId: string, r: InlineQueryResult, at: string, ids: Set<string>): Promise<InlineQueryResult> {
+  /** One result checked, its texts parsed into entities (as the feed carries it); `ids`: the ids of the results before it. */
+  async function checkResult(botId: string, r: InlineQueryResult, at: string, ids: ReadonlySet<string>): Promise<InlineQueryResult> {
     const v = new check.Violations();
     if (!RESULT_TYPES.includes(r.type)) v.add(`${at}.type`, 'INVALID_VALUE', `must be one of ${RESULT_TYPES.join(', ')}`);
     const idBytes = Buffer.byteLength(r.id);
     if (idBytes < 1 || idBytes > RESULT_ID_BYTES) v.add(`${at}.id`, 'RESULT_ID_INVALID', `RESULT_ID_INVALID: must be 1 to ${RESULT_ID_BYTES} bytes`);
     else if (ids.has(r.id)) v.add(`${at}.id`, 'RESULT_ID_DUPLICATE', 'RESULT_ID_DUPLICATE: every result needs an id of its own');
     check.safeText(v, `${at}.id`, r.id);
-    ids.add(r.id);
     if ((r.type === 'article' || r.type === 'document') && !r.title?.trim()) v.add(`${at}.title`, 'REQUIRED', `is required for ${r.type} results`);
     check.safeText(v, `${at}.title`, r.title);
     check.safeText(v, `${at}.description`, r.description);
@@ -128,8 +127,8 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
     const fileId = r.type === 'photo' ? r.photoFileId : r.type === 'document' ? r.documentFileId : undefined;
     if (fileId) {
       const field = `${at}.${r.type}_file_id`;
-      const file = await deps.files.fileForSend(botId, fileId).catch(() => {
-        throw ApiError.invalid(field, 'FILE_NOT_FOUND', 'is not a file of this bot');
+      const file = await deps.files.fileForSend(botId, fileId).catch((err: unknown) => {
+        throw err instanceof ApiError && err.details[0]?.reason === 'FILE_NOT_FOUND' ? ApiError.invalid(field, 'FILE_NOT_FOUND', 'is not a file of this bot') : err;
       });
       if (r.type === 'photo' && !file.mimeType.startsWith('image/')) {
         throw ApiError.invalid(field, 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); answer it as a document result`);
@@ -178,9 +177,12 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
       check.safeText(v, 'next_offset', req.nextOffset);
       v.throwIfAny();
       checkButton(req.button);
-      const ids = new Set<string>();
-      const results: InlineQueryResult[] = [];
-      for (const [i, r] of req.results.entries()) results.push(await checkResult(principal.botId, r, `results[${i}]`, ids));
+      // Checked together (their files read at once); the first refusal in result order is the answer.
+      const checked = await Promise.allSettled(req.results.map((r, i) =>
+        checkResult(principal.botId, r, `results[${i}]`, new Set(req.results.slice(0, i).map((x) => x.id)))));
+      const failed = checked.find((c): c is PromiseRejectedResult => c.status === 'rejected');
+      if (failed) throw failed.reason;
+      const results = checked.map((c) => (c as PromiseFulfilledResult<InlineQueryResult>).value);
       const q = await answerable(principal, req.inlineQueryId, 'inline_query', 'inline_query_id');
       const answer: InlineQueryAnswer = {
         inlineQueryId: q.id, userId: q.userId, results,
