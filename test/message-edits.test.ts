@@ -8,6 +8,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BusMessage } from '../src/bus/bus.js';
+import { MESSAGES_TOPIC } from '../src/bus/topics.js';
 import { fromServiceError } from '../src/grpc/status-details.js';
 import { botChats, png } from './helpers/bot-chats.js';
 import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
@@ -21,9 +23,11 @@ describe('message edits and deletes', () => {
   let ownerJwt: string;
   let b: ReturnType<typeof botChats>;
   let feed: FeedConsumer;
+  const published: BusMessage[] = [];
 
   beforeAll(async () => {
     h = await startHarness('in-process', { LIMITS_ENABLED: 'false' });
+    await h.apps[0]!.bus!.subscribeAll([MESSAGES_TOPIC], (m) => published.push(m));
     ownerJwt = await h.jwt('edits-owner');
     b = botChats(h, ownerJwt);
     feed = openFeed(h.grpcAddress, 'edits-test');
@@ -71,6 +75,13 @@ describe('message edits and deletes', () => {
     expect(third!.editedMessage!.replyMarkup).toBeUndefined();
     expect(second!.partition).toBe(first!.partition);
     expect(second!.seq).toBeGreaterThan(first!.seq);
+    // The bus (botplatform.messages) carries the same events, keyed by the bot.
+    await expect.poll(() => published.filter((p) => p.key === id).length, { timeout: 10_000 }).toBe(3);
+    const onBus = published.filter((p) => p.key === id).map((p) => JSON.parse(p.value));
+    expect(onBus[1]).toMatchObject({
+      bot_id: id, edited_message: { message_id: sent.message_id, text: 'bold move', edit_date: edited.body.result.edit_date, reply_markup: keyboard('b') },
+    });
+    expect(onBus[2].edited_message.reply_markup).toBeUndefined();
   });
 
   it('only the bot\'s own messages, of the right kind, that exist: each refusal in Telegram\'s words', async () => {
@@ -134,6 +145,8 @@ describe('message edits and deletes', () => {
     expect((await b.rt(token, 'copyMessage', { chat_id: 5301, from_chat_id: 5301, message_id: received })).body.description).toBe('Bad Request: message to copy not found');
     expect((await b.rt(token, 'deleteMessage', { chat_id: 5399, message_id: 1 })).body.description).toBe('Bad Request: chat not found');
 
+    await expect.poll(() => published.filter((p) => p.key === id).length, { timeout: 10_000 }).toBe(3);
+    expect(JSON.parse(published.filter((p) => p.key === id)[1]!.value)).toEqual({ bot_id: id, deleted_messages: { chat_id: 5301, message_ids: [mine.message_id] } });
     await feed.waitFor(() => eventsOf(id).length === 3);
     expect(eventsOf(id).slice(1).map((e) => e.deletedMessages)).toEqual([
       { chatId: 5301, messageIds: [mine.message_id] },

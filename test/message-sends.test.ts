@@ -7,6 +7,8 @@
  * Telegram's refusals, and what the messaging services see on the outbound feed.
  */
 import * as grpc from '@grpc/grpc-js';
+import type { BusMessage } from '../src/bus/bus.js';
+import { MESSAGES_TOPIC } from '../src/bus/topics.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botChats, png } from './helpers/bot-chats.js';
 import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
@@ -17,9 +19,11 @@ describe('copies, forwards, albums, chat actions and chats', () => {
   let ownerJwt: string;
   let b: ReturnType<typeof botChats>;
   let feed: FeedConsumer;
+  const published: BusMessage[] = [];
 
   beforeAll(async () => {
     h = await startHarness('in-process', { LIMITS_ENABLED: 'false' });
+    await h.apps[0]!.bus!.subscribeAll([MESSAGES_TOPIC], (m) => published.push(m));
     ownerJwt = await h.jwt('sends-owner');
     b = botChats(h, ownerJwt);
     feed = openFeed(h.grpcAddress, 'sends-test');
@@ -165,6 +169,8 @@ describe('copies, forwards, albums, chat actions and chats', () => {
     expect(eventsOf(id).map((e) => e.chatAction)).toEqual([
       { chatId: 6501, action: 'typing' }, { chatId: 6501, action: 'upload_photo' }, { chatId: 6501, action: 'record_voice' },
     ]);
+    await expect.poll(() => published.filter((p) => p.key === id).length, { timeout: 10_000 }).toBe(3);
+    expect(JSON.parse(published.filter((p) => p.key === id)[0]!.value)).toEqual({ bot_id: id, chat_action: { chat_id: 6501, action: 'typing' } });
     // Not a message: the next message id is the next after the chat's last.
     const sent = (await b.rt(token, 'sendMessage', { chat_id: 6501, text: 'done' })).body.result;
     expect(sent.message_id).toBe(151);
