@@ -125,6 +125,21 @@ def test_file_bot_uploads_then_reuses(service: Service, make_bot: Callable[[str]
     assert r.stop() == 0
 
 
+def test_keyboard_bot_with_the_router(service: Service, make_bot: Callable[[str], NewBot], console: ConsoleClient,
+                                       run_example: Callable[[str, dict[str, str]], Running]) -> None:
+    b = make_bot("ex_keyboard")
+    r = run_example("keyboard", {"BOT_TOKEN": b.token, "BASE_URL": service.base_url})
+    r.wait_for(rf"@{b.username} is polling")
+    console.create_test_update(b.id, text="/start", chat_id=8400)
+    sent = int(r.wait_for(r"/start in chat 8400: sent message (\d+) with a keyboard")[1])
+    console.create_test_callback_query(b.id, message_id=sent, callback_data="count:1", chat_id=8400)
+    r.wait_for(rf"pressed count:1 on message {sent}: count 1")
+    console.create_test_callback_query(b.id, message_id=sent, callback_data="count:0", chat_id=8400)
+    r.wait_for(rf"pressed count:0 on message {sent}: count 0")
+    assert [c.command for c in b.bot.get_my_commands()] == ["start", "help"]
+    assert r.stop() == 0 and "keyboard: stopped" in r.output()
+
+
 def test_an_example_without_bot_token_says_what_to_set(run_example: Callable[[str, dict[str, str]], Running]) -> None:
     r = run_example("echo_polling", {"BOT_TOKEN": ""})
     assert r.proc.wait(20) == 2

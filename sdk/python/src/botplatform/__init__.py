@@ -30,6 +30,15 @@ from .errors import (
 from .files import UploadedFile
 from .models import Bot, File, Message, Update
 from .polling import AsyncPoller, Poller, PollingConflictError, WebhookActiveError, run_polling
+from .router import (
+    CallbackQueryContext,
+    CommandContext,
+    Context,
+    InlineQueryContext,
+    Router,
+    inline_keyboard,
+    parse_command,
+)
 from .webhook import (
     DEFAULT_TOLERANCE_SECONDS,
     SIGNATURE_HEADER,
@@ -62,17 +71,22 @@ __all__ = [
     "Bot",
     "BotClient",
     "BotPlatformError",
+    "CallbackQueryContext",
+    "CommandContext",
+    "Context",
     "ConflictError",
     "ConsoleClient",
     "ErrorDetail",
     "File",
     "ForbiddenError",
+    "InlineQueryContext",
     "Message",
     "NetworkError",
     "NotFoundError",
     "PayloadTooLargeError",
     "Poller",
     "PollingConflictError",
+    "Router",
     "ServerError",
     "TooManyRequestsError",
     "UnauthorizedError",
@@ -88,6 +102,8 @@ __all__ = [
     "WebhookUpdateIdMismatchError",
     "WebhookVerificationError",
     "__version__",
+    "inline_keyboard",
+    "parse_command",
     "run_polling",
     "sign_webhook",
     "verify_webhook",
