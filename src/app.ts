@@ -29,6 +29,11 @@ import { createLocalSignIn, type LocalSignIn } from '../gateway/runtime/console.
 import { buildGateway, type Gateway } from '../gateway/runtime/gateway.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
 import { addLifecycle } from '../gateway/runtime/lifecycle.js';
+import { createCodec } from '../gateway/runtime/codec.js';
+import { createTelegramMethods } from '../gateway/runtime/telegram.js';
+import { createWebhookAnswers } from '../gateway/runtime/telegram-webhook-answers.js';
+import { createBotGrants } from './auth/bot-grants.js';
+import { secretKeyOf } from './auth/secret-key.js';
 import { routeTable } from '../gateway/generated/routes.js';
 
 export interface App {
@@ -61,7 +66,9 @@ const ROLES: Record<Config['role'], Role> = {
     const files = openFileStore(root.config);
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, files);
     const localSignIn = localJwtSecret ? createLocalSignIn() : undefined;
-    const gateway = gatewayServer(root, createDirectInvoker(core, backend.ready), files, localSignIn);
+    const invoker = createDirectInvoker(core, backend.ready);
+    runWebhookAnswers(root, backend, invoker);
+    const gateway = gatewayServer(root, invoker, files, localSignIn);
     const httpUrl = await serveHttp(root, gateway, { ready: backend.ready, degraded, cancelInFlight: () => gateway.cancelInFlight() });
     return { db: backend.db, bus: backend.bus, dispatcher, core, grpcPort, localJwtSecret, localSignIn, httpUrl };
   },
@@ -76,6 +83,10 @@ const ROLES: Record<Config['role'], Role> = {
   async dispatcher(root) {
     const backend = await openBackend(root);
     const dispatcher = await startDispatcher(root, backend);
+    // Methods in webhook answers are calls of the bot: run by a core, reached over gRPC.
+    const invoker = createGrpcInvoker(root.config.coreGrpcAddress);
+    root.shutdown.add('webhook-client', 'gRPC invoker for webhook answers', () => invoker.close());
+    runWebhookAnswers(root, backend, invoker);
     const httpUrl = await serveHttp(root, healthServer(root.logger), { ready: backend.ready, degraded: () => [] });
     return { db: backend.db, bus: backend.bus, dispatcher, httpUrl };
   },
@@ -120,6 +131,22 @@ async function startDispatcher({ config, logger, telemetry, shutdown }: Root, b:
   telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => dispatcher.inFlight());
   shutdown.add('dispatcher', 'dispatcher', () => dispatcher.stop());
   return dispatcher;
+}
+
+/**
+ * Methods bots return in answers to their Telegram-surface webhooks, run as the bot through
+ * `invoker` (gateway/runtime/telegram-webhook-answers.ts).
+ */
+function runWebhookAnswers({ config, logger, telemetry }: Root, b: Backend, invoker: Invoker): void {
+  b.attempts.handleAnswers(createWebhookAnswers({
+    methods: createTelegramMethods(routeTable, createCodec(routeTable)),
+    invoker,
+    grants: createBotGrants(secretKeyOf(config)),
+    logger,
+    maxBodyBytes: config.maxBodyBytes,
+    timeoutMs: config.requestTimeoutMs,
+    onOutcome: (outcome) => telemetry.webhookAnswer(outcome),
+  }));
 }
 
 /** The core: the update pipeline, the RPC services and their sweeps, the gRPC server. */

@@ -406,10 +406,14 @@ function splitPath(rest: string): { token: string; tail: string; claimedId?: str
 /** Most tokens whose bot user id is remembered (the map starts over past this). */
 const MAX_VERIFIED = 10_000;
 
-export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoutesOptions): void {
-  const { codec } = opts;
+/**
+ * The Telegram methods over the gateway's route table and codec, for any caller that has
+ * a method's parameters and a way to call the runtime RPCs: the routes below, and the
+ * methods bots return in their answers to webhook deliveries (telegram-webhook-answers.ts).
+ */
+export function createTelegramMethods(table: RouteTable, codec: Codec) {
   const specs = new Map<string, RouteSpec>();
-  for (const r of opts.table.routes) {
+  for (const r of table.routes) {
     if (r.rpc.startsWith('botplatform.v1.RuntimeService/') && r.method === 'POST') specs.set(r.grpc.path, r);
   }
   const specOf = (rpc: Rpc): RouteSpec => {
@@ -445,6 +449,34 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
     }
     return message as RequestOf<K>;
   }
+
+  /**
+   * The context a method runs in, from a request's parameters, its RPCs (as its bot) and
+   * how it reads a file parameter.
+   */
+  function context(params: ReadonlyMap<string, Param>, rpc: Ctx['rpc'], file: (ctx: Ctx, name: string, photo: boolean) => Promise<string>): Ctx {
+    const ctx: Ctx = {
+      param: (name) => params.get(name),
+      request: (name, names, rename) => decodeRequest(name, params, names, rename),
+      requestOf: (name, values, names) => decodeRequest(name, new Map(Object.entries(values)), names),
+      rpc,
+      file: (name, photo) => file(ctx, name, photo),
+    };
+    return ctx;
+  }
+
+  return {
+    specOf,
+    context,
+    /** A method by its name (any case), or undefined. */
+    method: (name: string): Method | undefined => (Object.hasOwn(METHODS, name.toLowerCase()) ? METHODS[name.toLowerCase()] : undefined),
+  };
+}
+
+export type TelegramMethods = ReturnType<typeof createTelegramMethods>;
+
+export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoutesOptions): void {
+  const { specOf, context, method: methodOf } = createTelegramMethods(opts.table, opts.codec);
 
   const config = { surface: 'runtime' as const };
   /** The file parts a request's multipart body staged (only these are its files). */
@@ -538,7 +570,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
       staged.set(request.raw, entry);
       if (request.routeOptions.url !== '/bot*') return payload;
       const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
-      const method = METHODS[tail.toLowerCase()];
+      const method = methodOf(tail);
       if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
       if (!method.files || !opts.files) return payload; // text parts only: a file part is refused unread
       // The token, before any byte is stored: the bot's own GetMe through the core.
@@ -580,17 +612,11 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
       config,
       handler: async (request, reply) => {
         const { token, tail, claimedId } = splitPath((request.params as { '*': string })['*']);
-        const method = METHODS[tail.toLowerCase()];
+        const method = methodOf(tail);
         if (!method || tail.includes('/')) throw routeNotFound('runtime', request.method);
         const params = paramsOf(request.query, request.body);
         const rpc = rpcOf(request, reply, token);
-        const ctx: Ctx = {
-          param: (name) => params.get(name),
-          request: (name, names, rename) => decodeRequest(name, params, names, rename),
-          requestOf: (name, values, names) => decodeRequest(name, new Map(Object.entries(values)), names),
-          rpc,
-          file: (name, photo) => fileParam(request, ctx, name, photo),
-        };
+        const ctx = context(params, rpc, (c, name, photo) => fileParam(request, c, name, photo));
         if (!held.has(request.raw)) await checkClaimedId(token, claimedId, () => rpc('getMe', {}));
         const result = await method.run(ctx);
         return reply.code(200).type('application/json').send({ ok: true, result: result ?? null });

@@ -17,6 +17,7 @@
  * when the signal is lost).
  */
 import type { AccountJwtVerifier } from '../auth/account-jwt.js';
+import { isBotGrant, type BotGrants } from '../auth/bot-grants.js';
 import { hashBotToken, hashesEqual, looksLikeBotToken } from '../auth/bot-token.js';
 import { ApiError, Code } from '../errors.js';
 import type { Credential } from '../gen/methods.js';
@@ -28,6 +29,11 @@ export interface AuthenticatorDeps {
   bots: BotsRepo;
   /** The credential of the platform's internal services. */
   internalToken: string;
+  /**
+   * Grants with which the platform calls the runtime API as a bot (a webhook answer's
+   * method, src/auth/bot-grants.ts): taken where a bot token is, proving that bot while it is active.
+   */
+  grants?: BotGrants;
   /** How long a verified bot principal is kept, in ms; 0: never kept. */
   cacheTtlMs?: number;
   /** At most this many kept principals (the least recently used goes first). */
@@ -92,6 +98,21 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     return principal;
   }
 
+  /** A bot grant's bot, read now (grants are rare and short-lived: nothing is kept). */
+  async function granted(grant: string): Promise<BotPrincipal> {
+    const verified = deps.grants?.verify(grant);
+    if (!verified || !('botId' in verified)) throw ApiError.unauthenticated('invalid bot grant');
+    const found = await deps.bots.findById(verified.botId);
+    if (!found || found.tokenPrefix === null) throw ApiError.unauthenticated('invalid bot grant');
+    if (found.status !== 'active') throw new ApiError(Code.PERMISSION_DENIED, `bot is ${found.status}`);
+    return {
+      kind: 'bot',
+      botId: found.id,
+      ownerId: found.ownerId,
+      profile: { name: found.name, username: found.username, supportsInlineQueries: found.supportsInlineQueries, canJoinGroups: found.canJoinGroups },
+    };
+  }
+
   async function account(metadata: CallMetadata) {
     const credential = bearer(metadata);
     if (!credential) throw ApiError.unauthenticated('missing credential: send "Authorization: Bearer <account JWT>"');
@@ -112,6 +133,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         case 'bot_token': {
           const token = bearer(metadata);
           if (!token) throw ApiError.unauthenticated('missing credential: send "Authorization: Bearer <bot token>"');
+          if (isBotGrant(token)) return granted(token);
           if (!looksLikeBotToken(token)) {
             throw ApiError.unauthenticated(
               token.split('.').length === 3 ? 'account JWTs are not accepted on the runtime API' : 'invalid bot token',

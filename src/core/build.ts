@@ -30,6 +30,8 @@ import { createMessagesRepo } from '../storage/messages-repo.js';
 import { createQueriesRepo } from '../storage/queries-repo.js';
 import { createQueriesService } from '../domain/queries-service.js';
 import { createAuthenticator } from './authenticate.js';
+import { createBotGrants } from '../auth/bot-grants.js';
+import { secretKeyOf } from '../auth/secret-key.js';
 import { createCore, type Core } from './core.js';
 import { createHandlers } from './handlers.js';
 import { createLimiter, type Limiter } from './limits.js';
@@ -72,6 +74,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
   // Verified bot principals are kept briefly; a credential change drops them on every instance.
   const authenticator = createAuthenticator({
     jwt, bots: b.bots, internalToken, cacheTtlMs: config.authCacheTtlMs, cacheUsable: () => !b.bus.problem?.(),
+    grants: createBotGrants(secretKeyOf(config)),
   });
   waiters.onCredentialsChanged((botId) => authenticator.invalidateBot(botId));
   const credentialsChanged = (botId: string) => waiters.credentialsChanged(botId);

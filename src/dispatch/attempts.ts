@@ -49,6 +49,12 @@ export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
   return { ok: false, failure, durationMs: r.durationMs, at };
 }
 
+/**
+ * Runs what a bot's 2xx answer to a delivery asks for (a Telegram-surface webhook's
+ * answer may carry a method: gateway/runtime/telegram-webhook-answers.ts). Never throws.
+ */
+export type AnswerHandler = (botId: string, answer: { contentType: string; body: Buffer; tooLarge: boolean }) => Promise<void>;
+
 /** Most opened webhook secrets kept (see secretOf). */
 const SECRETS_KEPT = 10_000;
 
@@ -76,7 +82,18 @@ export function createAttempts(deps: AttemptDeps) {
     return secret;
   };
 
+  let answers: AnswerHandler | undefined;
+
   return {
+    /**
+     * Who runs the methods in webhook answers (set once the runtime API is reachable: the
+     * core in this process, or over gRPC). Until then an answer's method is not run, and
+     * says so in the log.
+     */
+    handleAnswers(handler: AnswerHandler) {
+      answers = handler;
+    },
+
     /**
      * Attempts `delivery` (as read under `leaseToken`). `trigger`: auto walks the
      * retry schedule, manual (the console's retry) leaves it as it is. `webhook`: the
@@ -108,6 +125,8 @@ export function createAttempts(deps: AttemptDeps) {
         updateId: delivery.updateId,
         allowedIps: webhook.allowedIps,
         secretHeader: webhook.secretHeader,
+        // Only a Telegram-surface webhook's answer may carry a method (Telegram's rule).
+        keepAnswer: webhook.secretHeader,
       });
       const result = attemptResultOf(sent, now());
       opts.onResult?.(result);
@@ -115,6 +134,12 @@ export function createAttempts(deps: AttemptDeps) {
       const recorded = await record(delivery.id, leaseToken, next);
       if (!recorded) deps.logger.warn({ delivery: delivery.id }, 'delivery lease lost before its outcome was recorded');
       else deps.onOutcome?.(delivery.botId, result.ok, result.durationMs, next.deadLettered);
+      // The delivery is done whatever its answer asks for: run after the outcome is
+      // recorded, its result reported nowhere (as Telegram), never retried.
+      if (sent.answer) {
+        if (answers) await answers(delivery.botId, sent.answer);
+        else deps.logger.warn({ bot: delivery.botId, delivery: delivery.id }, 'webhook answer not run: the runtime API is not reachable from here yet');
+      }
       return result.ok ? 'succeeded' : 'failed';
     },
   };

@@ -51,7 +51,12 @@ export interface WebhookRequest {
   allowedIps: string[];
   /** Also send X-Telegram-Bot-Api-Secret-Token (webhooks set through the Telegram-compatible surface). */
   secretHeader?: boolean;
+  /** Keep a 2xx answer's body (at most MAX_ANSWER_BYTES): a Telegram-surface webhook may answer with a method to run. */
+  keepAnswer?: boolean;
 }
+
+/** Largest answer body kept (see WebhookRequest.keepAnswer); a larger one is read to its end and dropped. */
+export const MAX_ANSWER_BYTES = 1 << 20;
 
 export interface WebhookResult {
   ok: boolean;
@@ -63,6 +68,8 @@ export interface WebhookResult {
    */
   noAnswer: 'refused' | 'timeout' | 'network' | null;
   durationMs: number;
+  /** With keepAnswer, a 2xx answer's body and content type; `tooLarge` when it passed MAX_ANSWER_BYTES. */
+  answer?: { contentType: string; body: Buffer; tooLarge: boolean };
 }
 
 /**
@@ -294,11 +301,23 @@ export function createWebhookClient(opts: WebhookClientOptions) {
           method: 'POST', protocol: 'https:', hostname: host, port, path: target.path,
           auth: target.auth, agent: poolFor(target.policyKey), lookup: target.lookup!, headers,
         }, (res) => {
-          res.resume(); // the body is not used; drain it so the socket can be reused
+          const code = res.statusCode ?? 0;
+          const ok = code >= 200 && code < 300;
+          // The body is read to its end either way, so the socket can be reused; kept only when asked for.
+          const keep = req.keepAnswer === true && ok;
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            if (!keep) return;
+            size += chunk.length;
+            if (size <= MAX_ANSWER_BYTES) chunks.push(chunk);
+            else chunks.length = 0;
+          });
           res.on('end', () => {
-            const code = res.statusCode ?? 0;
-            const ok = code >= 200 && code < 300;
-            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}`, noAnswer: null }));
+            const answer = keep && size > 0
+              ? { contentType: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks), tooLarge: size > MAX_ANSWER_BYTES }
+              : undefined;
+            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}`, noAnswer: null, answer }));
           });
         });
         // Whatever socket the request gets (new, or reused from the pool), its actual

@@ -23,6 +23,8 @@ export interface Telemetry {
   webhookAttempt(outcome: string, seconds: number): void;
   /** A call refused by a limit (rate, chat, quota). */
   limited(limit: string): void;
+  /** A Telegram-surface webhook's answer that named a method: executed, invalid or failed. */
+  webhookAnswer(outcome: string): void;
   /** Consumer lag of one partition, from the last batch the consumer handled. */
   kafkaLag(group: string, topic: string, partition: number, lag: number): void;
   /** A publish of the outbox relay that failed (bus down or slow). */
@@ -37,7 +39,7 @@ export function createTelemetry(enabled: boolean): Telemetry {
   if (!enabled) {
     const noop = () => {};
     return {
-      enabled: false, rpc: noop, stream: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, kafkaLag: noop, relayFailure: noop, gauge: noop,
+      enabled: false, rpc: noop, stream: noop, http: noop, ingested: noop, webhookAttempt: noop, limited: noop, webhookAnswer: noop, kafkaLag: noop, relayFailure: noop, gauge: noop,
       render: async () => ({ contentType: 'text/plain', body: '' }),
     };
   }
@@ -57,6 +59,7 @@ export function createTelemetry(enabled: boolean): Telemetry {
   const attempts = new TimedEvents(registry, ['outcome'], LATENCY_BUCKETS,
     { name: 'botplatform_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome (succeeded, failed, dead_letter)' },
     { name: 'botplatform_webhook_attempt_duration_seconds', help: 'Latency of webhook delivery attempts' });
+  const answers = new client.Counter({ name: 'botplatform_webhook_answers_total', help: 'Methods returned in Telegram-surface webhook answers, by outcome (executed, invalid, failed)', labelNames: ['outcome'], registers: [registry] });
   const limited = new client.Counter({ name: 'botplatform_rate_limited_total', help: 'Runtime calls refused by a rate limit or quota, by limit', labelNames: ['limit'], registers: [registry] });
   const relayFailures = new client.Counter({ name: 'botplatform_outbox_relay_failures_total', help: 'Outbox batches the relay could not publish to the bus (retried)', registers: [registry] });
   const lag = new client.Gauge({ name: 'botplatform_kafka_consumer_lag', help: 'Messages behind the partition end, as of the last batch handled', labelNames: ['group', 'topic', 'partition'], registers: [registry] });
@@ -69,6 +72,7 @@ export function createTelemetry(enabled: boolean): Telemetry {
     ingested: (outcome, n) => ingested.inc({ outcome }, n),
     webhookAttempt: (outcome, seconds) => attempts.record(seconds, outcome),
     limited: (limit) => limited.inc({ limit }),
+    webhookAnswer: (outcome) => answers.inc({ outcome }),
     kafkaLag: (group, topic, partition, value) => lag.set({ group, topic, partition: String(partition) }, value),
     relayFailure: () => relayFailures.inc(),
     gauge(name, help, read) {

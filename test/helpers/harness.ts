@@ -43,7 +43,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export type GatewayMode = 'in-process' | 'separate-gateway';
+export type GatewayMode = 'in-process' | 'separate-gateway' | 'separate-dispatcher';
 
 /**
  * Starts the service. 'in-process' is role=all; 'separate-gateway' is a core
@@ -78,6 +78,8 @@ export async function startHarness(
     } else {
       const core = await startApp(loadConfig({ ...env, ROLE: 'core' }), logger);
       apps.push(core);
+      // A dispatcher of its own (MySQL only), reaching the core over gRPC as a gateway does.
+      if (mode === 'separate-dispatcher') apps.push(await startApp(loadConfig({ ...env, ROLE: 'dispatcher', PORT: '0', CORE_GRPC_ADDRESS: `127.0.0.1:${core.grpcPort}` }), logger));
       apps.push(await startApp(loadConfig({ ...env, ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${core.grpcPort}` }), logger));
     }
   } catch (err) {
