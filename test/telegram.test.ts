@@ -283,6 +283,67 @@ describe('Telegram surface', () => {
     expect(loose.body.result.document).toMatchObject({ file_name: 'my notes.txt' });
   });
 
+  it('reply_parameters as newer clients send it (object or JSON text), allow_sending_without_reply, and the parameters Telegram takes that are ignored here', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'tg_replies');
+    await testUpdate(id, 'first', 4545);
+    const first = await tg(token, 'sendMessage', { chat_id: 4545, text: 'one' });
+    const mid = first.body.result.message_id;
+    // As an object (JSON body), and as its JSON text (a form), with chat_id naming this chat.
+    const asObject = await tg(token, 'sendMessage', { chat_id: 4545, text: 'two', reply_parameters: { message_id: mid, chat_id: 4545, quote: 'on' } });
+    expect(asObject.status).toBe(200);
+    expect(asObject.body.result.reply_to_message).toMatchObject({ message_id: mid });
+    const asText = await call(h.url, 'POST', `/bot${token}/sendMessage`, {
+      rawBody: new URLSearchParams({ chat_id: '4545', text: 'three', reply_parameters: JSON.stringify({ message_id: mid }) }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(asText.body.result.reply_to_message).toMatchObject({ message_id: mid });
+    // A missing message: refused, unless allow_sending_without_reply (either spelling) says to send it anyway.
+    const missing = await tg(token, 'sendMessage', { chat_id: 4545, text: 'four', reply_parameters: { message_id: 999 } });
+    expect(missing.status).toBe(400);
+    expect(missing.body.description).toMatch(/^Bad Request: .*not found/);
+    const anyway = await tg(token, 'sendMessage', { chat_id: 4545, text: 'five', reply_parameters: { message_id: 999, allow_sending_without_reply: true } });
+    expect(anyway.status).toBe(200);
+    expect(anyway.body.result.reply_to_message).toBeUndefined();
+    const older = await tg(token, 'sendMessage', { chat_id: 4545, text: 'six', reply_to_message_id: 999, allow_sending_without_reply: true });
+    expect(older.status).toBe(200);
+    expect(older.body.result.text).toBe('six');
+    // Another chat's message is not served: a 400, or without the reply when allowed.
+    const elsewhere = await tg(token, 'sendMessage', { chat_id: 4545, text: 'seven', reply_parameters: { message_id: mid, chat_id: 1234 } });
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.body.description).toMatch(/^Bad Request: reply_parameters.chat_id/);
+    const elsewhereAnyway = await tg(token, 'sendMessage', { chat_id: 4545, text: 'eight', reply_parameters: { message_id: mid, chat_id: 1234, allow_sending_without_reply: true } });
+    expect(elsewhereAnyway.status).toBe(200);
+    expect(elsewhereAnyway.body.result.reply_to_message).toBeUndefined();
+    // Malformed reply_parameters are 400s naming them.
+    for (const rp of ['{', '[1]', '{"chat_id":4545}', '{"message_id":"x"}', '{"message_id":1,"allow_sending_without_reply":"yes"}']) {
+      const bad = await tg(token, 'sendMessage', { chat_id: 4545, text: 'bad', reply_parameters: rp });
+      expect(bad.status).toBe(400);
+      expect(bad.body.description).toMatch(/^Bad Request: reply_parameters/);
+    }
+    // Parameters Telegram takes that mean nothing here are accepted silently: JSON, form and multipart.
+    const ignored: Record<string, unknown> = {
+      disable_notification: true, protect_content: true, message_thread_id: 7, link_preview_options: { is_disabled: true },
+      disable_web_page_preview: true, message_effect_id: '5104841245755180586', business_connection_id: 'bc1', allow_paid_broadcast: false,
+    };
+    const asText2 = (v: unknown) => (typeof v === 'object' ? JSON.stringify(v) : String(v));
+    const plain = await tg(token, 'sendMessage', { chat_id: 4545, text: 'quiet', ...ignored });
+    expect(plain.status).toBe(200);
+    expect(plain.body.result.text).toBe('quiet');
+    const asForm = await call(h.url, 'POST', `/bot${token}/sendMessage`, {
+      rawBody: new URLSearchParams({ chat_id: '4545', text: 'quiet form', ...Object.fromEntries(Object.entries(ignored).map(([k, v]) => [k, asText2(v)])) }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(asForm.status).toBe(200);
+    const fields = { chat_id: '4545', caption: 'quiet file', reply_parameters: JSON.stringify({ message_id: mid }), ...Object.fromEntries(Object.entries(ignored).map(([k, v]) => [k, asText2(v)])) };
+    const multipart = await call(h.url, 'POST', `/bot${token}/sendDocument`, {
+      rawBody: Object.entries(fields).map(([k, v]) => `--b\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join('')
+        + '--b\r\ncontent-disposition: form-data; name="document"; filename="quiet.txt"\r\ncontent-type: text/plain\r\n\r\nshh\r\n--b--\r\n',
+      headers: { 'content-type': 'multipart/form-data; boundary=b' },
+    });
+    expect(multipart.status).toBe(200);
+    expect(multipart.body.result).toMatchObject({ caption: 'quiet file', document: { file_name: 'quiet.txt' }, reply_to_message: { message_id: mid } });
+  });
+
   it('bad input is a 400 (413 for an oversize body) in Telegram\'s shape, never a 500', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'tg_bad');
     await testUpdate(id, 'hi', 55);

@@ -551,6 +551,8 @@ export interface components {
       reply_to_message_id?: number;
       /** @description An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
       reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+      /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+      allow_sending_without_reply?: boolean;
     };
     /** @description CopyMessageResponse carries the new message's id. */
     "botplatform.v1.CopyMessageResponse": {
@@ -1580,6 +1582,8 @@ export interface components {
        * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       reply_to_message_id?: number;
+      /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+      allow_sending_without_reply?: boolean;
     };
     /** @description SendMediaGroupResponse carries the album's messages, in order. */
     "botplatform.v1.SendMediaGroupResponse": {
@@ -5149,6 +5153,8 @@ export interface operations {
           reply_to_message_id?: number;
           /** @description An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
           reply_markup?: components["schemas"]["botplatform.v1.ReplyMarkup"] | null;
+          /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+          allow_sending_without_reply?: boolean;
         };
       };
     };
@@ -5391,6 +5397,8 @@ export interface operations {
            * @description A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           reply_to_message_id?: number;
+          /** @description When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+          allow_sending_without_reply?: boolean;
         };
       };
     };

@@ -5076,6 +5076,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "allow_sending_without_reply",
+          "json": "allow_sending_without_reply",
+          "ts": "allowSendingWithoutReply",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -5320,6 +5331,17 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "scalar",
             "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "allow_sending_without_reply",
+          "json": "allow_sending_without_reply",
+          "ts": "allowSendingWithoutReply",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
           },
           "repeated": false,
           "optional": true

@@ -116,24 +116,53 @@ function allowedUpdates(v: Param): string[] | undefined {
   return kinds;
 }
 
-/** reply_parameters.message_id (the newer spelling), when reply_to_message_id is not given. */
-function replyTo(ctx: Ctx): number | undefined {
-  if (ctx.param('reply_to_message_id') !== undefined) return undefined;
-  let rp = ctx.param('reply_parameters');
-  if (typeof rp === 'string') {
+/** A JSON object parameter, given as an object or as its JSON text (a form or query value). */
+function objectParam(ctx: Ctx, name: string): Record<string, unknown> | undefined {
+  let v = ctx.param(name);
+  if (typeof v === 'string') {
     try {
-      rp = JSON.parse(rp);
+      v = JSON.parse(v);
     } catch {
-      throw ApiError.invalid('reply_parameters', 'MALFORMED_JSON', 'is not valid JSON');
+      throw ApiError.invalid(name, 'MALFORMED_JSON', 'is not valid JSON');
     }
   }
-  if (rp === undefined || rp === null) return undefined;
-  if (typeof rp !== 'object' || Array.isArray(rp) || rp instanceof StagedFile) throw ApiError.invalid('reply_parameters', 'INVALID_TYPE', 'must be an object');
-  const id = (rp as { message_id?: unknown }).message_id;
-  if (id === undefined) return undefined;
-  const n = typeof id === 'string' && /^-?\d+$/.test(id) ? Number(id) : id;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw ApiError.invalid('reply_parameters.message_id', 'INVALID_TYPE', 'must be an integer');
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'object' || Array.isArray(v) || v instanceof StagedFile) throw ApiError.invalid(name, 'INVALID_TYPE', 'must be an object');
+  return v as Record<string, unknown>;
+}
+
+/** An integer given as a JSON number or as its decimal text. */
+function integerOf(v: unknown, name: string): number {
+  const n = typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw ApiError.invalid(name, 'INVALID_TYPE', 'must be an integer');
   return n;
+}
+
+/**
+ * Which message a send replies to, as Telegram's clients give it: `reply_parameters` (the
+ * newer spelling, an object or its JSON text: message_id, and chat_id and
+ * allow_sending_without_reply; quote and its fields are accepted and ignored), or the
+ * older `reply_to_message_id` and `allow_sending_without_reply` (which win when given). A
+ * reply to another chat's message (reply_parameters.chat_id naming another chat) is not
+ * served: sent without the reply when allow_sending_without_reply says so, else a 400.
+ */
+function replyParams(ctx: Ctx, req: { chatId: number; replyToMessageId?: number; allowSendingWithoutReply?: boolean }): void {
+  const rp = objectParam(ctx, 'reply_parameters');
+  if (!rp) return;
+  if (rp.allow_sending_without_reply !== undefined && req.allowSendingWithoutReply === undefined) {
+    const allow = rp.allow_sending_without_reply;
+    if (typeof allow !== 'boolean') throw ApiError.invalid('reply_parameters.allow_sending_without_reply', 'INVALID_TYPE', 'must be a boolean');
+    req.allowSendingWithoutReply = allow;
+  }
+  if (req.replyToMessageId !== undefined) return;
+  if (rp.message_id === undefined) throw ApiError.invalid('reply_parameters.message_id', 'REQUIRED', 'is required');
+  const messageId = integerOf(rp.message_id, 'reply_parameters.message_id');
+  const chat = rp.chat_id;
+  if (chat !== undefined && chat !== null && String(chat) !== String(req.chatId)) {
+    if (req.allowSendingWithoutReply) return;
+    throw ApiError.invalid('reply_parameters.chat_id', 'MESSAGE_NOT_FOUND', 'message to reply to not found in this chat (replies to another chat\'s message are not served)');
+  }
+  req.replyToMessageId = messageId;
 }
 
 const MAX_INT32 = 2 ** 31 - 1;
@@ -161,12 +190,12 @@ function inputMedia(v: Param): Param {
 }
 
 /** The parameters every send method shares, besides its content. */
-const SEND = ['chat_id', 'caption', 'reply_to_message_id', 'parse_mode', 'caption_entities'] as const;
+const SEND = ['chat_id', 'caption', 'reply_to_message_id', 'allow_sending_without_reply', 'parse_mode', 'caption_entities'] as const;
 
 /** sendPhoto or sendDocument: the send parameters, and the file (a file_id or a part of this request). */
 async function sendFile(ctx: Ctx, rpc: 'sendPhoto' | 'sendDocument', field: 'photo' | 'document'): Promise<unknown> {
   const req = ctx.request(rpc, SEND);
-  req.replyToMessageId ??= replyTo(ctx);
+  replyParams(ctx, req);
   req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
   req.fileId = await ctx.file(field, field === 'photo');
   return tgMessage((await ctx.rpc(rpc, req)).result);
@@ -237,8 +266,8 @@ const METHODS: Record<string, Method> = {
 
   sendmessage: {
     async run(ctx) {
-      const req = ctx.request('sendMessage', ['chat_id', 'text', 'reply_to_message_id', 'parse_mode', 'entities']);
-      req.replyToMessageId ??= replyTo(ctx);
+      const req = ctx.request('sendMessage', ['chat_id', 'text', 'reply_to_message_id', 'allow_sending_without_reply', 'parse_mode', 'entities']);
+      replyParams(ctx, req);
       req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
       return tgMessage((await ctx.rpc('sendMessage', req)).result);
     },
@@ -298,8 +327,8 @@ const METHODS: Record<string, Method> = {
 
   copymessage: {
     async run(ctx) {
-      const req = ctx.request('copyMessage', ['chat_id', 'from_chat_id', 'message_id', 'caption', 'parse_mode', 'caption_entities', 'reply_to_message_id']);
-      req.replyToMessageId ??= replyTo(ctx);
+      const req = ctx.request('copyMessage', ['chat_id', 'from_chat_id', 'message_id', 'caption', 'parse_mode', 'caption_entities', 'reply_to_message_id', 'allow_sending_without_reply']);
+      replyParams(ctx, req);
       req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
       return { message_id: (await ctx.rpc('copyMessage', req)).result!.messageId };
     },
@@ -324,8 +353,8 @@ const METHODS: Record<string, Method> = {
   sendmediagroup: {
     files: true,
     async run(ctx) {
-      const req = ctx.request('sendMediaGroup', ['chat_id', 'reply_to_message_id']);
-      req.replyToMessageId ??= replyTo(ctx);
+      const req = ctx.request('sendMediaGroup', ['chat_id', 'reply_to_message_id', 'allow_sending_without_reply']);
+      replyParams(ctx, req);
       req.media = ctx.requestOf('sendMediaGroup', { media: inputMedia(ctx.param('media')) }, ['media']).media;
       // "attach://<name>": a file part of this multipart body, registered as a file of the bot.
       await Promise.all(req.media.map(async (m: InputMedia) => {

@@ -66,6 +66,8 @@ const MIN_ALBUM = 2;
 interface SendInput {
   chatId: number;
   replyToMessageId?: number;
+  /** A reply to a message that is not there is sent as a plain message (else refused). */
+  allowSendingWithoutReply?: boolean;
 }
 
 /** A message's content as a copy or a forward carries it: its text or its file, with their entities. */
@@ -88,12 +90,20 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
 
   /** The chat (one that has written to the bot) and the message replied to (of the same chat), checked; how to build each message once its id is known. */
   async function prepare(principal: BotPrincipal, input: SendInput, bodies: Partial<Message>[]): Promise<SendItem[]> {
-    const [chat, replyToMessage] = await Promise.all([
+    const [chat, replied] = await Promise.all([
       deps.messages.chat(principal.botId, input.chatId),
       replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId).catch((err: unknown) => err as ApiError),
     ]);
     if (!chat) throw chatNotFound();
-    if (replyToMessage instanceof ApiError) throw replyToMessage;
+    let replyTo = input.replyToMessageId;
+    let replyToMessage: Message | undefined;
+    if (replied instanceof ApiError) {
+      // allow_sending_without_reply: a message that is not there is no reason to refuse the send.
+      if (!(input.allowSendingWithoutReply && replied.details.some((d) => d.reason === 'MESSAGE_NOT_FOUND'))) throw replied;
+      replyTo = undefined;
+    } else {
+      replyToMessage = replied;
+    }
     const date = Math.floor(now() / 1000);
     return bodies.map((body) => ({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
       messageId,
@@ -102,7 +112,7 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       chat: { id: input.chatId, ...chat },
       from: { id: botUserId(principal.botId), isBot: true, username: bot.username, firstName: bot.name },
       text: undefined,
-      replyToMessageId: input.replyToMessageId,
+      replyToMessageId: replyTo,
       photo: undefined,
       document: undefined,
       caption: undefined,

@@ -323,6 +323,8 @@ export interface CopyMessageRequest {
   reply_to_message_id?: number;
   /** An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
   reply_markup?: ReplyMarkupInput;
+  /** When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+  allow_sending_without_reply?: boolean;
 }
 
 /** CopyTextButton is text a button copies to the clipboard. */
@@ -1143,6 +1145,8 @@ export interface SendMediaGroupRequest {
   media: InputMedia[];
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
+  /** When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400). */
+  allow_sending_without_reply?: boolean;
 }
 
 /** SendMessageRequest is a text message to send. */

@@ -623,7 +623,14 @@ export interface CopyMessageRequest {
     | number
     | undefined;
   /** An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard. */
-  replyMarkup: ReplyMarkup | undefined;
+  replyMarkup:
+    | ReplyMarkup
+    | undefined;
+  /**
+   * When the message to reply to is not found: true sends the message without the reply
+   * (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+   */
+  allowSendingWithoutReply?: boolean | undefined;
 }
 
 /** CopyMessageResponse carries the new message's id. */
@@ -743,7 +750,14 @@ export interface SendMediaGroupRequest {
    * A message of the same chat to reply to.
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
-  replyToMessageId?: number | undefined;
+  replyToMessageId?:
+    | number
+    | undefined;
+  /**
+   * When the message to reply to is not found: true sends the message without the reply
+   * (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+   */
+  allowSendingWithoutReply?: boolean | undefined;
 }
 
 /** SendMediaGroupResponse carries the album's messages, in order. */
@@ -4454,6 +4468,7 @@ function createBaseCopyMessageRequest(): CopyMessageRequest {
     captionEntities: [],
     replyToMessageId: undefined,
     replyMarkup: undefined,
+    allowSendingWithoutReply: undefined,
   };
 }
 
@@ -4482,6 +4497,9 @@ export const CopyMessageRequest: MessageFns<CopyMessageRequest> = {
     }
     if (message.replyMarkup !== undefined) {
       ReplyMarkup.encode(message.replyMarkup, writer.uint32(66).fork()).join();
+    }
+    if (message.allowSendingWithoutReply !== undefined) {
+      writer.uint32(72).bool(message.allowSendingWithoutReply);
     }
     return writer;
   },
@@ -4563,6 +4581,14 @@ export const CopyMessageRequest: MessageFns<CopyMessageRequest> = {
             message.replyMarkup = ReplyMarkup.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.allowSendingWithoutReply = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4590,6 +4616,7 @@ export const CopyMessageRequest: MessageFns<CopyMessageRequest> = {
     message.replyMarkup = (object.replyMarkup !== undefined && object.replyMarkup !== null)
       ? ReplyMarkup.fromPartial(object.replyMarkup)
       : undefined;
+    message.allowSendingWithoutReply = object.allowSendingWithoutReply ?? undefined;
     return message;
   },
 };
@@ -5206,7 +5233,7 @@ export const InputMedia: MessageFns<InputMedia> = {
 };
 
 function createBaseSendMediaGroupRequest(): SendMediaGroupRequest {
-  return { chatId: 0, media: [], replyToMessageId: undefined };
+  return { chatId: 0, media: [], replyToMessageId: undefined, allowSendingWithoutReply: undefined };
 }
 
 export const SendMediaGroupRequest: MessageFns<SendMediaGroupRequest> = {
@@ -5219,6 +5246,9 @@ export const SendMediaGroupRequest: MessageFns<SendMediaGroupRequest> = {
     }
     if (message.replyToMessageId !== undefined) {
       writer.uint32(24).int64(message.replyToMessageId);
+    }
+    if (message.allowSendingWithoutReply !== undefined) {
+      writer.uint32(32).bool(message.allowSendingWithoutReply);
     }
     return writer;
   },
@@ -5260,6 +5290,14 @@ export const SendMediaGroupRequest: MessageFns<SendMediaGroupRequest> = {
             message.replyToMessageId = longToNumber(reader.int64());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.allowSendingWithoutReply = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5280,6 +5318,7 @@ export const SendMediaGroupRequest: MessageFns<SendMediaGroupRequest> = {
     message.chatId = object.chatId ?? 0;
     message.media = object.media?.map((e) => InputMedia.fromPartial(e)) || [];
     message.replyToMessageId = object.replyToMessageId ?? undefined;
+    message.allowSendingWithoutReply = object.allowSendingWithoutReply ?? undefined;
     return message;
   },
 };

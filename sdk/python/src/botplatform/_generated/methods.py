@@ -939,6 +939,7 @@ class RuntimeMethods:
         caption_entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_to_message_id: int | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> MessageId:
         """
         CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot,
@@ -955,6 +956,7 @@ class RuntimeMethods:
                 "caption_entities": caption_entities,
                 "reply_to_message_id": reply_to_message_id,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             MessageId,
         )
@@ -990,11 +992,17 @@ class RuntimeMethods:
         chat_id: int,
         media: Sequence[InputMedia | Mapping[str, Any]],
         reply_to_message_id: int | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> list[Message]:
         """SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album."""
         result = self._invoke(
             OPERATIONS["send_media_group"],
-            {"chat_id": chat_id, "media": media, "reply_to_message_id": reply_to_message_id},
+            {
+                "chat_id": chat_id,
+                "media": media,
+                "reply_to_message_id": reply_to_message_id,
+                "allow_sending_without_reply": allow_sending_without_reply,
+            },
             list[Message],
         )
         return cast("list[Message]", result)
@@ -1442,6 +1450,7 @@ class AsyncRuntimeMethods:
         caption_entities: Sequence[MessageEntity | Mapping[str, Any]] | None = None,
         reply_to_message_id: int | None = None,
         reply_markup: ReplyMarkup | Mapping[str, Any] | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> MessageId:
         """
         CopyMessage sends a copy of a message (text, photo or document) of a chat of the bot,
@@ -1458,6 +1467,7 @@ class AsyncRuntimeMethods:
                 "caption_entities": caption_entities,
                 "reply_to_message_id": reply_to_message_id,
                 "reply_markup": reply_markup,
+                "allow_sending_without_reply": allow_sending_without_reply,
             },
             MessageId,
         )
@@ -1493,11 +1503,17 @@ class AsyncRuntimeMethods:
         chat_id: int,
         media: Sequence[InputMedia | Mapping[str, Any]],
         reply_to_message_id: int | None = None,
+        allow_sending_without_reply: bool | None = None,
     ) -> list[Message]:
         """SendMediaGroup sends 2 to 10 photos, or 2 to 10 documents, as one album."""
         result = await self._invoke(
             OPERATIONS["send_media_group"],
-            {"chat_id": chat_id, "media": media, "reply_to_message_id": reply_to_message_id},
+            {
+                "chat_id": chat_id,
+                "media": media,
+                "reply_to_message_id": reply_to_message_id,
+                "allow_sending_without_reply": allow_sending_without_reply,
+            },
             list[Message],
         )
         return cast("list[Message]", result)

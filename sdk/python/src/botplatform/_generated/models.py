@@ -659,6 +659,10 @@ class CopyMessageRequest(BaseModel):
     """
     An inline keyboard, a custom keyboard, its removal or a forced reply; unset keeps the original's inline keyboard.
     """
+    allow_sending_without_reply: bool | None = None
+    """
+    When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400).
+    """
 
 
 class CopyMessageResponse(BaseModel):
@@ -2621,6 +2625,10 @@ class SendMediaGroupRequest(BaseModel):
     reply_to_message_id: int | None = None
     """
     A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    allow_sending_without_reply: bool | None = None
+    """
+    When the message to reply to is not found: true sends the message without the reply (Telegram's allow_sending_without_reply); unset or false refuses it (400).
     """
 
 
