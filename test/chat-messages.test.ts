@@ -101,6 +101,20 @@ describe('ListChatMessages', () => {
     expect((await call(h.url, 'GET', `/api/v1/bots/my/${bot.id}/chats/7001/messages`)).status).toBe(401);
   });
 
+  it('shows the messages as they are now: an edit in place, a deleted message gone', async () => {
+    const extra = (await rt('sendMessage', { chat_id: 7002, text: 'to be edited', reply_markup: { inline_keyboard: [{ buttons: [{ text: 'Go', callback_data: 'go' }] }] } })).body.result;
+    const doomed = (await rt('sendMessage', { chat_id: 7002, text: 'to be deleted' })).body.result;
+    const edited = await rt('editMessageText', { chat_id: 7002, message_id: extra.message_id, text: '<i>edited</i>', parse_mode: 'HTML' });
+    expect(edited.status, JSON.stringify(edited.body)).toBe(200);
+    expect((await rt('deleteMessage', { chat_id: 7002, message_id: doomed.message_id })).status).toBe(200);
+    const r = await list(7002);
+    expect(r.body.pagination.total).toBe(2);
+    expect(r.body.items.map((m: { text: string }) => m.text)).toEqual(['edited', 'elsewhere']);
+    expect(r.body.items[0]).toMatchObject({ message_id: extra.message_id, entities: [{ type: 'italic', offset: 0, length: 6 }] });
+    expect(r.body.items[0].edit_date).toBeGreaterThan(0);
+    expect(r.body.items[0].reply_markup ?? null).toBeNull(); // an edit without reply_markup removes the keyboard
+  });
+
   it('answers the same over gRPC', async () => {
     const r = await rpc<ListChatMessagesResponse>(grpcConsole, grpcConsole.listChatMessages, { id: bot.id, chatId: 7001, limit: 2 }, ownerJwt);
     expect(r.items.map((m) => m.text)).toEqual(['third', 'Pick one']);

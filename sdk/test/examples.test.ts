@@ -121,7 +121,7 @@ describe('example bots', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('keyboard answers /start with a formatted counter and its inline keyboard, and sets its command menu', async () => {
+  it('keyboard answers /start with a formatted counter and its inline keyboard, and each press by editing it; it sets its command menu', async () => {
     const bot = await account.approvedBot('example_keyboard');
     const r = runExample('example:keyboard', { BOT_TOKEN: bot.token, BASE_URL: h.url });
     running.push(r);
@@ -137,6 +137,20 @@ describe('example bots', () => {
     await account.console.createTestUpdate({ id: bot.id, text: 'hello?', chat_id: 779 });
     const [, nudge] = await sentBy(bot.id, 2);
     expect(nudge).toMatchObject({ chat: { id: 779 }, text: 'Send /start for a counter.' });
+
+    // Two presses of +, one of −: each answered, the message edited to the count, its keyboard kept.
+    const presses = [['count:1', 1], ['count:2', 2], ['count:1', 1]] as const;
+    for (const [i, [data, count]] of presses.entries()) {
+      await account.console.createTestCallbackQuery({ id: bot.id, chat_id: 779, message_id: counter.message_id, callback_data: data });
+      const lines = await until(async () => r.output().match(/pressed .*/g) ?? [], (l) => l.length > i);
+      expect(lines[i]).toBe(`pressed ${data} on message ${counter.message_id}: count ${count}`);
+      const edited = await until(
+        async () => (await account.console.listChatMessages({ id: bot.id, chat_id: 779 })).items.find((m) => m.message_id === counter.message_id)!,
+        (m) => m.text === `Counter: ${count}`,
+      );
+      expect(edited.edit_date).toBeGreaterThan(0);
+      expect(edited.reply_markup!.inline_keyboard[0]!.buttons.map((b) => b.callback_data)).toEqual([`count:${count - 1}`, `count:${count + 1}`]);
+    }
     expect(await r.stop()).toBe(0);
   });
 

@@ -94,6 +94,53 @@ describe('router', () => {
     expect((await until(() => replies(b), (m) => m.length >= 1)).map((m) => m.text)).toEqual(['help on webhooks']);
   });
 
+  it('routes button presses by callback_data (string or RegExp): answered, the message edited; an unanswered query is answered after its handler', async () => {
+    const b = await account.approvedBot('sdk_router_buttons');
+    // The bot's own calls, as it makes them (the service answers them as usual).
+    const answers: { callback_query_id: string; text?: string }[] = [];
+    const recording: typeof fetch = async (input, init) => {
+      if (String(input).endsWith('/answerCallbackQuery')) answers.push(JSON.parse(String(init?.body)));
+      return fetch(input, init);
+    };
+    const bot = createBot(b.token, { baseUrl: h.url, fetch: recording });
+    const seen: string[] = [];
+    bot.command('start', (ctx) => ctx.reply('Vote', { reply_markup: inlineKeyboard([[{ text: 'Yes', callback_data: 'vote:yes' }, { text: 'Later', callback_data: 'later' }]]) }));
+    bot.callbackQuery('later', (ctx) => void seen.push(`later:${ctx.data}`)); // leaves the query unanswered
+    bot.callbackQuery(/^vote:(\w+)$/, async (ctx) => {
+      seen.push(`vote:${ctx.match[1]}:${ctx.from?.id}`);
+      expect(await ctx.answer({ text: 'Thanks' })).toBe(true);
+      await ctx.editMessageText(`Voted <b>${ctx.match[1]}</b>`, { parse_mode: 'HTML' });
+    });
+    const stop = new AbortController();
+    const run = bot.start({ signal: stop.signal, timeoutSeconds: 5 });
+    try {
+      await say(b, '/start');
+      const [menu] = await until(() => replies(b), (m) => m.length >= 1);
+      const yes = await account.console.createTestCallbackQuery({ id: b.id, message_id: menu!.message_id, callback_data: 'vote:yes' });
+      expect(yes.callback_query_id).not.toBe('');
+      const edited = await until(() => replies(b), (m) => m[0]?.text === 'Voted yes');
+      expect(edited[0]).toMatchObject({ message_id: menu!.message_id, entities: [{ type: 'bold', offset: 6, length: 3 }] });
+      expect(edited[0]!.edit_date).toBeGreaterThan(0);
+      expect(edited[0]!.reply_markup?.inline_keyboard ?? []).toEqual([]); // an edit without reply_markup removes the keyboard, as Telegram does
+      expect(seen).toEqual([`vote:yes:${CHAT}`]);
+      // An answered query cannot be answered again.
+      await expect(b.bot.answerCallbackQuery({ callback_query_id: yes.callback_query_id })).rejects.toMatchObject({ httpStatus: 400 });
+
+      await account.console.createTestUpdate({ id: b.id, text: '/start' });
+      const menus = await until(() => replies(b), (m) => m.length >= 2);
+      const later = await account.console.createTestCallbackQuery({ id: b.id, message_id: menus[1]!.message_id, callback_data: 'later' });
+      await until(async () => seen.length, (n) => n >= 2);
+      expect(seen[1]).toBe('later:later');
+      // The router answered it, empty, once the handler returned.
+      await until(async () => answers.length, (n) => n >= 2);
+      expect(answers).toEqual([{ callback_query_id: yes.callback_query_id, text: 'Thanks' }, { callback_query_id: later.callback_query_id }]);
+      await expect(b.bot.answerCallbackQuery({ callback_query_id: later.callback_query_id })).rejects.toMatchObject({ httpStatus: 400 });
+    } finally {
+      stop.abort();
+      await run;
+    }
+  });
+
   it('parseCommand reads the entity at offset 0 in UTF-16 units, of a text or a caption, and nothing else', () => {
     const msg = (text: string, entities: Message['entities'], caption = false): Message => ({
       message_id: 1, date: 0, entities: caption ? [] : entities, caption_entities: caption ? entities : [], ...(caption ? { caption: text } : { text }),
