@@ -7,7 +7,12 @@
  *     verification: the cost of verification as a ratio;
  *   - latency of a trusted reuse hit (upload-credentials answering a new file on
  *     stored content, no PUT), p50/p99.
- * Settings: BENCH_FILE_MB (256), BENCH_UPLOADS (3), BENCH_HITS (500).
+ *   - with BLOB_STORE=s3 on the project's s3proxy (scripts/s3proxy.sh; BENCH_S3=0 skips
+ *     it): upload through the gateway (the service's design) against a presigned PUT
+ *     straight to the store with x-amz-checksum-sha256 (the alternative), each in MB/s and
+ *     CPU seconds per GiB of the service and of the store; download through the gateway;
+ *     a possession proof (144 ranged GETs).
+ * Settings: BENCH_FILE_MB (256), BENCH_UPLOADS (3), BENCH_HITS (500), BENCH_S3 (1).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -18,7 +23,10 @@ import { Readable } from 'node:stream';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { createLocalDiskStore } from '../src/blobs/local-disk-store.js';
 import { freePort } from '../test/helpers/ports.js';
-import { machine, percentile, startService, stopServices } from './lib.js';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { createTestBucket } from '../test/helpers/s3.js';
+import { cpuSeconds, machine, percentile, startService, stopServices } from './lib.js';
 
 const FILE_MB = Number(process.env.BENCH_FILE_MB ?? 256);
 const UPLOADS = Number(process.env.BENCH_UPLOADS ?? 3);
@@ -133,7 +141,107 @@ async function main() {
   }
 }
 
-main().catch((err) => {
+/** The s3proxy process serving `endpoint`'s port (for its CPU time), if it runs here. */
+function storePid(): number | undefined {
+  for (const d of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    try {
+      if (fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('org.gaul.s3proxy.Main')) return Number(d);
+    } catch { /* gone */ }
+  }
+  return undefined;
+}
+
+/** Median MB/s of `runs` and CPU seconds per GiB of each pid, over the runs. */
+async function measured(runs: number, pids: number[], once: (i: number) => Promise<void>) {
+  const rates: number[] = [];
+  const cpu0 = pids.map(cpuSeconds);
+  for (let i = 0; i < runs; i++) {
+    const t = process.hrtime.bigint();
+    await once(i);
+    rates.push(FILE_MB / (Number(process.hrtime.bigint() - t) / 1e9));
+  }
+  const gib = (runs * FILE_MB) / 1024;
+  return { rate: rates.sort((a, b) => a - b)[Math.floor(rates.length / 2)]!, cpuPerGiB: pids.map((p, i) => (cpuSeconds(p) - cpu0[i]!) / gib) };
+}
+
+async function s3Part() {
+  const bucket = await createTestBucket();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-files-s3-'));
+  const port = await freePort();
+  const child = await startService({ ...bucket.env, DATA_DIR: dir, PORT: String(port), GRPC_PORT: String(await freePort()), AUTH_JWT_SECRET: JWT_SECRET }, { compiled: true });
+  const base = `http://127.0.0.1:${port}`;
+  const store = storePid();
+  const pids = [child.pid!, ...(store ? [store] : [])];
+  try {
+    const jwt = await mintAccountJwt(JWT_SECRET, { sub: 'bench-files-s3' });
+    const app = await json(base, '/api/v1/bots/applications', jwt, { name: 'Files bench S3', username: 'bench_files_s3' });
+    await json(base, `/api/v1/admin/bots/${app.body.id}/approve`, await mintAccountJwt(JWT_SECRET, { sub: 'r', roles: ['admin'] }), {});
+    const token = (await json(base, `/api/v1/bots/my/${app.body.id}`, jwt)).body.one_time_token as string;
+
+    let last = '';
+    const gateway = await measured(UPLOADS, pids, async (i) => {
+      const parts = blocks(300 + i);
+      const checksum = sha256(parts);
+      const cred = await json(base, '/api/v1/bots/files/upload-credentials', token, { fileName: `s${i}.bin`, fileSize: FILE_MB * BLOCK.length, checksum });
+      const status = await put(cred.body.result.uploadUrl, parts, cred.body.result.headers);
+      if (status !== 200) throw new Error(`PUT answered ${status}`);
+      const done = await json(base, '/api/v1/bots/files/complete', token, { checksum });
+      if (done.status !== 200) throw new Error(`complete answered ${done.status}`);
+      last = done.body.result.file_id;
+    });
+    const peak = peakMiB(child.pid!);
+
+    // The alternative: the store verifies the checksum of a presigned PUT itself.
+    const direct = await measured(UPLOADS, pids, async (i) => {
+      const parts = blocks(400 + i);
+      const sum = Buffer.from(sha256(parts), 'hex').toString('base64');
+      const url = await getSignedUrl(bucket.client, new PutObjectCommand({ Bucket: bucket.name, Key: `staging/direct${i}`, ChecksumSHA256: sum, ContentLength: FILE_MB * BLOCK.length }), { expiresIn: 600 });
+      const status = await put(url, parts, { 'x-amz-checksum-sha256': sum });
+      if (status !== 200) throw new Error(`presigned PUT answered ${status}`);
+    });
+
+    const url = (await json(base, '/api/v1/bots/getFile', token, { file_id: last })).body.result.download_url as string;
+    const download = await measured(UPLOADS, pids, async () => {
+      const res = await fetch(url);
+      let n = 0;
+      for await (const c of res.body!) n += (c as Uint8Array).length;
+      if (n !== FILE_MB * BLOCK.length) throw new Error(`downloaded ${n} bytes`);
+    });
+
+    // Possession proofs: each by a new account, answering a challenge of 144 ranges.
+    const parts = blocks(300 + UPLOADS - 1);
+    const whole = Buffer.concat(parts);
+    const proofs: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const other = await mintAccountJwt(JWT_SECRET, { sub: `bench-files-s3-other${i}` });
+      const app2 = await json(base, '/api/v1/bots/applications', other, { name: `Files bench S3 ${i}`, username: `bench_files_s3_${i}` });
+      await json(base, `/api/v1/admin/bots/${app2.body.id}/approve`, await mintAccountJwt(JWT_SECRET, { sub: 'r', roles: ['admin'] }), {});
+      const token2 = (await json(base, `/api/v1/bots/my/${app2.body.id}`, other)).body.one_time_token as string;
+      const c = (await json(base, '/api/v1/bots/files/upload-credentials', token2, { fileName: 'p.bin', fileSize: whole.length, checksum: sha256(parts), reuseExisting: true })).body.result.possessionChallenge;
+      const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
+      for (const r of c.ranges as { offset: number; length: number }[]) hash.update(whole.subarray(r.offset, r.offset + r.length));
+      const t = process.hrtime.bigint();
+      const r = await json(base, '/api/v1/bots/files/possession', token2, { challengeId: c.challengeId, proof: hash.digest('hex') });
+      proofs.push(Number(process.hrtime.bigint() - t) / 1e6);
+      if (r.status !== 200) throw new Error(`possession answered ${r.status}: ${JSON.stringify(r.body)}`);
+    }
+    proofs.sort((a, b) => a - b);
+
+    const cpu = (m: { cpuPerGiB: number[] }) => `service ${m.cpuPerGiB[0]!.toFixed(2)} s${store ? `, store ${m.cpuPerGiB[1]!.toFixed(2)} s` : ''}`;
+    console.log(`BLOB_STORE=s3 on s3proxy 4.1 (filesystem backend, same machine), ${FILE_MB} MiB files, median of ${UPLOADS}:`);
+    console.log(`  upload through the gateway (PUT to the signed URL, size + SHA-256 checked, streamed to the bucket): ${gateway.rate.toFixed(0)} MB/s; CPU per GiB: ${cpu(gateway)}; service peak RSS ${peak.toFixed(0)} MiB`);
+    console.log(`  presigned PUT straight to the store (x-amz-checksum-sha256 checked by the store): ${direct.rate.toFixed(0)} MB/s; CPU per GiB: ${cpu(direct)}`);
+    console.log(`  download through the gateway (signed URL, streamed from the bucket): ${download.rate.toFixed(0)} MB/s; CPU per GiB: ${cpu(download)}`);
+    console.log(`  possession proof (144 ranged GETs, 16 at a time), 5 proofs: median ${proofs[2]!.toFixed(1)} ms, max ${proofs[4]!.toFixed(1)} ms`);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    await bucket.drop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(() => (process.env.BENCH_S3 === '0' ? undefined : s3Part())).then(() => process.exit(0)).catch((err) => {
   console.error(err);
   stopServices();
   process.exit(1);

@@ -8,8 +8,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # To add a service: write scripts/NAME.sh with up|down|url, list it here with its env var.
-SERVICES=(mariadb kafka)
-declare -A ENV_VAR=([mariadb]=TEST_DATABASE_URL [kafka]=TEST_KAFKA_BROKERS)
+SERVICES=(mariadb kafka s3proxy)
+declare -A ENV_VAR=([mariadb]=TEST_DATABASE_URL [kafka]=TEST_KAFKA_BROKERS [s3proxy]=TEST_S3_ENDPOINT)
 
 case "${1:-}" in
   up)

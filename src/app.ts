@@ -63,7 +63,7 @@ const ROLES: Record<Config['role'], Role> = {
   async all(root) {
     const backend = await openBackend(root);
     const dispatcher = await startDispatcher(root, backend);
-    const files = openFileStore(root.config);
+    const files = openFileStore(root);
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, files);
     const localSignIn = localJwtSecret ? createLocalSignIn() : undefined;
     const invoker = createDirectInvoker(core, backend.ready);
@@ -75,7 +75,7 @@ const ROLES: Record<Config['role'], Role> = {
 
   async core(root) {
     const backend = await openBackend(root);
-    const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, openFileStore(root.config));
+    const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, openFileStore(root));
     const httpUrl = await serveHttp(root, healthServer(root.logger), { ready: backend.ready, degraded });
     return { db: backend.db, bus: backend.bus, core, grpcPort, localJwtSecret, httpUrl };
   },
@@ -94,7 +94,7 @@ const ROLES: Record<Config['role'], Role> = {
   async gateway(root) {
     const invoker = createGrpcInvoker(root.config.coreGrpcAddress);
     root.shutdown.add('invoker', 'gRPC invoker', () => invoker.close());
-    const gateway = gatewayServer(root, invoker, openFileStore(root.config));
+    const gateway = gatewayServer(root, invoker, openFileStore(root));
     const httpUrl = await serveHttp(root, gateway, { ready: () => invoker.ready(), degraded: () => [], cancelInFlight: () => gateway.cancelInFlight() });
     return { httpUrl };
   },

@@ -169,6 +169,16 @@ export const settingsSchema = z.object({
   POSSESSION_MAX_TRIES: int(5, 1, 100),
   POSSESSION_TRY_WINDOW: duration('1h').refine((ms) => ms >= 1000 && ms <= 7 * 86_400_000, 'must be from 1s to 7d'),
   BLOB_DIR: optionalText,
+  BLOB_STORE: z.enum(['local', 's3']).default('local'),
+  S3_ENDPOINT: optionalText.refine(
+    (v) => v === undefined || /^https?:\/\/[^/?#\s@]+\/?$/.test(v),
+    'must be an http(s) URL of the store alone, without path or credentials, e.g. https://s3.eu-west-1.amazonaws.com',
+  ),
+  S3_BUCKET: optionalText.refine((v) => v === undefined || /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(v), 'must be a bucket name: 3 to 63 of a-z 0-9 . -'),
+  S3_REGION: z.string().default('us-east-1'),
+  S3_ACCESS_KEY_ID: optionalText,
+  S3_SECRET_ACCESS_KEY: optionalText,
+  S3_FORCE_PATH_STYLE: bool(false),
   PUBLIC_BASE_URL: optionalText.refine(
     (v) => v === undefined || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(v),
     'must be an http(s) URL without query, e.g. https://bots.example.com',
@@ -193,6 +203,19 @@ const schema = settingsSchema
   .refine((c) => c.ROLE !== 'gateway' || c.SECRET_KEY !== undefined, {
     message: 'ROLE=gateway needs the SECRET_KEY its cores use (file URLs are signed with it): set the same base64 32-byte key on both',
     path: ['SECRET_KEY'],
+  })
+  .refine((c) => c.BLOB_STORE !== 's3' || c.S3_BUCKET !== undefined, {
+    message: 'BLOB_STORE=s3 needs S3_BUCKET (and S3_ENDPOINT for a store other than AWS S3)',
+    path: ['S3_BUCKET'],
+  })
+  .refine((c) => (c.S3_ACCESS_KEY_ID === undefined) === (c.S3_SECRET_ACCESS_KEY === undefined), {
+    message: 'set both S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, or neither (then the AWS SDK\'s default credential chain is used)',
+    path: ['S3_ACCESS_KEY_ID'],
+  })
+  // An object is made whole by one CopyObject when its upload completes; S3 copies at most 5 GiB so.
+  .refine((c) => c.BLOB_STORE !== 's3' || c.MAX_FILE_BYTES <= 5 * 1024 ** 3, {
+    message: 'BLOB_STORE=s3 takes files of at most 5 GiB (5368709120): lower MAX_FILE_BYTES',
+    path: ['MAX_FILE_BYTES'],
   })
   .refine(
     (c) => [c.AUTH_JWT_SECRET, c.AUTH_JWT_PUBLIC_KEY, c.AUTH_JWKS_URL].filter(Boolean).length <= 1,
@@ -265,6 +288,17 @@ const schema = settingsSchema
       possession: { maxTries: c.POSSESSION_MAX_TRIES, tryWindowMs: c.POSSESSION_TRY_WINDOW },
       /** Where the local-disk blob store keeps file bytes. */
       blobDir: path.resolve(c.BLOB_DIR ?? path.join(dataDir, 'files')),
+      /** Which blob store holds file bytes: the local disk (BLOB_DIR) or an S3-compatible bucket. */
+      blobStore: c.BLOB_STORE === 's3'
+        ? {
+          kind: 's3' as const,
+          endpoint: c.S3_ENDPOINT?.replace(/\/+$/, ''),
+          bucket: c.S3_BUCKET!,
+          region: c.S3_REGION,
+          credentials: c.S3_ACCESS_KEY_ID ? { accessKeyId: c.S3_ACCESS_KEY_ID, secretAccessKey: c.S3_SECRET_ACCESS_KEY! } : undefined,
+          forcePathStyle: c.S3_FORCE_PATH_STYLE,
+        }
+        : { kind: 'local' as const },
       /** Base of upload and download URLs; else the base the request came to the gateway on. */
       publicBaseUrl: c.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
       logLevel: c.LOG_LEVEL,

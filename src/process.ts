@@ -11,7 +11,8 @@ import type { Telemetry } from './telemetry/metrics.js';
  * Shutdown, in the order the phases run: drain (health 503, responses close their
  * connections) for SHUTDOWN_DRAIN, then long polls answer now, then the servers stop
  * accepting and finish what is in flight, then the background work behind them stops,
- * usage is flushed, and the bus and the database pool close last.
+ * usage is flushed, the blob store's connections close, and the bus and the database
+ * pool close last.
  */
 export const SHUTDOWN_PHASES = [
   'drain',
@@ -24,6 +25,7 @@ export const SHUTDOWN_PHASES = [
   'dispatcher',
   'webhook-client',
   'usage',
+  'blobs',
   'bus',
   'db',
 ] as const;

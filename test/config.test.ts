@@ -71,6 +71,32 @@ describe('config', () => {
     }
   });
 
+  it('selects the blob store: local disk by default, BLOB_STORE=s3 with its bucket, refusing what cannot work', () => {
+    expect(loadConfig({}).blobStore).toEqual({ kind: 'local' });
+    const s3 = loadConfig({
+      BLOB_STORE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9000/', S3_BUCKET: 'bot-files', S3_FORCE_PATH_STYLE: 'true',
+      S3_ACCESS_KEY_ID: 'AKIDEXAMPLE', S3_SECRET_ACCESS_KEY: 'wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY',
+    }).blobStore;
+    expect(s3).toEqual({
+      kind: 's3', endpoint: 'http://127.0.0.1:9000', bucket: 'bot-files', region: 'us-east-1', forcePathStyle: true,
+      credentials: { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY' },
+    });
+    expect(loadConfig({ BLOB_STORE: 's3', S3_BUCKET: 'bot-files' }).blobStore).toMatchObject({ endpoint: undefined, credentials: undefined });
+    expect(() => loadConfig({ BLOB_STORE: 's3' })).toThrow(/S3_BUCKET: BLOB_STORE=s3 needs S3_BUCKET/);
+    expect(() => loadConfig({ BLOB_STORE: 'gcs' })).toThrow(/BLOB_STORE/);
+    expect(() => loadConfig({ BLOB_STORE: 's3', S3_BUCKET: 'Bad_Bucket' })).toThrow(/S3_BUCKET: must be a bucket name/);
+    expect(() => loadConfig({ BLOB_STORE: 's3', S3_BUCKET: 'b-1', S3_ENDPOINT: 'http://key:secret@store:9000' })).toThrow(/S3_ENDPOINT: must be an http\(s\) URL/);
+    expect(() => loadConfig({ BLOB_STORE: 's3', S3_BUCKET: 'b-1', S3_ACCESS_KEY_ID: 'AKIDEXAMPLE' })).toThrow(/S3_ACCESS_KEY_ID: set both/);
+    expect(() => loadConfig({ BLOB_STORE: 's3', S3_BUCKET: 'b-1', MAX_FILE_BYTES: String(6 * 1024 ** 3) })).toThrow(/MAX_FILE_BYTES: BLOB_STORE=s3 takes files of at most 5 GiB/);
+    // A refused setting never repeats a secret's value.
+    try {
+      loadConfig({ BLOB_STORE: 's3', S3_BUCKET: 'b-1', S3_SECRET_ACCESS_KEY: 'wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY' });
+      expect.unreachable();
+    } catch (err) {
+      expect(String(err)).not.toContain('wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY');
+    }
+  });
+
   it('parses durations', () => {
     expect([parseDuration('250ms'), parseDuration('15s'), parseDuration('5m'), parseDuration('1h'), parseDuration('7d'), parseDuration('100')])
       .toEqual([250, 15_000, 300_000, 3_600_000, 604_800_000, 100]);

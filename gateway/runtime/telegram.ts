@@ -24,7 +24,7 @@
  */
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { stagingKey } from '../../src/blobs/blob-store.js';
+import { hashRanges, stagingKey } from '../../src/blobs/blob-store.js';
 import { replyMarkupFromTelegram } from '../../src/messages/reply-markup.js';
 import { compact, inlineButtonFromTelegram, inlineResultsFromTelegram, tgMessage, tgUpdate } from '../../src/telegram/bot-api.js';
 import type { InputMedia } from '../../src/gen/botplatform/v1/runtime_service.js';
@@ -539,9 +539,7 @@ export function registerTelegramRoutes(app: FastifyInstance, opts: TelegramRoute
     if (creds.possessionRequired) {
       const c = creds.possessionChallenge!;
       const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
-      for (const r of c.ranges) {
-        if (r.length > 0) for await (const chunk of files.blobs.read(v.key, { start: r.offset, end: r.offset + r.length - 1 })) hash.update(chunk as Buffer);
-      }
+      await hashRanges(files.blobs, v.key, c.ranges, hash);
       const proven = (await ctx.rpc('provePossession', { challengeId: c.challengeId, proof: hash.digest('hex') })).result!;
       return proven.fileId!;
     }

@@ -1,6 +1,7 @@
 /**
  * Where file bytes live, behind one interface: local disk on the embedded default
- * (src/blobs/local-disk-store.ts); an object store can take its place. Keys are
+ * (src/blobs/local-disk-store.ts) or an S3-compatible bucket (src/blobs/s3-store.ts),
+ * chosen by BLOB_STORE. Keys are
  * "staging/<upload id>" while an upload waits for `complete`, then
  * "blobs/<sha256>": content-addressed, shared by every logical file with that content.
  */
@@ -35,6 +36,11 @@ export interface BlobStore {
   putMeasured(key: string, source: Readable, maxBytes: number): Promise<Expected>;
   /** Moves `from` to `to`; when `to` exists already (same content), drops `from`. */
   promote(from: string, to: string): Promise<void>;
+  /**
+   * Makes `to` a whole copy of `from`, which stays, unless `to` exists already (same
+   * content: keys are content addresses). `to` never appears partly written.
+   */
+  copy(from: string, to: string): Promise<void>;
   /** Size in bytes, or undefined when there is no such object. */
   size(key: string): Promise<number | undefined>;
   /** Streams the object (or the inclusive byte range). */
@@ -46,3 +52,26 @@ export interface BlobStore {
 
 export const stagingKey = (uploadId: string) => `staging/${uploadId}`;
 export const blobKey = (sha256: string) => `blobs/${sha256}`;
+
+/**
+ * Feeds `hash` the bytes of `ranges` of `key`, in order, reading up to `parallel` ranges at
+ * once: a possession proof reads 144 small ranges, one round trip each on an object store.
+ */
+export async function hashRanges(
+  store: BlobStore, key: string, ranges: readonly { offset: number; length: number }[], hash: { update(b: Buffer): unknown }, parallel = 16,
+): Promise<void> {
+  const read = async (r: { offset: number; length: number }) => {
+    if (r.length <= 0) return Buffer.alloc(0);
+    const parts: Buffer[] = [];
+    for await (const chunk of store.read(key, { start: r.offset, end: r.offset + r.length - 1 })) parts.push(chunk as Buffer);
+    return Buffer.concat(parts);
+  };
+  const pending: Promise<Buffer>[] = [];
+  let next = 0;
+  while (next < ranges.length && pending.length < parallel) pending.push(read(ranges[next++]!));
+  while (pending.length) {
+    const bytes = await pending.shift()!;
+    if (next < ranges.length) pending.push(read(ranges[next++]!));
+    hash.update(bytes);
+  }
+}

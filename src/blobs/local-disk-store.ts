@@ -4,37 +4,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { BlobMismatch, type BlobStore, type Expected } from './blob-store.js';
+import { scavenging } from './scavenging.js';
 
 const KEY = /^(staging|blobs)\/[A-Za-z0-9_-]{1,128}$/;
-
-/**
- * A young-generation collection. Each chunk read from a socket is a fresh buffer
- * outside the V8 heap, which V8 frees only when it next collects, and it lets tens
- * of megabytes of them pile up first. A large upload is nothing but such chunks,
- * so every GC_EVERY bytes it asks for a scavenge (about a millisecond): resident
- * memory then stays flat, whatever the file size.
- */
-v8.setFlagsFromString('--expose-gc');
-const collectYoung = vm.runInNewContext('gc') as (options: { type: 'minor' }) => void;
-const GC_EVERY = 8 * 1024 * 1024;
-
-/** Passes chunks through, scavenging every GC_EVERY bytes (see collectYoung). */
-function scavenging(): Transform {
-  let since = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      since += chunk.length;
-      if (since >= GC_EVERY) {
-        since = 0;
-        collectYoung({ type: 'minor' });
-      }
-      done(null, chunk);
-    },
-  });
-}
 
 /**
  * Files' bytes are for this service's user alone: directories are created 0700 (root
@@ -103,6 +76,15 @@ export function createLocalDiskStore(root: string): BlobStore {
       const dst = pathOf(to);
       if (fs.existsSync(dst)) await fs.promises.rm(src, { force: true });
       else await fs.promises.rename(src, dst);
+    },
+
+    async copy(from, to) {
+      // A hard link: the same bytes under a second name, made at once (files are never rewritten in place).
+      // `from` gone and `to` there: a concurrent completion of the same upload did it.
+      await fs.promises.link(pathOf(from), pathOf(to)).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'EEXIST' || (err.code === 'ENOENT' && fs.existsSync(pathOf(to)))) return;
+        throw err;
+      });
     },
 
     async size(key) {

@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import { imageSize } from 'image-size';
 import { randomBase62 } from '../auth/bot-token.js';
-import { blobKey, stagingKey, type BlobStore } from '../blobs/blob-store.js';
+import { blobKey, hashRanges, stagingKey, type BlobStore } from '../blobs/blob-store.js';
 import type { UrlSigner } from '../blobs/signed-token.js';
 import { ApiError, Code } from '../errors.js';
 import type { File } from '../gen/botplatform/v1/update.js';
@@ -269,8 +269,11 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
           : 'the bytes have not been uploaded: PUT them to uploadUrl first');
       }
       const image = await readImageSize(deps.blobs, stagingKey(upload.id), upload.mimeType, staged);
-      const file = await deps.files.completeUpload(upload, newFileId(), now(),
-        () => deps.blobs.promote(stagingKey(upload.id), blobKey(checksum)), image);
+      // The staged bytes go to their content address before the transaction (no store call
+      // inside it) and leave staging only after it commits: a failed commit can be retried.
+      await deps.blobs.copy(stagingKey(upload.id), blobKey(checksum));
+      const file = await deps.files.completeUpload(upload, newFileId(), now(), image);
+      await deps.blobs.delete(stagingKey(upload.id));
       return { result: { fileId: file.id, file: toFile(file) } };
     },
 
@@ -287,9 +290,7 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
       }
       if (c === 'EXPIRED') throw ApiError.failedPrecondition('this challenge expired: ask files/upload-credentials for a new one');
       const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
-      for (const r of c.ranges) {
-        for await (const chunk of deps.blobs.read(blobKey(c.checksum), { start: r.offset, end: r.offset + r.length - 1 })) hash.update(chunk as Buffer);
-      }
+      await hashRanges(deps.blobs, blobKey(c.checksum), c.ranges, hash);
       const expected = hash.digest();
       const given = Buffer.from(req.proof.toLowerCase(), 'hex');
       if (!crypto.timingSafeEqual(expected, given)) {

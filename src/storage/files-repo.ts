@@ -175,12 +175,11 @@ export function createFilesRepo(db: Db) {
 
     /**
      * Registers an uploaded file: the blob (once per content), the file, and the
-     * upload marked completed, in one transaction. `promote` moves the verified
-     * bytes to their content address inside it. `image`: its size, when it is an image.
+     * upload marked completed, in one transaction. The verified bytes are at their
+     * content address already (the caller copies them there first: no store call
+     * inside the transaction). `image`: its size, when it is an image.
      */
-    async completeUpload(
-      upload: UploadRecord, fileId: string, now: number, promote: () => Promise<void>, image?: ImageSize, outer?: Tx,
-    ): Promise<FileRecord> {
+    async completeUpload(upload: UploadRecord, fileId: string, now: number, image?: ImageSize, outer?: Tx): Promise<FileRecord> {
       return idempotent(upload, () => atomically(outer, async (tx) => {
         let q = knex('uploads').where({ id: upload.id }).first('file_id');
         if (mysql) q = q.forUpdate();
@@ -189,7 +188,6 @@ export function createFilesRepo(db: Db) {
           const done = await exec(tx, knex('files').where({ id: current.file_id }).first());
           if (done) return fileOf(done);
         }
-        await promote();
         await exec(tx, knex('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').ignore());
         const file = await insertFile(tx, fileId, upload, now, image);
         await exec(tx, knex('uploads').where({ id: upload.id }).update({ file_id: fileId }));
