@@ -41,11 +41,15 @@ export function createLocalDiskStore(root: string): BlobStore {
         done(null, chunk);
       },
     });
+    const out = fs.createWriteStream(tmp, { highWaterMark: 1 << 20, mode: 0o600 });
     try {
-      await pipeline(source, counter, scavenging(), fs.createWriteStream(tmp, { highWaterMark: 1 << 20, mode: 0o600 }));
+      await pipeline(source, counter, scavenging(), out);
       check(count);
       await fs.promises.rename(tmp, target);
     } catch (err) {
+      // A refusal can come before the file is even open: wait until it is closed, or the
+      // open would create it after the removal below.
+      if (!out.closed) await new Promise<void>((resolve) => out.once('close', () => resolve()));
       await fs.promises.rm(tmp, { force: true });
       throw err;
     }
