@@ -90,3 +90,62 @@ def make_bot(service: Service, console: ConsoleClient, admin: AdminClient) -> It
     yield make
     for b in made:
         b.bot.close()
+
+
+Answer = tuple[int, bytes, dict[str, str]]
+#: Decides a proxied answer: None passes it on, "drop" closes the connection unanswered, or a replacement.
+AnswerHook = Callable[[str, int, bytes], "None | str | Answer"]
+
+
+@dataclass
+class Proxy:
+    url: str
+    hooks: list[AnswerHook]
+
+
+@pytest.fixture
+def proxy(service: Service) -> Iterator[Proxy]:
+    """A loopback HTTP proxy in front of the service whose answers a test can change or drop."""
+    import http.server
+    import threading
+
+    import httpx
+
+    hooks: list[AnswerHook] = []
+    upstream = httpx.Client(timeout=60)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _forward(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else b""
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+            res = upstream.request(self.command, service.base_url + self.path, content=body, headers=headers)
+            status, content = res.status_code, res.content
+            out = {k: v for k, v in res.headers.items() if k.lower() in ("content-type", "retry-after")}
+            for hook in hooks:
+                decided = hook(self.path, status, content)
+                if decided == "drop":
+                    self.close_connection = True
+                    return
+                if isinstance(decided, tuple):
+                    status, content, out = decided
+            self.send_response(status)
+            for k, v in out.items():
+                self.send_header(k, v)
+            self.send_header("content-length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield Proxy(f"http://127.0.0.1:{server.server_address[1]}", hooks)
+    server.shutdown()
+    upstream.close()

@@ -7,15 +7,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import NewBot, Service, approved
+from conftest import NewBot, Proxy, Service, approved
 
-from botplatform import AdminClient, AsyncBotClient, BadRequestError, ConsoleClient, TooManyRequestsError
+from botplatform import AdminClient, AsyncBotClient, BadRequestError, BotClient, ConsoleClient, TooManyRequestsError
 
 
 def sha(data: bytes) -> str:
@@ -148,3 +149,23 @@ def test_the_asyncio_file_flow(service: Service, make_bot: Callable[[str], NewBo
             assert buf.getvalue() == data
 
     asyncio.run(main())
+
+
+def test_a_lost_answer_to_complete_is_retried_and_yields_the_same_file_id(make_bot: Callable[[str], NewBot], proxy: Proxy) -> None:
+    b = make_bot("files_lost")
+    calls: list[str] = []
+    lost: list[str] = []
+
+    def drop_first_complete(path: str, status: int, body: bytes) -> None | str:
+        if path.endswith(("/files/upload-credentials", "/files/complete")):
+            calls.append(path.rsplit("/", 1)[1])
+        if path.endswith("/files/complete") and status == 200 and not lost:
+            lost.append(json.loads(body)["result"]["file_id"])
+            return "drop"
+        return None
+
+    proxy.hooks.append(drop_first_complete)
+    with BotClient(b.token, base_url=proxy.url) as bot:
+        up = bot.upload_file(os.urandom(20_000), file_name="retry.bin")
+    assert up.file_id == lost[0] and up.via == "reuse"
+    assert calls == ["upload-credentials", "complete", "upload-credentials"]

@@ -4,19 +4,23 @@ stop in the middle of a long poll, a failing handler, a webhook, and another pol
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable
 
 import pytest
-from conftest import NewBot, Service
+from conftest import Answer, NewBot, Proxy, Service
 
 from botplatform import (
     AsyncBotClient,
     AsyncPoller,
+    BotClient,
     ConsoleClient,
     Poller,
     PollingConflictError,
+    ServerError,
+    TooManyRequestsError,
     Update,
     WebhookActiveError,
 )
@@ -141,3 +145,40 @@ def test_the_asyncio_poller(service: Service, make_bot: Callable[[str], NewBot],
     seen, stop_took = asyncio.run(main())
     assert texts(seen) == ["a0", "a1"] and stop_took < 2
     assert b.bot.get_updates(timeout=0) == []
+
+
+def test_a_429_waits_its_retry_after_and_a_502_backs_off(
+    make_bot: Callable[[str], NewBot], console: ConsoleClient, proxy: Proxy
+) -> None:
+    b = make_bot("poll_429")
+    refused: list[int] = []
+
+    def refuse_twice(path: str, status: int, body: bytes) -> None | Answer:
+        if not path.endswith("/getUpdates") or len(refused) >= 2:
+            return None
+        refused.append(status)
+        if len(refused) == 1:
+            limited = {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 1",
+                       "parameters": {"retry_after": 1}}
+            return 429, json.dumps(limited).encode(), {"content-type": "application/json", "retry-after": "1"}
+        return 502, b"<html>bad gateway</html>", {"content-type": "text/html"}
+
+    proxy.hooks.append(refuse_twice)
+    console.create_test_update(b.id, text="through the proxy", chat_id=5600)
+    reported: list[tuple[BaseException, float | None]] = []
+    seen: list[Update] = []
+
+    def handle(update: Update) -> None:
+        seen.append(update)
+        poller.stop()
+
+    with BotClient(b.token, base_url=proxy.url) as bot:
+        poller = Poller(bot, handle, timeout=5, backoff=0.2, on_error=lambda e, _, wait: reported.append((e, wait)))
+        started = time.monotonic()
+        poller.run()
+    assert texts(seen) == ["through the proxy"]
+    assert time.monotonic() - started >= 1.0
+    first, second = reported
+    assert isinstance(first[0], TooManyRequestsError) and first[1] == 1.0
+    assert isinstance(second[0], ServerError) and second[0].error_code == 502
+    assert second[1] is not None and 0.2 <= second[1] <= 0.4  # the second failure in a row: backoff x 2, jittered

@@ -195,9 +195,9 @@ def upload_file(
 ) -> UploadedFile:
     """Uploads (or reuses) a file for this bot; retries the whole flow on failures that may pass."""
     data = _Bytes(source)
-    name = _file_name(source, file_name)
-    request_id = reuse_request_id or str(uuid.uuid4())
     try:
+        name = _file_name(source, file_name)
+        request_id = reuse_request_id or str(uuid.uuid4())
         data.hash()
 
         def once() -> UploadedFile:
@@ -249,9 +249,9 @@ async def async_upload_file(
 ) -> UploadedFile:
     """The asyncio form of :func:`upload_file` (the file is hashed in a worker thread)."""
     data = _Bytes(source)
-    name = _file_name(source, file_name)
-    request_id = reuse_request_id or str(uuid.uuid4())
     try:
+        name = _file_name(source, file_name)
+        request_id = reuse_request_id or str(uuid.uuid4())
         await asyncio.to_thread(data.hash)
 
         async def once() -> UploadedFile:
