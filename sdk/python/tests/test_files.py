@@ -117,7 +117,7 @@ def test_a_possession_lock_out_is_raised_at_once_as_a_typed_429(
     started = time.monotonic()
     with pytest.raises(TooManyRequestsError) as locked:
         taker.bot.upload_file(data, file_name="locked.bin")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # not the 60+ s retry_after
     assert locked.value.retry_after is not None and locked.value.retry_after > 60
     taker.bot.close()
 
