@@ -18,6 +18,7 @@ import * as feedPositionsWithinHeads from './20261227000001_feed_positions_withi
 import * as webhookSecretRotation from './20261228000001_webhook_secret_rotation.js';
 import * as queries from './20261228000002_queries.js';
 import * as chatNamesImageSizes from './20261228000300_chat_names_image_sizes.js';
+import * as deliveryAttempts from './20261228000400_delivery_attempts.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -35,6 +36,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261228000001_webhook_secret_rotation': webhookSecretRotation,
   '20261228000002_queries': queries,
   '20261228000300_chat_names_image_sizes': chatNamesImageSizes,
+  '20261228000400_delivery_attempts': deliveryAttempts,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

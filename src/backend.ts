@@ -18,6 +18,7 @@ import { parseCidrs } from './net/ssrf.js';
 import type { Root } from './process.js';
 import { createBotsRepo, type BotsRepo } from './storage/bots-repo.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
+import { createAttemptsRepo, type AttemptsRepo } from './storage/attempts-repo.js';
 import { createDeliveriesRepo, type DeliveriesRepo } from './storage/deliveries-repo.js';
 import { createLimitsRepo, type LimitsRepo } from './storage/limits-repo.js';
 import { createOutboxRepo, type OutboxRepo } from './storage/outbox-repo.js';
@@ -40,6 +41,8 @@ export interface Backend {
   units: UnitsOfWork;
   usage: UsageRecorder;
   attempts: Attempts;
+  /** The delivery log (delivery_attempts). */
+  attemptsLog: AttemptsRepo;
   /** Whether the database answers: the health of every role with a backend. */
   ready(): Promise<boolean>;
 }
@@ -56,6 +59,7 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root)
   const updates = createUpdatesRepo(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs });
   const webhooks = createWebhooksRepo(db);
   const deliveries = createDeliveriesRepo(db);
+  const attemptsLog = createAttemptsRepo(db);
   const outbox = createOutboxRepo(db);
   const limits = createLimitsRepo(db);
   const units = createUnitsOfWork(db, { idempotencyWindowMs: config.ingestIdempotencyWindowMs, webhookDisableAfterMs: config.webhookDisableAfterMs });
@@ -89,7 +93,7 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root)
   });
 
   return {
-    db, secretBox, bus, bots, updates, webhooks, deliveries, outbox, limits, units, usage, attempts,
+    db, secretBox, bus, bots, updates, webhooks, deliveries, outbox, limits, units, usage, attempts, attemptsLog,
     ready: () => pingDb(db).then(() => true, () => false),
   };
 }

@@ -73,6 +73,8 @@ function runtimeOutcome(res: HttpResult): Outcome {
 describe('constraints declared in the protos are the limits the API enforces', () => {
   let h: Harness;
   let internal: InternalServiceClient;
+  /** The update_id of a delivery of ctx.hook (made in beforeAll). */
+  let hookUpdateId = 0;
   const ctx = {} as {
     owner: ReturnType<typeof client>;
     admin: ReturnType<typeof client>;
@@ -100,6 +102,10 @@ describe('constraints declared in the protos are the limits the API enforces', (
     ctx.hook = await approvedBot(h, ownerJwt, 'cons_hook');
     // A webhook to rotate the secret of (RotateWebhookSecretRequest's cases).
     expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.hook.id}/webhook`, { url: 'https://127.0.0.1/hook', secret_token: 's' })).status).toBe(200);
+    // A delivery whose attempts to list (ListDeliveryAttemptsRequest's cases).
+    const delivered = await ctx.owner.post(`/api/v1/bots/my/${ctx.hook.id}/test-updates`, { text: 'to the webhook' });
+    expect(delivered.status).toBe(201);
+    hookUpdateId = delivered.body.update_id;
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
     // The test chat writes first: message 1 of the bot, in chat CHAT, which sends can reply to.
     expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.main.id}/test-updates`, { text: 'hello' })).status).toBe(201);
@@ -329,6 +335,11 @@ describe('constraints declared in the protos are the limits the API enforces', (
     'botplatform.v1.ListDeliveriesRequest': {
       page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?page=`), path: 'page' },
       limit: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?limit=`), path: 'limit' },
+      update_id: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries?update_id=`), path: 'update_id' },
+    },
+    'botplatform.v1.ListDeliveryAttemptsRequest': {
+      page: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries/${hookUpdateId}/attempts?page=`), path: 'page' },
+      limit: { send: consoleCall('get', () => `/api/v1/bots/my/${ctx.hook.id}/deliveries/${hookUpdateId}/attempts?limit=`), path: 'limit' },
     },
     'botplatform.v1.ListChatMessagesRequest': {
       chat_id: { send: async (v) => consoleOutcome(await ctx.owner.get(`/api/v1/bots/my/${ctx.main.id}/chats/${String(v)}/messages`)), path: 'chat_id', valid: CHAT },

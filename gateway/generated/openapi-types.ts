@@ -49,6 +49,10 @@ export interface paths {
     /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
     get: operations["ConsoleService_ListDeliveries"];
   };
+  "/api/v1/bots/my/{id}/deliveries/{delivery_id}/attempts": {
+    /** ListDeliveryAttempts pages through one delivery's attempts, newest first, each with the request sent (headers with the signature, never the secret; the body), the answer received (status, headers, the first 4 KiB of the body), the error and the duration. Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer). */
+    get: operations["ConsoleService_ListDeliveryAttempts"];
+  };
   "/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry": {
     /** RetryDelivery makes one attempt now and answers with the delivery as it stands after it. delivery_id is a delivery id or an update_id. */
     post: operations["ConsoleService_RetryDelivery"];
@@ -246,6 +250,33 @@ export interface components {
     "botplatform.v1.ApproveBotResponse": {
       /** @description The bot, review_status approved. */
       bot?: components["schemas"]["botplatform.v1.Bot"] | null;
+    };
+    /** @description AttemptRequest is a webhook request as it was sent. */
+    "botplatform.v1.AttemptRequest": {
+      /** @description The URL, without any user name or password in it. */
+      url: string;
+      /** @description The headers sent, lowercase names: the signature and timestamp included; a header that carries the secret itself (X-Telegram-Bot-Api-Secret-Token) is shown as "[redacted]". */
+      headers?: {
+        [key: string]: string;
+      };
+      /** @description The body sent. */
+      body: string;
+    };
+    /** @description AttemptResponse is the answer a webhook request got. */
+    "botplatform.v1.AttemptResponse": {
+      /**
+       * Format: int32
+       * @description HTTP status code.
+       */
+      status_code: number;
+      /** @description The answer's headers, lowercase names (at most 50, each value at most 1 KiB). */
+      headers?: {
+        [key: string]: string;
+      };
+      /** @description The first 4 KiB of the body, as UTF-8 text. */
+      body: string;
+      /** @description Whether the body was longer than what is kept. */
+      body_truncated: boolean;
     };
     /** @description Bot is a bot application as its owner sees it. */
     "botplatform.v1.Bot": {
@@ -778,6 +809,38 @@ export interface components {
        */
       last_duration_ms?: number;
     };
+    /** @description DeliveryAttempt is one webhook request and what came of it. */
+    "botplatform.v1.DeliveryAttempt": {
+      /** @description Attempt identifier. */
+      id: string;
+      /** @description The delivery attempted. */
+      delivery_id: string;
+      /**
+       * Format: int64
+       * @description The update delivered. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      update_id: number;
+      /**
+       * Format: date-time
+       * @description When the request was made.
+       */
+      attempted_at?: string | null;
+      /** @description "automatic" (the retry schedule) or "manual" (the console's retry). */
+      trigger: string;
+      /** @description Whether it succeeded (a 2xx answer). */
+      ok: boolean;
+      /**
+       * Format: int64
+       * @description How long the exchange took, in milliseconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      duration_ms: number;
+      /** @description Why it failed (an HTTP status, a timeout, a refused or unreachable target). */
+      error?: string;
+      /** @description The request sent. */
+      request?: components["schemas"]["botplatform.v1.AttemptRequest"] | null;
+      /** @description The answer received; null when none came (timeout, connection failure, refused target). */
+      response?: components["schemas"]["botplatform.v1.AttemptResponse"] | null;
+    };
     /** @description EditMessageCaptionRequest is a photo's or document's new caption. */
     "botplatform.v1.EditMessageCaptionRequest": {
       /**
@@ -1204,6 +1267,11 @@ export interface components {
        * @description Only deliveries created before this time (RFC 3339); at or before since, none are.
        */
       until?: string | null;
+      /**
+       * Format: int64
+       * @description Only the delivery of this update. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      update_id?: number;
     };
     /** @description ListDeliveriesResponse is one page of deliveries. */
     "botplatform.v1.ListDeliveriesResponse": {
@@ -1211,6 +1279,40 @@ export interface components {
       items: components["schemas"]["botplatform.v1.Delivery"][];
       /** @description Where this page stands. */
       pagination?: components["schemas"]["botplatform.v1.Pagination"] | null;
+      /**
+       * Format: int64
+       * @description How long a closed (succeeded or dead_letter) delivery and every attempt are kept, in seconds (DELIVERY_LOG_RETENTION); open deliveries are kept until they close. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      retention_seconds: number;
+    };
+    /** @description ListDeliveryAttemptsRequest names the delivery whose attempts to read. */
+    "botplatform.v1.ListDeliveryAttemptsRequest": {
+      /** @description The bot id. */
+      id: string;
+      /** @description A delivery id, or the update_id of the delivered update. */
+      delivery_id: string;
+      /**
+       * Format: int32
+       * @description Page number from 1 (default 1).
+       */
+      page?: number;
+      /**
+       * Format: int32
+       * @description Page size, 1 to 100 (default 20).
+       */
+      limit?: number;
+    };
+    /** @description ListDeliveryAttemptsResponse is one page of a delivery's attempts. */
+    "botplatform.v1.ListDeliveryAttemptsResponse": {
+      /** @description Attempts, newest first. */
+      items: components["schemas"]["botplatform.v1.DeliveryAttempt"][];
+      /** @description Where this page stands. */
+      pagination?: components["schemas"]["botplatform.v1.Pagination"] | null;
+      /**
+       * Format: int64
+       * @description How long attempts are kept, in seconds (DELIVERY_LOG_RETENTION). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      retention_seconds: number;
     };
     /** @description ListMyBotsRequest pages through the caller's bots. */
     "botplatform.v1.ListMyBotsRequest": {
@@ -2813,6 +2915,8 @@ export interface operations {
         since?: string | null;
         /** @description Only deliveries created before this time (RFC 3339); at or before since, none are. */
         until?: string | null;
+        /** @description Only the delivery of this update. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+        update_id?: number;
       };
       path: {
         id: string;
@@ -2823,6 +2927,72 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["botplatform.v1.ListDeliveriesResponse"];
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** ListDeliveryAttempts pages through one delivery's attempts, newest first, each with the request sent (headers with the signature, never the secret; the body), the answer received (status, headers, the first 4 KiB of the body), the error and the duration. Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer). */
+  ConsoleService_ListDeliveryAttempts: {
+    parameters: {
+      query?: {
+        /** @description Page number from 1 (default 1). */
+        page?: number;
+        /** @description Page size, 1 to 100 (default 20). */
+        limit?: number;
+      };
+      path: {
+        id: string;
+        delivery_id: string;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.ListDeliveryAttemptsResponse"];
         };
       };
       /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */

@@ -18,6 +18,7 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/RotateWebhookSecret","method":"POST","template":"/api/v1/bots/my/{id}/webhook/rotate-secret","fastifyPath":"/api/v1/bots/my/:id/webhook/rotate-secret","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RotateWebhookSecretRequest","responseType":"botplatform.v1.RotateWebhookSecretResponse", "grpc": ConsoleServiceService.rotateWebhookSecret },
   {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","method":"DELETE","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotWebhookRequest","responseType":"botplatform.v1.DeleteBotWebhookResponse", "grpc": ConsoleServiceService.deleteBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","method":"GET","template":"/api/v1/bots/my/{id}/deliveries","fastifyPath":"/api/v1/bots/my/:id/deliveries","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListDeliveriesRequest","responseType":"botplatform.v1.ListDeliveriesResponse", "grpc": ConsoleServiceService.listDeliveries },
+  {"rpc":"botplatform.v1.ConsoleService/ListDeliveryAttempts","method":"GET","template":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/attempts","fastifyPath":"/api/v1/bots/my/:id/deliveries/:delivery_id/attempts","pathParams":[{"param":"id","field":["id"]},{"param":"delivery_id","field":["delivery_id"]}],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListDeliveryAttemptsRequest","responseType":"botplatform.v1.ListDeliveryAttemptsResponse", "grpc": ConsoleServiceService.listDeliveryAttempts },
   {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","fastifyPath":"/api/v1/bots/my/:id/deliveries/:delivery_id/retry","pathParams":[{"param":"id","field":["id"]},{"param":"delivery_id","field":["delivery_id"]}],"body":"*","responseBody":"delivery","successCode":200,"surface":"console","requestType":"botplatform.v1.RetryDeliveryRequest","responseType":"botplatform.v1.RetryDeliveryResponse", "grpc": ConsoleServiceService.retryDelivery },
   {"rpc":"botplatform.v1.ConsoleService/RecoverDeliveries","method":"POST","template":"/api/v1/bots/my/{id}/deliveries/recover","fastifyPath":"/api/v1/bots/my/:id/deliveries/recover","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RecoverDeliveriesRequest","responseType":"botplatform.v1.RecoverDeliveriesResponse", "grpc": ConsoleServiceService.recoverDeliveries },
   {"rpc":"botplatform.v1.ConsoleService/EnableBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook/enable","fastifyPath":"/api/v1/bots/my/:id/webhook/enable","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.EnableBotWebhookRequest","responseType":"botplatform.v1.EnableBotWebhookResponse", "grpc": ConsoleServiceService.enableBotWebhook },
@@ -1472,6 +1473,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "update_id",
+          "json": "update_id",
+          "ts": "updateId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": true
         }
       ]
     },
@@ -1495,6 +1507,17 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.Pagination"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "retention_seconds",
+          "json": "retention_seconds",
+          "ts": "retentionSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
           },
           "repeated": false,
           "optional": false
@@ -1620,6 +1643,299 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.ListDeliveryAttemptsRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "delivery_id",
+          "json": "delivery_id",
+          "ts": "deliveryId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "page",
+          "json": "page",
+          "ts": "page",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "limit",
+          "json": "limit",
+          "ts": "limit",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": true
+        }
+      ]
+    },
+    "botplatform.v1.ListDeliveryAttemptsResponse": {
+      "fields": [
+        {
+          "proto": "items",
+          "json": "items",
+          "ts": "items",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.DeliveryAttempt"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "pagination",
+          "json": "pagination",
+          "ts": "pagination",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Pagination"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "retention_seconds",
+          "json": "retention_seconds",
+          "ts": "retentionSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeliveryAttempt": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "delivery_id",
+          "json": "delivery_id",
+          "ts": "deliveryId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "update_id",
+          "json": "update_id",
+          "ts": "updateId",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "attempted_at",
+          "json": "attempted_at",
+          "ts": "attemptedAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "trigger",
+          "json": "trigger",
+          "ts": "trigger",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "ok",
+          "json": "ok",
+          "ts": "ok",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "duration_ms",
+          "json": "duration_ms",
+          "ts": "durationMs",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "error",
+          "json": "error",
+          "ts": "error",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "request",
+          "json": "request",
+          "ts": "request",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.AttemptRequest"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "response",
+          "json": "response",
+          "ts": "response",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.AttemptResponse"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.AttemptRequest": {
+      "fields": [
+        {
+          "proto": "url",
+          "json": "url",
+          "ts": "url",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "headers",
+          "json": "headers",
+          "ts": "headers",
+          "type": {
+            "kind": "map",
+            "key": "string",
+            "value": {
+              "kind": "scalar",
+              "scalar": "string"
+            }
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "body",
+          "json": "body",
+          "ts": "body",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.AttemptResponse": {
+      "fields": [
+        {
+          "proto": "status_code",
+          "json": "status_code",
+          "ts": "statusCode",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "headers",
+          "json": "headers",
+          "ts": "headers",
+          "type": {
+            "kind": "map",
+            "key": "string",
+            "value": {
+              "kind": "scalar",
+              "scalar": "string"
+            }
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "body",
+          "json": "body",
+          "ts": "body",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "body_truncated",
+          "json": "body_truncated",
+          "ts": "bodyTruncated",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },

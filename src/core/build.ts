@@ -108,7 +108,10 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
       admin: createAdminService(deps),
       runtime: createRuntimeService({ bots: b.bots }),
       updates,
-      deliveries: createDeliveriesService({ bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs }),
+      deliveries: createDeliveriesService({
+        bots: b.bots, deliveries: b.deliveries, attempts: b.attempts, timeoutMs: config.webhookTimeoutMs,
+        attemptsLog: b.attemptsLog, retentionMs: config.deliveryLogRetentionMs,
+      }),
       messages: createMessagesService({ messages, sender: sendWriter, events: eventWriter, files }),
       chatMessages: createChatMessagesService({ bots: b.bots, messages }),
       queries: createQueriesService({

@@ -3,7 +3,9 @@
  * state the delivery state machine (delivery-state.ts) decides. Shared by the
  * dispatcher (automatic attempts) and the console's manual retry.
  */
+import crypto from 'node:crypto';
 import type { Logger } from 'pino';
+import type { AttemptLog } from '../storage/attempts-repo.js';
 import { createGroupCommit } from '../group-commit.js';
 import type { SecretBox } from '../auth/secret-box.js';
 import { telegramWebhookBody } from '../telegram/bot-api.js';
@@ -55,6 +57,25 @@ export function attemptResultOf(r: WebhookResult, at: number): AttemptResult {
  */
 export type AnswerHandler = (botId: string, answer: { contentType: string; body: Buffer; tooLarge: boolean }) => Promise<void>;
 
+/** A webhook URL as the delivery log shows it: without the user name and password it may carry. */
+export function loggedUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return '(not a URL)';
+  }
+}
+
+/** Headers that carry the secret itself, never logged (the signatures are kept: they do not reveal it). */
+const SECRET_HEADERS = new Set(['x-telegram-bot-api-secret-token', 'authorization']);
+
+function loggedHeaders(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, SECRET_HEADERS.has(k) ? '[redacted]' : v]));
+}
+
 /** Most opened webhook secrets kept (see secretOf). */
 const SECRETS_KEPT = 10_000;
 
@@ -67,8 +88,8 @@ export function createAttempts(deps: AttemptDeps) {
   const outcomes = createGroupCommit<OutcomeWrite, boolean>(
     (items) => deps.units.recordAttempts(items), { gather: OUTCOME_LINGER_MS },
   );
-  const record = async (id: string, leaseToken: string, next: DeliveryWrite) =>
-    (await outcomes.write([{ id, leaseToken, next }]))[0]!;
+  const record = async (id: string, leaseToken: string, next: DeliveryWrite, log: AttemptLog) =>
+    (await outcomes.write([{ id, leaseToken, next, log }]))[0]!;
 
   // Opened webhook secrets by sealed value (an AES-GCM open per attempt costs more than the
   // HMAC it keys): in this process's memory only, never logged; dropped whole past SECRETS_KEPT.
@@ -115,10 +136,12 @@ export function createAttempts(deps: AttemptDeps) {
         deps.logger.warn({ delivery: delivery.id }, 'delivery lease ran out before its attempt; left to the next holder');
         return 'lease-lost';
       }
+      // A webhook set through the Telegram-compatible surface gets a Telegram Update.
+      const body = webhook.secretHeader ? telegramWebhookBody(delivery.payload) : delivery.payload;
+      const attemptedAt = now();
       const sent = await deps.client.send({
         url: webhook.url,
-        // A webhook set through the Telegram-compatible surface gets a Telegram Update.
-        body: webhook.secretHeader ? telegramWebhookBody(delivery.payload) : delivery.payload,
+        body,
         secret: secretOf(webhook.secretSealed),
         // During a rotation's overlap the previous secret signs too.
         previousSecret: webhook.previousSecretSealed && (webhook.previousSecretUntil ?? 0) > now() ? secretOf(webhook.previousSecretSealed) : null,
@@ -131,7 +154,24 @@ export function createAttempts(deps: AttemptDeps) {
       const result = attemptResultOf(sent, now());
       opts.onResult?.(result);
       const next = nextDeliveryState(delivery, result, opts.trigger ?? 'auto', deps.scheduleMs);
-      const recorded = await record(delivery.id, leaseToken, next);
+      const recorded = await record(delivery.id, leaseToken, next, {
+        id: `att_${crypto.randomBytes(15).toString('base64url')}`,
+        botId: delivery.botId,
+        deliveryId: delivery.id,
+        updateId: delivery.updateId,
+        attemptedAt,
+        trigger: opts.trigger === 'manual' ? 'manual' : 'automatic',
+        ok: result.ok,
+        durationMs: result.durationMs,
+        error: sent.ok ? null : sent.error,
+        url: loggedUrl(webhook.url),
+        requestHeaders: loggedHeaders(sent.sentHeaders),
+        requestBody: body === delivery.payload ? null : body,
+        statusCode: sent.logged ? sent.statusCode : null,
+        responseHeaders: sent.logged?.headers ?? null,
+        responseBody: sent.logged?.body ?? null,
+        responseTruncated: sent.logged?.truncated ?? false,
+      });
       if (!recorded) deps.logger.warn({ delivery: delivery.id }, 'delivery lease lost before its outcome was recorded');
       else deps.onOutcome?.(delivery.botId, result.ok, result.durationMs, next.deadLettered);
       // The delivery is done whatever its answer asks for: run after the outcome is

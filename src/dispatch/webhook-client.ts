@@ -70,6 +70,32 @@ export interface WebhookResult {
   durationMs: number;
   /** With keepAnswer, a 2xx answer's body and content type; `tooLarge` when it passed MAX_ANSWER_BYTES. */
   answer?: { contentType: string; body: Buffer; tooLarge: boolean };
+  /** The headers sent (none when the target was refused before contact), for the delivery log. */
+  sentHeaders: Record<string, string>;
+  /** The answer, for the delivery log: its headers and the first RESPONSE_BODY_KEPT bytes of its body; null without one. */
+  logged: LoggedAnswer | null;
+}
+
+export interface LoggedAnswer {
+  headers: Record<string, string>;
+  body: string;
+  truncated: boolean;
+}
+
+/** How much of an answer's body the delivery log keeps (the rest is read and dropped). */
+export const RESPONSE_BODY_KEPT = 4096;
+/** Most answer headers kept, and the longest value kept of each. */
+const RESPONSE_HEADERS_KEPT = 50;
+const HEADER_VALUE_KEPT = 1024;
+
+/** An answer's headers as the log keeps them: lowercase names, repeated ones joined, bounded. */
+function keptHeaders(raw: import('node:http').IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(raw).slice(0, RESPONSE_HEADERS_KEPT)) {
+    if (value === undefined) continue;
+    out[name] = (Array.isArray(value) ? value.join(', ') : String(value)).slice(0, HEADER_VALUE_KEPT);
+  }
+  return out;
 }
 
 /**
@@ -266,7 +292,9 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   return {
     async send(req: WebhookRequest): Promise<WebhookResult> {
       let started = performance.now();
-      const done = (r: Omit<WebhookResult, 'durationMs'>): WebhookResult => ({ ...r, durationMs: Math.round(performance.now() - started) });
+      let sentHeaders: Record<string, string> = {};
+      const done = (r: Omit<WebhookResult, 'durationMs' | 'sentHeaders' | 'logged'>, logged: LoggedAnswer | null = null): WebhookResult =>
+        ({ ...r, durationMs: Math.round(performance.now() - started), sentHeaders, logged });
       const target = targetOf(req.url, req.allowedIps);
       if (target.refusal !== null) return done({ ok: false, statusCode: null, error: target.refusal, noAnswer: 'refused' });
       const giveBack = turnAt(target.turnKey) ?? (await waitForTurn(target.turnKey));
@@ -297,19 +325,24 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         );
         headers['content-length'] = Buffer.byteLength(req.body);
         headers['user-agent'] = 'botplatform-webhooks/1';
+        sentHeaders = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)]));
         const request = https.request({
           method: 'POST', protocol: 'https:', hostname: host, port, path: target.path,
           auth: target.auth, agent: poolFor(target.policyKey), lookup: target.lookup!, headers,
         }, (res) => {
           const code = res.statusCode ?? 0;
           const ok = code >= 200 && code < 300;
-          // The body is read to its end either way, so the socket can be reused; kept only when asked for.
+          // The body is read to its end either way, so the socket can be reused: its first
+          // RESPONSE_BODY_KEPT bytes are kept for the delivery log, and the whole of a 2xx
+          // one when asked for (keepAnswer).
           const keep = req.keepAnswer === true && ok;
           const chunks: Buffer[] = [];
+          const logged: Buffer[] = [];
           let size = 0;
           res.on('data', (chunk: Buffer) => {
-            if (!keep) return;
+            if (size < RESPONSE_BODY_KEPT) logged.push(chunk.subarray(0, RESPONSE_BODY_KEPT - size));
             size += chunk.length;
+            if (!keep) return;
             if (size <= MAX_ANSWER_BYTES) chunks.push(chunk);
             else chunks.length = 0;
           });
@@ -317,7 +350,8 @@ export function createWebhookClient(opts: WebhookClientOptions) {
             const answer = keep && size > 0
               ? { contentType: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks), tooLarge: size > MAX_ANSWER_BYTES }
               : undefined;
-            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}`, noAnswer: null, answer }));
+            const forLog = { headers: keptHeaders(res.headers), body: Buffer.concat(logged).toString('utf8'), truncated: size > RESPONSE_BODY_KEPT };
+            resolve(done({ ok, statusCode: code, error: ok ? null : code >= 300 && code < 400 ? `redirect (${code}) not followed` : `HTTP ${code}`, noAnswer: null, answer }, forLog));
           });
         });
         // Whatever socket the request gets (new, or reused from the pool), its actual

@@ -4,6 +4,8 @@ import { leaseFor, type Attempts } from '../dispatch/attempts.js';
 import { recoveredState } from '../dispatch/delivery-state.js';
 import { ApiError, Code } from '../errors.js';
 import { DeliveryStatus, type Delivery } from '../gen/botplatform/v1/bot.js';
+import type { DeliveryAttempt } from '../gen/botplatform/v1/console_service.js';
+import type { AttemptLog, AttemptsRepo } from '../storage/attempts-repo.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo, DeliveryRecord, DeliveryStatusValue } from '../storage/deliveries-repo.js';
@@ -15,7 +17,30 @@ import * as check from './validation.js';
 const LIMITS = {
   page: constraintsOf('botplatform.v1.ListDeliveriesRequest', 'page'),
   limit: constraintsOf('botplatform.v1.ListDeliveriesRequest', 'limit'),
+  updateId: constraintsOf('botplatform.v1.ListDeliveriesRequest', 'update_id'),
 };
+const ATTEMPT_LIMITS = {
+  page: constraintsOf('botplatform.v1.ListDeliveryAttemptsRequest', 'page'),
+  limit: constraintsOf('botplatform.v1.ListDeliveryAttemptsRequest', 'limit'),
+};
+
+/** An attempt as the console shows it; `payload`: its delivery's body (sent as is unless the log kept another). */
+function toAttemptMessage(a: AttemptLog, payload: string): DeliveryAttempt {
+  return {
+    id: a.id,
+    deliveryId: a.deliveryId,
+    updateId: a.updateId,
+    attemptedAt: new Date(a.attemptedAt),
+    trigger: a.trigger,
+    ok: a.ok,
+    durationMs: a.durationMs,
+    error: a.error ?? undefined,
+    request: { url: a.url, headers: a.requestHeaders, body: a.requestBody ?? payload },
+    response: a.statusCode === null ? undefined : {
+      statusCode: a.statusCode, headers: a.responseHeaders ?? {}, body: a.responseBody ?? '', bodyTruncated: a.responseTruncated,
+    },
+  };
+}
 
 const STATUS = {
   pending: DeliveryStatus.DELIVERY_STATUS_PENDING,
@@ -48,12 +73,16 @@ export function toDeliveryMessage(d: DeliveryRecord): Delivery {
 export interface DeliveriesDeps {
   bots: BotsRepo;
   deliveries: DeliveriesRepo;
+  /** The delivery log. */
+  attemptsLog: AttemptsRepo;
+  /** DELIVERY_LOG_RETENTION: how long closed deliveries and attempts are kept. */
+  retentionMs: number;
   attempts: Attempts;
   timeoutMs: number;
   now?: () => number;
 }
 
-export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 'listDeliveries' | 'retryDelivery' | 'recoverDeliveries'> {
+export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 'listDeliveries' | 'listDeliveryAttempts' | 'retryDelivery' | 'recoverDeliveries'> {
   const now = deps.now ?? Date.now;
   const holder = `console-${crypto.randomUUID()}`;
   const own = createOwnBots(deps.bots);
@@ -64,10 +93,26 @@ export function createDeliveriesService(deps: DeliveriesDeps): Pick<ConsoleRpc, 
       const v = new check.Violations();
       const status = req.status === undefined ? undefined : STATUS_VALUE.get(req.status);
       if (req.status !== undefined && !status) v.add('status', 'INVALID_VALUE', 'must be one of pending, succeeded, retrying, dead_letter');
+      check.inRange(v, 'update_id', req.updateId ?? null, LIMITS.updateId);
       v.throwIfAny();
       const { id: botId } = await own.find(principal.accountId, req.id);
-      const found = await deps.deliveries.listForBot(botId, page, limit, { status, since: req.since?.getTime(), until: req.until?.getTime() });
-      return paged({ page, limit }, found, toDeliveryMessage);
+      const found = await deps.deliveries.listForBot(botId, page, limit, {
+        status, since: req.since?.getTime(), until: req.until?.getTime(), updateId: req.updateId,
+      });
+      return { ...paged({ page, limit }, found, toDeliveryMessage), retentionSeconds: Math.floor(deps.retentionMs / 1000) };
+    },
+
+    /** A delivery's attempts, newest first: what was sent and what came back. */
+    async listDeliveryAttempts(req, { principal }) {
+      const { page, limit } = check.pageAndLimit(req.page, req.limit, ATTEMPT_LIMITS);
+      const { id: botId } = await own.find(principal.accountId, req.id);
+      const delivery = req.deliveryId ? await deps.deliveries.findForBot(botId, req.deliveryId) : undefined;
+      if (!delivery) throw ApiError.notFound('delivery');
+      const found = await deps.attemptsLog.listForDelivery(botId, delivery.id, page, limit);
+      return {
+        ...paged({ page, limit }, found, (a) => toAttemptMessage(a, delivery.payload)),
+        retentionSeconds: Math.floor(deps.retentionMs / 1000),
+      };
     },
 
     /**

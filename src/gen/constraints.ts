@@ -178,6 +178,11 @@ const table = {
   "botplatform.v1.ListDeliveriesRequest": {
     "page": { minimum: 1 },
     "limit": { minimum: 1, maximum: 100 },
+    "update_id": { minimum: 1 },
+  },
+  "botplatform.v1.ListDeliveryAttemptsRequest": {
+    "page": { minimum: 1 },
+    "limit": { minimum: 1, maximum: 100 },
   },
   "botplatform.v1.ListMyBotsRequest": {
     "page": { minimum: 1 },

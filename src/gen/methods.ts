@@ -73,6 +73,11 @@ const settings = {
     "surface": "console",
     "chatLimited": false
   },
+  "/botplatform.v1.ConsoleService/ListDeliveryAttempts": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
   "/botplatform.v1.ConsoleService/RetryDelivery": {
     "credential": "account_jwt",
     "surface": "console",

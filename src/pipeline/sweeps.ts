@@ -6,7 +6,9 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { every } from '../every.js';
+import type { AttemptsRepo } from '../storage/attempts-repo.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
+import type { DeliveriesRepo } from '../storage/deliveries-repo.js';
 import type { LimitsRepo } from '../storage/limits-repo.js';
 import type { QueriesRepo } from '../storage/queries-repo.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
@@ -17,6 +19,9 @@ export interface SweepTargets {
   /** Callback and inline queries, kept as long as idempotency keys (and at least as long as they may be answered). */
   queries: Pick<QueriesRepo, 'purgeOlderThan'>;
   limits: Pick<LimitsRepo, 'purgeCounters' | 'purgeStats'>;
+  /** The delivery log: closed deliveries and attempts past DELIVERY_LOG_RETENTION. */
+  deliveries: Pick<DeliveriesRepo, 'purgeClosedBefore'>;
+  attemptsLog: Pick<AttemptsRepo, 'purgeOlderThan'>;
   /** Uploads never completed, and their staged bytes. */
   files: { sweep(): Promise<void> };
   /** The rate limiter, when limits are on: its unused allowances. */
@@ -37,6 +42,12 @@ export function startSweeps(config: Config, logger: Logger, t: SweepTargets): ()
       await t.queries.purgeOlderThan(Date.now() - Math.max(config.ingestIdempotencyWindowMs, config.queryAnswerTimeoutMs));
     }, logger, 'update retention sweep'),
     every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => t.files.sweep(), logger, 'upload sweep'),
+    // The delivery log: attempts, and closed deliveries, whose last attempt is older than its retention.
+    every(Math.min(60_000, Math.max(1000, config.deliveryLogRetentionMs / 2)), async () => {
+      const before = Date.now() - config.deliveryLogRetentionMs;
+      await t.attemptsLog.purgeOlderThan(before);
+      await t.deliveries.purgeClosedBefore(before, Date.now());
+    }, logger, 'delivery log sweep'),
     // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
     every(60_000, async () => {
       await t.limits.purgeCounters(Date.now() - 60_000);

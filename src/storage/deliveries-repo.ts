@@ -10,6 +10,7 @@ import crypto from 'node:crypto';
 import { exec, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
 import { marks } from './statement-texts.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
+import type { AttemptLog } from './attempts-repo.js';
 import type { FailureRun, WebhookTarget } from './webhooks-repo.js';
 
 export type DeliveryStatusValue = 'pending' | 'succeeded' | 'retrying' | 'dead_letter';
@@ -58,6 +59,8 @@ export interface OutcomeWrite {
   id: string;
   leaseToken: string;
   next: DeliveryWrite;
+  /** The attempt for the delivery log (written whether or not the lease was still held: the request was made). */
+  log?: AttemptLog;
 }
 
 /** What `writeOutcomes` did, and what it leaves to the other tables' owners. */
@@ -84,6 +87,8 @@ export interface RecoverWrite {
 /** Filters of the console's delivery log. */
 export interface DeliveryFilter {
   status?: DeliveryStatusValue;
+  /** Only the delivery of this update. */
+  updateId?: number;
   /** created_at at or after (ms). */
   since?: number;
   /** created_at before (ms). */
@@ -386,6 +391,7 @@ export function createDeliveriesRepo(db: Db) {
     async listForBot(botId: string, page: number, limit: number, filter: DeliveryFilter = {}, tx?: Tx): Promise<{ items: DeliveryRecord[]; total: number }> {
       const where = () => {
         const b = knex('deliveries').where({ bot_id: botId });
+        if (filter.updateId !== undefined) b.andWhere('update_id', filter.updateId);
         if (filter.status) b.andWhere('status', filter.status);
         if (filter.since !== undefined) b.andWhere('created_at', '>=', filter.since);
         if (filter.until !== undefined) b.andWhere('created_at', '<', filter.until);
@@ -397,6 +403,23 @@ export function createDeliveriesRepo(db: Db) {
         exec(tx ?? sql, where().count({ n: '*' })) as Promise<[{ n: number | string }]>,
       ]);
       return { items: rows.map(fromRow), total: Number(n) };
+    },
+
+    /**
+     * Deletes closed (succeeded, dead_letter) deliveries whose last attempt was before
+     * `before` (ms) and that no one is retrying now, a chunk per statement (found
+     * through deliveries_due: a closed delivery's next_attempt_at is its last attempt).
+     * Open ones are kept however old. Answers how many.
+     */
+    async purgeClosedBefore(before: number, now: number, tx?: Tx): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const ids = (await exec(tx ?? sql, knex('deliveries').whereIn('status', ['succeeded', 'dead_letter'])
+          .andWhere('next_attempt_at', '<', before).andWhere('lease_until', '<', now).limit(1000).pluck('id'))) as string[];
+        if (ids.length === 0) return total;
+        total += await exec(tx ?? sql, knex('deliveries').whereIn('id', ids).whereIn('status', ['succeeded', 'dead_letter']).andWhere('lease_until', '<', now).delete());
+        if (ids.length < 1000) return total;
+      }
     },
 
     async openCount(botId: string, tx?: Tx): Promise<number> {

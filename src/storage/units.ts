@@ -18,6 +18,7 @@
 import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
 import type { Db, Writer } from './db.js';
+import { createAttemptsRepo } from './attempts-repo.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
@@ -264,6 +265,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const updates = createUpdatesRepo(db, { idempotencyWindowMs });
   const outbox = createOutboxRepo(db);
   const deliveries = createDeliveriesRepo(db);
+  const attemptsLog = createAttemptsRepo(db);
   const webhooks = createWebhooksRepo(db);
   const messages = createMessagesRepo(db);
   const feed = createFeedRepo(db);
@@ -347,6 +349,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       // A deadlock (with ingest's inserts into updates, say) is retried whole, effects and all.
       return sql.unit(async (w) => {
         const written = await deliveries.writeOutcomes(items, w);
+        attemptsLog.insert(items.flatMap((i) => (i.log ? [i.log] : [])), w);
         updates.deleteClosed(written.closed, w);
         // Successes first: a failure after a bot's success in this batch starts its next run.
         webhooks.recordSuccesses(written.succeeded, w);

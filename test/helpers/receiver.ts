@@ -10,7 +10,7 @@ export interface Received {
 }
 
 /** An answer (after `delayMs`, when given), or none at all. */
-export type Behaviour = { status: number; location?: string; delayMs?: number } | { hang: true };
+export type Behaviour = { status: number; location?: string; delayMs?: number; body?: string; headers?: Record<string, string> } | { hang: true };
 
 export async function startReceiver(pki: TestPki) {
   const received: Received[] = [];
@@ -42,8 +42,8 @@ export async function startReceiver(pki: TestPki) {
       }
       const answer = () => {
         if (res.destroyed) return;
-        res.writeHead(b.status, b.location ? { location: b.location } : {});
-        res.end('ok');
+        res.writeHead(b.status, { ...(b.location ? { location: b.location } : {}), ...b.headers });
+        res.end(b.body ?? 'ok');
       };
       if (b.delayMs) setTimeout(answer, b.delayMs);
       else answer();

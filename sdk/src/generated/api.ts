@@ -53,6 +53,28 @@ export interface ApproveBotRequest {
   id: string;
 }
 
+/** AttemptRequest is a webhook request as it was sent. */
+export interface AttemptRequest {
+  /** The URL, without any user name or password in it. */
+  url: string;
+  /** The headers sent, lowercase names: the signature and timestamp included; a header that carries the secret itself (X-Telegram-Bot-Api-Secret-Token) is shown as "[redacted]". */
+  headers?: Record<string, string>;
+  /** The body sent. */
+  body: string;
+}
+
+/** AttemptResponse is the answer a webhook request got. */
+export interface AttemptResponse {
+  /** HTTP status code. */
+  status_code: number;
+  /** The answer's headers, lowercase names (at most 50, each value at most 1 KiB). */
+  headers?: Record<string, string>;
+  /** The first 4 KiB of the body, as UTF-8 text. */
+  body: string;
+  /** Whether the body was longer than what is kept. */
+  body_truncated: boolean;
+}
+
 /** Bot is a bot application as its owner sees it. */
 export interface Bot {
   /** Opaque identifier, used as {id} in console paths. */
@@ -471,6 +493,30 @@ export interface Delivery {
   last_duration_ms?: number;
 }
 
+/** DeliveryAttempt is one webhook request and what came of it. */
+export interface DeliveryAttempt {
+  /** Attempt identifier. */
+  id: string;
+  /** The delivery attempted. */
+  delivery_id: string;
+  /** The update delivered. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  update_id: number;
+  /** When the request was made. */
+  attempted_at?: string | null;
+  /** "automatic" (the retry schedule) or "manual" (the console's retry). */
+  trigger: string;
+  /** Whether it succeeded (a 2xx answer). */
+  ok: boolean;
+  /** How long the exchange took, in milliseconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  duration_ms: number;
+  /** Why it failed (an HTTP status, a timeout, a refused or unreachable target). */
+  error?: string;
+  /** The request sent. */
+  request?: AttemptRequest | null;
+  /** The answer received; null when none came (timeout, connection failure, refused target). */
+  response?: AttemptResponse | null;
+}
+
 /** EditMessageCaptionRequest is a photo's or document's new caption. */
 export interface EditMessageCaptionRequest {
   /** The chat the message is in. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
@@ -817,6 +863,8 @@ export interface ListDeliveriesRequest {
   since?: string;
   /** Only deliveries created before this time (RFC 3339); at or before since, none are. */
   until?: string;
+  /** Only the delivery of this update. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  update_id?: number;
 }
 
 /** ListDeliveriesResponse is one page of deliveries. */
@@ -825,6 +873,30 @@ export interface ListDeliveriesResponse {
   items: Delivery[];
   /** Where this page stands. */
   pagination?: Pagination | null;
+  /** How long a closed (succeeded or dead_letter) delivery and every attempt are kept, in seconds (DELIVERY_LOG_RETENTION); open deliveries are kept until they close. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  retention_seconds: number;
+}
+
+/** ListDeliveryAttemptsRequest names the delivery whose attempts to read. */
+export interface ListDeliveryAttemptsRequest {
+  /** The bot id. */
+  id: string;
+  /** A delivery id, or the update_id of the delivered update. */
+  delivery_id: string;
+  /** Page number from 1 (default 1). */
+  page?: number;
+  /** Page size, 1 to 100 (default 20). */
+  limit?: number;
+}
+
+/** ListDeliveryAttemptsResponse is one page of a delivery's attempts. */
+export interface ListDeliveryAttemptsResponse {
+  /** Attempts, newest first. */
+  items: DeliveryAttempt[];
+  /** Where this page stands. */
+  pagination?: Pagination | null;
+  /** How long attempts are kept, in seconds (DELIVERY_LOG_RETENTION). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  retention_seconds: number;
 }
 
 /** ListMyBotsRequest pages through the caller's bots. */
@@ -1436,6 +1508,7 @@ export const consoleMethods = {
   rotateWebhookSecret: {"rpc":"botplatform.v1.ConsoleService/RotateWebhookSecret","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook/rotate-secret","pathParams":["id"],"body":"*","successCode":200},
   deleteBotWebhook: {"rpc":"botplatform.v1.ConsoleService/DeleteBotWebhook","httpMethod":"DELETE","path":"/api/v1/bots/my/{id}/webhook","pathParams":["id"],"body":"*","successCode":200},
   listDeliveries: {"rpc":"botplatform.v1.ConsoleService/ListDeliveries","httpMethod":"GET","path":"/api/v1/bots/my/{id}/deliveries","pathParams":["id"],"body":null,"successCode":200},
+  listDeliveryAttempts: {"rpc":"botplatform.v1.ConsoleService/ListDeliveryAttempts","httpMethod":"GET","path":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/attempts","pathParams":["id","delivery_id"],"body":null,"successCode":200},
   retryDelivery: {"rpc":"botplatform.v1.ConsoleService/RetryDelivery","httpMethod":"POST","path":"/api/v1/bots/my/{id}/deliveries/{delivery_id}/retry","pathParams":["id","delivery_id"],"body":"*","successCode":200},
   recoverDeliveries: {"rpc":"botplatform.v1.ConsoleService/RecoverDeliveries","httpMethod":"POST","path":"/api/v1/bots/my/{id}/deliveries/recover","pathParams":["id"],"body":"*","successCode":200},
   enableBotWebhook: {"rpc":"botplatform.v1.ConsoleService/EnableBotWebhook","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook/enable","pathParams":["id"],"body":"*","successCode":200},
@@ -1465,6 +1538,8 @@ export interface ConsoleMethodTypes {
   deleteBotWebhook: { request: DeleteBotWebhookRequest; result: Bot; optionalRequest: false };
   /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
   listDeliveries: { request: ListDeliveriesRequest; result: ListDeliveriesResponse; optionalRequest: false };
+  /** ListDeliveryAttempts pages through one delivery's attempts, newest first, each with the request sent (headers with the signature, never the secret; the body), the answer received (status, headers, the first 4 KiB of the body), the error and the duration. Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer). */
+  listDeliveryAttempts: { request: ListDeliveryAttemptsRequest; result: ListDeliveryAttemptsResponse; optionalRequest: false };
   /** RetryDelivery makes one attempt now and answers with the delivery as it stands after it. delivery_id is a delivery id or an update_id. */
   retryDelivery: { request: RetryDeliveryRequest; result: Delivery; optionalRequest: false };
   /** RecoverDeliveries queues again, in update_seq order, every dead_letter (or retrying) delivery of the bot created in [since, until), and answers how many. A recovered delivery is pending and due now; its attempts count on from where it was, so one more failure makes it dead_letter again. */

@@ -313,7 +313,14 @@ export interface ListDeliveriesRequest {
     | Date
     | undefined;
   /** Only deliveries created before this time (RFC 3339); at or before since, none are. */
-  until: Date | undefined;
+  until:
+    | Date
+    | undefined;
+  /**
+   * Only the delivery of this update.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  updateId?: number | undefined;
 }
 
 /** ListDeliveriesResponse is one page of deliveries. */
@@ -321,7 +328,115 @@ export interface ListDeliveriesResponse {
   /** Deliveries, newest first. */
   items: Delivery[];
   /** Where this page stands. */
-  pagination: Pagination | undefined;
+  pagination:
+    | Pagination
+    | undefined;
+  /**
+   * How long a closed (succeeded or dead_letter) delivery and every attempt are kept, in
+   * seconds (DELIVERY_LOG_RETENTION); open deliveries are kept until they close.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  retentionSeconds: number;
+}
+
+/** ListDeliveryAttemptsRequest names the delivery whose attempts to read. */
+export interface ListDeliveryAttemptsRequest {
+  /** The bot id. */
+  id: string;
+  /** A delivery id, or the update_id of the delivered update. */
+  deliveryId: string;
+  /** Page number from 1 (default 1). */
+  page?:
+    | number
+    | undefined;
+  /** Page size, 1 to 100 (default 20). */
+  limit?: number | undefined;
+}
+
+/** ListDeliveryAttemptsResponse is one page of a delivery's attempts. */
+export interface ListDeliveryAttemptsResponse {
+  /** Attempts, newest first. */
+  items: DeliveryAttempt[];
+  /** Where this page stands. */
+  pagination:
+    | Pagination
+    | undefined;
+  /**
+   * How long attempts are kept, in seconds (DELIVERY_LOG_RETENTION).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  retentionSeconds: number;
+}
+
+/** DeliveryAttempt is one webhook request and what came of it. */
+export interface DeliveryAttempt {
+  /** Attempt identifier. */
+  id: string;
+  /** The delivery attempted. */
+  deliveryId: string;
+  /**
+   * The update delivered.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  updateId: number;
+  /** When the request was made. */
+  attemptedAt:
+    | Date
+    | undefined;
+  /** "automatic" (the retry schedule) or "manual" (the console's retry). */
+  trigger: string;
+  /** Whether it succeeded (a 2xx answer). */
+  ok: boolean;
+  /**
+   * How long the exchange took, in milliseconds.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  durationMs: number;
+  /** Why it failed (an HTTP status, a timeout, a refused or unreachable target). */
+  error?:
+    | string
+    | undefined;
+  /** The request sent. */
+  request:
+    | AttemptRequest
+    | undefined;
+  /** The answer received; null when none came (timeout, connection failure, refused target). */
+  response: AttemptResponse | undefined;
+}
+
+/** AttemptRequest is a webhook request as it was sent. */
+export interface AttemptRequest {
+  /** The URL, without any user name or password in it. */
+  url: string;
+  /**
+   * The headers sent, lowercase names: the signature and timestamp included; a header that
+   * carries the secret itself (X-Telegram-Bot-Api-Secret-Token) is shown as "[redacted]".
+   */
+  headers: { [key: string]: string };
+  /** The body sent. */
+  body: string;
+}
+
+export interface AttemptRequest_HeadersEntry {
+  key: string;
+  value: string;
+}
+
+/** AttemptResponse is the answer a webhook request got. */
+export interface AttemptResponse {
+  /** HTTP status code. */
+  statusCode: number;
+  /** The answer's headers, lowercase names (at most 50, each value at most 1 KiB). */
+  headers: { [key: string]: string };
+  /** The first 4 KiB of the body, as UTF-8 text. */
+  body: string;
+  /** Whether the body was longer than what is kept. */
+  bodyTruncated: boolean;
+}
+
+export interface AttemptResponse_HeadersEntry {
+  key: string;
+  value: string;
 }
 
 /** RetryDeliveryRequest names the delivery to attempt again. */
@@ -2144,7 +2259,15 @@ export const CreateTestUpdateResponse: MessageFns<CreateTestUpdateResponse> = {
 };
 
 function createBaseListDeliveriesRequest(): ListDeliveriesRequest {
-  return { id: "", page: undefined, limit: undefined, status: undefined, since: undefined, until: undefined };
+  return {
+    id: "",
+    page: undefined,
+    limit: undefined,
+    status: undefined,
+    since: undefined,
+    until: undefined,
+    updateId: undefined,
+  };
 }
 
 export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
@@ -2166,6 +2289,9 @@ export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
     }
     if (message.until !== undefined) {
       Timestamp.encode(toTimestamp(message.until), writer.uint32(50).fork()).join();
+    }
+    if (message.updateId !== undefined) {
+      writer.uint32(56).int64(message.updateId);
     }
     return writer;
   },
@@ -2231,6 +2357,14 @@ export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
             message.until = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.updateId = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2254,12 +2388,13 @@ export const ListDeliveriesRequest: MessageFns<ListDeliveriesRequest> = {
     message.status = object.status ?? undefined;
     message.since = object.since ?? undefined;
     message.until = object.until ?? undefined;
+    message.updateId = object.updateId ?? undefined;
     return message;
   },
 };
 
 function createBaseListDeliveriesResponse(): ListDeliveriesResponse {
-  return { items: [], pagination: undefined };
+  return { items: [], pagination: undefined, retentionSeconds: 0 };
 }
 
 export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
@@ -2269,6 +2404,9 @@ export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
     }
     if (message.pagination !== undefined) {
       Pagination.encode(message.pagination, writer.uint32(18).fork()).join();
+    }
+    if (message.retentionSeconds !== 0) {
+      writer.uint32(24).int64(message.retentionSeconds);
     }
     return writer;
   },
@@ -2302,6 +2440,14 @@ export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
             message.pagination = Pagination.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.retentionSeconds = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2323,6 +2469,683 @@ export const ListDeliveriesResponse: MessageFns<ListDeliveriesResponse> = {
     message.pagination = (object.pagination !== undefined && object.pagination !== null)
       ? Pagination.fromPartial(object.pagination)
       : undefined;
+    message.retentionSeconds = object.retentionSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseListDeliveryAttemptsRequest(): ListDeliveryAttemptsRequest {
+  return { id: "", deliveryId: "", page: undefined, limit: undefined };
+}
+
+export const ListDeliveryAttemptsRequest: MessageFns<ListDeliveryAttemptsRequest> = {
+  encode(message: ListDeliveryAttemptsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.deliveryId !== "") {
+      writer.uint32(18).string(message.deliveryId);
+    }
+    if (message.page !== undefined) {
+      writer.uint32(24).int32(message.page);
+    }
+    if (message.limit !== undefined) {
+      writer.uint32(32).int32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeliveryAttemptsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeliveryAttemptsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.page = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListDeliveryAttemptsRequest>, I>>(base?: I): ListDeliveryAttemptsRequest {
+    return ListDeliveryAttemptsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeliveryAttemptsRequest>, I>>(object: I): ListDeliveryAttemptsRequest {
+    const message = createBaseListDeliveryAttemptsRequest();
+    message.id = object.id ?? "";
+    message.deliveryId = object.deliveryId ?? "";
+    message.page = object.page ?? undefined;
+    message.limit = object.limit ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListDeliveryAttemptsResponse(): ListDeliveryAttemptsResponse {
+  return { items: [], pagination: undefined, retentionSeconds: 0 };
+}
+
+export const ListDeliveryAttemptsResponse: MessageFns<ListDeliveryAttemptsResponse> = {
+  encode(message: ListDeliveryAttemptsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.items) {
+      DeliveryAttempt.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.pagination !== undefined) {
+      Pagination.encode(message.pagination, writer.uint32(18).fork()).join();
+    }
+    if (message.retentionSeconds !== 0) {
+      writer.uint32(24).int64(message.retentionSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeliveryAttemptsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeliveryAttemptsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.items.push(DeliveryAttempt.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pagination = Pagination.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.retentionSeconds = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListDeliveryAttemptsResponse>, I>>(base?: I): ListDeliveryAttemptsResponse {
+    return ListDeliveryAttemptsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeliveryAttemptsResponse>, I>>(object: I): ListDeliveryAttemptsResponse {
+    const message = createBaseListDeliveryAttemptsResponse();
+    message.items = object.items?.map((e) => DeliveryAttempt.fromPartial(e)) || [];
+    message.pagination = (object.pagination !== undefined && object.pagination !== null)
+      ? Pagination.fromPartial(object.pagination)
+      : undefined;
+    message.retentionSeconds = object.retentionSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseDeliveryAttempt(): DeliveryAttempt {
+  return {
+    id: "",
+    deliveryId: "",
+    updateId: 0,
+    attemptedAt: undefined,
+    trigger: "",
+    ok: false,
+    durationMs: 0,
+    error: undefined,
+    request: undefined,
+    response: undefined,
+  };
+}
+
+export const DeliveryAttempt: MessageFns<DeliveryAttempt> = {
+  encode(message: DeliveryAttempt, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.deliveryId !== "") {
+      writer.uint32(18).string(message.deliveryId);
+    }
+    if (message.updateId !== 0) {
+      writer.uint32(24).int64(message.updateId);
+    }
+    if (message.attemptedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.attemptedAt), writer.uint32(34).fork()).join();
+    }
+    if (message.trigger !== "") {
+      writer.uint32(42).string(message.trigger);
+    }
+    if (message.ok !== false) {
+      writer.uint32(48).bool(message.ok);
+    }
+    if (message.durationMs !== 0) {
+      writer.uint32(56).int64(message.durationMs);
+    }
+    if (message.error !== undefined) {
+      writer.uint32(66).string(message.error);
+    }
+    if (message.request !== undefined) {
+      AttemptRequest.encode(message.request, writer.uint32(74).fork()).join();
+    }
+    if (message.response !== undefined) {
+      AttemptResponse.encode(message.response, writer.uint32(82).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeliveryAttempt {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeliveryAttempt();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deliveryId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.updateId = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.attemptedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.trigger = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.ok = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.durationMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.request = AttemptRequest.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.response = AttemptResponse.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeliveryAttempt>, I>>(base?: I): DeliveryAttempt {
+    return DeliveryAttempt.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeliveryAttempt>, I>>(object: I): DeliveryAttempt {
+    const message = createBaseDeliveryAttempt();
+    message.id = object.id ?? "";
+    message.deliveryId = object.deliveryId ?? "";
+    message.updateId = object.updateId ?? 0;
+    message.attemptedAt = object.attemptedAt ?? undefined;
+    message.trigger = object.trigger ?? "";
+    message.ok = object.ok ?? false;
+    message.durationMs = object.durationMs ?? 0;
+    message.error = object.error ?? undefined;
+    message.request = (object.request !== undefined && object.request !== null)
+      ? AttemptRequest.fromPartial(object.request)
+      : undefined;
+    message.response = (object.response !== undefined && object.response !== null)
+      ? AttemptResponse.fromPartial(object.response)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAttemptRequest(): AttemptRequest {
+  return { url: "", headers: {}, body: "" };
+}
+
+export const AttemptRequest: MessageFns<AttemptRequest> = {
+  encode(message: AttemptRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    globalThis.Object.entries(message.headers).forEach(([key, value]: [string, string]) => {
+      AttemptRequest_HeadersEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    if (message.body !== "") {
+      writer.uint32(26).string(message.body);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AttemptRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAttemptRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = AttemptRequest_HeadersEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.headers[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.body = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AttemptRequest>, I>>(base?: I): AttemptRequest {
+    return AttemptRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AttemptRequest>, I>>(object: I): AttemptRequest {
+    const message = createBaseAttemptRequest();
+    message.url = object.url ?? "";
+    message.headers = (globalThis.Object.entries(object.headers ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.body = object.body ?? "";
+    return message;
+  },
+};
+
+function createBaseAttemptRequest_HeadersEntry(): AttemptRequest_HeadersEntry {
+  return { key: "", value: "" };
+}
+
+export const AttemptRequest_HeadersEntry: MessageFns<AttemptRequest_HeadersEntry> = {
+  encode(message: AttemptRequest_HeadersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AttemptRequest_HeadersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAttemptRequest_HeadersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AttemptRequest_HeadersEntry>, I>>(base?: I): AttemptRequest_HeadersEntry {
+    return AttemptRequest_HeadersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AttemptRequest_HeadersEntry>, I>>(object: I): AttemptRequest_HeadersEntry {
+    const message = createBaseAttemptRequest_HeadersEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseAttemptResponse(): AttemptResponse {
+  return { statusCode: 0, headers: {}, body: "", bodyTruncated: false };
+}
+
+export const AttemptResponse: MessageFns<AttemptResponse> = {
+  encode(message: AttemptResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.statusCode !== 0) {
+      writer.uint32(8).int32(message.statusCode);
+    }
+    globalThis.Object.entries(message.headers).forEach(([key, value]: [string, string]) => {
+      AttemptResponse_HeadersEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    if (message.body !== "") {
+      writer.uint32(26).string(message.body);
+    }
+    if (message.bodyTruncated !== false) {
+      writer.uint32(32).bool(message.bodyTruncated);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AttemptResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAttemptResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.statusCode = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = AttemptResponse_HeadersEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.headers[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.body = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.bodyTruncated = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AttemptResponse>, I>>(base?: I): AttemptResponse {
+    return AttemptResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AttemptResponse>, I>>(object: I): AttemptResponse {
+    const message = createBaseAttemptResponse();
+    message.statusCode = object.statusCode ?? 0;
+    message.headers = (globalThis.Object.entries(object.headers ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.body = object.body ?? "";
+    message.bodyTruncated = object.bodyTruncated ?? false;
+    return message;
+  },
+};
+
+function createBaseAttemptResponse_HeadersEntry(): AttemptResponse_HeadersEntry {
+  return { key: "", value: "" };
+}
+
+export const AttemptResponse_HeadersEntry: MessageFns<AttemptResponse_HeadersEntry> = {
+  encode(message: AttemptResponse_HeadersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AttemptResponse_HeadersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAttemptResponse_HeadersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AttemptResponse_HeadersEntry>, I>>(base?: I): AttemptResponse_HeadersEntry {
+    return AttemptResponse_HeadersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AttemptResponse_HeadersEntry>, I>>(object: I): AttemptResponse_HeadersEntry {
+    const message = createBaseAttemptResponse_HeadersEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
@@ -4009,6 +4832,23 @@ export const ConsoleServiceService = {
     responseDeserialize: (value: Buffer): ListDeliveriesResponse => ListDeliveriesResponse.decode(value),
   },
   /**
+   * ListDeliveryAttempts pages through one delivery's attempts, newest first, each with
+   * the request sent (headers with the signature, never the secret; the body), the answer
+   * received (status, headers, the first 4 KiB of the body), the error and the duration.
+   * Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer).
+   */
+  listDeliveryAttempts: {
+    path: "/botplatform.v1.ConsoleService/ListDeliveryAttempts" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDeliveryAttemptsRequest): Buffer =>
+      Buffer.from(ListDeliveryAttemptsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDeliveryAttemptsRequest => ListDeliveryAttemptsRequest.decode(value),
+    responseSerialize: (value: ListDeliveryAttemptsResponse): Buffer =>
+      Buffer.from(ListDeliveryAttemptsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDeliveryAttemptsResponse => ListDeliveryAttemptsResponse.decode(value),
+  },
+  /**
    * RetryDelivery makes one attempt now and answers with the delivery as it stands
    * after it. delivery_id is a delivery id or an update_id.
    */
@@ -4149,6 +4989,13 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
   deleteBotWebhook: handleUnaryCall<DeleteBotWebhookRequest, DeleteBotWebhookResponse>;
   /** ListDeliveries pages through the bot's webhook deliveries, newest first. */
   listDeliveries: handleUnaryCall<ListDeliveriesRequest, ListDeliveriesResponse>;
+  /**
+   * ListDeliveryAttempts pages through one delivery's attempts, newest first, each with
+   * the request sent (headers with the signature, never the secret; the body), the answer
+   * received (status, headers, the first 4 KiB of the body), the error and the duration.
+   * Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer).
+   */
+  listDeliveryAttempts: handleUnaryCall<ListDeliveryAttemptsRequest, ListDeliveryAttemptsResponse>;
   /**
    * RetryDelivery makes one attempt now and answers with the delivery as it stands
    * after it. delivery_id is a delivery id or an update_id.
@@ -4346,6 +5193,27 @@ export interface ConsoleServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListDeliveryAttempts pages through one delivery's attempts, newest first, each with
+   * the request sent (headers with the signature, never the secret; the body), the answer
+   * received (status, headers, the first 4 KiB of the body), the error and the duration.
+   * Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer).
+   */
+  listDeliveryAttempts(
+    request: ListDeliveryAttemptsRequest,
+    callback: (error: ServiceError | null, response: ListDeliveryAttemptsResponse) => void,
+  ): ClientUnaryCall;
+  listDeliveryAttempts(
+    request: ListDeliveryAttemptsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDeliveryAttemptsResponse) => void,
+  ): ClientUnaryCall;
+  listDeliveryAttempts(
+    request: ListDeliveryAttemptsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDeliveryAttemptsResponse) => void,
   ): ClientUnaryCall;
   /**
    * RetryDelivery makes one attempt now and answers with the delivery as it stands

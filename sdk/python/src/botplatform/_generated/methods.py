@@ -26,6 +26,7 @@ from .models import (
     ListBotsResponse,
     ListChatMessagesResponse,
     ListDeliveriesResponse,
+    ListDeliveryAttemptsResponse,
     ListMyBotsResponse,
     Message,
     MessageEntity,
@@ -170,7 +171,18 @@ OPERATIONS: dict[str, Operation] = {
         http_method="GET",
         path="/api/v1/bots/my/{id}/deliveries",
         path_params=("id",),
-        query_params=("page", "limit", "status", "since", "until"),
+        query_params=("page", "limit", "status", "since", "until", "update_id"),
+        body=None,
+        idempotent=True,
+    ),
+    "list_delivery_attempts": Operation(
+        name="list_delivery_attempts",
+        rpc="botplatform.v1.ConsoleService/ListDeliveryAttempts",
+        surface="console",
+        http_method="GET",
+        path="/api/v1/bots/my/{id}/deliveries/{delivery_id}/attempts",
+        path_params=("id", "delivery_id"),
+        query_params=("page", "limit"),
         body=None,
         idempotent=True,
     ),
@@ -1727,6 +1739,7 @@ class ConsoleMethods:
         status: Literal["pending", "succeeded", "retrying", "dead_letter"] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        update_id: int | None = None,
     ) -> ListDeliveriesResponse:
         """ListDeliveries pages through the bot's webhook deliveries, newest first."""
         result = self._invoke(
@@ -1738,10 +1751,32 @@ class ConsoleMethods:
                 "status": status,
                 "since": since,
                 "until": until,
+                "update_id": update_id,
             },
             ListDeliveriesResponse,
         )
         return cast("ListDeliveriesResponse", result)
+
+    def list_delivery_attempts(
+        self,
+        id: str,
+        delivery_id: str,
+        *,
+        page: int | None = None,
+        limit: int | None = None,
+    ) -> ListDeliveryAttemptsResponse:
+        """
+        ListDeliveryAttempts pages through one delivery's attempts, newest first, each with the
+        request sent (headers with the signature, never the secret; the body), the answer
+        received (status, headers, the first 4 KiB of the body), the error and the duration.
+        Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer).
+        """
+        result = self._invoke(
+            OPERATIONS["list_delivery_attempts"],
+            {"id": id, "delivery_id": delivery_id, "page": page, "limit": limit},
+            ListDeliveryAttemptsResponse,
+        )
+        return cast("ListDeliveryAttemptsResponse", result)
 
     def retry_delivery(
         self,
@@ -2021,6 +2056,7 @@ class AsyncConsoleMethods:
         status: Literal["pending", "succeeded", "retrying", "dead_letter"] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        update_id: int | None = None,
     ) -> ListDeliveriesResponse:
         """ListDeliveries pages through the bot's webhook deliveries, newest first."""
         result = await self._invoke(
@@ -2032,10 +2068,32 @@ class AsyncConsoleMethods:
                 "status": status,
                 "since": since,
                 "until": until,
+                "update_id": update_id,
             },
             ListDeliveriesResponse,
         )
         return cast("ListDeliveriesResponse", result)
+
+    async def list_delivery_attempts(
+        self,
+        id: str,
+        delivery_id: str,
+        *,
+        page: int | None = None,
+        limit: int | None = None,
+    ) -> ListDeliveryAttemptsResponse:
+        """
+        ListDeliveryAttempts pages through one delivery's attempts, newest first, each with the
+        request sent (headers with the signature, never the secret; the body), the answer
+        received (status, headers, the first 4 KiB of the body), the error and the duration.
+        Attempts are kept for DELIVERY_LOG_RETENTION (retention_seconds in the answer).
+        """
+        result = await self._invoke(
+            OPERATIONS["list_delivery_attempts"],
+            {"id": id, "delivery_id": delivery_id, "page": page, "limit": limit},
+            ListDeliveryAttemptsResponse,
+        )
+        return cast("ListDeliveryAttemptsResponse", result)
 
     async def retry_delivery(
         self,

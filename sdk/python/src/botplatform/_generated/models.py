@@ -129,6 +129,54 @@ class ApproveBotResponse(BaseModel):
     """
 
 
+class AttemptRequest(BaseModel):
+    """
+    AttemptRequest is a webhook request as it was sent.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    url: str
+    """
+    The URL, without any user name or password in it.
+    """
+    headers: dict[str, str] | None = None
+    """
+    The headers sent, lowercase names: the signature and timestamp included; a header that carries the secret itself (X-Telegram-Bot-Api-Secret-Token) is shown as "[redacted]".
+    """
+    body: str
+    """
+    The body sent.
+    """
+
+
+class AttemptResponse(BaseModel):
+    """
+    AttemptResponse is the answer a webhook request got.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    status_code: int
+    """
+    HTTP status code.
+    """
+    headers: dict[str, str] | None = None
+    """
+    The answer's headers, lowercase names (at most 50, each value at most 1 KiB).
+    """
+    body: str
+    """
+    The first 4 KiB of the body, as UTF-8 text.
+    """
+    body_truncated: bool
+    """
+    Whether the body was longer than what is kept.
+    """
+
+
 class Bot(BaseModel):
     """
     Bot is a bot application as its owner sees it.
@@ -1079,6 +1127,56 @@ class Delivery(BaseModel):
     """
 
 
+class DeliveryAttempt(BaseModel):
+    """
+    DeliveryAttempt is one webhook request and what came of it.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    Attempt identifier.
+    """
+    delivery_id: str
+    """
+    The delivery attempted.
+    """
+    update_id: int
+    """
+    The update delivered. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    attempted_at: datetime | None = None
+    """
+    When the request was made.
+    """
+    trigger: str
+    """
+    "automatic" (the retry schedule) or "manual" (the console's retry).
+    """
+    ok: bool
+    """
+    Whether it succeeded (a 2xx answer).
+    """
+    duration_ms: int
+    """
+    How long the exchange took, in milliseconds. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    error: str | None = None
+    """
+    Why it failed (an HTTP status, a timeout, a refused or unreachable target).
+    """
+    request: AttemptRequest | None = None
+    """
+    The request sent.
+    """
+    response: AttemptResponse | None = None
+    """
+    The answer received; null when none came (timeout, connection failure, refused target).
+    """
+
+
 class EditMessageCaptionRequest(BaseModel):
     """
     EditMessageCaptionRequest is a photo's or document's new caption.
@@ -1930,6 +2028,10 @@ class ListDeliveriesRequest(BaseModel):
     """
     Only deliveries created before this time (RFC 3339); at or before since, none are.
     """
+    update_id: int | None = None
+    """
+    Only the delivery of this update. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
 
 
 class ListDeliveriesResponse(BaseModel):
@@ -1947,6 +2049,58 @@ class ListDeliveriesResponse(BaseModel):
     pagination: Pagination | None = None
     """
     Where this page stands.
+    """
+    retention_seconds: int
+    """
+    How long a closed (succeeded or dead_letter) delivery and every attempt are kept, in seconds (DELIVERY_LOG_RETENTION); open deliveries are kept until they close. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+
+
+class ListDeliveryAttemptsRequest(BaseModel):
+    """
+    ListDeliveryAttemptsRequest names the delivery whose attempts to read.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    The bot id.
+    """
+    delivery_id: str
+    """
+    A delivery id, or the update_id of the delivered update.
+    """
+    page: int | None = None
+    """
+    Page number from 1 (default 1).
+    """
+    limit: int | None = None
+    """
+    Page size, 1 to 100 (default 20).
+    """
+
+
+class ListDeliveryAttemptsResponse(BaseModel):
+    """
+    ListDeliveryAttemptsResponse is one page of a delivery's attempts.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    items: list[DeliveryAttempt]
+    """
+    Attempts, newest first.
+    """
+    pagination: Pagination | None = None
+    """
+    Where this page stands.
+    """
+    retention_seconds: int
+    """
+    How long attempts are kept, in seconds (DELIVERY_LOG_RETENTION). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
     """
 
 
