@@ -1,7 +1,7 @@
 /**
  * Routing updates to handlers, as bot frameworks do: commands (`/start`, `/help@mybot
  * args`) from the message's bot_command entity at offset 0, callback queries by their
- * data (a string or a RegExp), and any update kind. A router is an update handler, so
+ * data and inline queries by their text (a string or a RegExp), and any update kind. A router is an update handler, so
  * it plugs into runPolling and every webhook receiver (`onUpdate: router.handleUpdate`);
  * `createBot` (bot.ts) wires it in for you.
  */
@@ -9,6 +9,7 @@ import type { BotClient } from './clients.js';
 import type { CallOptions } from './http.js';
 import type {
   AnswerCallbackQueryRequest,
+  AnswerInlineQueryRequest,
   CallbackQuery,
   Chat,
   EditMessageReplyMarkupRequest,
@@ -131,11 +132,25 @@ export class CallbackQueryContext extends Context {
   }
 }
 
-/** An inline query's context. */
+/** An inline query's context: the query, the match of a RegExp, and the answer helper. */
 export class InlineQueryContext extends Context {
+  constructor(
+    update: Update,
+    api: BotClient,
+    /** The RegExp's match of the query's text (otherwise the text as the only element). */
+    readonly match: RegExpMatchArray | [string] = [update.inline_query?.query ?? ''],
+  ) {
+    super(update, api);
+  }
+
   /** The query. */
   get inlineQuery(): InlineQuery {
     return this.update.inline_query!;
+  }
+
+  /** Answers the query with its results (at most 50), and optionally next_offset, cache_time, is_personal, button. */
+  answer(results: AnswerInlineQueryRequest['results'], extra: Omit<AnswerInlineQueryRequest, 'inline_query_id' | 'results'> = {}, options?: CallOptions): Promise<boolean> {
+    return this.api.answerInlineQuery({ ...extra, inline_query_id: this.inlineQuery.id, results }, options);
   }
 }
 
@@ -180,6 +195,21 @@ export interface RouterOptions {
    * client stops waiting (default true). A handler that throws leaves it unanswered.
    */
   autoAnswerCallbackQueries?: boolean;
+}
+
+/** The first pattern's match of the text: equal to a string, or a RegExp's match. */
+function matchOf(patterns: (string | RegExp)[], text: string | undefined): RegExpMatchArray | [string] | undefined {
+  if (text === undefined) return undefined;
+  for (const p of patterns) {
+    if (typeof p === 'string') {
+      if (p === text) return [text];
+      continue;
+    }
+    p.lastIndex = 0; // a global or sticky RegExp starts over for each text
+    const m = p.exec(text);
+    if (m) return m;
+  }
+  return undefined;
 }
 
 interface Route {
@@ -228,22 +258,26 @@ export class Router {
     this.#routes.push({
       kind: 'callback_query',
       run: async (update, api) => {
-        const data = update.callback_query?.data;
-        if (data === undefined) return false;
-        let match: RegExpMatchArray | [string] | undefined;
-        for (const p of patterns) {
-          if (typeof p === 'string') {
-            if (p === data) match = [data];
-          } else {
-            p.lastIndex = 0; // a global or sticky RegExp starts over for each query
-            match = p.exec(data) ?? undefined;
-          }
-          if (match) break;
-        }
+        const match = matchOf(patterns, update.callback_query?.data);
         if (!match) return false;
         const ctx = new CallbackQueryContext(update, api, match);
         await handler(ctx);
         if (!ctx.answered && this.#options.autoAnswerCallbackQueries !== false) await ctx.answer();
+        return true;
+      },
+    });
+    return this;
+  }
+
+  /** Handles inline queries whose text equals the string, or matches the RegExp (a bot with supports_inline_queries gets them). */
+  inlineQuery(pattern: string | RegExp | (string | RegExp)[], handler: Handler<InlineQueryContext>): this {
+    const patterns = Array.isArray(pattern) ? pattern : [pattern];
+    this.#routes.push({
+      kind: 'inline_query',
+      run: async (update, api) => {
+        const match = matchOf(patterns, update.inline_query?.query);
+        if (!match) return false;
+        await handler(new InlineQueryContext(update, api, match));
         return true;
       },
     });

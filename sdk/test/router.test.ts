@@ -5,9 +5,12 @@
  * router; the replies read back through the console's ListChatMessages.
  */
 import https from 'node:https';
+import * as grpc from '@grpc/grpc-js';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHarness, type Harness } from '../../test/helpers/harness.js';
+import { InternalServiceClient, IngestUpdatesRequest } from '../../src/gen/botplatform/v1/internal_service.js';
+import { openFeed } from '../../test/helpers/feed-consumer.js';
+import { startHarness, TEST_INTERNAL_TOKEN, type Harness } from '../../test/helpers/harness.js';
 import { createTestPki, type TestPki } from '../../test/helpers/tls.js';
 import { createBot, inlineKeyboard, parseCommand, type Bot, type Message } from '../src/index.js';
 import { sdkAccount, until, type SdkAccount, type TestBot } from './helpers.js';
@@ -135,6 +138,44 @@ describe('router', () => {
       await until(async () => answers.length, (n) => n >= 2);
       expect(answers).toEqual([{ callback_query_id: yes.callback_query_id, text: 'Thanks' }, { callback_query_id: later.callback_query_id }]);
       await expect(b.bot.answerCallbackQuery({ callback_query_id: later.callback_query_id })).rejects.toMatchObject({ httpStatus: 400 });
+    } finally {
+      stop.abort();
+      await run;
+    }
+  });
+
+  it('routes inline queries by their text and answers them (a messaging service asks over InternalService; the answer reaches the feed)', async () => {
+    const b = await account.approvedBot('sdk_router_inline');
+    await account.console.updateMyBot({ id: b.id, bot: { supports_inline_queries: true } });
+    const internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    const feed = openFeed(h.grpcAddress, 'sdk-router-inline');
+    closers.push(async () => { feed.kill(); internal.close(); });
+    await feed.waitFor(() => feed.partitions().length === 16);
+    const ask = (query: string) => new Promise<void>((resolve, reject) => {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${TEST_INTERNAL_TOKEN}`);
+      internal.ingestUpdates(IngestUpdatesRequest.fromPartial({
+        updates: [{ botId: b.id, inlineQuery: { from: { id: 7001, isBot: false, firstName: 'Ann' }, query, offset: '', chatType: 'private' } }],
+      }), md, (err) => (err ? reject(err) : resolve()));
+    });
+
+    const bot = createBot(b.token, { baseUrl: h.url });
+    const other: string[] = [];
+    bot.inlineQuery(/^weather (\w+)$/, (ctx) => ctx.answer([
+      { type: 'article', id: `w-${ctx.match[1]}`, title: `Weather in ${ctx.match[1]}`, input_message_content: { message_text: `<b>${ctx.match[1]}</b>: sunny`, parse_mode: 'HTML' } },
+    ], { cache_time: 10, is_personal: true }));
+    bot.on('inline_query', (ctx) => { other.push(ctx.inlineQuery.query); return ctx.answer([]); });
+    const stop = new AbortController();
+    const run = bot.start({ signal: stop.signal, timeoutSeconds: 5 });
+    try {
+      await ask('weather Oslo');
+      await ask('something else');
+      await feed.waitFor(() => feed.messages.filter((m) => m.inlineQueryAnswer).length >= 2);
+      const answers = feed.messages.filter((m) => m.inlineQueryAnswer && m.botId === b.id).map((m) => m.inlineQueryAnswer!);
+      expect(answers[0]).toMatchObject({ userId: 7001, cacheTime: 10, isPersonal: true, results: [{ type: 'article', id: 'w-Oslo', title: 'Weather in Oslo' }] });
+      expect(answers[0]!.results[0]!.inputMessageContent).toMatchObject({ messageText: 'Oslo: sunny', entities: [{ type: 'bold', offset: 0, length: 4 }] });
+      expect(answers[1]!.results).toEqual([]);
+      expect(other).toEqual(['something else']);
     } finally {
       stop.abort();
       await run;
