@@ -38,7 +38,7 @@ function wrap(e: MessageEntity, text: string, children: ComponentChildren, key: 
     case 'italic': return <em key={key}>{children}</em>;
     case 'underline': return <u key={key}>{children}</u>;
     case 'strikethrough': return <s key={key}>{children}</s>;
-    case 'spoiler': return <span key={key} class="spoiler" title="Spoiler">{children}</span>;
+    case 'spoiler': return <span key={key} class="spoiler" title="Spoiler: hover or focus to read" tabIndex={0}>{children}</span>;
     case 'code': return <code key={key}>{children}</code>;
     case 'pre': return <pre key={key}><code data-language={e.language || undefined}>{children}</code></pre>;
     case 'blockquote':
