@@ -3,12 +3,21 @@
  * pinned in test/telegram-py/requirements.txt — configured only with this service's API
  * root and a token: setMyCommands at start, long polling across several batches with
  * offsets confirmed, nothing received twice (also across a restart), replies with
- * sendMessage, a photo sent as multipart, fetched back with getFile and downloaded.
+ * sendMessage, a photo sent as multipart, fetched back with getFile and downloaded. Then the
+ * frameworks' own example bots (issue 33): python-telegram-bot's command bot and
+ * inlinekeyboard.py with formatting and a chat action, aiogram's keyboard bot by polling and
+ * its webhook server answering with a method, and pyTelegramBotAPI sending files; what the
+ * messaging services see on the outbound feed is checked for each.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SentMessage } from '../src/gen/botplatform/v1/internal_service.js';
+import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
+import { createTestPki, type TestPki } from './helpers/tls.js';
 import { until } from './helpers/until.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -26,9 +35,9 @@ interface RunningBot {
   stop(): Promise<void>;
 }
 
-function startBot(python: string, script: string, apiRoot: string, token: string): RunningBot {
+function startBot(python: string, script: string, apiRoot: string, token: string, env: Record<string, string> = {}): RunningBot {
   const child: ChildProcess = spawn(python, [path.join(DIR, script)], {
-    env: { ...process.env, API_ROOT: apiRoot, BOT_TOKEN: token, PYTHONUNBUFFERED: '1' },
+    env: { ...process.env, API_ROOT: apiRoot, BOT_TOKEN: token, PYTHONUNBUFFERED: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const events: Event[] = [];
@@ -71,18 +80,24 @@ describe('Python frameworks on the Telegram surface', () => {
   let ownerJwt: string;
   let owner: ReturnType<typeof client>;
   let python: string;
+  let pki: TestPki;
+  let feed: FeedConsumer;
   const running: RunningBot[] = [];
 
   beforeAll(async () => {
     python = execFileSync('bash', [path.join(ROOT, 'scripts/ensure-pyenv.sh'), path.join(DIR, 'requirements.txt')], { encoding: 'utf8', timeout: 480_000 }).trim();
     // A test bot does in a second or two what a real one spreads out: its calls stay
     // clear of the per-bot rate limit (python-telegram-bot does not retry a 429 unasked).
-    h = await startHarness('in-process', { RATE_LIMIT_BOT: '1000/1s' });
+    pki = createTestPki();
+    h = await startHarness('in-process', { RATE_LIMIT_BOT: '1000/1s', WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile });
     ownerJwt = await h.jwt('tgpy-owner');
     owner = client(h.url, ownerJwt);
+    feed = openFeed(h.grpcAddress, 'tgpy');
+    await feed.waitFor(() => feed.assigned());
   }, 600_000);
   afterAll(async () => {
     for (const b of running) await b.stop().catch(() => {});
+    feed?.kill();
     await h?.close();
   });
 
@@ -144,4 +159,115 @@ describe('Python frameworks on the Telegram surface', () => {
       expect(rest.body).toEqual({ ok: true, result: [] });
     }, 120_000);
   }
+
+  // The frameworks' own example bots (issue 33), as their documentation writes them.
+  /** The console's test chat, where test updates and button presses come from. */
+  const TEST_CHAT = 100000001;
+  async function example(username: string) {
+    const bot = await approvedBot(h, ownerJwt, username);
+    const me = await call(h.url, 'GET', `/bot${bot.token}/getMe`);
+    const events = () => feed.messages.filter((m) => m.botId === bot.id);
+    return {
+      ...bot,
+      telegramToken: `${me.body.result.id}:${bot.token}`,
+      say: async (text: string) => expect((await owner.post(`/api/v1/bots/my/${bot.id}/test-updates`, { text })).status).toBe(201),
+      press: async (messageId: number, data: string) => {
+        const res = await owner.post(`/api/v1/bots/my/${bot.id}/test-callback-queries`, { message_id: messageId, callback_data: data });
+        expect(res.status).toBe(201);
+        return res.body.callback_query_id as string;
+      },
+      events,
+      seen: <T>(pick: (m: SentMessage) => T | undefined, ms = 20_000) =>
+        until(async () => events().map(pick).find((x) => x !== undefined), Boolean, ms) as Promise<T>,
+    };
+  }
+  const run = (script: string, token: string, env: Record<string, string> = {}) => {
+    const b = startBot(python, script, h.url, token, env);
+    running.push(b);
+    return b;
+  };
+
+  it('python-telegram-bot: CommandHandler /start and /help, its inlinekeyboard.py (answered, the message edited), HTML and MarkdownV2, typing then the answer', async () => {
+    const b = await example('ptb_examples');
+    const bot = run('ptb_examples.py', b.token);
+    await bot.waitFor(() => bot.of('started').length === 1);
+    for (const t of ['/start', '/help']) await b.say(t);
+    await bot.waitFor(() => bot.of('command').length === 2);
+    expect(bot.of('command').map((e) => e.command)).toEqual(['start', 'help']);
+    await b.say('/menu');
+    await bot.waitFor(() => bot.of('menu').length === 1);
+    const menu = await b.seen((m) => m.message?.text === 'Please choose:' ? m.message : undefined);
+    expect(menu.replyMarkup?.inlineKeyboard.map((row) => row.buttons.map((x) => x.callbackData))).toEqual([['1', '2'], ['3']]);
+    const id = await b.press(menu.messageId, '2');
+    await bot.waitFor(() => bot.of('pressed').length === 1);
+    expect(bot.of('pressed')[0]).toMatchObject({ data: '2', edited: 'Selected option: 2', message_id: menu.messageId });
+    expect(await b.seen((m) => m.callbackQueryAnswer)).toMatchObject({ callbackQueryId: id, chatId: TEST_CHAT, messageId: menu.messageId });
+    expect(await b.seen((m) => m.editedMessage)).toMatchObject({ messageId: menu.messageId, text: 'Selected option: 2' });
+
+    for (const t of ['/html', '/md']) await b.say(t);
+    await bot.waitFor(() => bot.of('formatted').length === 2);
+    const byMode = Object.fromEntries(bot.of('formatted').map((e) => [e.mode, e]));
+    expect(byMode.HTML).toMatchObject({
+      text: 'Bold, italic and code',
+      entities: [{ type: 'bold', offset: 0, length: 4 }, { type: 'italic', offset: 6, length: 6 }, { type: 'code', offset: 17, length: 4 }],
+    });
+    expect(byMode.MarkdownV2).toMatchObject({
+      text: 'bold italic link',
+      entities: [{ type: 'bold', offset: 0, length: 4 }, { type: 'italic', offset: 5, length: 6 }, { type: 'text_link', offset: 12, length: 4, url: 'https://example.com/' }],
+    });
+
+    await b.say('/slow');
+    await bot.waitFor(() => bot.of('slow').length === 1);
+    const all = b.events();
+    const action = all.findIndex((m) => m.chatAction);
+    expect(all[action]!.chatAction).toEqual({ chatId: TEST_CHAT, action: 'typing' });
+    expect(all.findIndex((m) => m.message?.text === 'Done thinking')).toBeGreaterThan(action);
+    await bot.stop();
+  }, 120_000);
+
+  it('aiogram: an InlineKeyboardBuilder keyboard, answered and edited; in webhook mode the reply a handler returns is sent from the webhook\'s answer', async () => {
+    const b = await example('aiogram_examples');
+    const polling = run('aiogram_examples.py', b.telegramToken, { MODE: 'polling' });
+    await polling.waitFor(() => polling.of('started').length === 1);
+    await b.say('/start');
+    await polling.waitFor(() => polling.of('menu').length === 1);
+    const menu = await b.seen((m) => m.message);
+    expect(menu.replyMarkup?.inlineKeyboard.flatMap((row) => row.buttons.map((x) => x.callbackData))).toEqual(['color:red', 'color:green']);
+    const id = await b.press(menu.messageId, 'color:green');
+    await polling.waitFor(() => polling.of('pressed').length === 1);
+    expect(polling.of('pressed')[0]).toMatchObject({ data: 'color:green', edited: 'You picked green' });
+    expect(await b.seen((m) => m.callbackQueryAnswer)).toMatchObject({ callbackQueryId: id, text: 'Green it is' });
+    expect(await b.seen((m) => m.editedMessage)).toMatchObject({ messageId: menu.messageId, text: 'You picked green' });
+    await polling.stop();
+
+    // Webhook mode: aiogram's own aiohttp server behind HTTPS; the reply is the webhook's answer (multipart).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aiogram-tls-'));
+    fs.writeFileSync(path.join(dir, 'cert.pem'), pki.cert);
+    fs.writeFileSync(path.join(dir, 'key.pem'), pki.key);
+    const hook = run('aiogram_examples.py', b.telegramToken, { MODE: 'webhook', CERT_FILE: path.join(dir, 'cert.pem'), KEY_FILE: path.join(dir, 'key.pem'), SECRET: 'aiogram_secret' });
+    await hook.waitFor(() => hook.of('started').length === 1);
+    const before = b.events().filter((m) => m.message).length;
+    await b.say('/start');
+    await hook.waitFor(() => hook.of('answered_in_webhook').length === 1);
+    await until(async () => b.events().filter((m) => m.message).length, (n) => n === before + 1, 20_000);
+    const answered = b.events().filter((m) => m.message).at(-1)!.message!;
+    expect(answered).toMatchObject({ text: 'Pick a color', chat: { id: TEST_CHAT } });
+    expect(answered.replyMarkup?.inlineKeyboard.flatMap((row) => row.buttons.map((x) => x.callbackData))).toEqual(['color:red', 'color:green']);
+    await hook.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }, 120_000);
+
+  it('pyTelegramBotAPI: a document and a photo sent from bytes (multipart, the file name unquoted) keep their names, and the document downloads back', async () => {
+    const b = await example('telebot_files');
+    const bot = run('telebot_files.py', b.telegramToken);
+    await bot.waitFor(() => bot.of('started').length === 1);
+    await b.say('/file');
+    await bot.waitFor(() => bot.of('file').length === 1);
+    const f = bot.of('file')[0]!;
+    expect(f).toMatchObject({ file_name: 'report 2026.txt', size: 1800, caption: 'the report', photo_caption: 'a photo', photo_size: 1500 });
+    expect(f.downloaded).toBe(f.sent);
+    const doc = await b.seen((m) => m.message?.document ? m.message : undefined);
+    expect(doc.document).toMatchObject({ fileName: 'report 2026.txt', fileSize: 1800 });
+    await bot.stop();
+  }, 120_000);
 });
