@@ -56,6 +56,29 @@ describe('SDK clients', () => {
     expect((await fresh.getMe()).id).toBe(bot.id);
   });
 
+  it('calls the rich-message methods typed from the generation, Telegram\'s refusals as BotPlatformError', async () => {
+    const b = await account.approvedBot('sdk_rich');
+    await account.console.createTestUpdate({ id: b.id, text: 'hi there', chat_id: 5151, from: { id: 5151, is_bot: false, username: 'ann', first_name: 'Ann' } });
+    const [incoming] = await b.bot.getUpdates({ timeout: 0 });
+    expect(await b.bot.sendChatAction({ chat_id: 5151, action: 'typing' })).toBe(true);
+    expect(await b.bot.getChat({ chat_id: 5151 })).toMatchObject({ id: 5151, type: 'private' });
+    const sent = await b.bot.sendMessage({ chat_id: 5151, text: 'menu', reply_markup: { inline_keyboard: [{ buttons: [{ text: 'A', callback_data: 'a' }] }] } });
+    const unkeyed = await b.bot.editMessageReplyMarkup({ chat_id: 5151, message_id: sent.message_id });
+    expect(unkeyed.reply_markup ?? undefined).toBeUndefined();
+    expect(unkeyed.edit_date).toBeGreaterThan(0);
+    const again = await b.bot.editMessageReplyMarkup({ chat_id: 5151, message_id: sent.message_id }).catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(BotPlatformError);
+    expect(again).toMatchObject({ httpStatus: 400, code: 'INVALID_ARGUMENT', method: 'editMessageReplyMarkup' });
+    expect((again as Error).message).toMatch(/message is not modified/);
+    const copy = await b.bot.copyMessage({ chat_id: 5151, from_chat_id: 5151, message_id: incoming!.message!.message_id });
+    const forwarded = await b.bot.forwardMessage({ chat_id: 5151, from_chat_id: 5151, message_id: incoming!.message!.message_id });
+    expect(forwarded).toMatchObject({ text: 'hi there', forward_origin: { type: 'user', sender_user: { id: 5151 } } });
+    expect(await b.bot.deleteMessages({ chat_id: 5151, message_ids: [copy.message_id, forwarded.message_id] })).toBe(true);
+    const gone = await b.bot.deleteMessage({ chat_id: 5151, message_id: copy.message_id }).catch((e: unknown) => e);
+    expect(gone).toMatchObject({ httpStatus: 400 });
+    expect((gone as Error).message).toMatch(/message to delete not found/);
+  });
+
   it('maps the runtime envelope error to BotPlatformError', async () => {
     const stranger = createBotClient('sbot_' + 'x'.repeat(40), { baseUrl: h.url });
     const err = await stranger.getMe().catch((e: unknown) => e);
