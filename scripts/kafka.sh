@@ -9,14 +9,17 @@
 #         when the broker does not start on it, unless --reformat (or KAFKA_REFORMAT=1) is given.
 #   down  stop the broker started by `up` (data is kept, so the next `up` is quick)
 #   url   print the bootstrap address for TEST_KAFKA_BROKERS
+#   libs  only fetch the jars (and Java, Maven), printing their folder: for a broker started
+#         later where Maven Central cannot be reached (KAFKA_LIBS)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${INFRA_DIR:-$REPO/.infra}/kafka"
 PORT="${KAFKA_PORT:-19092}"
+HOST="${KAFKA_HOST:-127.0.0.1}"   # another address: a multi-host test's broker host
 CPORT="${KAFKA_CONTROLLER_PORT:-19093}"
 POM="$REPO/scripts/kafka/pom.xml"
-LIBS="$DIR/libs"
+LIBS="${KAFKA_LIBS:-$DIR/libs}"   # KAFKA_LIBS: jars fetched already (another INFRA_DIR's)
 DATA="$DIR/data"
 PIDFILE="$DIR/kafka.pid"
 LOG="$DIR/server.log"   # log4j output
@@ -29,7 +32,7 @@ read -r -a JAVA_OPTS <<<"${KAFKA_JAVA_OPTS:--Xms64m -Xmx512m -XX:+UseG1GC -XX:Ma
 JAVA=(java "${JAVA_OPTS[@]}" -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
   -Dlog4j.configuration="file:$DIR/log4j.properties" -cp "$LIBS/*")
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
 # Our broker, running and not a zombie (a killed JVM can look alive for a moment; callers poll).
 pid_alive() {
   local s; s="$(ps -o stat= -p "$1" 2>/dev/null || true)"
@@ -64,8 +67,8 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CPORT
-listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://127.0.0.1:$CPORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
@@ -141,7 +144,7 @@ wait_ready() { # $1 = pid; fails if it dies or is not serving within $START_TIME
 start() {
   if port_open; then echo "kafka: port $PORT is already taken by another process" >&2; exit 1; fi
   rm -f "$LOG" "$OUT"
-  echo "kafka: starting on 127.0.0.1:$PORT"
+  echo "kafka: starting on $HOST:$PORT"
   setsid "${JAVA[@]}" kafka.Kafka "$DIR/server.properties" </dev/null >"$OUT" 2>&1 &
   echo $! >"$PIDFILE"
   wait_ready $! && return
@@ -189,7 +192,7 @@ down() {
   echo "kafka: stopped"
 }
 
-url() { echo "127.0.0.1:$PORT"; }
+url() { echo "$HOST:$PORT"; }
 
 case "${1:-}" in
   up)
@@ -201,5 +204,6 @@ case "${1:-}" in
     up ;;
   down) down ;;
   url) url ;;
-  *) echo "usage: $0 up [--reformat]|down|url" >&2; exit 2 ;;
+  libs) install >&2; mkdir -p "$DIR"; fetch_libs >&2; echo "$LIBS" ;;
+  *) echo "usage: $0 up [--reformat]|down|url|libs" >&2; exit 2 ;;
 esac

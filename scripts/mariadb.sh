@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Private MariaDB server for tests and CI (installs Debian's mariadb-server if missing).
 # Usage: scripts/mariadb.sh up|down|url
-#   up    install if needed, init a data dir under $INFRA_DIR/mariadb, start on 127.0.0.1:$MARIADB_PORT
+#   up    install if needed, init a data dir under $INFRA_DIR/mariadb, start on $MARIADB_HOST:$MARIADB_PORT
+#         (127.0.0.1:3307; another address, as a multi-host test's database host uses, also lets the
+#         test user in from other hosts)
 #   down  stop the server started by `up`
 #   url   print the connection URL for TEST_DATABASE_URL
 set -euo pipefail
@@ -9,6 +11,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${INFRA_DIR:-$REPO/.infra}/mariadb"
 PORT="${MARIADB_PORT:-3307}"
+HOST="${MARIADB_HOST:-127.0.0.1}"
 SOCK="$DIR/mariadb.sock"
 PIDFILE="$DIR/mariadb.pid"
 LOG="$DIR/mariadb.log"
@@ -57,9 +60,9 @@ up() {
       || { cat "$DIR/install.log"; exit 1; }
     touch "$DIR/data/.initialised"
   fi
-  echo "mariadb: starting on 127.0.0.1:$PORT"
+  echo "mariadb: starting on $HOST:$PORT"
   setsid "$(server_bin)" --no-defaults --user=root --datadir="$DIR/data" \
-    --bind-address=127.0.0.1 --port="$PORT" --socket="$SOCK" --pid-file="$PIDFILE" \
+    --bind-address="$HOST" --port="$PORT" --socket="$SOCK" --pid-file="$PIDFILE" \
     --log-error="$LOG" --skip-name-resolve </dev/null >>"$LOG" 2>&1 &
   wait_ping $!
   client <<'SQL'
@@ -69,6 +72,12 @@ GRANT ALL PRIVILEGES ON *.* TO 'botplatform'@'127.0.0.1' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO 'botplatform'@'localhost' WITH GRANT OPTION;
 CREATE DATABASE IF NOT EXISTS botplatform;
 SQL
+  if [[ "$HOST" != 127.0.0.1 ]]; then
+    client <<'SQL'
+CREATE USER IF NOT EXISTS 'botplatform'@'%' IDENTIFIED BY 'botplatform';
+GRANT ALL PRIVILEGES ON *.* TO 'botplatform'@'%' WITH GRANT OPTION;
+SQL
+  fi
   echo "mariadb: up ($(client -N -e 'SELECT VERSION()'), pid $(cat "$PIDFILE"))"
 }
 
@@ -93,7 +102,7 @@ down() {
   echo "mariadb: stopped"
 }
 
-url() { echo "mysql://botplatform:botplatform@127.0.0.1:$PORT/botplatform"; }
+url() { echo "mysql://botplatform:botplatform@$HOST:$PORT/botplatform"; }
 
 case "${1:-}" in
   up) up ;;

@@ -8,6 +8,8 @@
 #         $INFRA_DIR/s3proxy/data, and wait up to $S3PROXY_START_TIMEOUT seconds (default 120)
 #   down  stop the server started by `up` (objects are kept)
 #   url   print the endpoint for TEST_S3_ENDPOINT
+#   libs  only fetch the jars (and Java, Maven), printing their folder: for a server started
+#         later where Maven Central cannot be reached (S3PROXY_LIBS)
 # Access key and secret: $S3PROXY_ACCESS_KEY_ID / $S3PROXY_SECRET_ACCESS_KEY, by default the
 # fixed test pair in test/helpers/s3.ts (a private server on loopback, for tests only).
 set -euo pipefail
@@ -139,5 +141,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   url) url ;;
-  *) echo "usage: $0 up|down|url" >&2; exit 2 ;;
+  libs) install >&2; mkdir -p "$DIR"; fetch_libs >&2; echo "$LIBS" ;;
+  *) echo "usage: $0 up|down|url|libs" >&2; exit 2 ;;
 esac
