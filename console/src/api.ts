@@ -95,11 +95,12 @@ async function request<T>(method: string, path: string, body?: unknown, jwt = se
 // `npm run generate`): wire names, optional and nullable fields exactly as the API answers.
 import type {
   Bot, BotMetrics, BotProfile, CreateApplicationRequest, CreateTestUpdateResponse, Delivery, DeliveryStatus, ListBotsResponse,
-  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, RotateWebhookSecretResponse,
+  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, RotateWebhookSecretResponse, ListDeliveryAttemptsResponse,
   SetBotWebhookRequest, CreateTestCallbackQueryRequest, CreateTestCallbackQueryResponse, ListChatMessagesResponse,
 } from '../../sdk/src/generated/api';
 export type {
   Bot, BotCommand, BotLink, BotMetrics, CreateApplicationRequest, Delivery, DeliveryStatus, ListBotsResponse, ListDeliveriesResponse,
+  ListDeliveryAttemptsResponse,
   ListMyBotsResponse, Pagination, ReviewStatus, InlineKeyboardButton, Message, MessageEntity,
 } from '../../sdk/src/generated/api';
 const q = (params: Record<string, string | number | undefined>) => {
@@ -141,8 +142,11 @@ export const api = {
   rotateSecret: (id: string, overlapSeconds: number) =>
     request<RotateWebhookSecretResponse>('POST', `/api/v1/bots/my/${e(id)}/webhook/rotate-secret`, { overlap_seconds: overlapSeconds }),
   deleteWebhook: (id: string, drop: boolean) => request<Bot>('DELETE', `/api/v1/bots/my/${e(id)}/webhook`, { drop_pending_updates: drop }),
-  deliveries: (id: string, page: number, limit = 20, status: DeliveryStatus | '' = '') =>
-    request<ListDeliveriesResponse>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit, status })}`),
+  deliveries: (id: string, page: number, limit = 20, status: DeliveryStatus | '' = '', more: { update_id?: string; since?: string } = {}) =>
+    request<ListDeliveriesResponse>('GET', `/api/v1/bots/my/${e(id)}/deliveries${q({ page, limit, status, ...more })}`),
+  /** One delivery's attempts, newest first: the request sent and the answer received. */
+  deliveryAttempts: (id: string, deliveryId: string, page = 1, limit = 20) =>
+    request<ListDeliveryAttemptsResponse>('GET', `/api/v1/bots/my/${e(id)}/deliveries/${e(deliveryId)}/attempts${q({ page, limit })}`),
   /** Queues again the dead_letter deliveries created since `since`; answers how many. */
   recoverDeliveries: (id: string, since: Date) =>
     request<RecoverDeliveriesResponse>('POST', `/api/v1/bots/my/${e(id)}/deliveries/recover`, { since: since.toISOString() }),

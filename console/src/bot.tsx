@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiFailure, type Bot, type BotCommand, type BotLink, type BotMetrics, type Delivery, type ListDeliveriesResponse, type WebhookBody } from './api';
+import { api, ApiFailure, type ListDeliveryAttemptsResponse, type Bot, type BotCommand, type BotLink, type BotMetrics, type Delivery, type ListDeliveriesResponse, type WebhookBody } from './api';
 import { LineChart, Bars } from './charts';
 import { TestChat } from './test-chat';
 import { Alert, Badge, CopyButton, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
@@ -459,7 +459,17 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
   const [error, setError] = useState<unknown>();
   const [note, setNote] = useState<string>();
   const [tick, setTick] = useState(0);
-  usePoll(() => { api.deliveries(bot.id, page, 20, filter as Delivery['status'] | '').then(setData, setError); }, 3000, [bot.id, page, tick, filter]);
+  const [updateId, setUpdateId] = useState('');
+  const [since, setSince] = useState('');
+  const [open, setOpen] = useState<string>();
+  // A filter is applied as typed once it is whole: an update id of digits, a complete date and time.
+  const more = {
+    update_id: /^\d{1,16}$/.test(updateId.trim()) ? updateId.trim() : undefined,
+    since: since && !Number.isNaN(Date.parse(since)) ? new Date(since).toISOString() : undefined,
+  };
+  // The log refreshes itself every 3 s while it is open.
+  usePoll(() => { api.deliveries(bot.id, page, 20, filter as Delivery['status'] | '', more).then(setData, setError); }, 3000,
+    [bot.id, page, tick, filter, more.update_id, more.since]);
   const recover = async () => {
     setNote(undefined);
     setError(undefined);
@@ -492,9 +502,15 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
         <select id="dl-filter" value={filter} onChange={(e) => { setFilter((e.target as HTMLSelectElement).value); setPage(1); }}>
           {STATUSES.map((s) => <option key={s} value={s}>{s ? s.replace(/_/g, ' ') : 'All'}</option>)}
         </select>
+        <label for="dl-update">Update id</label>
+        <input id="dl-update" inputMode="numeric" size={12} value={updateId} onInput={(e) => { setUpdateId((e.target as HTMLInputElement).value); setPage(1); }} />
+        <label for="dl-since">Since</label>
+        <input id="dl-since" type="datetime-local" value={since} onInput={(e) => { setSince((e.target as HTMLInputElement).value); setPage(1); }} />
         <button type="button" onClick={() => setTick(tick + 1)}>Refresh</button>
         {bot.delivery_mode === 'webhook' && <button type="button" onClick={recover}>Queue dead letters again</button>}
       </div>
+      {data && <p class="muted" id="dl-retention">Refreshed every 3 s. Each attempt, and each delivery once it has succeeded or died, is kept
+        for {spellSeconds(data.retention_seconds)} after its last attempt.</p>}
       {note && <Alert kind="ok">{note}</Alert>}
       <ErrorAlert error={error} />
       {data && items.length === 0 && <p class="muted">No deliveries{filter ? ` with status ${filter.replace(/_/g, ' ')}` : ''}.</p>}
@@ -505,25 +521,88 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
               <tr><th>Update</th><th>Status</th><th><span class="sr-only">Action</span></th><th>Attempts</th><th>HTTP</th><th>Error</th><th>Duration</th><th>Last attempt</th><th>Next</th></tr>
             </thead>
             <tbody>
-              {items.map((d) => (
+              {items.map((d) => [
                 <tr key={d.id} data-update={d.update_id}>
                   <td>{d.update_id}</td>
                   <td><Badge value={d.status} /></td>
                   <td>{d.status !== 'succeeded' && <button type="button" aria-label={`Retry update ${d.update_id}`} onClick={() => retry(d)}>Retry</button>}</td>
-                  <td>{d.attempts}</td>
+                  <td>
+                    <button type="button" class="link" aria-expanded={open === d.id} aria-controls={`attempts-${d.id}`}
+                      onClick={() => setOpen(open === d.id ? undefined : d.id)}>
+                      {d.attempts}<span class="sr-only"> attempts of update {d.update_id}</span> <span aria-hidden="true">{open === d.id ? '▾' : '▸'}</span>
+                    </button>
+                  </td>
                   <td>{d.last_status_code ?? '—'}</td>
                   <td class="wrap">{d.last_error ?? '—'}</td>
                   <td>{d.last_duration_ms !== undefined ? `${d.last_duration_ms} ms` : '—'}</td>
                   <td>{fmtTime(d.last_attempt_at)}</td>
                   <td>{fmtTime(d.next_attempt_at)}</td>
-                </tr>
-              ))}
+                </tr>,
+                open === d.id && (
+                  <tr key={`${d.id}-attempts`} class="attempts-row">
+                    <td colSpan={9} id={`attempts-${d.id}`}><Attempts bot={bot} delivery={d} /></td>
+                  </tr>
+                ),
+              ])}
             </tbody>
           </table>
         </div>
       )}
       <Pager pagination={data?.pagination} onPage={setPage} />
     </section>
+  );
+}
+
+/** "3 days", "1 hour", "90 seconds": a retention as people say it. */
+function spellSeconds(s: number): string {
+  const units: [number, string][] = [[86_400, 'day'], [3600, 'hour'], [60, 'minute'], [1, 'second']];
+  for (const [n, name] of units) if (s >= n && s % n === 0) return `${s / n} ${name}${s / n === 1 ? '' : 's'}`;
+  return `${s} seconds`;
+}
+
+/** Headers as a definition list (names as sent, lowercase). */
+function HeaderList({ headers }: { headers: Record<string, string> }) {
+  const entries = Object.entries(headers);
+  if (entries.length === 0) return <p class="muted">none</p>;
+  return <dl class="headers">{entries.map(([k, v]) => [<dt key={`k-${k}`}>{k}</dt>, <dd key={`v-${k}`}><code>{v}</code></dd>])}</dl>;
+}
+
+/** One delivery's attempts, newest first, refreshed while shown: what was sent, what came back. */
+function Attempts({ bot, delivery }: { bot: Bot; delivery: Delivery }) {
+  const [data, setData] = useState<ListDeliveryAttemptsResponse>();
+  const [error, setError] = useState<unknown>();
+  usePoll(() => { api.deliveryAttempts(bot.id, delivery.id, 1, 20).then(setData, setError); }, 3000, [bot.id, delivery.id, delivery.attempts]);
+  if (error) return <ErrorAlert error={error} />;
+  if (!data) return <p class="muted">Loading attempts…</p>;
+  if (data.items.length === 0) return <p class="muted">No attempt recorded (attempts are kept {spellSeconds(data.retention_seconds)}).</p>;
+  return (
+    <ol class="attempts" reversed aria-label={`Attempts of update ${delivery.update_id}, newest first`}>
+      {data.items.map((a) => (
+        <li key={a.id} class="attempt" data-ok={a.ok ? 'true' : 'false'}>
+          <p class="attempt-head">
+            <Badge value={a.ok ? 'succeeded' : 'failed'} /> {fmtTime(a.attempted_at)} · {a.trigger} · {a.duration_ms} ms
+            {a.response ? <> · HTTP {a.response.status_code}</> : null}
+            {a.error ? <> · <span class="attempt-error">{a.error}</span></> : null}
+          </p>
+          <details>
+            <summary>Request sent</summary>
+            <p><code class="wrap">POST {a.request?.url}</code></p>
+            <HeaderList headers={a.request?.headers ?? {}} />
+            <pre class="body">{a.request?.body}</pre>
+          </details>
+          <details>
+            <summary>{a.response ? `Answer: HTTP ${a.response.status_code}` : 'No answer'}</summary>
+            {a.response ? (
+              <>
+                <HeaderList headers={a.response.headers ?? {}} />
+                <pre class="body">{a.response.body || '(empty body)'}</pre>
+                {a.response.body_truncated && <p class="muted">Only the first 4 KiB of the body is kept.</p>}
+              </>
+            ) : <p>{a.error ?? 'The request got no answer.'}</p>}
+          </details>
+        </li>
+      ))}
+    </ol>
   );
 }
 
