@@ -14,6 +14,7 @@ import type { Config } from './config.js';
 import { createAttempts, type Attempts } from './dispatch/attempts.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
 import { createUsageRecorder, type UsageRecorder } from './domain/usage.js';
+import { openFileLimit, socketCapWithin } from './net/fd-limit.js';
 import { parseCidrs } from './net/ssrf.js';
 import type { Root } from './process.js';
 import { createBotsRepo, type BotsRepo } from './storage/bots-repo.js';
@@ -75,9 +76,12 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root)
     allowedPorts: config.webhookAllowedPorts,
     caFile: config.webhookCaFile,
     socketsPerOrigin: config.webhookSocketsPerOrigin,
+    maxSockets: webhookSocketCap(config.webhookMaxSockets, logger),
     slowMs: Math.min(1000, Math.floor(config.webhookTimeoutMs / 4)),
   });
   shutdown.add('webhook-client', 'webhook attempts', async () => client.close());
+  telemetry.gauge('botplatform_webhook_sockets_open', 'Webhook connections open in this process (at most WEBHOOK_MAX_SOCKETS)', () => client.sockets().open);
+  telemetry.gauge('botplatform_webhook_sockets_evicted', 'Idle webhook connections closed to stay under WEBHOOK_MAX_SOCKETS, since start', () => client.sockets().evicted);
   const attempts = createAttempts({
     deliveries,
     webhooks,
@@ -124,4 +128,12 @@ async function openBus(config: Config, logger: Logger, telemetry: Telemetry): Pr
     logger,
     onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
   });
+}
+
+/** WEBHOOK_MAX_SOCKETS, lowered (and said so) when the process may not open that many files. */
+function webhookSocketCap(wanted: number, logger: Logger): number {
+  const limit = openFileLimit();
+  const cap = socketCapWithin(wanted, limit);
+  if (cap < wanted) logger.warn({ wanted, cap, openFileLimit: limit }, `WEBHOOK_MAX_SOCKETS lowered to ${cap}: the process may open ${limit} files`);
+  return cap;
 }

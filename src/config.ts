@@ -156,6 +156,7 @@ export const settingsSchema = z.object({
   WEBHOOK_DISABLE_AFTER: duration('5d').refine((ms) => ms >= 1000, 'must be at least 1s'),
   DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
   WEBHOOK_SOCKETS_PER_ORIGIN: int(256, 1, 100_000),
+  WEBHOOK_MAX_SOCKETS: int(8192, 16, 1_000_000),
   PLATFORM_EGRESS_IPS: z.string().default('').refine(
     (v) => v.trim() === '' || v.split(',').every((c) => isValidIpOrCidr(c.trim())),
     'must be a comma-separated list of IPs or CIDR ranges',
@@ -277,6 +278,8 @@ const schema = settingsSchema
       dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
       /** Most connections the dispatcher keeps to one webhook origin (see webhook-client.ts). */
       webhookSocketsPerOrigin: c.WEBHOOK_SOCKETS_PER_ORIGIN,
+      /** Most webhook connections a dispatcher process keeps open, all origins together (held under its file-descriptor limit at start). */
+      webhookMaxSockets: c.WEBHOOK_MAX_SOCKETS,
       maxBodyBytes: c.MAX_BODY_BYTES,
       /** Largest file accepted by upload-credentials. */
       maxFileBytes: c.MAX_FILE_BYTES,

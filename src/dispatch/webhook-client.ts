@@ -38,6 +38,14 @@ export interface WebhookClientOptions {
   socketsPerOrigin?: number;
   /** After how long an unanswered request leaves its origin's bound (default: a quarter of the timeout, at most 1 s). */
   slowMs?: number;
+  /**
+   * Most connections open at once, to every origin together (WEBHOOK_MAX_SOCKETS, held
+   * under the process's file-descriptor limit by the caller): with many bots on many hosts,
+   * each origin's idle keep-alive connections would otherwise add up to one per bot. At the
+   * cap, the idle connection used least recently is closed for a request that needs a new
+   * one; when every connection is busy, the request waits for one to end.
+   */
+  maxSockets?: number;
 }
 
 export interface WebhookRequest {
@@ -174,6 +182,78 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   // address checked against another bot's policy. Bots without allowed_ips (most)
   // share one pool, so a shared endpoint still keeps its warm sockets.
   const pools = new Map<string, https.Agent>();
+
+  // Every connection open, and the idle ones in the order they fell idle (least recently
+  // used first): Map keeps insertion order, and a socket put back is moved to the end.
+  const maxSockets = opts.maxSockets ?? Infinity;
+  let open = 0;
+  /** Idle connections, least recently used first, each with its origin (policy|host|port). */
+  const idle = new Map<Socket, string>();
+  /** Idle connections per origin: a request with one there reuses it and needs no room. */
+  const idleAt = new Map<string, number>();
+  const originOf = new WeakMap<Socket, string>();
+  const busy = (socket: Socket) => {
+    const origin = idle.get(socket);
+    if (origin === undefined) return;
+    idle.delete(socket);
+    const n = (idleAt.get(origin) ?? 1) - 1;
+    if (n > 0) idleAt.set(origin, n);
+    else idleAt.delete(origin);
+  };
+  const slotWaiters: (() => void)[] = [];
+  const stats = { evicted: 0, waited: 0, peak: 0 };
+  function tracked(agent: https.Agent, policyKey: string): https.Agent {
+    const create = agent.createConnection as (...args: unknown[]) => Socket;
+    agent.createConnection = (...args: unknown[]) => {
+      const socket = create.apply(agent, args);
+      const o = args[0] as { host?: string; port?: number };
+      originOf.set(socket, `${policyKey}|${o.host}|${o.port}`);
+      open++;
+      stats.peak = Math.max(stats.peak, open);
+      socket.once('close', () => {
+        open--;
+        busy(socket);
+        slotWaiters.shift()?.();
+      });
+      return socket;
+    };
+    // After the agent's own handler: a socket it kept is idle now; one it closed is not.
+    agent.on('free', (socket: Socket) => {
+      if (socket.destroyed) return;
+      if (slotWaiters.length > 0) {
+        // A request is waiting for a slot: this connection makes room for it.
+        stats.evicted++;
+        socket.destroy();
+        return;
+      }
+      busy(socket);
+      const origin = originOf.get(socket) ?? '';
+      idle.set(socket, origin);
+      idleAt.set(origin, (idleAt.get(origin) ?? 0) + 1);
+    });
+    return agent;
+  }
+  /** Room for a new connection: closes least recently used idle ones at the cap, or waits for one to end. */
+  async function slot(): Promise<void> {
+    while (open >= maxSockets) {
+      const lru = idle.keys().next();
+      if (!lru.done) {
+        const socket = lru.value;
+        busy(socket);
+        stats.evicted++;
+        // `open` drops on its 'close' (the next turn of the event loop): wait for it, so the
+        // new connection never makes one more than the cap.
+        await new Promise<void>((r) => {
+          socket.once('close', () => r());
+          socket.destroy();
+        });
+        continue;
+      }
+      stats.waited++;
+      await new Promise<void>((r) => slotWaiters.push(r));
+    }
+  }
+
   function poolFor(key: string): https.Agent {
     let agent = pools.get(key);
     if (!agent) {
@@ -181,10 +261,10 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         // Idle pools are dropped: their free sockets close on the agent's idle timeout.
         for (const [k, a] of pools) if (Object.keys(a.sockets).length === 0 && Object.keys(a.requests).length === 0) pools.delete(k);
       }
-      agent = new https.Agent({
+      agent = tracked(new https.Agent({
         // Progressing requests per origin are bounded by turnAt; slow ones need sockets of their own.
         keepAlive: true, maxSockets: Infinity, maxFreeSockets: bound, secureContext, timeout: opts.timeoutMs,
-      });
+      }), key);
       pools.set(key, agent);
     }
     return agent;
@@ -298,6 +378,9 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       const target = targetOf(req.url, req.allowedIps);
       if (target.refusal !== null) return done({ ok: false, statusCode: null, error: target.refusal, noAnswer: 'refused' });
       const giveBack = turnAt(target.turnKey) ?? (await waitForTurn(target.turnKey));
+      // At the connection cap, a request with no idle connection of its own origin to reuse
+      // makes room first (the least recently used idle one is closed, or it waits).
+      if (open >= maxSockets && !idleAt.has(`${target.policyKey}|${target.host}|${target.port}`)) await slot();
       started = performance.now(); // the exchange's duration, not the wait for a turn
       const { host, port } = target;
       return new Promise<WebhookResult>((answer) => {
@@ -359,6 +442,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         // is flushed; a new socket is checked when its TCP connection is up, before
         // the TLS handshake, so nothing of the request leaves on a refused socket.
         request.on('socket', (socket: Socket) => {
+          busy(socket); // a reused connection is busy again
           if (verified.get(socket) === target.checkKey) return;
           const verify = () => {
             const peer = socket.remoteAddress;
@@ -378,8 +462,11 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         request.end(req.body);
       });
     },
+    /** Connections open now, idle among them, and since start: the most open at once, those closed to make room, requests that waited for one. */
+    sockets: () => ({ open, idle: idle.size, ...stats }),
     close() {
       for (const agent of pools.values()) agent.destroy();
+      for (const wake of slotWaiters.splice(0)) wake();
       pools.clear();
       targets.clear();
     },
