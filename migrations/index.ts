@@ -19,6 +19,7 @@ import * as webhookSecretRotation from './20261228000001_webhook_secret_rotation
 import * as queries from './20261228000002_queries.js';
 import * as chatNamesImageSizes from './20261228000300_chat_names_image_sizes.js';
 import * as deliveryAttempts from './20261228000400_delivery_attempts.js';
+import * as attemptTrigger from './20261228000500_attempt_trigger.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -37,6 +38,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261228000002_queries': queries,
   '20261228000300_chat_names_image_sizes': chatNamesImageSizes,
   '20261228000400_delivery_attempts': deliveryAttempts,
+  '20261228000500_attempt_trigger': attemptTrigger,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -30,7 +30,7 @@ export interface AttemptLog {
 }
 
 const COLUMNS = [
-  'id', 'bot_id', 'delivery_id', 'update_id', 'attempted_at', 'trigger', 'ok', 'duration_ms', 'error', 'url',
+  'id', 'bot_id', 'delivery_id', 'update_id', 'attempted_at', 'attempt_trigger', 'ok', 'duration_ms', 'error', 'url',
   'request_headers', 'request_body', 'status_code', 'response_headers', 'response_body', 'response_truncated',
 ] as const;
 
@@ -42,7 +42,7 @@ function fromRow(r: any): AttemptLog {
     deliveryId: r.delivery_id,
     updateId: Number(r.update_id),
     attemptedAt: Number(r.attempted_at),
-    trigger: r.trigger,
+    trigger: r.attempt_trigger,
     ok: Boolean(Number(r.ok)),
     durationMs: Number(r.duration_ms),
     error: r.error,
