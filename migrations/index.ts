@@ -20,6 +20,7 @@ import * as queries from './20261228000002_queries.js';
 import * as chatNamesImageSizes from './20261228000300_chat_names_image_sizes.js';
 import * as deliveryAttempts from './20261228000400_delivery_attempts.js';
 import * as attemptTrigger from './20261228000500_attempt_trigger.js';
+import * as deletedBots from './20261228000600_deleted_bots.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -39,6 +40,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261228000300_chat_names_image_sizes': chatNamesImageSizes,
   '20261228000400_delivery_attempts': deliveryAttempts,
   '20261228000500_attempt_trigger': attemptTrigger,
+  '20261228000600_deleted_bots': deletedBots,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

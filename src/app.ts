@@ -155,7 +155,7 @@ async function serveCore(root: Root, b: Backend, files: FileStore) {
   const built = await buildCore(root, b, pipeline, files);
   root.shutdown.add('timers', 'core', startSweeps(root.config, root.logger, {
     bots: b.bots, updates: b.updates, queries: createQueriesRepo(b.db), limits: b.limits, files: built.files, limiter: built.limiter,
-    deliveries: b.deliveries, attemptsLog: b.attemptsLog,
+    deliveries: b.deliveries, attemptsLog: b.attemptsLog, deletedBots: { due: (now, limit) => b.bots.purgeDue(now, limit), purge: (id) => b.units.purgeDeletedBot(id) },
   }));
   const grpcPort = await serveGrpc(root, built.core, b.ready);
   return { core: built.core, localJwtSecret: built.localJwtSecret, grpcPort, degraded: pipeline.degraded };

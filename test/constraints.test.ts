@@ -75,6 +75,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
   let internal: InternalServiceClient;
   /** The update_id of a delivery of ctx.hook (made in beforeAll). */
   let hookUpdateId = 0;
+  /** An application still pending (made in beforeAll). */
+  let pendingAppId = '';
   const ctx = {} as {
     owner: ReturnType<typeof client>;
     admin: ReturnType<typeof client>;
@@ -106,6 +108,10 @@ describe('constraints declared in the protos are the limits the API enforces', (
     const delivered = await ctx.owner.post(`/api/v1/bots/my/${ctx.hook.id}/test-updates`, { text: 'to the webhook' });
     expect(delivered.status).toBe(201);
     hookUpdateId = delivered.body.update_id;
+    // An application under review (ApplicationFields' cases edit it).
+    const pending = await ctx.owner.post('/api/v1/bots/applications', { name: 'Pending', username: 'cons_pending_app' });
+    expect(pending.status).toBe(201);
+    pendingAppId = pending.body.id;
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
     // The test chat writes first: message 1 of the bot, in chat CHAT, which sends can reply to.
     expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.main.id}/test-updates`, { text: 'hello' })).status).toBe(201);
@@ -205,6 +211,7 @@ describe('constraints declared in the protos are the limits the API enforces', (
   const message = (extra: object = {}) => ({ messageId: 0, date: 0, chat: { id: 555, type: 'private' }, from: { id: 555, isBot: false }, text: 'x', ...extra });
 
   const app = (v: object) => ({ name: 'Bot', username: unique(12, 'app', 'x'), ...v });
+  const editApp = (body: (v: unknown) => object) => consoleCall('patch', () => `/api/v1/bots/my/${pendingAppId}/application`, body);
   const profile = (body: (v: unknown) => object) => consoleCall('patch', () => `/api/v1/bots/my/${ctx.main.id}`, body);
   const testUpdate = (body: (v: unknown) => object) => consoleCall('post', () => `/api/v1/bots/my/${ctx.main.id}/test-updates`, body);
   const consoleHook = (body: (v: unknown) => object) =>
@@ -270,6 +277,13 @@ describe('constraints declared in the protos are the limits the API enforces', (
       description: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ description: v })), path: 'description', text: (n) => 'd'.repeat(n), ...text },
       avatar: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ avatar: v })), path: 'avatar', text: url() },
       scopes: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]' },
+    },
+    'botplatform.v1.ApplicationFields': {
+      name: { send: editApp((v) => ({ name: v })), path: 'name', text: (n) => 'N'.repeat(n), ...line },
+      username: { send: editApp((v) => ({ username: v })), path: 'username', text: (n) => unique(n, 'e', 'x'), mismatch: 'bad-name' },
+      description: { send: editApp((v) => ({ description: v })), path: 'description', text: (n) => 'd'.repeat(n), ...text },
+      avatar: { send: editApp((v) => ({ avatar: v })), path: 'avatar', text: url() },
+      scopes: { send: editApp((v) => ({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]' },
     },
     'botplatform.v1.ListMyBotsRequest': {
       page: { send: consoleCall('get', () => '/api/v1/bots/my?page='), path: 'page' },

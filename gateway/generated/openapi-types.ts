@@ -28,8 +28,18 @@ export interface paths {
   "/api/v1/bots/my/{id}": {
     /** GetMyBot reads one bot in detail. The first read after approval or regeneration carries one_time_token; later reads do not. */
     get: operations["ConsoleService_GetMyBot"];
+    /** DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot is gone from every read (NOT_FOUND), its token is refused, its webhook removed and its queued updates and open deliveries dropped. Its remaining data (messages, chats, files, the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at). The username of a bot that was approved stays reserved for its owner until then (username_released_at); an application never approved releases it at once. */
+    delete: operations["ConsoleService_DeleteBot"];
     /** UpdateMyBot changes profile fields of an approved bot. Over HTTP the update_mask is the set of keys present in the body. */
     patch: operations["ConsoleService_UpdateMyBot"];
+  };
+  "/api/v1/bots/my/{id}/application": {
+    /** EditApplication changes an application still under review (pending) or rejected: the fields named by update_mask (over HTTP, the keys present in the body). It stays in its review state: a rejected one goes back to review with ResubmitApplication. An approved bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here). */
+    patch: operations["ConsoleService_EditApplication"];
+  };
+  "/api/v1/bots/my/{id}/resubmit": {
+    /** ResubmitApplication puts a rejected application back in the review queue: rejected → pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION). */
+    post: operations["ConsoleService_ResubmitApplication"];
   };
   "/api/v1/bots/my/{id}/regenerate-token": {
     /** RegenerateToken issues a new token for an approved bot; the previous one stops working at once. */
@@ -240,6 +250,19 @@ export interface components {
     "botplatform.v1.AnswerInlineQueryResponse": {
       /** @description Always true. */
       result: boolean;
+    };
+    /** @description ApplicationFields are the fields of an application its owner may change before approval. */
+    "botplatform.v1.ApplicationFields": {
+      /** @description Display name, 1 to 100 characters. */
+      name?: string;
+      /** @description Unique handle: a lowercase letter, then a-z, 0-9 or underscore; 3 to 64 long. */
+      username?: string;
+      /** @description Long description, at most 4096 characters. */
+      description?: string;
+      /** @description https URL of the avatar image. */
+      avatar?: string;
+      /** @description Scopes asked for: "send", "receive"; at least one when named. */
+      scopes?: ("send" | "receive")[];
     };
     /** @description ApproveBotRequest names the application to approve. */
     "botplatform.v1.ApproveBotRequest": {
@@ -695,6 +718,26 @@ export interface components {
       /** @description The next step. */
       result?: components["schemas"]["botplatform.v1.UploadCredentials"] | null;
     };
+    /** @description DeleteBotRequest names the bot to delete. */
+    "botplatform.v1.DeleteBotRequest": {
+      /** @description The bot id. */
+      id: string;
+    };
+    /** @description DeleteBotResponse tells what happens next. */
+    "botplatform.v1.DeleteBotResponse": {
+      /** @description The deleted bot's id. */
+      id: string;
+      /**
+       * Format: date-time
+       * @description When the bot's remaining data is removed (DELETED_BOT_RETENTION after the deletion).
+       */
+      data_removed_at?: string | null;
+      /**
+       * Format: date-time
+       * @description When its username may be taken by another account: at once for an application never approved, data_removed_at otherwise (its owner may reuse it at any time).
+       */
+      username_released_at?: string | null;
+    };
     /** @description DeleteBotWebhookRequest names the bot and may drop what is pending. */
     "botplatform.v1.DeleteBotWebhookRequest": {
       /** @description The bot id. */
@@ -840,6 +883,20 @@ export interface components {
       request?: components["schemas"]["botplatform.v1.AttemptRequest"] | null;
       /** @description The answer received; null when none came (timeout, connection failure, refused target). */
       response?: components["schemas"]["botplatform.v1.AttemptResponse"] | null;
+    };
+    /** @description EditApplicationRequest changes the fields named by update_mask. */
+    "botplatform.v1.EditApplicationRequest": {
+      /** @description The bot id. */
+      id: string;
+      /** @description New values of the fields named in update_mask. */
+      application: components["schemas"]["botplatform.v1.ApplicationFields"];
+      /** @description Fields of application to change; over HTTP the keys present in the body. name, username and scopes cannot be cleared; description and avatar are cleared by null. */
+      update_mask?: string | null;
+    };
+    /** @description EditApplicationResponse carries the application after the change. */
+    "botplatform.v1.EditApplicationResponse": {
+      /** @description The bot, still pending or rejected. */
+      bot?: components["schemas"]["botplatform.v1.Bot"] | null;
     };
     /** @description EditMessageCaptionRequest is a photo's or document's new caption. */
     "botplatform.v1.EditMessageCaptionRequest": {
@@ -1593,6 +1650,16 @@ export interface components {
       input_field_placeholder?: string;
       /** @description keyboard, remove_keyboard or force_reply: only for the users mentioned in the text, or the sender of the message replied to. */
       selective?: boolean;
+    };
+    /** @description ResubmitApplicationRequest names the rejected application to review again. */
+    "botplatform.v1.ResubmitApplicationRequest": {
+      /** @description The bot id. */
+      id: string;
+    };
+    /** @description ResubmitApplicationResponse carries the application, pending again. */
+    "botplatform.v1.ResubmitApplicationResponse": {
+      /** @description The bot, review_status pending. */
+      bot?: components["schemas"]["botplatform.v1.Bot"] | null;
     };
     /** @description RetryDeliveryRequest names the delivery to attempt again. */
     "botplatform.v1.RetryDeliveryRequest": {
@@ -2485,6 +2552,76 @@ export interface operations {
       };
     };
   };
+  /** DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot is gone from every read (NOT_FOUND), its token is refused, its webhook removed and its queued updates and open deliveries dropped. Its remaining data (messages, chats, files, the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at). The username of a bot that was approved stays reserved for its owner until then (username_released_at); an application never approved releases it at once. */
+  ConsoleService_DeleteBot: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.DeleteBotResponse"];
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
   /** UpdateMyBot changes profile fields of an approved bot. Over HTTP the update_mask is the set of keys present in the body. */
   ConsoleService_UpdateMyBot: {
     parameters: {
@@ -2529,6 +2666,161 @@ export interface operations {
           /** @description The command menu, at most 100 entries, commands unique. */
           command_menu?: components["schemas"]["botplatform.v1.BotCommand"][] | null;
         };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.Bot"] | null;
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** EditApplication changes an application still under review (pending) or rejected: the fields named by update_mask (over HTTP, the keys present in the body). It stays in its review state: a rejected one goes back to review with ResubmitApplication. An approved bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here). */
+  ConsoleService_EditApplication: {
+    parameters: {
+      query?: {
+        /** @description Fields of application to change; over HTTP the keys present in the body. name, username and scopes cannot be cleared; description and avatar are cleared by null. */
+        update_mask?: string | null;
+      };
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Display name, 1 to 100 characters. */
+          name?: string | null;
+          /** @description Unique handle: a lowercase letter, then a-z, 0-9 or underscore; 3 to 64 long. */
+          username?: string | null;
+          /** @description Long description, at most 4096 characters. */
+          description?: string | null;
+          /** @description https URL of the avatar image. */
+          avatar?: string | null;
+          /** @description Scopes asked for: "send", "receive"; at least one when named. */
+          scopes?: (("send" | "receive")[]) | null;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        content: {
+          "application/json": components["schemas"]["botplatform.v1.Bot"] | null;
+        };
+      };
+      /** @description Invalid argument: malformed JSON, a wrong type, a value out of range or a missing required field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No credential, or an invalid, expired or revoked one */
+      401: {
+        headers: {
+          "WWW-Authenticate"?: string;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description No such resource (or it belongs to someone else), or no such method */
+      404: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Conflict: the resource is not in a state that allows the call, or it already exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description The request body is larger than the configured limit */
+      413: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Rate limit or quota exhausted; retry after the number of seconds in Retry-After */
+      429: {
+        headers: {
+          /** @description seconds */
+          "Retry-After"?: number;
+        };
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+      /** @description Unexpected error (5xx); the body never carries internals */
+      default: {
+        content: {
+          "application/json": components["schemas"]["ConsoleError"];
+        };
+      };
+    };
+  };
+  /** ResubmitApplication puts a rejected application back in the review queue: rejected → pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION). */
+  ConsoleService_ResubmitApplication: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": Record<string, never>;
       };
     };
     responses: {

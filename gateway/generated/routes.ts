@@ -13,6 +13,9 @@ export const routeTable: RouteTable = {
   {"rpc":"botplatform.v1.ConsoleService/ListMyBots","method":"GET","template":"/api/v1/bots/my","fastifyPath":"/api/v1/bots/my","pathParams":[],"body":null,"responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.ListMyBotsRequest","responseType":"botplatform.v1.ListMyBotsResponse", "grpc": ConsoleServiceService.listMyBots },
   {"rpc":"botplatform.v1.ConsoleService/GetMyBot","method":"GET","template":"/api/v1/bots/my/{id}","fastifyPath":"/api/v1/bots/my/:id","pathParams":[{"param":"id","field":["id"]}],"body":null,"responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.GetMyBotRequest","responseType":"botplatform.v1.GetMyBotResponse", "grpc": ConsoleServiceService.getMyBot },
   {"rpc":"botplatform.v1.ConsoleService/UpdateMyBot","method":"PATCH","template":"/api/v1/bots/my/{id}","fastifyPath":"/api/v1/bots/my/:id","pathParams":[{"param":"id","field":["id"]}],"body":"bot","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.UpdateMyBotRequest","responseType":"botplatform.v1.UpdateMyBotResponse", "grpc": ConsoleServiceService.updateMyBot },
+  {"rpc":"botplatform.v1.ConsoleService/EditApplication","method":"PATCH","template":"/api/v1/bots/my/{id}/application","fastifyPath":"/api/v1/bots/my/:id/application","pathParams":[{"param":"id","field":["id"]}],"body":"application","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.EditApplicationRequest","responseType":"botplatform.v1.EditApplicationResponse", "grpc": ConsoleServiceService.editApplication },
+  {"rpc":"botplatform.v1.ConsoleService/ResubmitApplication","method":"POST","template":"/api/v1/bots/my/{id}/resubmit","fastifyPath":"/api/v1/bots/my/:id/resubmit","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.ResubmitApplicationRequest","responseType":"botplatform.v1.ResubmitApplicationResponse", "grpc": ConsoleServiceService.resubmitApplication },
+  {"rpc":"botplatform.v1.ConsoleService/DeleteBot","method":"DELETE","template":"/api/v1/bots/my/{id}","fastifyPath":"/api/v1/bots/my/:id","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.DeleteBotRequest","responseType":"botplatform.v1.DeleteBotResponse", "grpc": ConsoleServiceService.deleteBot },
   {"rpc":"botplatform.v1.ConsoleService/RegenerateToken","method":"POST","template":"/api/v1/bots/my/{id}/regenerate-token","fastifyPath":"/api/v1/bots/my/:id/regenerate-token","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RegenerateTokenRequest","responseType":"botplatform.v1.RegenerateTokenResponse", "grpc": ConsoleServiceService.regenerateToken },
   {"rpc":"botplatform.v1.ConsoleService/SetBotWebhook","method":"POST","template":"/api/v1/bots/my/{id}/webhook","fastifyPath":"/api/v1/bots/my/:id/webhook","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":"bot","successCode":200,"surface":"console","requestType":"botplatform.v1.SetBotWebhookRequest","responseType":"botplatform.v1.SetBotWebhookResponse", "grpc": ConsoleServiceService.setBotWebhook },
   {"rpc":"botplatform.v1.ConsoleService/RotateWebhookSecret","method":"POST","template":"/api/v1/bots/my/{id}/webhook/rotate-secret","fastifyPath":"/api/v1/bots/my/:id/webhook/rotate-secret","pathParams":[{"param":"id","field":["id"]}],"body":"*","responseBody":null,"successCode":200,"surface":"console","requestType":"botplatform.v1.RotateWebhookSecretRequest","responseType":"botplatform.v1.RotateWebhookSecretResponse", "grpc": ConsoleServiceService.rotateWebhookSecret },
@@ -1122,6 +1125,200 @@ export const routeTable: RouteTable = {
           "type": {
             "kind": "message",
             "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditApplicationRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "application",
+          "json": "application",
+          "ts": "application",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.ApplicationFields"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        },
+        {
+          "proto": "update_mask",
+          "json": "update_mask",
+          "ts": "updateMask",
+          "type": {
+            "kind": "fieldmask"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ApplicationFields": {
+      "fields": [
+        {
+          "proto": "name",
+          "json": "name",
+          "ts": "name",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "username",
+          "json": "username",
+          "ts": "username",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "description",
+          "json": "description",
+          "ts": "description",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "avatar",
+          "json": "avatar",
+          "ts": "avatar",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "scopes",
+          "json": "scopes",
+          "ts": "scopes",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": true,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.EditApplicationResponse": {
+      "fields": [
+        {
+          "proto": "bot",
+          "json": "bot",
+          "ts": "bot",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.ResubmitApplicationRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.ResubmitApplicationResponse": {
+      "fields": [
+        {
+          "proto": "bot",
+          "json": "bot",
+          "ts": "bot",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.Bot"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.DeleteBotRequest": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false,
+          "required": true
+        }
+      ]
+    },
+    "botplatform.v1.DeleteBotResponse": {
+      "fields": [
+        {
+          "proto": "id",
+          "json": "id",
+          "ts": "id",
+          "type": {
+            "kind": "scalar",
+            "scalar": "string"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "data_removed_at",
+          "json": "data_removed_at",
+          "ts": "dataRemovedAt",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "username_released_at",
+          "json": "username_released_at",
+          "ts": "usernameReleasedAt",
+          "type": {
+            "kind": "timestamp"
           },
           "repeated": false,
           "optional": false

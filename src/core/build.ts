@@ -104,7 +104,10 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
   const core = createCore({
     authenticator,
     handlers: createHandlers({
-      console: createConsoleService({ ...deps, credentialsChanged, webhookOf: (id) => updates.webhookSummary(id) }),
+      console: createConsoleService({
+        ...deps, credentialsChanged, webhookOf: (id) => updates.webhookSummary(id),
+        units: b.units, deletedBotRetentionMs: config.deletedBotRetentionMs,
+      }),
       admin: createAdminService(deps),
       runtime: createRuntimeService({ bots: b.bots }),
       updates,

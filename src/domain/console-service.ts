@@ -8,8 +8,9 @@ import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { Bot, BotCommand, BotContact, BotLink, WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
-import type { BotProfile } from '../gen/botplatform/v1/console_service.js';
-import type { BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
+import type { BotProfile, EditApplicationRequest } from '../gen/botplatform/v1/console_service.js';
+import type { ApplicationPatch, BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
+import type { UnitsOfWork } from '../storage/units.js';
 import { Conflict } from '../storage/errors.js';
 import { friendRequestModeName, telegramToken, toBotMessage } from './bot-view.js';
 import { createOwnBots, notApproved } from './own-bot.js';
@@ -31,6 +32,10 @@ export interface ConsoleDeps {
    * accepting what it verified before. Called after the change is committed.
    */
   credentialsChanged?: (botId: string) => Promise<void>;
+  /** Deleting a bot (its webhook, queue and row together, a tombstone left). */
+  units?: Pick<UnitsOfWork, 'deleteBot'>;
+  /** DELETED_BOT_RETENTION: how long a deleted bot's data and approved username are kept. */
+  deletedBotRetentionMs?: number;
   now?: () => number;
 }
 
@@ -61,6 +66,12 @@ const LIMITS = {
     username: constraintsOf('botplatform.v1.CreateApplicationRequest', 'username'),
     description: constraintsOf('botplatform.v1.CreateApplicationRequest', 'description'),
     avatar: constraintsOf('botplatform.v1.CreateApplicationRequest', 'avatar'),
+  },
+  application: {
+    name: constraintsOf('botplatform.v1.ApplicationFields', 'name'),
+    username: constraintsOf('botplatform.v1.ApplicationFields', 'username'),
+    description: constraintsOf('botplatform.v1.ApplicationFields', 'description'),
+    avatar: constraintsOf('botplatform.v1.ApplicationFields', 'avatar'),
   },
   list: {
     page: constraintsOf('botplatform.v1.ListMyBotsRequest', 'page'),
@@ -181,9 +192,22 @@ const normalisePath = (path: string) => path.replace(/[A-Z]/g, (c) => `_${c.toLo
 
 export function createConsoleService(
   deps: ConsoleDeps,
-): Pick<ConsoleRpc, 'createApplication' | 'listMyBots' | 'getMyBot' | 'updateMyBot' | 'regenerateToken'> {
+): Pick<ConsoleRpc, 'createApplication' | 'listMyBots' | 'getMyBot' | 'updateMyBot' | 'regenerateToken' | 'editApplication' | 'resubmitApplication' | 'deleteBot'> {
   const now = deps.now ?? Date.now;
   const own = createOwnBots(deps.bots);
+
+  /** A username another owner's deleted bot still holds: ALREADY_EXISTS, saying until when. */
+  async function refuseReserved(username: string, ownerId: string) {
+    const until = await deps.bots.usernameReserved(username, ownerId, now());
+    if (until === null) return;
+    const description = `is reserved until ${new Date(until).toISOString()} (a deleted bot had it)`;
+    throw new ApiError(Code.ALREADY_EXISTS, `username: ${description}`, { details: [{ field: 'username', reason: 'RESERVED', description }] });
+  }
+  const usernameTaken = (err: unknown) => (err instanceof Conflict && err.key === 'username'
+    ? new ApiError(Code.ALREADY_EXISTS, 'username: is already taken', {
+      details: [{ field: 'username', reason: 'ALREADY_TAKEN', description: 'is already taken' }],
+    })
+    : err);
 
   return {
     async createApplication(req, { principal }) {
@@ -194,6 +218,7 @@ export function createConsoleService(
       check.httpsUrl(v, 'avatar', req.avatar, LIMITS.create.avatar);
       const scopes = checkScopes(v, req.scopes);
       v.throwIfAny();
+      await refuseReserved(req.username, principal.accountId);
 
       let created: BotRecord;
       try {
@@ -208,14 +233,66 @@ export function createConsoleService(
           now: now(),
         });
       } catch (err) {
-        if (err instanceof Conflict && err.key === 'username') {
-          throw new ApiError(Code.ALREADY_EXISTS, 'username: is already taken', {
-            details: [{ field: 'username', reason: 'ALREADY_TAKEN', description: 'is already taken' }],
-          });
-        }
-        throw err;
+        throw usernameTaken(err);
       }
       return { bot: toBotMessage(created) };
+    },
+
+    async editApplication(req, { principal }) {
+      const fields = req.application ?? ({ scopes: [] } as unknown as EditApplicationRequest['application'] & object);
+      const v = new check.Violations();
+      const patch: ApplicationPatch = {};
+      for (const raw of req.updateMask ?? []) {
+        const path = normalisePath(raw);
+        if (path === 'name') {
+          check.requiredText(v, 'name', fields.name, LIMITS.application.name);
+          patch.name = fields.name;
+        } else if (path === 'username') {
+          if (fields.username === undefined) v.add('username', 'REQUIRED', 'is required');
+          else check.username(v, 'username', fields.username, LIMITS.application.username);
+          patch.username = fields.username;
+        } else if (path === 'description') {
+          check.optionalText(v, 'description', fields.description, LIMITS.application.description);
+          patch.description = fields.description ?? null;
+        } else if (path === 'avatar') {
+          check.httpsUrl(v, 'avatar', fields.avatar, LIMITS.application.avatar);
+          patch.avatar = fields.avatar ?? null;
+        } else if (path === 'scopes') {
+          // Named, the list means what it says: it cannot be empty.
+          if (fields.scopes.length === 0) v.add('scopes', 'REQUIRED', `needs at least one of ${SCOPES.join(', ')}`);
+          else patch.scopes = checkScopes(v, fields.scopes);
+        } else v.add(raw, 'UNKNOWN_FIELD', 'is not a field of an application');
+      }
+      v.throwIfAny();
+      const bot = await own.find(principal.accountId, req.id);
+      if (bot.reviewStatus === 'approved') throw ApiError.failedPrecondition('the bot is approved: change its profile (PATCH /api/v1/bots/my/{id}) instead');
+      if (patch.username !== undefined && patch.username !== bot.username) await refuseReserved(patch.username, principal.accountId);
+      try {
+        if (!(await deps.bots.editApplication(principal.accountId, bot.id, patch, now()))) throw await own.refusal(principal.accountId, bot.id);
+      } catch (err) {
+        throw usernameTaken(err);
+      }
+      return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, bot.id))!) };
+    },
+
+    async resubmitApplication(req, { principal }) {
+      const bot = await own.find(principal.accountId, req.id);
+      if (bot.reviewStatus !== 'rejected') throw ApiError.failedPrecondition(`only a rejected application can be resubmitted (this one is ${bot.reviewStatus})`);
+      if (!(await deps.bots.resubmit(principal.accountId, bot.id, now()))) throw await own.refusal(principal.accountId, bot.id);
+      return { bot: toBotMessage((await deps.bots.findForOwner(principal.accountId, bot.id))!) };
+    },
+
+    async deleteBot(req, { principal }) {
+      const bot = await own.find(principal.accountId, req.id);
+      const at = now();
+      const purgeAt = at + (deps.deletedBotRetentionMs ?? 30 * 86_400_000);
+      const reserved = bot.reviewStatus === 'approved';
+      if (!(await deps.units!.deleteBot(principal.accountId, { id: bot.id, username: bot.username, reserved }, at, purgeAt))) {
+        throw ApiError.notFound('bot');
+      }
+      // Its token is refused from the commit on; what every instance kept of it goes too.
+      await deps.credentialsChanged?.(bot.id);
+      return { id: bot.id, dataRemovedAt: new Date(purgeAt), usernameReleasedAt: new Date(reserved ? purgeAt : at) };
     },
 
     async listMyBots(req, { principal }) {

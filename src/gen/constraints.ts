@@ -33,6 +33,13 @@ const table = {
     "results": { maxItems: 50 },
     "cache_time": { minimum: 0 },
   },
+  "botplatform.v1.ApplicationFields": {
+    "name": { minLength: 1, maxLength: 100, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },
+    "username": { minLength: 3, maxLength: 64, pattern: new RegExp("^[a-z][a-z0-9_]*$", 'u') },
+    "description": { maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "avatar": { minLength: 1, maxLength: 2048 },
+    "scopes": { allowedValues: ["send","receive"] },
+  },
   "botplatform.v1.BotCommand": {
     "command": { minLength: 1, maxLength: 32, pattern: new RegExp("^[a-z0-9_]*$", 'u') },
     "description": { minLength: 1, maxLength: 256, pattern: new RegExp("^[^\\u0000-\\u001F\\u007F]*[^\\u0000-\\u0020\\u007F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF][^\\u0000-\\u001F\\u007F]*$", 'u') },

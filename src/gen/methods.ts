@@ -48,6 +48,21 @@ const settings = {
     "surface": "console",
     "chatLimited": false
   },
+  "/botplatform.v1.ConsoleService/EditApplication": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
+  "/botplatform.v1.ConsoleService/ResubmitApplication": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
+  "/botplatform.v1.ConsoleService/DeleteBot": {
+    "credential": "account_jwt",
+    "surface": "console",
+    "chatLimited": false
+  },
   "/botplatform.v1.ConsoleService/RegenerateToken": {
     "credential": "account_jwt",
     "surface": "console",

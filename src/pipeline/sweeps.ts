@@ -22,6 +22,8 @@ export interface SweepTargets {
   /** The delivery log: closed deliveries and attempts past DELIVERY_LOG_RETENTION. */
   deliveries: Pick<DeliveriesRepo, 'purgeClosedBefore'>;
   attemptsLog: Pick<AttemptsRepo, 'purgeOlderThan'>;
+  /** Deleted bots whose DELETED_BOT_RETENTION has ended, and removing what is left of one. */
+  deletedBots: { due(now: number, limit: number): Promise<string[]>; purge(botId: string): Promise<void> };
   /** Uploads never completed, and their staged bytes. */
   files: { sweep(): Promise<void> };
   /** The rate limiter, when limits are on: its unused allowances. */
@@ -48,6 +50,10 @@ export function startSweeps(config: Config, logger: Logger, t: SweepTargets): ()
       await t.attemptsLog.purgeOlderThan(before);
       await t.deliveries.purgeClosedBefore(before, Date.now());
     }, logger, 'delivery log sweep'),
+    // Deleted bots past their retention: their remaining rows, then their tombstones (the username is free after).
+    every(Math.min(60_000, Math.max(1000, config.deletedBotRetentionMs / 2)), async () => {
+      for (const id of await t.deletedBots.due(Date.now(), 100)) await t.deletedBots.purge(id);
+    }, logger, 'deleted bot sweep'),
     // Counters of ended windows, and statistics older than the longest metrics window (with a day's margin).
     every(60_000, async () => {
       await t.limits.purgeCounters(Date.now() - 60_000);

@@ -60,6 +60,15 @@ export type BotProfilePatch = Partial<
 
 export interface Page<T> { items: T[]; total: number }
 
+/** The application fields an owner may change before approval; each present key is written. */
+export interface ApplicationPatch {
+  name?: string;
+  username?: string;
+  description?: string | null;
+  avatar?: string | null;
+  scopes?: string[];
+}
+
 interface BotRow {
   id: string; owner_id: string; name: string; username: string; description: string | null; avatar: string | null;
   scopes: string; review_status: string; review_reason: string | null; status: string; delivery_mode: string;
@@ -350,6 +359,60 @@ export function createBotsRepo(db: Db) {
         values[column] = encode(value as never);
       }
       return (await write(q().where({ owner_id: ownerId, id, review_status: 'approved' }).update(values), tx)) === 1;
+    },
+
+    /**
+     * Changes an application under review or rejected (the fields given; username may
+     * change too). False when no such application matched (approved, or not the owner's).
+     * A username taken answers Conflict('username').
+     */
+    async editApplication(ownerId: string, id: string, patch: ApplicationPatch, now: number, tx?: Tx): Promise<boolean> {
+      const values: Record<string, unknown> = { updated_at: now };
+      if (patch.name !== undefined) values.name = patch.name;
+      if (patch.username !== undefined) values.username = patch.username;
+      if (patch.description !== undefined) values.description = patch.description;
+      if (patch.avatar !== undefined) values.avatar = patch.avatar;
+      if (patch.scopes !== undefined) values.scopes = JSON.stringify(patch.scopes);
+      try {
+        return (await write(q().where({ owner_id: ownerId, id }).whereIn('review_status', ['pending', 'rejected']).update(values), tx)) === 1;
+      } catch (err) {
+        throw isUniqueViolation(err) ? new Conflict('username', { cause: err }) : err;
+      }
+    },
+
+    /** rejected → pending, the reason cleared. False when the owner's bot was not rejected. */
+    async resubmit(ownerId: string, id: string, now: number, tx?: Tx): Promise<boolean> {
+      return (await write(q().where({ owner_id: ownerId, id, review_status: 'rejected' })
+        .update({ review_status: 'pending', review_reason: null, updated_at: now }), tx)) === 1;
+    },
+
+    /**
+     * Deletes the owner's bot row, leaving its tombstone (purge_at; the username reserved
+     * when it had been approved), in the caller's unit. False when no such bot.
+     */
+    async remove(ownerId: string, bot: { id: string; username: string; reserved: boolean }, now: number, purgeAt: number, w: Writer): Promise<boolean> {
+      const n = await exec(w, q().where({ owner_id: ownerId, id: bot.id }).delete());
+      if (n !== 1) return false;
+      w.insert('deleted_bots', ['id', 'owner_id', 'username', 'reserved', 'deleted_at', 'purge_at'],
+        [[bot.id, ownerId, bot.username, bot.reserved ? 1 : 0, now, purgeAt]]);
+      return true;
+    },
+
+    /** Whether `username` is reserved for another owner (an approved bot of theirs deleted less than its retention ago). */
+    async usernameReserved(username: string, ownerId: string, now: number, tx?: Tx): Promise<number | null> {
+      const row = await exec(on(tx), knex('deleted_bots').where({ username }).andWhere('reserved', 1).andWhere('purge_at', '>', now)
+        .andWhereNot({ owner_id: ownerId }).orderBy('purge_at', 'desc').first('purge_at'));
+      return row ? Number(row.purge_at) : null;
+    },
+
+    /** Tombstones whose retention has ended (at most `limit`). */
+    async purgeDue(now: number, limit: number, tx?: Tx): Promise<string[]> {
+      return (await exec(on(tx), knex('deleted_bots').where('purge_at', '<=', now).orderBy('purge_at').limit(limit).pluck('id'))) as string[];
+    },
+
+    /** Drops a tombstone, in the caller's unit (its bot's rows are gone). */
+    dropTombstone(id: string, w: Writer): void {
+      w.queue('DELETE FROM deleted_bots WHERE id = ?', [id]);
     },
 
     /** pending → approved with a first token. False when the bot was not pending. */

@@ -258,6 +258,11 @@ export interface FeedEventItem {
 const outboxMessages = (stored: StoredUpdate[]) =>
   [...new Set(stored.map((u) => u.botId))].map((botId) => ({ topic: UPDATES_TOPIC, key: botId, payload: '' }));
 
+/** The tables a deleted bot's rows are purged from (DELETED_BOT_RETENTION after its deletion). */
+const PURGED_TABLES = [
+  'updates', 'deliveries', 'delivery_attempts', 'webhooks', 'chats', 'messages', 'files', 'bot_stats', 'ingest_keys', 'queries',
+] as const;
+
 export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const idempotencyWindowMs = opts.idempotencyWindowMs ?? 86_400_000;
   const disableAfterMs = opts.webhookDisableAfterMs ?? 5 * 86_400_000;
@@ -324,6 +329,32 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
           // Updates not yet received by polling are delivered by webhook.
           deliveries.insertFor(await updates.withoutDelivery(botId, w), now, w);
         }
+      });
+    },
+
+    /**
+     * Deletes the owner's bot, in one transaction: its webhook, open deliveries and queued
+     * updates go, its row leaves `bots` (its token matches nothing from the commit on) and
+     * a tombstone keeps what the purge needs. False when the owner has no such bot.
+     */
+    async deleteBot(ownerId: string, bot: { id: string; username: string; reserved: boolean }, now: number, purgeAt: number): Promise<boolean> {
+      return sql.unit(async (w) => {
+        webhooks.delete(bot.id, w);
+        deliveries.deleteOpenOfBot(bot.id, w);
+        updates.deleteAllOfBot(bot.id, w);
+        return bots.remove(ownerId, bot, now, purgeAt, w);
+      });
+    },
+
+    /**
+     * Removes what is left of a deleted bot (its rows in every table keyed by bot_id but
+     * the outbound feed's, whose positions its consumers hold), then its tombstone; one
+     * transaction.
+     */
+    async purgeDeletedBot(botId: string): Promise<void> {
+      await sql.unit(async (w) => {
+        for (const table of PURGED_TABLES) w.queue(`DELETE FROM ${table} WHERE bot_id = ?`, [botId]);
+        bots.dropTombstone(botId, w);
       });
     },
 

@@ -47,6 +47,20 @@ export interface AnswerInlineQueryRequest {
   button?: InlineQueryResultsButton;
 }
 
+/** ApplicationFields are the fields of an application its owner may change before approval. */
+export interface ApplicationFields {
+  /** Display name, 1 to 100 characters. */
+  name?: string;
+  /** Unique handle: a lowercase letter, then a-z, 0-9 or underscore; 3 to 64 long. */
+  username?: string;
+  /** Long description, at most 4096 characters. */
+  description?: string;
+  /** https URL of the avatar image. */
+  avatar?: string;
+  /** Scopes asked for: "send", "receive"; at least one when named. */
+  scopes?: string[];
+}
+
 /** ApproveBotRequest names the application to approve. */
 export interface ApproveBotRequest {
   /** The bot id. */
@@ -433,6 +447,22 @@ export interface CreateUploadCredentialsRequest {
   reuseExisting?: boolean;
 }
 
+/** DeleteBotRequest names the bot to delete. */
+export interface DeleteBotRequest {
+  /** The bot id. */
+  id: string;
+}
+
+/** DeleteBotResponse tells what happens next. */
+export interface DeleteBotResponse {
+  /** The deleted bot's id. */
+  id: string;
+  /** When the bot's remaining data is removed (DELETED_BOT_RETENTION after the deletion). */
+  data_removed_at?: string | null;
+  /** When its username may be taken by another account: at once for an application never approved, data_removed_at otherwise (its owner may reuse it at any time). */
+  username_released_at?: string | null;
+}
+
 /** DeleteBotWebhookRequest names the bot and may drop what is pending. */
 export interface DeleteBotWebhookRequest {
   /** The bot id. */
@@ -515,6 +545,16 @@ export interface DeliveryAttempt {
   request?: AttemptRequest | null;
   /** The answer received; null when none came (timeout, connection failure, refused target). */
   response?: AttemptResponse | null;
+}
+
+/** EditApplicationRequest changes the fields named by update_mask. */
+export interface EditApplicationRequest {
+  /** The bot id. */
+  id: string;
+  /** New values of the fields named in update_mask. */
+  application: ApplicationFields;
+  /** Fields of application to change; over HTTP the keys present in the body. name, username and scopes cannot be cleared; description and avatar are cleared by null. */
+  update_mask?: string;
 }
 
 /** EditMessageCaptionRequest is a photo's or document's new caption. */
@@ -1155,6 +1195,12 @@ export interface ReplyMarkupInput {
   selective?: boolean;
 }
 
+/** ResubmitApplicationRequest names the rejected application to review again. */
+export interface ResubmitApplicationRequest {
+  /** The bot id. */
+  id: string;
+}
+
 /** RetryDeliveryRequest names the delivery to attempt again. */
 export interface RetryDeliveryRequest {
   /** The bot id. */
@@ -1503,6 +1549,9 @@ export const consoleMethods = {
   listMyBots: {"rpc":"botplatform.v1.ConsoleService/ListMyBots","httpMethod":"GET","path":"/api/v1/bots/my","pathParams":[],"body":null,"successCode":200},
   getMyBot: {"rpc":"botplatform.v1.ConsoleService/GetMyBot","httpMethod":"GET","path":"/api/v1/bots/my/{id}","pathParams":["id"],"body":null,"successCode":200},
   updateMyBot: {"rpc":"botplatform.v1.ConsoleService/UpdateMyBot","httpMethod":"PATCH","path":"/api/v1/bots/my/{id}","pathParams":["id"],"body":"bot","successCode":200},
+  editApplication: {"rpc":"botplatform.v1.ConsoleService/EditApplication","httpMethod":"PATCH","path":"/api/v1/bots/my/{id}/application","pathParams":["id"],"body":"application","successCode":200},
+  resubmitApplication: {"rpc":"botplatform.v1.ConsoleService/ResubmitApplication","httpMethod":"POST","path":"/api/v1/bots/my/{id}/resubmit","pathParams":["id"],"body":"*","successCode":200},
+  deleteBot: {"rpc":"botplatform.v1.ConsoleService/DeleteBot","httpMethod":"DELETE","path":"/api/v1/bots/my/{id}","pathParams":["id"],"body":"*","successCode":200},
   regenerateToken: {"rpc":"botplatform.v1.ConsoleService/RegenerateToken","httpMethod":"POST","path":"/api/v1/bots/my/{id}/regenerate-token","pathParams":["id"],"body":"*","successCode":200},
   setBotWebhook: {"rpc":"botplatform.v1.ConsoleService/SetBotWebhook","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook","pathParams":["id"],"body":"*","successCode":200},
   rotateWebhookSecret: {"rpc":"botplatform.v1.ConsoleService/RotateWebhookSecret","httpMethod":"POST","path":"/api/v1/bots/my/{id}/webhook/rotate-secret","pathParams":["id"],"body":"*","successCode":200},
@@ -1528,6 +1577,12 @@ export interface ConsoleMethodTypes {
   getMyBot: { request: GetMyBotRequest; result: Bot; optionalRequest: false };
   /** UpdateMyBot changes profile fields of an approved bot. Over HTTP the update_mask is the set of keys present in the body. */
   updateMyBot: { request: UpdateMyBotRequest; result: Bot; optionalRequest: false };
+  /** EditApplication changes an application still under review (pending) or rejected: the fields named by update_mask (over HTTP, the keys present in the body). It stays in its review state: a rejected one goes back to review with ResubmitApplication. An approved bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here). */
+  editApplication: { request: EditApplicationRequest; result: Bot; optionalRequest: false };
+  /** ResubmitApplication puts a rejected application back in the review queue: rejected → pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION). */
+  resubmitApplication: { request: ResubmitApplicationRequest; result: Bot; optionalRequest: false };
+  /** DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot is gone from every read (NOT_FOUND), its token is refused, its webhook removed and its queued updates and open deliveries dropped. Its remaining data (messages, chats, files, the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at). The username of a bot that was approved stays reserved for its owner until then (username_released_at); an application never approved releases it at once. */
+  deleteBot: { request: DeleteBotRequest; result: DeleteBotResponse; optionalRequest: false };
   /** RegenerateToken issues a new token for an approved bot; the previous one stops working at once. */
   regenerateToken: { request: RegenerateTokenRequest; result: RegenerateTokenResponse; optionalRequest: false };
   /** SetBotWebhook configures the webhook and switches the bot to webhook delivery. */

@@ -166,6 +166,82 @@ export interface UpdateMyBotResponse {
   bot: Bot | undefined;
 }
 
+/** ApplicationFields are the fields of an application its owner may change before approval. */
+export interface ApplicationFields {
+  /** Display name, 1 to 100 characters. */
+  name?:
+    | string
+    | undefined;
+  /** Unique handle: a lowercase letter, then a-z, 0-9 or underscore; 3 to 64 long. */
+  username?:
+    | string
+    | undefined;
+  /** Long description, at most 4096 characters. */
+  description?:
+    | string
+    | undefined;
+  /** https URL of the avatar image. */
+  avatar?:
+    | string
+    | undefined;
+  /** Scopes asked for: "send", "receive"; at least one when named. */
+  scopes: string[];
+}
+
+/** EditApplicationRequest changes the fields named by update_mask. */
+export interface EditApplicationRequest {
+  /** The bot id. */
+  id: string;
+  /** New values of the fields named in update_mask. */
+  application:
+    | ApplicationFields
+    | undefined;
+  /**
+   * Fields of application to change; over HTTP the keys present in the body. name,
+   * username and scopes cannot be cleared; description and avatar are cleared by null.
+   */
+  updateMask: string[] | undefined;
+}
+
+/** EditApplicationResponse carries the application after the change. */
+export interface EditApplicationResponse {
+  /** The bot, still pending or rejected. */
+  bot: Bot | undefined;
+}
+
+/** ResubmitApplicationRequest names the rejected application to review again. */
+export interface ResubmitApplicationRequest {
+  /** The bot id. */
+  id: string;
+}
+
+/** ResubmitApplicationResponse carries the application, pending again. */
+export interface ResubmitApplicationResponse {
+  /** The bot, review_status pending. */
+  bot: Bot | undefined;
+}
+
+/** DeleteBotRequest names the bot to delete. */
+export interface DeleteBotRequest {
+  /** The bot id. */
+  id: string;
+}
+
+/** DeleteBotResponse tells what happens next. */
+export interface DeleteBotResponse {
+  /** The deleted bot's id. */
+  id: string;
+  /** When the bot's remaining data is removed (DELETED_BOT_RETENTION after the deletion). */
+  dataRemovedAt:
+    | Date
+    | undefined;
+  /**
+   * When its username may be taken by another account: at once for an application never
+   * approved, data_removed_at otherwise (its owner may reuse it at any time).
+   */
+  usernameReleasedAt: Date | undefined;
+}
+
 /** RegenerateTokenRequest names the bot whose token is replaced. */
 export interface RegenerateTokenRequest {
   /** The bot id. */
@@ -1479,6 +1555,489 @@ export const UpdateMyBotResponse: MessageFns<UpdateMyBotResponse> = {
   fromPartial<I extends Exact<DeepPartial<UpdateMyBotResponse>, I>>(object: I): UpdateMyBotResponse {
     const message = createBaseUpdateMyBotResponse();
     message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    return message;
+  },
+};
+
+function createBaseApplicationFields(): ApplicationFields {
+  return { name: undefined, username: undefined, description: undefined, avatar: undefined, scopes: [] };
+}
+
+export const ApplicationFields: MessageFns<ApplicationFields> = {
+  encode(message: ApplicationFields, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== undefined) {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.username !== undefined) {
+      writer.uint32(18).string(message.username);
+    }
+    if (message.description !== undefined) {
+      writer.uint32(26).string(message.description);
+    }
+    if (message.avatar !== undefined) {
+      writer.uint32(34).string(message.avatar);
+    }
+    for (const v of message.scopes) {
+      writer.uint32(42).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApplicationFields {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApplicationFields();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.avatar = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.scopes.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ApplicationFields>, I>>(base?: I): ApplicationFields {
+    return ApplicationFields.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApplicationFields>, I>>(object: I): ApplicationFields {
+    const message = createBaseApplicationFields();
+    message.name = object.name ?? undefined;
+    message.username = object.username ?? undefined;
+    message.description = object.description ?? undefined;
+    message.avatar = object.avatar ?? undefined;
+    message.scopes = object.scopes?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseEditApplicationRequest(): EditApplicationRequest {
+  return { id: "", application: undefined, updateMask: undefined };
+}
+
+export const EditApplicationRequest: MessageFns<EditApplicationRequest> = {
+  encode(message: EditApplicationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.application !== undefined) {
+      ApplicationFields.encode(message.application, writer.uint32(18).fork()).join();
+    }
+    if (message.updateMask !== undefined) {
+      FieldMask.encode(FieldMask.wrap(message.updateMask), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditApplicationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditApplicationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.application = ApplicationFields.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.updateMask = FieldMask.unwrap(FieldMask.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditApplicationRequest>, I>>(base?: I): EditApplicationRequest {
+    return EditApplicationRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditApplicationRequest>, I>>(object: I): EditApplicationRequest {
+    const message = createBaseEditApplicationRequest();
+    message.id = object.id ?? "";
+    message.application = (object.application !== undefined && object.application !== null)
+      ? ApplicationFields.fromPartial(object.application)
+      : undefined;
+    message.updateMask = object.updateMask ?? undefined;
+    return message;
+  },
+};
+
+function createBaseEditApplicationResponse(): EditApplicationResponse {
+  return { bot: undefined };
+}
+
+export const EditApplicationResponse: MessageFns<EditApplicationResponse> = {
+  encode(message: EditApplicationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bot !== undefined) {
+      Bot.encode(message.bot, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditApplicationResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditApplicationResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bot = Bot.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditApplicationResponse>, I>>(base?: I): EditApplicationResponse {
+    return EditApplicationResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditApplicationResponse>, I>>(object: I): EditApplicationResponse {
+    const message = createBaseEditApplicationResponse();
+    message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    return message;
+  },
+};
+
+function createBaseResubmitApplicationRequest(): ResubmitApplicationRequest {
+  return { id: "" };
+}
+
+export const ResubmitApplicationRequest: MessageFns<ResubmitApplicationRequest> = {
+  encode(message: ResubmitApplicationRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResubmitApplicationRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResubmitApplicationRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResubmitApplicationRequest>, I>>(base?: I): ResubmitApplicationRequest {
+    return ResubmitApplicationRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResubmitApplicationRequest>, I>>(object: I): ResubmitApplicationRequest {
+    const message = createBaseResubmitApplicationRequest();
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseResubmitApplicationResponse(): ResubmitApplicationResponse {
+  return { bot: undefined };
+}
+
+export const ResubmitApplicationResponse: MessageFns<ResubmitApplicationResponse> = {
+  encode(message: ResubmitApplicationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bot !== undefined) {
+      Bot.encode(message.bot, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResubmitApplicationResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResubmitApplicationResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bot = Bot.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ResubmitApplicationResponse>, I>>(base?: I): ResubmitApplicationResponse {
+    return ResubmitApplicationResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResubmitApplicationResponse>, I>>(object: I): ResubmitApplicationResponse {
+    const message = createBaseResubmitApplicationResponse();
+    message.bot = (object.bot !== undefined && object.bot !== null) ? Bot.fromPartial(object.bot) : undefined;
+    return message;
+  },
+};
+
+function createBaseDeleteBotRequest(): DeleteBotRequest {
+  return { id: "" };
+}
+
+export const DeleteBotRequest: MessageFns<DeleteBotRequest> = {
+  encode(message: DeleteBotRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteBotRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteBotRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteBotRequest>, I>>(base?: I): DeleteBotRequest {
+    return DeleteBotRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteBotRequest>, I>>(object: I): DeleteBotRequest {
+    const message = createBaseDeleteBotRequest();
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteBotResponse(): DeleteBotResponse {
+  return { id: "", dataRemovedAt: undefined, usernameReleasedAt: undefined };
+}
+
+export const DeleteBotResponse: MessageFns<DeleteBotResponse> = {
+  encode(message: DeleteBotResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.dataRemovedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.dataRemovedAt), writer.uint32(18).fork()).join();
+    }
+    if (message.usernameReleasedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.usernameReleasedAt), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteBotResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteBotResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.dataRemovedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.usernameReleasedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteBotResponse>, I>>(base?: I): DeleteBotResponse {
+    return DeleteBotResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteBotResponse>, I>>(object: I): DeleteBotResponse {
+    const message = createBaseDeleteBotResponse();
+    message.id = object.id ?? "";
+    message.dataRemovedAt = object.dataRemovedAt ?? undefined;
+    message.usernameReleasedAt = object.usernameReleasedAt ?? undefined;
     return message;
   },
 };
@@ -4764,6 +5323,55 @@ export const ConsoleServiceService = {
     responseDeserialize: (value: Buffer): UpdateMyBotResponse => UpdateMyBotResponse.decode(value),
   },
   /**
+   * EditApplication changes an application still under review (pending) or rejected:
+   * the fields named by update_mask (over HTTP, the keys present in the body). It stays
+   * in its review state: a rejected one goes back to review with ResubmitApplication. An
+   * approved bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here).
+   */
+  editApplication: {
+    path: "/botplatform.v1.ConsoleService/EditApplication" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EditApplicationRequest): Buffer =>
+      Buffer.from(EditApplicationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EditApplicationRequest => EditApplicationRequest.decode(value),
+    responseSerialize: (value: EditApplicationResponse): Buffer =>
+      Buffer.from(EditApplicationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EditApplicationResponse => EditApplicationResponse.decode(value),
+  },
+  /**
+   * ResubmitApplication puts a rejected application back in the review queue: rejected →
+   * pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION).
+   */
+  resubmitApplication: {
+    path: "/botplatform.v1.ConsoleService/ResubmitApplication" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResubmitApplicationRequest): Buffer =>
+      Buffer.from(ResubmitApplicationRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResubmitApplicationRequest => ResubmitApplicationRequest.decode(value),
+    responseSerialize: (value: ResubmitApplicationResponse): Buffer =>
+      Buffer.from(ResubmitApplicationResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResubmitApplicationResponse => ResubmitApplicationResponse.decode(value),
+  },
+  /**
+   * DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot
+   * is gone from every read (NOT_FOUND), its token is refused, its webhook removed and its
+   * queued updates and open deliveries dropped. Its remaining data (messages, chats, files,
+   * the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at).
+   * The username of a bot that was approved stays reserved for its owner until then
+   * (username_released_at); an application never approved releases it at once.
+   */
+  deleteBot: {
+    path: "/botplatform.v1.ConsoleService/DeleteBot" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteBotRequest): Buffer => Buffer.from(DeleteBotRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteBotRequest => DeleteBotRequest.decode(value),
+    responseSerialize: (value: DeleteBotResponse): Buffer => Buffer.from(DeleteBotResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteBotResponse => DeleteBotResponse.decode(value),
+  },
+  /**
    * RegenerateToken issues a new token for an approved bot; the previous one stops
    * working at once.
    */
@@ -4971,6 +5579,27 @@ export interface ConsoleServiceServer extends UntypedServiceImplementation {
    */
   updateMyBot: handleUnaryCall<UpdateMyBotRequest, UpdateMyBotResponse>;
   /**
+   * EditApplication changes an application still under review (pending) or rejected:
+   * the fields named by update_mask (over HTTP, the keys present in the body). It stays
+   * in its review state: a rejected one goes back to review with ResubmitApplication. An
+   * approved bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here).
+   */
+  editApplication: handleUnaryCall<EditApplicationRequest, EditApplicationResponse>;
+  /**
+   * ResubmitApplication puts a rejected application back in the review queue: rejected →
+   * pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION).
+   */
+  resubmitApplication: handleUnaryCall<ResubmitApplicationRequest, ResubmitApplicationResponse>;
+  /**
+   * DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot
+   * is gone from every read (NOT_FOUND), its token is refused, its webhook removed and its
+   * queued updates and open deliveries dropped. Its remaining data (messages, chats, files,
+   * the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at).
+   * The username of a bot that was approved stays reserved for its owner until then
+   * (username_released_at); an application never approved releases it at once.
+   */
+  deleteBot: handleUnaryCall<DeleteBotRequest, DeleteBotResponse>;
+  /**
    * RegenerateToken issues a new token for an approved bot; the previous one stops
    * working at once.
    */
@@ -5104,6 +5733,69 @@ export interface ConsoleServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UpdateMyBotResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * EditApplication changes an application still under review (pending) or rejected:
+   * the fields named by update_mask (over HTTP, the keys present in the body). It stays
+   * in its review state: a rejected one goes back to review with ResubmitApplication. An
+   * approved bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here).
+   */
+  editApplication(
+    request: EditApplicationRequest,
+    callback: (error: ServiceError | null, response: EditApplicationResponse) => void,
+  ): ClientUnaryCall;
+  editApplication(
+    request: EditApplicationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EditApplicationResponse) => void,
+  ): ClientUnaryCall;
+  editApplication(
+    request: EditApplicationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EditApplicationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ResubmitApplication puts a rejected application back in the review queue: rejected →
+   * pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION).
+   */
+  resubmitApplication(
+    request: ResubmitApplicationRequest,
+    callback: (error: ServiceError | null, response: ResubmitApplicationResponse) => void,
+  ): ClientUnaryCall;
+  resubmitApplication(
+    request: ResubmitApplicationRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResubmitApplicationResponse) => void,
+  ): ClientUnaryCall;
+  resubmitApplication(
+    request: ResubmitApplicationRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResubmitApplicationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot
+   * is gone from every read (NOT_FOUND), its token is refused, its webhook removed and its
+   * queued updates and open deliveries dropped. Its remaining data (messages, chats, files,
+   * the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at).
+   * The username of a bot that was approved stays reserved for its owner until then
+   * (username_released_at); an application never approved releases it at once.
+   */
+  deleteBot(
+    request: DeleteBotRequest,
+    callback: (error: ServiceError | null, response: DeleteBotResponse) => void,
+  ): ClientUnaryCall;
+  deleteBot(
+    request: DeleteBotRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteBotResponse) => void,
+  ): ClientUnaryCall;
+  deleteBot(
+    request: DeleteBotRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteBotResponse) => void,
   ): ClientUnaryCall;
   /**
    * RegenerateToken issues a new token for an approved bot; the previous one stops

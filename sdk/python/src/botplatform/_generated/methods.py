@@ -10,6 +10,7 @@ from typing import Any, Literal, cast
 
 from .._operation import Operation
 from .models import (
+    ApplicationFields,
     Bot,
     BotCommand,
     BotMetrics,
@@ -18,6 +19,7 @@ from .models import (
     ChatFullInfo,
     CreateTestCallbackQueryResponse,
     CreateTestUpdateResponse,
+    DeleteBotResponse,
     Delivery,
     File,
     InlineQueryResult,
@@ -118,6 +120,39 @@ OPERATIONS: dict[str, Operation] = {
         path_params=("id",),
         query_params=("update_mask",),
         body="bot",
+        idempotent=False,
+    ),
+    "delete_bot": Operation(
+        name="delete_bot",
+        rpc="botplatform.v1.ConsoleService/DeleteBot",
+        surface="console",
+        http_method="DELETE",
+        path="/api/v1/bots/my/{id}",
+        path_params=("id",),
+        query_params=(),
+        body="*",
+        idempotent=True,
+    ),
+    "edit_application": Operation(
+        name="edit_application",
+        rpc="botplatform.v1.ConsoleService/EditApplication",
+        surface="console",
+        http_method="PATCH",
+        path="/api/v1/bots/my/{id}/application",
+        path_params=("id",),
+        query_params=("update_mask",),
+        body="application",
+        idempotent=False,
+    ),
+    "resubmit_application": Operation(
+        name="resubmit_application",
+        rpc="botplatform.v1.ConsoleService/ResubmitApplication",
+        surface="console",
+        http_method="POST",
+        path="/api/v1/bots/my/{id}/resubmit",
+        path_params=("id",),
+        query_params=(),
+        body="*",
         idempotent=False,
     ),
     "regenerate_token": Operation(
@@ -1653,6 +1688,52 @@ class ConsoleMethods:
         )
         return cast("Bot", result)
 
+    def delete_bot(
+        self,
+        id: str,
+    ) -> DeleteBotResponse:
+        """
+        DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot is
+        gone from every read (NOT_FOUND), its token is refused, its webhook removed and its
+        queued updates and open deliveries dropped. Its remaining data (messages, chats, files,
+        the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at).
+        The username of a bot that was approved stays reserved for its owner until then
+        (username_released_at); an application never approved releases it at once.
+        """
+        result = self._invoke(OPERATIONS["delete_bot"], {"id": id}, DeleteBotResponse)
+        return cast("DeleteBotResponse", result)
+
+    def edit_application(
+        self,
+        id: str,
+        *,
+        application: ApplicationFields | Mapping[str, Any],
+        update_mask: str | None = None,
+    ) -> Bot:
+        """
+        EditApplication changes an application still under review (pending) or rejected: the
+        fields named by update_mask (over HTTP, the keys present in the body). It stays in its
+        review state: a rejected one goes back to review with ResubmitApplication. An approved
+        bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here).
+        """
+        result = self._invoke(
+            OPERATIONS["edit_application"],
+            {"id": id, "application": application, "update_mask": update_mask},
+            Bot,
+        )
+        return cast("Bot", result)
+
+    def resubmit_application(
+        self,
+        id: str,
+    ) -> Bot:
+        """
+        ResubmitApplication puts a rejected application back in the review queue: rejected →
+        pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION).
+        """
+        result = self._invoke(OPERATIONS["resubmit_application"], {"id": id}, Bot)
+        return cast("Bot", result)
+
     def regenerate_token(
         self,
         id: str,
@@ -1966,6 +2047,52 @@ class AsyncConsoleMethods:
         result = await self._invoke(
             OPERATIONS["update_my_bot"], {"id": id, "bot": bot, "update_mask": update_mask}, Bot
         )
+        return cast("Bot", result)
+
+    async def delete_bot(
+        self,
+        id: str,
+    ) -> DeleteBotResponse:
+        """
+        DeleteBot deletes a bot, or withdraws an application, in any state. At once: the bot is
+        gone from every read (NOT_FOUND), its token is refused, its webhook removed and its
+        queued updates and open deliveries dropped. Its remaining data (messages, chats, files,
+        the delivery log, statistics) is removed after DELETED_BOT_RETENTION (data_removed_at).
+        The username of a bot that was approved stays reserved for its owner until then
+        (username_released_at); an application never approved releases it at once.
+        """
+        result = await self._invoke(OPERATIONS["delete_bot"], {"id": id}, DeleteBotResponse)
+        return cast("DeleteBotResponse", result)
+
+    async def edit_application(
+        self,
+        id: str,
+        *,
+        application: ApplicationFields | Mapping[str, Any],
+        update_mask: str | None = None,
+    ) -> Bot:
+        """
+        EditApplication changes an application still under review (pending) or rejected: the
+        fields named by update_mask (over HTTP, the keys present in the body). It stays in its
+        review state: a rejected one goes back to review with ResubmitApplication. An approved
+        bot changes its profile with UpdateMyBot instead (FAILED_PRECONDITION here).
+        """
+        result = await self._invoke(
+            OPERATIONS["edit_application"],
+            {"id": id, "application": application, "update_mask": update_mask},
+            Bot,
+        )
+        return cast("Bot", result)
+
+    async def resubmit_application(
+        self,
+        id: str,
+    ) -> Bot:
+        """
+        ResubmitApplication puts a rejected application back in the review queue: rejected →
+        pending (the rejection's reason is cleared). Only a rejected one (FAILED_PRECONDITION).
+        """
+        result = await self._invoke(OPERATIONS["resubmit_application"], {"id": id}, Bot)
         return cast("Bot", result)
 
     async def regenerate_token(

@@ -101,6 +101,36 @@ class AnswerInlineQueryResponse(BaseModel):
     """
 
 
+class ApplicationFields(BaseModel):
+    """
+    ApplicationFields are the fields of an application its owner may change before approval.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: str | None = None
+    """
+    Display name, 1 to 100 characters.
+    """
+    username: str | None = None
+    """
+    Unique handle: a lowercase letter, then a-z, 0-9 or underscore; 3 to 64 long.
+    """
+    description: str | None = None
+    """
+    Long description, at most 4096 characters.
+    """
+    avatar: str | None = None
+    """
+    https URL of the avatar image.
+    """
+    scopes: list[Literal["send", "receive"]] | None = None
+    """
+    Scopes asked for: "send", "receive"; at least one when named.
+    """
+
+
 class ApproveBotRequest(BaseModel):
     """
     ApproveBotRequest names the application to approve.
@@ -925,6 +955,42 @@ class CreateUploadCredentialsResponse(BaseModel):
     """
 
 
+class DeleteBotRequest(BaseModel):
+    """
+    DeleteBotRequest names the bot to delete.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    The bot id.
+    """
+
+
+class DeleteBotResponse(BaseModel):
+    """
+    DeleteBotResponse tells what happens next.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    The deleted bot's id.
+    """
+    data_removed_at: datetime | None = None
+    """
+    When the bot's remaining data is removed (DELETED_BOT_RETENTION after the deletion).
+    """
+    username_released_at: datetime | None = None
+    """
+    When its username may be taken by another account: at once for an application never approved, data_removed_at otherwise (its owner may reuse it at any time).
+    """
+
+
 class DeleteBotWebhookRequest(BaseModel):
     """
     DeleteBotWebhookRequest names the bot and may drop what is pending.
@@ -1174,6 +1240,42 @@ class DeliveryAttempt(BaseModel):
     response: AttemptResponse | None = None
     """
     The answer received; null when none came (timeout, connection failure, refused target).
+    """
+
+
+class EditApplicationRequest(BaseModel):
+    """
+    EditApplicationRequest changes the fields named by update_mask.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    The bot id.
+    """
+    application: ApplicationFields
+    """
+    New values of the fields named in update_mask.
+    """
+    update_mask: str | None = None
+    """
+    Fields of application to change; over HTTP the keys present in the body. name, username and scopes cannot be cleared; description and avatar are cleared by null.
+    """
+
+
+class EditApplicationResponse(BaseModel):
+    """
+    EditApplicationResponse carries the application after the change.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    bot: Bot | None = None
+    """
+    The bot, still pending or rejected.
     """
 
 
@@ -2597,6 +2699,34 @@ class ReplyMarkup(BaseModel):
     selective: bool | None = None
     """
     keyboard, remove_keyboard or force_reply: only for the users mentioned in the text, or the sender of the message replied to.
+    """
+
+
+class ResubmitApplicationRequest(BaseModel):
+    """
+    ResubmitApplicationRequest names the rejected application to review again.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    """
+    The bot id.
+    """
+
+
+class ResubmitApplicationResponse(BaseModel):
+    """
+    ResubmitApplicationResponse carries the application, pending again.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    bot: Bot | None = None
+    """
+    The bot, review_status pending.
     """
 
 
