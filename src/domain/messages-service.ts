@@ -90,19 +90,24 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
 
   /** The chat (one that has written to the bot) and the message replied to (of the same chat), checked; how to build each message once its id is known. */
   async function prepare(principal: BotPrincipal, input: SendInput, bodies: Partial<Message>[]): Promise<SendItem[]> {
-    const [chat, replied] = await Promise.all([
+    // Read together; an unknown chat is the refusal, before a reply to nothing.
+    const [chatRead, replyRead] = await Promise.allSettled([
       deps.messages.chat(principal.botId, input.chatId),
-      replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId).catch((err: unknown) => err as ApiError),
+      replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId),
     ]);
+    if (chatRead.status === 'rejected') throw chatRead.reason;
+    const chat = chatRead.value;
     if (!chat) throw chatNotFound();
     let replyTo = input.replyToMessageId;
     let replyToMessage: Message | undefined;
-    if (replied instanceof ApiError) {
+    if (replyRead.status === 'rejected') {
+      const err: unknown = replyRead.reason;
       // allow_sending_without_reply: a message that is not there is no reason to refuse the send.
-      if (!(input.allowSendingWithoutReply && replied.details.some((d) => d.reason === 'MESSAGE_NOT_FOUND'))) throw replied;
+      const missing = err instanceof ApiError && err.details.some((d) => d.reason === 'MESSAGE_NOT_FOUND');
+      if (!(input.allowSendingWithoutReply && missing)) throw err;
       replyTo = undefined;
     } else {
-      replyToMessage = replied;
+      replyToMessage = replyRead.value;
     }
     const date = Math.floor(now() / 1000);
     return bodies.map((body) => ({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
