@@ -218,7 +218,11 @@ def operations(doc: dict[str, Any], models: Any, types: Types) -> list[dict[str,
             service, _, rest = op["operationId"].partition("_")
             rpc = rest.split("_")[0]
             if service not in SERVICES:
-                raise SystemExit(f"generate.py: operation {op['operationId']} of an unknown service")
+                # A new service needs its clients in botplatform/clients.py first; the test that
+                # enumerates the document's operations (tests/test_clients.py) names it meanwhile.
+                print(f"generate.py: {op['operationId']}: no Python client for {service} yet; left out",
+                      file=sys.stderr)
+                continue
             key = f"{service}/{rpc}"
             if key in seen or rest != rpc:
                 continue

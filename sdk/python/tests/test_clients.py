@@ -53,6 +53,7 @@ def test_every_operation_of_the_document_is_a_method_of_its_clients() -> None:
             if "_" in rpc:  # an additional binding of the same RPC (GET getMe)
                 continue
             seen += 1
+            assert service in CLIENTS, f"{op['operationId']}: no Python client for {service} (botplatform/clients.py)"
             name = snake(rpc)
             binding = OPERATIONS[name]
             assert (binding.http_method, binding.path) == (method.upper(), path)
