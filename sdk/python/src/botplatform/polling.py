@@ -136,6 +136,8 @@ class Poller:
         self._loop = _Loop(timeout=timeout, limit=limit, allowed_updates=allowed_updates, offset=offset,
                            on_error=on_error, backoff=backoff, max_backoff=max_backoff)
         self._stopped = threading.Event()
+        self._runner: int | None = None
+        self._kicker: threading.Thread | None = None
 
     @property
     def offset(self) -> int | None:
@@ -147,10 +149,12 @@ class Poller:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if threading.get_ident() == self._runner:
+            return  # from a handler: no poll is waiting
         # A newer getUpdates ends the one waiting (409): send one from another thread, so that
         # stop() returns at once even when called from a signal handler.
-        offset = self._loop.offset
-        threading.Thread(target=self._kick, args=(offset,), daemon=True).start()
+        self._kicker = threading.Thread(target=self._kick, args=(self._loop.offset,), daemon=True)
+        self._kicker.start()
 
     def _kick(self, offset: int | None) -> None:
         try:
@@ -167,6 +171,7 @@ class Poller:
     def run(self) -> None:
         """Polls until ``stop()``; raises WebhookActiveError, or a BotPlatformError retrying cannot cure."""
         loop = self._loop
+        self._runner = threading.get_ident()
         self._check_webhook()
         try:
             while not self._stopped.is_set():
@@ -195,6 +200,8 @@ class Poller:
 
     def _confirm(self) -> None:
         loop = self._loop
+        if self._kicker is not None:
+            self._kicker.join(10)  # its getUpdates must not end the confirming one
         if loop.offset is None or loop.offset == loop.confirmed:
             return
         try:
