@@ -175,3 +175,28 @@ def test_the_framework_examples_accept_signed_deliveries_and_refuse_forged_ones(
     assert out.count("update 42") == 1
 
 
+
+
+def test_a_rotated_secret_both_signatures_verify_during_the_overlap(
+    make_bot: Callable[[str], NewBot], console: ConsoleClient, https_receiver: tuple[str, list[tuple[bytes, dict[str, str]]]]
+) -> None:
+    url, got = https_receiver
+    b = make_bot("webhook_rotation")
+    old = "old-secret-old-secret-old-secret"
+    assert b.bot.set_webhook(url=url, secret_token=old)
+    rotated = console.rotate_webhook_secret(b.id, overlap_seconds=3600)
+    new = rotated.secret_token
+    assert new and new != old
+    sent = console.create_test_update(b.id, text="during the overlap", chat_id=6200)
+    deadline = time.monotonic() + 15
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    body, headers = got[0]
+    signatures = {k.lower(): v for k, v in headers.items()}["x-service-signature-v2"].split(" ")
+    assert len(signatures) == 2
+    # A receiver still on the old secret and one already on the new accept it alike.
+    assert verify_webhook(body, headers, old).update_id == sent.update_id
+    assert verify_webhook(body, headers, new).update_id == sent.update_id
+    assert verify_webhook(body, headers, [new, old]).update_id == sent.update_id
+    with pytest.raises(WebhookSignatureError):
+        verify_webhook(body, headers, "neither-secret")
