@@ -136,7 +136,7 @@ class Poller:
         self._loop = _Loop(timeout=timeout, limit=limit, allowed_updates=allowed_updates, offset=offset,
                            on_error=on_error, backoff=backoff, max_backoff=max_backoff)
         self._stopped = threading.Event()
-        self._runner: int | None = None
+        self._in_poll = False
         self._kicker: threading.Thread | None = None
 
     @property
@@ -149,10 +149,10 @@ class Poller:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        if threading.get_ident() == self._runner:
-            return  # from a handler: no poll is waiting
+        if not self._in_poll:
+            return  # e.g. from a handler: the loop sees the flag before it polls again
         # A newer getUpdates ends the one waiting (409): send one from another thread, so that
-        # stop() returns at once even when called from a signal handler.
+        # stop() returns at once, also from a signal handler (which runs in the polling thread).
         self._kicker = threading.Thread(target=self._kick, args=(self._loop.offset,), daemon=True)
         self._kicker.start()
 
@@ -171,10 +171,14 @@ class Poller:
     def run(self) -> None:
         """Polls until ``stop()``; raises WebhookActiveError, or a BotPlatformError retrying cannot cure."""
         loop = self._loop
-        self._runner = threading.get_ident()
         self._check_webhook()
         try:
-            while not self._stopped.is_set():
+            while True:
+                # In this order: a stop() that comes before the flag is set is seen by the check;
+                # one that comes after it sends the getUpdates that ends this one.
+                self._in_poll = True
+                if self._stopped.is_set():
+                    break
                 try:
                     updates: list[Update] = self.bot._transport.call(
                         OPERATIONS["get_updates"], loop.params(), list[Update], retries=0
@@ -187,6 +191,8 @@ class Poller:
                         self._check_webhook()
                     self._stopped.wait(loop.wait_after(err))
                     continue
+                finally:
+                    self._in_poll = False
                 for update in updates:
                     if self._stopped.is_set():
                         break
