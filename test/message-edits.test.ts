@@ -187,7 +187,7 @@ describe('message edits and deletes', () => {
     expect((await b.rt(token, 'editMessageText', { chat_id: -5501, message_id: sent[1], text: 'still here' })).status).toBe(200);
   });
 
-  it('over gRPC: the same methods, refusals as INVALID_ARGUMENT naming the field', async () => {
+  it('over gRPC: the same methods (and a caption edited on the Telegram surface), refusals as INVALID_ARGUMENT naming the field', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'edit_grpc');
     await b.say(id, 5601, 70);
     const sent = (await b.rt(token, 'sendMessage', { chat_id: 5601, text: 'one' })).body.result;
@@ -202,6 +202,15 @@ describe('message edits and deletes', () => {
       chatId: 5601, messageId: sent.message_id, replyMarkup: { inlineKeyboard: [{ buttons: [{ text: 'x', callbackData: 'y' }] }], keyboard: [] },
     });
     expect(markup.result.replyMarkup).toBeDefined();
+    const photoId = await b.registerFile(token, png(6, 6), 'g.png', 'image/png');
+    const photo = (await b.rt(token, 'sendPhoto', { chat_id: 5601, file_id: photoId, caption: 'before' })).body.result;
+    const captioned = await b.grpc<{ result: { caption: string; captionEntities: { type: string }[] } }>(token, 'editMessageCaption', {
+      chatId: 5601, messageId: photo.message_id, caption: '<u>after</u>', parseMode: 'HTML', captionEntities: [],
+    });
+    expect(captioned.result.caption).toBe('after');
+    expect(captioned.result.captionEntities.map((e) => e.type)).toEqual(['underline']);
+    const onTelegram = await b.tg(token, 'editMessageCaption', { chat_id: 5601, message_id: photo.message_id, caption: 'again' });
+    expect(onTelegram.body.result).toMatchObject({ caption: 'again', photo: [{ file_id: photoId, width: 6, height: 6 }], edit_date: expect.any(Number) });
     expect(await b.grpc(token, 'deleteMessages', { chatId: 5601, messageIds: [sent.message_id] })).toEqual({ result: true });
     const gone = await b.grpc(token, 'deleteMessage', { chatId: 5601, messageId: sent.message_id }).catch((e: grpc.ServiceError) => e);
     expect((gone as grpc.ServiceError).details).toBe('message to delete not found');
