@@ -48,6 +48,20 @@ export const session = {
   onExpired(fn: (message: string) => void) {
     expiredListeners.push(fn);
   },
+  /**
+   * Whether the JWT's `roles` claim names admin, read from its payload (display only: the
+   * review queue still asks the API, which decides). A developer's pages then never ask
+   * the admin API and never see its 403.
+   */
+  claimsAdmin(): boolean {
+    const jwt = sessionStorage.getItem(KEY);
+    try {
+      const payload = JSON.parse(atob(jwt!.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/')));
+      return Array.isArray(payload.roles) && payload.roles.includes('admin');
+    } catch {
+      return false;
+    }
+  },
   /** Seconds since the epoch when the JWT expires, read from its payload (display only). */
   expiresAt(): number | undefined {
     const jwt = sessionStorage.getItem(KEY);
@@ -95,7 +109,7 @@ async function request<T>(method: string, path: string, body?: unknown, jwt = se
 // `npm run generate`): wire names, optional and nullable fields exactly as the API answers.
 import type {
   Bot, BotMetrics, BotProfile, CreateApplicationRequest, CreateTestUpdateResponse, Delivery, DeliveryStatus, ListBotsResponse,
-  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, RotateWebhookSecretResponse, ListDeliveryAttemptsResponse,
+  ListDeliveriesResponse, ListMyBotsResponse, RecoverDeliveriesResponse, RegenerateTokenResponse, ReviewStatus, RotateWebhookSecretResponse, ListDeliveryAttemptsResponse, DeleteBotResponse,
   SetBotWebhookRequest, CreateTestCallbackQueryRequest, CreateTestCallbackQueryResponse, ListChatMessagesResponse,
 } from '../../sdk/src/generated/api';
 export type {
@@ -136,6 +150,12 @@ export const api = {
   createBot: (body: CreateApplicationRequest) => request<Bot>('POST', '/api/v1/bots/applications', body),
   getBot: (id: string) => request<Bot>('GET', `/api/v1/bots/my/${e(id)}`),
   updateBot: (id: string, patch: ProfilePatch) => request<Bot>('PATCH', `/api/v1/bots/my/${e(id)}`, patch),
+  /** Changes a pending or rejected application (the keys given). */
+  editApplication: (id: string, patch: { name?: string; username?: string; description?: string | null; scopes?: string[] }) =>
+    request<Bot>('PATCH', `/api/v1/bots/my/${e(id)}/application`, patch),
+  resubmit: (id: string) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/resubmit`, {}),
+  /** Deletes a bot (withdraws a pending application); answers when its data goes and its username is free. */
+  deleteBot: (id: string) => request<DeleteBotResponse>('DELETE', `/api/v1/bots/my/${e(id)}`, {}),
   regenerateToken: (id: string) => request<RegenerateTokenResponse>('POST', `/api/v1/bots/my/${e(id)}/regenerate-token`, {}),
   setWebhook: (id: string, body: WebhookBody) => request<Bot>('POST', `/api/v1/bots/my/${e(id)}/webhook`, body),
   /** A new signing secret (made by the service when not given); the previous one stays valid for overlapSeconds. */

@@ -35,6 +35,18 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
     setBot(undefined);
     void load();
   }, [id]);
+  // State that stays true: read again when a tab opens and every 10 s while the page is
+  // open (a webhook the platform disabled, a review decided meanwhile).
+  useEffect(() => {
+    if (bot) void load();
+  }, [tab]);
+  useEffect(() => {
+    const t = setInterval(() => { if (document.visibilityState === 'visible') void load(); }, 10_000);
+    return () => clearInterval(t);
+  }, [id]);
+  useEffect(() => {
+    document.title = bot ? `${bot.name} (@${bot.username}) · ${TABS.find(([k]) => k === tab)?.[1] ?? 'Overview'} · Bot platform` : 'Bot platform';
+  }, [bot?.name, bot?.username, tab]);
   if (error) return <Page><p><a href="#/bots">← My bots</a></p><ErrorAlert error={error} /></Page>;
   if (!bot) return <Page><p>Loading…</p></Page>;
   const base = `#/bots/${encodeURIComponent(id)}`;
@@ -43,7 +55,10 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
       <p><a href="#/bots">← My bots</a></p>
       <div class="row spread">
         <h1>{bot.name} <span class="muted">@{bot.username}</span></h1>
-        <div class="row"><Badge value={bot.review_status} /><Badge value={bot.status} /></div>
+        <div class="row">
+          <Badge value={bot.review_status} /><Badge value={bot.status} />
+          {bot.webhook?.disabled && <a href={`${base}/webhook`} class="badge b-dead_letter" id="header-webhook-disabled">webhook disabled</a>}
+        </div>
       </div>
       {token && <TokenReveal token={token} onDismiss={() => setToken(undefined)} />}
       <nav class="tabs" aria-label="Bot sections">
@@ -64,8 +79,16 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
 type Token = { token: string; telegram?: string };
 
 function TokenReveal({ token, onDismiss }: { token: Token; onDismiss: () => void }) {
+  // Shown once: moved into view and focused (so a screen reader reads it out), whatever
+  // the screen size and wherever the button that revealed it was.
+  const box = useRef<HTMLElement>(null);
+  useEffect(() => {
+    box.current?.scrollIntoView({ block: 'start' });
+    box.current?.focus({ preventScroll: true });
+  }, [token.token]);
   return (
-    <section class="reveal" aria-labelledby="reveal-title">
+    <section class="reveal" aria-labelledby="reveal-title" tabIndex={-1} ref={box} id="token-reveal">
+      <p class="sr-only" role="status">Your bot token is shown below, this once.</p>
       <h2 id="reveal-title">Your bot token</h2>
       <p><strong>Copy it now: you will not see this again.</strong> The service keeps only its hash; if you lose it, regenerate it.</p>
       <div class="row">
@@ -112,6 +135,11 @@ function Overview({ bot, onChange, onToken }: { bot: Bot; onChange: (b: Bot) => 
         <dt>Id</dt><dd><code>{bot.id}</code></dd>
       </dl>
       {bot.review_status === 'pending' && <Alert kind="info">Waiting for review. The token appears here once, after approval.</Alert>}
+      {bot.review_status === 'rejected' && (
+        <Alert kind="error">Rejected{bot.review_reason ? `: ${bot.review_reason}` : '.'} Change the application below, then resubmit it for review.</Alert>
+      )}
+      {bot.review_status !== 'approved' && <ApplicationForm bot={bot} onChange={onChange} />}
+      {bot.review_status === 'approved' && <Quickstart bot={bot} />}
       {bot.review_status === 'approved' && (
         <section>
           <h2>Token</h2>
@@ -130,7 +158,123 @@ function Overview({ bot, onChange, onToken }: { bot: Bot; onChange: (b: Bot) => 
         </section>
       )}
       {bot.review_status === 'approved' ? <ProfileForm bot={bot} onChange={onChange} /> : <p class="muted">The profile can be edited once the bot is approved.</p>}
+      <DeleteBot bot={bot} />
     </>
+  );
+}
+
+/** A pending or rejected application: changed in place; a rejected one resubmitted. */
+function ApplicationForm({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }) {
+  const [form, setForm] = useState({ name: bot.name, username: bot.username, description: bot.description ?? '' });
+  const [scopes, setScopes] = useState<string[]>(bot.scopes);
+  const [error, setError] = useState<unknown>();
+  const [done, setDone] = useState<string>();
+  const set = (k: keyof typeof form) => (v: string) => setForm({ ...form, [k]: v });
+  const toggle = (s: string) => setScopes(scopes.includes(s) ? scopes.filter((x) => x !== s) : [...scopes, s]);
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setDone(undefined);
+    try {
+      onChange(await api.editApplication(bot.id, { name: form.name, username: form.username, description: form.description || null, scopes }));
+      setDone('Application saved.');
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const resubmit = async () => {
+    setError(undefined);
+    try {
+      onChange(await api.resubmit(bot.id));
+      setDone('Resubmitted: the application is back in the review queue.');
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <section aria-labelledby="app-title">
+      <h2 id="app-title">Application</h2>
+      {done && <Alert kind="ok">{done}</Alert>}
+      <ErrorAlert error={error} fields={['name', 'username', 'description', 'scopes']} />
+      <form onSubmit={save} noValidate>
+        <Field id="a-name" label="Name" value={form.name} onInput={set('name')} error={fieldError(error, 'name')} hint="1 to 100 characters" />
+        <Field id="a-username" label="Username" value={form.username} onInput={set('username')} error={fieldError(error, 'username')}
+          hint="A lowercase letter, then a-z, 0-9 or _; 3 to 64 long" />
+        <Field id="a-description" label="Description (optional)" multiline value={form.description} onInput={set('description')}
+          error={fieldError(error, 'description')} />
+        <fieldset>
+          <legend>Scopes (at least one)</legend>
+          {['send', 'receive'].map((s) => (
+            <label class="check" key={s}><input type="checkbox" checked={scopes.includes(s)} onChange={() => toggle(s)} /> {s}</label>
+          ))}
+          {fieldError(error, 'scopes') && <p class="field-error">{fieldError(error, 'scopes')}</p>}
+        </fieldset>
+        <div class="row">
+          <button type="submit" class="primary">Save application</button>
+          {bot.review_status === 'rejected' && <button type="button" onClick={resubmit}>Resubmit for review</button>}
+        </div>
+      </form>
+    </section>
+  );
+}
+
+/** Deleting a bot (withdrawing an application), after a confirmation that names what happens. */
+function DeleteBot({ bot }: { bot: Bot }) {
+  const [confirming, setConfirming] = useState(false);
+  const [typed, setTyped] = useState('');
+  const [error, setError] = useState<unknown>();
+  const withdraw = bot.review_status !== 'approved';
+  const remove = async () => {
+    setError(undefined);
+    try {
+      await api.deleteBot(bot.id);
+      location.hash = '#/bots';
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <section aria-labelledby="delete-title">
+      <h2 id="delete-title">{withdraw ? 'Withdraw the application' : 'Delete the bot'}</h2>
+      <ErrorAlert error={error} />
+      {!confirming ? (
+        <button type="button" class="danger" onClick={() => setConfirming(true)}>{withdraw ? 'Withdraw application…' : 'Delete bot…'}</button>
+      ) : (
+        <div class="confirm" role="group" aria-labelledby="delete-q">
+          <p id="delete-q">{withdraw
+            ? <>The application is withdrawn and its username @{bot.username} is free again at once.</>
+            : <>The bot is gone at once: its token is refused, its webhook stops and its queued updates are dropped. Its messages, files
+              and delivery log are removed after 30 days; until then @{bot.username} stays reserved for you.</>}</p>
+          <label for="delete-confirm">Type the username to confirm</label>
+          <input id="delete-confirm" autoComplete="off" value={typed} onInput={(e) => setTyped((e.target as HTMLInputElement).value)} ref={(i) => i?.focus()} />
+          <div class="row">
+            <button type="button" class="danger" disabled={typed !== bot.username} onClick={remove}>{withdraw ? 'Withdraw it' : 'Delete it'}</button>
+            <button type="button" onClick={() => { setConfirming(false); setTyped(''); }}>Cancel</button>
+          </div>
+        </div>
+      )}
+    </section>
+  );
+}
+
+/** After approval: where the API is and a first call, with the SDK and a Telegram framework pointed at this platform. */
+function Quickstart({ bot }: { bot: Bot }) {
+  const origin = location.origin;
+  const curl = `curl -s -X POST ${origin}/api/v1/bots/getMe -H "Authorization: Bearer $BOT_TOKEN"`;
+  const sdk = `import { createBotClient } from '@botplatform/sdk';\nconst bot = createBotClient(process.env.BOT_TOKEN!, { baseUrl: '${origin}' });\nconsole.log(await bot.getMe());`;
+  const ptb = `from telegram.ext import ApplicationBuilder\napp = ApplicationBuilder().token(TELEGRAM_FORM_TOKEN).base_url('${origin}/bot').build()`;
+  return (
+    <section aria-labelledby="qs-title">
+      <h2 id="qs-title">Quickstart</h2>
+      <p>The API is at <code>{origin}/api/v1</code> (the Telegram-compatible one at <code>{origin}/bot&lt;token&gt;/&lt;method&gt;</code>).
+        Put the token in <code>BOT_TOKEN</code>, then:</p>
+      <pre class="body" id="qs-curl">{curl}</pre>
+      <div class="row"><CopyButton text={curl} label="Copy the curl call" /></div>
+      <p>With the TypeScript SDK (<code>sdk/</code>):</p>
+      <pre class="body">{sdk}</pre>
+      <p>With a Telegram framework (python-telegram-bot; the token in Telegram's form, shown with the token):</p>
+      <pre class="body">{ptb}</pre>
+    </section>
   );
 }
 

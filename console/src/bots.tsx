@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, type CreateApplicationRequest, type ListMyBotsResponse } from './api';
+import { api, ApiFailure, type CreateApplicationRequest, type ListMyBotsResponse } from './api';
 import { Alert, Badge, ErrorAlert, Field, fieldError, Page, Pager } from './ui';
 
 export function BotsPage() {
@@ -53,6 +53,11 @@ export function CreateBotPage() {
   const set = (k: keyof typeof form) => (v: string) => setForm({ ...form, [k]: v });
   const submit = async (e: Event) => {
     e.preventDefault();
+    // No scope at all would be taken by the API for both: say so beside the boxes instead.
+    if (scopes.length === 0) {
+      setError(new ApiFailure(400, 'INVALID_ARGUMENT', 'scopes: choose at least one (send, receive)', [{ field: 'scopes', reason: 'REQUIRED' }]));
+      return;
+    }
     setBusy(true);
     setError(undefined);
     const body: CreateApplicationRequest = { name: form.name, username: form.username, scopes };
@@ -83,7 +88,7 @@ export function CreateBotPage() {
         <Field id="avatar" label="Avatar URL (optional)" type="url" value={form.avatar} onInput={set('avatar')} error={fieldError(error, 'avatar')}
           hint="https URL" />
         <fieldset>
-          <legend>Scopes</legend>
+          <legend>Scopes (at least one)</legend>
           {['send', 'receive'].map((s) => (
             <label class="check" key={s}><input type="checkbox" checked={scopes.includes(s)} onChange={() => toggle(s)} /> {s}</label>
           ))}

@@ -23,7 +23,27 @@ export const go = (hash: string) => {
   location.hash = hash;
 };
 
+/** The page a signed-out visitor asked for, kept (in memory only) for after sign-in. */
+let asked: string | null = null;
+function wanted(): string {
+  const h = asked;
+  asked = null;
+  return h ?? '#/bots';
+}
+
+/** Titles per section, so tabs and history say where they are. */
+function titleOf(section: string, id?: string): string {
+  if (section === 'review') return 'Review queue · Bot platform';
+  if (section === 'bots' && id === 'new') return 'New bot · Bot platform';
+  if (section === 'bots' && id) return document.title; // the bot page sets its own
+  return 'My bots · Bot platform';
+}
+
 function SignIn({ notice }: { notice?: string }) {
+  useEffect(() => {
+    document.title = 'Sign in · Bot platform';
+    if (location.hash.startsWith('#/') && location.hash !== '#/') asked = location.hash;
+  }, []);
   const [jwt, setJwt] = useState('');
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -36,7 +56,8 @@ function SignIn({ notice }: { notice?: string }) {
     try {
       await api.probe(token);
       session.signIn(token);
-      location.hash = '#/bots';
+      // Back to the page asked for before signing in (a deep link), else the bots.
+      location.hash = wanted();
       dispatchEvent(new Event('signed-in'));
     } catch (err) {
       setError(err instanceof ApiFailure ? `The service refused this JWT: ${err.message}` : String(err));
@@ -71,6 +92,9 @@ function App() {
   const [notice, setNotice] = useState<string>();
   const [admin, setAdmin] = useState(false);
   const [exchanging, setExchanging] = useState(() => location.hash.startsWith('#sign-in='));
+  useEffect(() => {
+    if (jwt) document.title = titleOf(route[0] ?? 'bots', route[1]);
+  }, [jwt, route[0], route[1]]);
 
   useEffect(() => {
     session.onExpired((message) => {
@@ -90,7 +114,7 @@ function App() {
           session.signIn(jwt);
           setJwt(jwt);
           setNotice(undefined);
-          location.hash = '#/bots';
+          location.hash = wanted();
         },
         (err) => setNotice(err instanceof ApiFailure ? err.message : String(err)),
       ).finally(() => setExchanging(false));
@@ -102,7 +126,7 @@ function App() {
   useEffect(() => {
     if (!jwt) return;
     setNotice(undefined);
-    api.isAdmin().then(setAdmin, () => setAdmin(false));
+    setAdmin(session.claimsAdmin());
     const exp = session.expiresAt();
     if (exp === undefined) return;
     const ms = exp * 1000 - Date.now();

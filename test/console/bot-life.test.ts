@@ -1,0 +1,202 @@
+/**
+ * A bot's life in the console (issue 35), in Chromium against the real service: the token
+ * revealed in view and focused on a 390×844 phone (first read and regeneration), a
+ * quickstart after approval, a rejected application changed and resubmitted, a pending one
+ * withdrawn, an approved one deleted (its token refused), a webhook the platform disabled
+ * shown in the header once a tab is opened, no scope refused beside the boxes, a deep link
+ * kept through sign-in, titles that say where one is, no 403 on a developer's pages, and
+ * axe-core with no critical or serious finding.
+ */
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildConsole, launchChromium } from '../helpers/browser.js';
+import { approvedBot, call, client, startHarness, type Harness } from '../helpers/harness.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { createTestPki, type TestPki } from '../helpers/tls.js';
+
+const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+let browser: Browser | undefined;
+let launchError: unknown;
+beforeAll(async () => {
+  await buildConsole();
+  try {
+    browser = await launchChromium();
+  } catch (err) {
+    launchError = err;
+  }
+}, 600_000);
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function axeFindings(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const result = await page.evaluate(async () => {
+    const r = await (window as unknown as { axe: { run: (c: unknown) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } })
+      .axe.run({ resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
+  });
+  return result.filter((v) => v.impact === 'critical' || v.impact === 'serious').map((v) => `${v.impact} ${v.id}: ${v.targets.join(', ')}`);
+}
+
+describe('console: a bot\'s whole life, on a phone and a desktop', () => {
+  let h: Harness;
+  let pki: TestPki;
+  let receiver: Receiver;
+  let devJwt: string;
+  let adminJwt: string;
+  const contexts: BrowserContext[] = [];
+  const forbidden: string[] = [];
+  const pageErrors: string[] = [];
+  const findings: Record<string, string[]> = {};
+
+  beforeAll(async () => {
+    pki = createTestPki();
+    h = await startHarness('in-process', {
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_RETRY_SCHEDULE: '200ms,200ms,200ms,200ms,200ms',
+      WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_DISABLE_AFTER: '1s',
+    });
+    receiver = await startReceiver(pki);
+    devJwt = await h.jwt('console-life-dev');
+    adminJwt = await h.jwt('console-life-reviewer', { admin: true });
+  });
+  afterAll(async () => {
+    for (const c of contexts) await c.close();
+    await receiver?.close();
+    await h?.close();
+  });
+
+  async function open(viewport = { width: 1200, height: 900 }) {
+    if (!browser) throw launchError;
+    const context = await browser.newContext({ baseURL: h.url, viewport });
+    contexts.push(context);
+    const page = await context.newPage();
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    page.on('response', (r) => { if (r.status() === 403) forbidden.push(r.url()); });
+    return page;
+  }
+  async function signIn(page: Page, jwt = devJwt) {
+    await page.getByLabel('Account JWT').fill(jwt);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+  }
+  /** Whether the element is wholly inside the viewport. */
+  const inView = (page: Page, selector: string) => page.evaluate((sel) => {
+    const r = document.querySelector(sel)!.getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth;
+  }, selector);
+
+  it('keeps a deep link through sign-in; titles say where one is; no scope is refused beside the boxes', async () => {
+    const bot = await approvedBot(h, devJwt, 'life_console_deep');
+    const page = await open();
+    await page.goto(`/#/bots/${bot.id}/deliveries`);
+    expect(await page.title()).toBe('Sign in · Bot platform');
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Deliveries' }).waitFor();
+    expect(page.url()).toContain(`#/bots/${bot.id}/deliveries`);
+    await expect.poll(() => page.title()).toBe('Bot life_console_deep (@life_console_deep) · Deliveries · Bot platform');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'My bots' }).click();
+    await expect.poll(() => page.title()).toBe('My bots · Bot platform');
+
+    await page.getByRole('link', { name: 'New bot' }).click();
+    await expect.poll(() => page.title()).toBe('New bot · Bot platform');
+    await page.getByLabel('Name', { exact: true }).fill('No scope');
+    await page.getByLabel('Username').fill('life_no_scope_bot');
+    await page.getByLabel('send').uncheck();
+    await page.getByLabel('receive').uncheck();
+    await page.getByRole('button', { name: 'Submit for review' }).click();
+    await expect.poll(() => page.locator('fieldset .field-error').textContent()).toBe('choose at least one (send, receive)');
+    expect((await client(h.url, devJwt).get('/api/v1/bots/my?limit=100')).body.items.map((b: { username: string }) => b.username)).not.toContain('life_no_scope_bot');
+    findings.create = await axeFindings(page);
+  });
+
+  it('on a 390×844 phone the token is revealed in view and focused, first read and regeneration alike; a quickstart follows approval', async () => {
+    const created = await client(h.url, devJwt).post('/api/v1/bots/applications', { name: 'Phone', username: 'life_phone_bot', description: 'x'.repeat(2000) });
+    expect((await client(h.url, adminJwt).post(`/api/v1/admin/bots/${created.body.id}/approve`, {})).status).toBe(200);
+    const page = await open({ width: 390, height: 844 });
+    await page.goto('/');
+    await signIn(page);
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    await page.goto(`/#/bots/${created.body.id}`);
+    await page.locator('#one-time-token').waitFor();
+    await expect.poll(() => inView(page, '#reveal-title')).toBe(true);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('token-reveal');
+    expect(await page.getByRole('status').filter({ hasText: 'Your bot token is shown below' }).count()).toBe(1);
+    const first = (await page.locator('#one-time-token').textContent())!;
+    expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: first })).status).toBe(200);
+    await page.getByRole('button', { name: 'I have saved it' }).click();
+    // The quickstart: the API base and a first call.
+    expect(await page.locator('#qs-curl').textContent()).toBe(`curl -s -X POST ${h.url}/api/v1/bots/getMe -H "Authorization: Bearer $BOT_TOKEN"`);
+    findings.phoneOverview = await axeFindings(page);
+
+    // Regenerated from the bottom of a long page: the new token is drawn in view, not above it.
+    await page.getByRole('button', { name: 'Regenerate token…' }).scrollIntoViewIfNeeded();
+    await page.getByRole('button', { name: 'Regenerate token…' }).click();
+    await page.getByRole('button', { name: 'Yes, regenerate' }).click();
+    await page.locator('#one-time-token').waitFor();
+    await expect.poll(() => inView(page, '#reveal-title')).toBe(true);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('token-reveal');
+    expect(await page.locator('#one-time-token').textContent()).not.toBe(first);
+  });
+
+  it('a rejected application is changed and resubmitted; a pending one withdrawn', async () => {
+    const rejected = (await client(h.url, devJwt).post('/api/v1/bots/applications', { name: 'Spammy', username: 'life_rejected_ui' })).body;
+    await client(h.url, adminJwt).post(`/api/v1/admin/bots/${rejected.id}/reject`, { reason: 'Say what it does' });
+    const page = await open();
+    await page.goto('/');
+    await signIn(page);
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    await page.goto(`/#/bots/${rejected.id}`);
+    await expect.poll(() => page.getByText('Rejected: Say what it does').count()).toBe(1);
+    await page.getByLabel('Description (optional)').fill('It echoes what you say.');
+    await page.getByRole('button', { name: 'Save application' }).click();
+    await expect.poll(() => page.getByText('Application saved.').count()).toBe(1);
+    await page.getByRole('button', { name: 'Resubmit for review' }).click();
+    await expect.poll(() => page.getByText('Resubmitted: the application is back in the review queue.').count()).toBe(1);
+    const now = (await client(h.url, devJwt).get(`/api/v1/bots/my/${rejected.id}`)).body;
+    expect(now).toMatchObject({ review_status: 'pending', description: 'It echoes what you say.' });
+    findings.application = await axeFindings(page);
+
+    await page.getByRole('button', { name: 'Withdraw application…' }).click();
+    const confirm = page.getByRole('button', { name: 'Withdraw it' });
+    expect(await confirm.isDisabled()).toBe(true);
+    await page.getByLabel('Type the username to confirm').fill('life_rejected_ui');
+    await confirm.click();
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    expect((await client(h.url, devJwt).get(`/api/v1/bots/my/${rejected.id}`)).status).toBe(404);
+  });
+
+  it('a webhook the platform disabled shows in the header once a tab opens; an approved bot deleted after a confirmation, its token refused', async () => {
+    const bot = await approvedBot(h, devJwt, 'life_disabled_ui');
+    receiver.always({ status: 500 });
+    expect((await client(h.url, devJwt).post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: 'life_secret' })).status).toBe(200);
+    const page = await open();
+    await page.goto('/');
+    await signIn(page);
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    await page.goto(`/#/bots/${bot.id}`);
+    await page.getByRole('heading', { name: 'Token' }).waitFor();
+    expect(await page.locator('#header-webhook-disabled').count()).toBe(0);
+    for (let i = 0; i < 3; i++) await client(h.url, devJwt).post(`/api/v1/bots/my/${bot.id}/test-updates`, { text: `fail ${i}` });
+    await expect.poll(async () => (await client(h.url, devJwt).get(`/api/v1/bots/my/${bot.id}`)).body.webhook.disabled, { timeout: 15_000 }).toBe(true);
+    await page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name: 'Webhook', exact: true }).click();
+    await expect.poll(() => page.locator('#header-webhook-disabled').count()).toBe(1);
+    await expect.poll(() => page.locator('#webhook-disabled').textContent()).toMatch(/^disabled/);
+
+    await page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name: 'Overview', exact: true }).click();
+    await page.getByRole('button', { name: 'Delete bot…' }).click();
+    await expect.poll(() => page.getByText(/stays reserved for you/).count()).toBe(1);
+    await page.getByLabel('Type the username to confirm').fill('life_disabled_ui');
+    await page.getByRole('button', { name: 'Delete it' }).click();
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: bot.token })).status).toBe(401);
+  });
+
+  it('no 403 on a developer\'s pages, no page error; axe-core: no critical or serious finding', () => {
+    expect(forbidden).toEqual([]);
+    expect(pageErrors).toEqual([]);
+    expect(findings).toEqual({ create: [], phoneOverview: [], application: [] });
+  });
+});
