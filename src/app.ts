@@ -76,6 +76,8 @@ const ROLES: Record<Config['role'], Role> = {
   async core(root) {
     const backend = await openBackend(root);
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, openFileStore(root));
+    // The console's manual retry of a delivery runs here: its answer's method too.
+    runWebhookAnswers(root, backend, createDirectInvoker(core, backend.ready));
     const httpUrl = await serveHttp(root, healthServer(root.logger), { ready: backend.ready, degraded });
     return { db: backend.db, bus: backend.bus, core, grpcPort, localJwtSecret, httpUrl };
   },
