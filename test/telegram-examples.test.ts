@@ -12,7 +12,7 @@
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { Bot as GrammyBot, InlineKeyboard, InputFile } from 'grammy';
+import { Bot as GrammyBot, InlineKeyboard, InputFile, webhookCallback } from 'grammy';
 import { Bot as NtbaBot, InlineKeyboardBuilder } from 'node-telegram-bot-api';
 import { Markup, Telegraf } from 'telegraf';
 import { message } from 'telegraf/filters';
@@ -147,6 +147,25 @@ describe('the frameworks\' example bots on the Telegram surface', () => {
       expect(sent).toMatchObject({ text: 'echo: over the webhook', chat: { id: TEST_CHAT } });
       const deliveries = await until(() => owner.get(`/api/v1/bots/my/${b.id}/deliveries`), (r) => r.body.items?.[0]?.status === 'succeeded');
       expect(deliveries.body.items).toHaveLength(1);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  }, 40_000);
+
+  it('grammY in webhook mode with canUseWebhookReply: its reply travels in the webhook\'s answer and is sent as the bot', async () => {
+    const b = await example('grammy_hook_reply');
+    const bot = new GrammyBot(b.token, { client: { apiRoot: h.url, canUseWebhookReply: (method) => method === 'sendMessage' } });
+    bot.on('message:text', (ctx) => ctx.reply(`echo: ${ctx.message.text}`, { parse_mode: 'HTML' }));
+    const handle = webhookCallback(bot, 'https', { secretToken: 'grammy_reply_secret' });
+    const server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => void handle(req, res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/grammy`;
+      expect(await bot.api.setWebhook(url, { secret_token: 'grammy_reply_secret' })).toBe(true);
+      await b.say('<b>over</b> the webhook');
+      const sent = await b.seen((m) => m.message);
+      expect(sent).toMatchObject({ text: 'echo: over the webhook', chat: { id: TEST_CHAT } });
+      expect(sent.entities).toEqual([expect.objectContaining({ type: 'bold', offset: 6, length: 4 })]);
     } finally {
       await new Promise((r) => server.close(r));
     }
