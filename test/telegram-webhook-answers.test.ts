@@ -12,7 +12,8 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { approvedBot, call, client, startHarness, usingMysql, type Harness } from './helpers/harness.js';
+import { createBotGrants, GRANT_TTL_MS } from '../src/auth/bot-grants.js';
+import { approvedBot, call, client, startHarness, TEST_SECRET_KEY, usingMysql, type Harness } from './helpers/harness.js';
 import { openFeed, type FeedConsumer } from './helpers/feed-consumer.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
 import { until } from './helpers/until.js';
@@ -111,6 +112,24 @@ for (const mode of ['in-process', ...(usingMysql() ? ['separate-dispatcher' as c
       const ds = await until(bot.deliveries, (d) => d.length === 3 && d.every((x) => x.status === 'succeeded'));
       expect(ds.map((d) => d.attempts)).toEqual([1, 1, 1]);
     }, 30_000);
+
+    it('a bot grant is taken only as minted: with the service\'s key, unaltered, unexpired, for a bot that exists', async () => {
+      const bot = await approvedBot(h, ownerJwt, `answers_grant_${mode === 'in-process' ? 'a' : 'b'}`);
+      const getMe = (credential: string) => call(h.url, 'POST', '/api/v1/bots/getMe', { token: credential });
+      const grants = createBotGrants(TEST_SECRET_KEY);
+      const ok = await getMe(grants.mint(bot.id));
+      expect(ok.status).toBe(200);
+      expect(ok.body.result.id).toBe(bot.id);
+      const other = createBotGrants(Buffer.alloc(32, 7).toString('base64'));
+      const expired = createBotGrants(TEST_SECRET_KEY, () => Date.now() - GRANT_TTL_MS - 1000);
+      const [body, sig] = grants.mint(bot.id).slice('bgr1_'.length).split('.');
+      const tampered = `bgr1_${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body!, 'base64url').toString()), bot: 'bot_other' })).toString('base64url')}.${sig}`;
+      for (const credential of [other.mint(bot.id), expired.mint(bot.id), tampered, grants.mint('bot_nobody'), 'bgr1_garbage']) {
+        const res = await getMe(credential);
+        expect(res.status).toBe(401);
+        expect(res.body).toEqual({ ok: false, error_code: 401, description: 'Unauthorized: invalid bot grant' });
+      }
+    });
 
     it('an invalid answer is logged with Telegram\'s words and counted, never retried; the delivery stays succeeded; a native webhook\'s answer is not run', async () => {
       const bot = await hookedBot(`answers_bad_${mode === 'in-process' ? 'a' : 'b'}`, 6200);
