@@ -630,7 +630,7 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
     setError(undefined);
     try {
       const after = await api.retryDelivery(bot.id, d.id);
-      setNote(`Retried update ${d.update_id}: ${after.status.replace(/_/g, ' ')}${after.last_status_code ? `, HTTP ${after.last_status_code}` : ''}${after.last_error ? `, ${after.last_error}` : ''}.`);
+      setNote(`Retried update ${d.update_id}: ${after.status.replace(/_/g, ' ')}${after.last_status_code ? `, HTTP ${after.last_status_code}` : ''}${after.last_error && after.last_error !== `HTTP ${after.last_status_code}` ? `, ${after.last_error}` : ''}.`);
       setTick(tick + 1);
     } catch (err) {
       setError(err);
@@ -726,7 +726,7 @@ function Attempts({ bot, delivery }: { bot: Bot; delivery: Delivery }) {
           <p class="attempt-head">
             <Badge value={a.ok ? 'succeeded' : 'failed'} /> {fmtTime(a.attempted_at)} · {a.trigger} · {a.duration_ms} ms
             {a.response ? <> · HTTP {a.response.status_code}</> : null}
-            {a.error ? <> · <span class="attempt-error">{a.error}</span></> : null}
+            {a.error && a.error !== `HTTP ${a.response?.status_code}` ? <> · <span class="attempt-error">{a.error}</span></> : null}
           </p>
           <details>
             <summary>Request sent</summary>
@@ -854,7 +854,9 @@ function TestTab({ bot }: { bot: Bot }) {
         setSent(sentRef.current.map((x) => {
           const dl = d.items.find((i) => i.update_id === x.update_id);
           if (!dl) return { ...x, state: 'waiting for its delivery' };
-          const detail = [dl.last_status_code && `HTTP ${dl.last_status_code}`, dl.last_error, dl.last_duration_ms !== undefined && `${dl.last_duration_ms} ms`].filter(Boolean).join(', ');
+          // An HTTP failure's error is its status: said once ("HTTP 500", not "HTTP 500, HTTP 500").
+          const error = dl.last_error === `HTTP ${dl.last_status_code}` ? undefined : dl.last_error;
+          const detail = [dl.last_status_code && `HTTP ${dl.last_status_code}`, error, dl.last_duration_ms !== undefined && `${dl.last_duration_ms} ms`].filter(Boolean).join(', ');
           return { ...x, state: `${dl.status.replace(/_/g, ' ')}${detail ? ` (${detail})` : ''}` };
         }));
       }, () => {});

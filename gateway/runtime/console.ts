@@ -14,7 +14,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import zlib from 'node:zlib';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, Code } from '../../src/errors.js';
 
 /** The built console: console/dist from the repository root, or from dist/ once compiled. */
@@ -103,12 +104,31 @@ export function registerConsoleRoutes(app: FastifyInstance, opts: ConsoleRoutesO
     return reply.type('text/html; charset=utf-8').send(index);
   });
 
+  // Text assets go compressed (brotli, else gzip, as the browser accepts), each compressed
+  // once, at its first request: the files are content-hashed and never change.
+  const compressed = new Map<string, { br: Buffer; gzip: Buffer }>();
+  const send = (request: FastifyRequest, reply: FastifyReply, key: string, body: Buffer) => {
+    reply.header('vary', 'accept-encoding');
+    if (body.length < 1024 || !/^(text\/|application\/json|image\/svg)/.test(String(reply.getHeader('content-type')))) return reply.send(body);
+    let c = compressed.get(key);
+    if (!c) {
+      c = {
+        br: zlib.brotliCompressSync(body, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11 } }),
+        gzip: zlib.gzipSync(body, { level: 9 }),
+      };
+      compressed.set(key, c);
+    }
+    const accepts = String(request.headers['accept-encoding'] ?? '');
+    const encoding = /\bbr\b/.test(accepts) ? 'br' : /\bgzip\b/.test(accepts) ? 'gzip' : undefined;
+    return encoding ? reply.header('content-encoding', encoding).send(c[encoding]) : reply.send(body);
+  };
+
   app.get('/console/assets/:name', async (request, reply) => {
     const { name } = request.params as { name: string };
     const type = TYPES[path.extname(name)];
     const body = /^[\w.-]+$/.test(name) && !name.startsWith('.') && type ? readOrUndefined(path.join(assets, name)) : undefined;
     if (!body) throw new ApiError(Code.NOT_FOUND, 'no such console file');
-    return secure(reply).header('cache-control', 'public, max-age=31536000, immutable').type(type!).send(body);
+    return send(request, secure(reply).header('cache-control', 'public, max-age=31536000, immutable').type(type!), name, body);
   });
 
   app.post('/console/local-sign-in', async (request, reply) => {

@@ -385,7 +385,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         // Successes first: a failure after a bot's success in this batch starts its next run.
         webhooks.recordSuccesses(written.succeeded, w);
         for (const [botId, f] of written.failures) {
-          const reason = `every delivery attempt failed for ${spell(disableAfterMs)} (WEBHOOK_DISABLE_AFTER); last error: ${f.error}`;
+          const reason = `every delivery attempt failed for ${spell(disableAfterMs)}; last error: ${f.error}`;
           webhooks.recordFailures(botId, f, disableAfterMs, reason, w);
         }
         return written.results;

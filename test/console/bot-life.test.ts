@@ -194,6 +194,22 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: bot.token })).status).toBe(401);
   });
 
+  it('serves its assets compressed: brotli or gzip as the browser accepts, with Vary', async () => {
+    const html = await (await fetch(`${h.url}/`)).text();
+    const asset = /src="(\/console\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+    const raw = await fetch(h.url + asset, { headers: { 'accept-encoding': 'identity' } });
+    const size = Number(raw.headers.get('content-length'));
+    expect(raw.headers.get('content-encoding')).toBeNull();
+    expect(raw.headers.get('vary')).toBe('accept-encoding');
+    const text = await raw.text();
+    for (const [accept, encoding] of [['gzip, deflate, br', 'br'], ['gzip', 'gzip']] as const) {
+      const res = await fetch(h.url + asset, { headers: { 'accept-encoding': accept } });
+      expect(res.headers.get('content-encoding')).toBe(encoding);
+      expect(Number(res.headers.get('content-length'))).toBeLessThan(size / 2);
+      expect(await res.text()).toBe(text); // fetch decodes it
+    }
+  });
+
   it('no 403 on a developer\'s pages, no page error; axe-core: no critical or serious finding', () => {
     expect(forbidden).toEqual([]);
     expect(pageErrors).toEqual([]);
