@@ -20,7 +20,7 @@ import { until } from './helpers/until.js';
 
 /** An HTTPS webhook that answers each delivery with the next scripted answer (then 200 "ok"). */
 async function answeringHook(pki: TestPki) {
-  const answers: { type: string; body: string }[] = [];
+  const answers: { type: string; body: string; status?: number }[] = [];
   const received: unknown[] = [];
   const server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
     const chunks: Buffer[] = [];
@@ -28,7 +28,7 @@ async function answeringHook(pki: TestPki) {
     req.on('end', () => {
       received.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
       const a = answers.shift() ?? { type: 'text/plain', body: 'ok' };
-      res.writeHead(200, { 'content-type': a.type });
+      res.writeHead(a.status ?? 200, { 'content-type': a.type });
       res.end(a.body);
     });
   });
@@ -89,8 +89,8 @@ for (const mode of ['in-process', ...(usingMysql() ? ['separate-dispatcher' as c
       }
       const say = async (text: string) => expect((await owner.post(`/api/v1/bots/my/${bot.id}/test-updates`, { text, chat_id: chat })).status).toBe(201);
       const sent = () => feed.messages.filter((m) => m.botId === bot.id && m.message).map((m) => m.message!);
-      const deliveries = async () => (await owner.get(`/api/v1/bots/my/${bot.id}/deliveries`)).body.items as { update_seq: number; status: string; attempts: number }[];
-      return { ...bot, hook, say, sent, deliveries };
+      const deliveries = async () => (await owner.get(`/api/v1/bots/my/${bot.id}/deliveries`)).body.items as { id: string; update_seq: number; status: string; attempts: number }[];
+      return { ...bot, hook, say, sent, deliveries, owner };
     }
 
     it('JSON, form and multipart answers are run as the bot (telegraf, grammY and aiogram answer so); the feed carries what they sent', async () => {
@@ -112,6 +112,18 @@ for (const mode of ['in-process', ...(usingMysql() ? ['separate-dispatcher' as c
       const ds = await until(bot.deliveries, (d) => d.length === 3 && d.every((x) => x.status === 'succeeded'));
       expect(ds.map((d) => d.attempts)).toEqual([1, 1, 1]);
     }, 30_000);
+
+    it('the answer to the console\'s manual retry is run too (by the core that retries)', async () => {
+      const bot = await hookedBot(`answers_retry_${mode === 'in-process' ? 'a' : 'b'}`, 6400);
+      // Two failures walk the 200ms schedule to dead_letter; the manual retry's answer has the method.
+      bot.hook.answers.push({ type: 'text/plain', body: 'down', status: 500 }, { type: 'text/plain', body: 'down', status: 500 });
+      await bot.say('retry me');
+      const [dead] = await until(bot.deliveries, (d) => d[0]?.status === 'dead_letter', 15_000);
+      bot.hook.answers.push({ type: 'application/json', body: JSON.stringify({ method: 'sendMessage', chat_id: 6400, text: 'after the retry' }) });
+      expect((await bot.owner.post(`/api/v1/bots/my/${bot.id}/deliveries/${dead!.id}/retry`)).status).toBe(200);
+      const sent = await until(async () => bot.sent(), (m) => m.length === 1, 15_000);
+      expect(sent[0]!.text).toBe('after the retry');
+    });
 
     it('a bot grant is taken only as minted: with the service\'s key, unaltered, unexpired, for a bot that exists', async () => {
       const bot = await approvedBot(h, ownerJwt, `answers_grant_${mode === 'in-process' ? 'a' : 'b'}`);
