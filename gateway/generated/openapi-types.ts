@@ -441,6 +441,13 @@ export interface components {
       updates?: components["schemas"]["botplatform.v1.UpdateCounts"] | null;
       /** @description Webhook delivery attempts in the window. */
       webhook?: components["schemas"]["botplatform.v1.WebhookStats"] | null;
+      /** @description The window as a time series, oldest first, from the per-minute statistics the server keeps: one bucket of bucket_seconds each (a minute for windows up to 2 hours, longer ones in at most 120 buckets), empty ones included. */
+      series: components["schemas"]["botplatform.v1.StatsBucket"][];
+      /**
+       * Format: int32
+       * @description Length of each bucket of series, in seconds (a multiple of 60).
+       */
+      bucket_seconds: number;
     };
     /** @description BotProfile holds the fields an owner may change after approval. */
     "botplatform.v1.BotProfile": {
@@ -1884,6 +1891,41 @@ export interface components {
     "botplatform.v1.SetWebhookResponse": {
       /** @description Always true. */
       result: boolean;
+    };
+    /** @description StatsBucket is the bot's activity in one bucket of a metrics window. */
+    "botplatform.v1.StatsBucket": {
+      /**
+       * Format: date-time
+       * @description Start of the bucket.
+       */
+      start?: string | null;
+      /**
+       * Format: int64
+       * @description Runtime calls. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      calls: number;
+      /**
+       * Format: int64
+       * @description Calls that did not succeed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      errors: number;
+      /**
+       * Format: int64
+       * @description Webhook delivery attempts. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      webhook_attempts: number;
+      /**
+       * Format: int64
+       * @description Webhook delivery attempts that failed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      webhook_failed: number;
+      /** @description Mean attempt latency in milliseconds; absent without attempts. */
+      avg_latency_ms?: number;
+      /**
+       * Format: int64
+       * @description Slowest attempt in milliseconds (0 without attempts). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+       */
+      max_latency_ms: number;
     };
     /** @description Update is one event for a bot. Exactly one of message, edited_message, callback_query and inline_query is set. */
     "botplatform.v1.Update": {

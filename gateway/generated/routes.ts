@@ -2444,6 +2444,28 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": false
+        },
+        {
+          "proto": "series",
+          "json": "series",
+          "ts": "series",
+          "type": {
+            "kind": "message",
+            "ref": "botplatform.v1.StatsBucket"
+          },
+          "repeated": true,
+          "optional": false
+        },
+        {
+          "proto": "bucket_seconds",
+          "json": "bucket_seconds",
+          "ts": "bucketSeconds",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int32"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },
@@ -2613,6 +2635,86 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "avg_latency_ms",
+          "json": "avg_latency_ms",
+          "ts": "avgLatencyMs",
+          "type": {
+            "kind": "scalar",
+            "scalar": "double"
+          },
+          "repeated": false,
+          "optional": true
+        },
+        {
+          "proto": "max_latency_ms",
+          "json": "max_latency_ms",
+          "ts": "maxLatencyMs",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        }
+      ]
+    },
+    "botplatform.v1.StatsBucket": {
+      "fields": [
+        {
+          "proto": "start",
+          "json": "start",
+          "ts": "start",
+          "type": {
+            "kind": "timestamp"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "calls",
+          "json": "calls",
+          "ts": "calls",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "errors",
+          "json": "errors",
+          "ts": "errors",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "webhook_attempts",
+          "json": "webhook_attempts",
+          "ts": "webhookAttempts",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
+        },
+        {
+          "proto": "webhook_failed",
+          "json": "webhook_failed",
+          "ts": "webhookFailed",
+          "type": {
+            "kind": "scalar",
+            "scalar": "int64"
+          },
+          "repeated": false,
+          "optional": false
         },
         {
           "proto": "avg_latency_ms",

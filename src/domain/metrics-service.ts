@@ -10,7 +10,7 @@ import type { BotMetrics, RateLimit } from '../gen/botplatform/v1/console_servic
 import { constraintsOf } from '../gen/constraints.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import type { DeliveriesRepo } from '../storage/deliveries-repo.js';
-import type { LimitsRepo } from '../storage/limits-repo.js';
+import type { LimitsRepo, StatTotal } from '../storage/limits-repo.js';
 import type { UpdatesRepo } from '../storage/updates-repo.js';
 import { DAY_MS, quotaKey, windowOf } from './limit-keys.js';
 import { createOwnBots } from './own-bot.js';
@@ -45,6 +45,37 @@ export function windowStart(at: number, windowSeconds: number): number {
   return Math.floor((at - windowSeconds * 1000) / MINUTE_MS) * MINUTE_MS;
 }
 
+/** Most buckets a window's series has (a minute each up to 2 hours). */
+const MAX_BUCKETS = 120;
+
+/** The per-minute statistics of a window as buckets (empty ones included), oldest first. */
+export function seriesOf(rows: (StatTotal & { minute: number })[], since: number, at: number, windowSeconds: number): Pick<BotMetrics, 'series' | 'bucketSeconds'> {
+  const minutes = Math.max(1, Math.ceil((windowSeconds * 1000) / MINUTE_MS));
+  const bucketMs = Math.ceil(minutes / MAX_BUCKETS) * MINUTE_MS;
+  const count = Math.floor((at - since) / bucketMs) + 1;
+  const series = Array.from({ length: count }, (_, i) => ({
+    start: new Date(since + i * bucketMs), calls: 0, errors: 0, webhookAttempts: 0, webhookFailed: 0, sumMs: 0, maxLatencyMs: 0,
+  }));
+  for (const r of rows) {
+    const b = series[Math.floor((r.minute - since) / bucketMs)];
+    if (!b) continue;
+    const call = /^call:[^:]+:([A-Z_]+)$/.exec(r.name);
+    if (call) {
+      b.calls += r.count;
+      if (call[1] !== 'OK') b.errors += r.count;
+    } else if (r.name === 'webhook:ok' || r.name === 'webhook:failed') {
+      b.webhookAttempts += r.count;
+      if (r.name === 'webhook:failed') b.webhookFailed += r.count;
+      b.sumMs += r.sumMs;
+      b.maxLatencyMs = Math.max(b.maxLatencyMs, r.maxMs);
+    }
+  }
+  return {
+    bucketSeconds: bucketMs / 1000,
+    series: series.map(({ sumMs, ...b }) => ({ ...b, avgLatencyMs: b.webhookAttempts > 0 ? sumMs / b.webhookAttempts : undefined })),
+  };
+}
+
 export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBotMetrics'> {
   const now = deps.now ?? Date.now;
   const own = createOwnBots(deps.bots);
@@ -60,8 +91,9 @@ export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBo
       await Promise.all([deps.usage.flush(), deps.settleLimits?.(bot.id)]);
       const at = now();
       const since = windowStart(at, windowSeconds);
-      const [totals, quotaCounter, pending] = await Promise.all([
+      const [totals, rows, quotaCounter, pending] = await Promise.all([
         deps.limits.statTotals(bot.id, since),
+        deps.limits.statRows(bot.id, since),
         deps.limits.counter(quotaKey(bot.id)),
         bot.deliveryMode === 'webhook' ? deps.deliveries.openCount(bot.id) : deps.updates.pendingCount(bot.id),
       ]);
@@ -114,6 +146,7 @@ export function createMetricsService(deps: MetricsDeps): Pick<ConsoleRpc, 'getBo
           avgLatencyMs: attempts > 0 ? ((ok?.sumMs ?? 0) + (failed?.sumMs ?? 0)) / attempts : undefined,
           maxLatencyMs: Math.max(ok?.maxMs ?? 0, failed?.maxMs ?? 0),
         },
+        ...seriesOf(rows, since, at, windowSeconds),
       };
       return { metrics };
     },

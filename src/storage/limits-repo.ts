@@ -269,6 +269,14 @@ export function createLimitsRepo(db: Db) {
       return rows.map((r) => ({ name: r.name, count: Number(r.count), sumMs: Number(r.sum_ms), maxMs: Number(r.max_ms) }));
     },
 
+    /** One bot's statistics per minute and name since `sinceMinute` (inclusive), in minute order. */
+    async statRows(botId: string, sinceMinute: number, tx?: Tx): Promise<(StatTotal & { minute: number })[]> {
+      const rows = (await exec(tx ?? sql, knex('bot_stats').where({ bot_id: botId }).andWhere('minute', '>=', sinceMinute)
+        .orderBy('minute').select('minute', 'name', 'count', 'sum_ms', 'max_ms'))) as
+        { minute: number | string; name: string; count: number | string; sum_ms: number | string; max_ms: number | string }[];
+      return rows.map((r) => ({ minute: Number(r.minute), name: r.name, count: Number(r.count), sumMs: Number(r.sum_ms), maxMs: Number(r.max_ms) }));
+    },
+
     /** Forgets statistics of minutes before `before`. */
     async purgeStats(before: number, tx?: Tx): Promise<number> {
       return (tx ?? sql).run(SQL.purgeStats, [before]);

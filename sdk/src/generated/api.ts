@@ -225,6 +225,10 @@ export interface BotMetrics {
   updates?: UpdateCounts | null;
   /** Webhook delivery attempts in the window. */
   webhook?: WebhookStats | null;
+  /** The window as a time series, oldest first, from the per-minute statistics the server keeps: one bucket of bucket_seconds each (a minute for windows up to 2 hours, longer ones in at most 120 buckets), empty ones included. */
+  series: StatsBucket[];
+  /** Length of each bucket of series, in seconds (a multiple of 60). */
+  bucket_seconds: number;
 }
 
 /** BotProfile holds the fields an owner may change after approval. */
@@ -1347,6 +1351,24 @@ export interface SetWebhookRequest {
   drop_pending_updates?: boolean;
   /** Most delivery attempts per second, 1 to 10000; absent: unlimited. */
   max_deliveries_per_second?: number;
+}
+
+/** StatsBucket is the bot's activity in one bucket of a metrics window. */
+export interface StatsBucket {
+  /** Start of the bucket. */
+  start?: string | null;
+  /** Runtime calls. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  calls: number;
+  /** Calls that did not succeed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  errors: number;
+  /** Webhook delivery attempts. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  webhook_attempts: number;
+  /** Webhook delivery attempts that failed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  webhook_failed: number;
+  /** Mean attempt latency in milliseconds; absent without attempts. */
+  avg_latency_ms?: number;
+  /** Slowest attempt in milliseconds (0 without attempts). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
+  max_latency_ms: number;
 }
 
 /** Update is one event for a bot. Exactly one of message, edited_message, callback_query and inline_query is set. */

@@ -632,7 +632,17 @@ export interface BotMetrics {
     | UpdateCounts
     | undefined;
   /** Webhook delivery attempts in the window. */
-  webhook: WebhookStats | undefined;
+  webhook:
+    | WebhookStats
+    | undefined;
+  /**
+   * The window as a time series, oldest first, from the per-minute statistics the server
+   * keeps: one bucket of bucket_seconds each (a minute for windows up to 2 hours, longer
+   * ones in at most 120 buckets), empty ones included.
+   */
+  series: StatsBucket[];
+  /** Length of each bucket of series, in seconds (a multiple of 60). */
+  bucketSeconds: number;
 }
 
 export interface BotMetrics_CallsByMethodEntry {
@@ -643,6 +653,43 @@ export interface BotMetrics_CallsByMethodEntry {
 export interface BotMetrics_ErrorsByStatusEntry {
   key: string;
   value: number;
+}
+
+/** StatsBucket is the bot's activity in one bucket of a metrics window. */
+export interface StatsBucket {
+  /** Start of the bucket. */
+  start:
+    | Date
+    | undefined;
+  /**
+   * Runtime calls.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  calls: number;
+  /**
+   * Calls that did not succeed.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  errors: number;
+  /**
+   * Webhook delivery attempts.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  webhookAttempts: number;
+  /**
+   * Webhook delivery attempts that failed.
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  webhookFailed: number;
+  /** Mean attempt latency in milliseconds; absent without attempts. */
+  avgLatencyMs?:
+    | number
+    | undefined;
+  /**
+   * Slowest attempt in milliseconds (0 without attempts).
+   * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+   */
+  maxLatencyMs: number;
 }
 
 /** QuotaUsage is the daily quota of runtime calls (a UTC day). */
@@ -4226,6 +4273,8 @@ function createBaseBotMetrics(): BotMetrics {
     chatRateLimit: undefined,
     updates: undefined,
     webhook: undefined,
+    series: [],
+    bucketSeconds: 0,
   };
 }
 
@@ -4263,6 +4312,12 @@ export const BotMetrics: MessageFns<BotMetrics> = {
     }
     if (message.webhook !== undefined) {
       WebhookStats.encode(message.webhook, writer.uint32(90).fork()).join();
+    }
+    for (const v of message.series) {
+      StatsBucket.encode(v!, writer.uint32(98).fork()).join();
+    }
+    if (message.bucketSeconds !== 0) {
+      writer.uint32(104).int32(message.bucketSeconds);
     }
     return writer;
   },
@@ -4374,6 +4429,22 @@ export const BotMetrics: MessageFns<BotMetrics> = {
             message.webhook = WebhookStats.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.series.push(StatsBucket.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.bucketSeconds = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4428,6 +4499,8 @@ export const BotMetrics: MessageFns<BotMetrics> = {
     message.webhook = (object.webhook !== undefined && object.webhook !== null)
       ? WebhookStats.fromPartial(object.webhook)
       : undefined;
+    message.series = object.series?.map((e) => StatsBucket.fromPartial(e)) || [];
+    message.bucketSeconds = object.bucketSeconds ?? 0;
     return message;
   },
 };
@@ -4566,6 +4639,141 @@ export const BotMetrics_ErrorsByStatusEntry: MessageFns<BotMetrics_ErrorsByStatu
     const message = createBaseBotMetrics_ErrorsByStatusEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseStatsBucket(): StatsBucket {
+  return {
+    start: undefined,
+    calls: 0,
+    errors: 0,
+    webhookAttempts: 0,
+    webhookFailed: 0,
+    avgLatencyMs: undefined,
+    maxLatencyMs: 0,
+  };
+}
+
+export const StatsBucket: MessageFns<StatsBucket> = {
+  encode(message: StatsBucket, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.start !== undefined) {
+      Timestamp.encode(toTimestamp(message.start), writer.uint32(10).fork()).join();
+    }
+    if (message.calls !== 0) {
+      writer.uint32(16).int64(message.calls);
+    }
+    if (message.errors !== 0) {
+      writer.uint32(24).int64(message.errors);
+    }
+    if (message.webhookAttempts !== 0) {
+      writer.uint32(32).int64(message.webhookAttempts);
+    }
+    if (message.webhookFailed !== 0) {
+      writer.uint32(40).int64(message.webhookFailed);
+    }
+    if (message.avgLatencyMs !== undefined) {
+      writer.uint32(49).double(message.avgLatencyMs);
+    }
+    if (message.maxLatencyMs !== 0) {
+      writer.uint32(56).int64(message.maxLatencyMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StatsBucket {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStatsBucket();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.start = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.calls = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.errors = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.webhookAttempts = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.webhookFailed = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.avgLatencyMs = reader.double();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.maxLatencyMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StatsBucket>, I>>(base?: I): StatsBucket {
+    return StatsBucket.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StatsBucket>, I>>(object: I): StatsBucket {
+    const message = createBaseStatsBucket();
+    message.start = object.start ?? undefined;
+    message.calls = object.calls ?? 0;
+    message.errors = object.errors ?? 0;
+    message.webhookAttempts = object.webhookAttempts ?? 0;
+    message.webhookFailed = object.webhookFailed ?? 0;
+    message.avgLatencyMs = object.avgLatencyMs ?? undefined;
+    message.maxLatencyMs = object.maxLatencyMs ?? 0;
     return message;
   },
 };

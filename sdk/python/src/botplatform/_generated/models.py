@@ -439,6 +439,14 @@ class BotMetrics(BaseModel):
     """
     Webhook delivery attempts in the window.
     """
+    series: list[StatsBucket]
+    """
+    The window as a time series, oldest first, from the per-minute statistics the server keeps: one bucket of bucket_seconds each (a minute for windows up to 2 hours, longer ones in at most 120 buckets), empty ones included.
+    """
+    bucket_seconds: int
+    """
+    Length of each bucket of series, in seconds (a multiple of 60).
+    """
 
 
 class BotProfile(BaseModel):
@@ -3177,6 +3185,44 @@ class SetWebhookResponse(BaseModel):
     result: bool
     """
     Always true.
+    """
+
+
+class StatsBucket(BaseModel):
+    """
+    StatsBucket is the bot's activity in one bucket of a metrics window.
+    """
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    start: datetime | None = None
+    """
+    Start of the bucket.
+    """
+    calls: int
+    """
+    Runtime calls. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    errors: int
+    """
+    Calls that did not succeed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    webhook_attempts: int
+    """
+    Webhook delivery attempts. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    webhook_failed: int
+    """
+    Webhook delivery attempts that failed. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
+    """
+    avg_latency_ms: float | None = None
+    """
+    Mean attempt latency in milliseconds; absent without attempts.
+    """
+    max_latency_ms: int
+    """
+    Slowest attempt in milliseconds (0 without attempts). Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
     """
 
 
