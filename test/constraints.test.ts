@@ -566,7 +566,13 @@ describe('constraints declared in the protos are the limits the API enforces', (
     if (c.minLength !== undefined && c.minLength > 0) {
       list.push({ name: `min_length ${c.minLength}`, entry, outside: (k) => k.text!(c.minLength! - 1), inside: (k) => k.text!(c.minLength!) });
     }
-    if (c.maxLength !== undefined) {
+    if (c.maxLength !== undefined && c.parsedMaxLength !== undefined) {
+      // A message text or caption: max_length bounds the raw input, parsed_max_length what it is once parsed.
+      // Inside: that many characters, of which what Telegram trims makes up all but a few (a text parsing short).
+      const raw = (k: Case, n: number) => k.text!(8).padEnd(n, ' ');
+      list.push({ name: `max_length ${c.maxLength} (raw input)`, entry, outside: (k) => k.text!(c.maxLength! + 1), inside: (k) => raw(k, c.maxLength!) });
+      list.push({ name: `parsed_max_length ${c.parsedMaxLength}`, entry, outside: (k) => k.text!(c.parsedMaxLength! + 1), inside: (k) => k.text!(c.parsedMaxLength!) });
+    } else if (c.maxLength !== undefined) {
       list.push({ name: `max_length ${c.maxLength}`, entry, outside: (k) => k.text!(c.maxLength! + 1), inside: (k) => k.text!(c.maxLength!) });
     }
     if (c.pattern) {

@@ -599,7 +599,7 @@ export interface components {
        * @description The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       message_id: number;
-      /** @description A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+      /** @description A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       caption?: string;
       /** @description How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
       parse_mode?: string;
@@ -917,7 +917,7 @@ export interface components {
        * @description The message: a photo or document the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       message_id: number;
-      /** @description The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+      /** @description The new caption: 0 to 1024 characters once parsed; unset or empty removes it; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       caption?: string;
       /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
       parse_mode?: string;
@@ -963,7 +963,7 @@ export interface components {
        * @description The message: one the bot sent, with text. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       message_id: number;
-      /** @description The new text: 1 to 4096 characters once parsed. */
+      /** @description The new text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       text: string;
       /** @description How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
       parse_mode?: string;
@@ -1196,7 +1196,7 @@ export interface components {
       photo_file_id?: string;
       /** @description document: a file_id of this bot. */
       document_file_id?: string;
-      /** @description photo, document: caption, 0 to 1024 characters once parsed. */
+      /** @description photo, document: caption, 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       caption?: string;
       /** @description photo, document: how to read the caption's formatting. */
       parse_mode?: string;
@@ -1218,7 +1218,7 @@ export interface components {
       type: string;
       /** @description A file_id of this bot (a photo's MIME type is image/*). */
       media: string;
-      /** @description Caption: 0 to 1024 characters once parsed. */
+      /** @description Caption: 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       caption?: string;
       /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown. */
       parse_mode?: string;
@@ -1227,7 +1227,7 @@ export interface components {
     };
     /** @description InputMessageContent is the message an inline result sends when chosen (a text message). */
     "botplatform.v1.InputMessageContent": {
-      /** @description The text: 1 to 4096 characters once parsed. */
+      /** @description The text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       message_text?: string;
       /** @description How to read its formatting: HTML, MarkdownV2 or Markdown. */
       parse_mode?: string;
@@ -1723,7 +1723,7 @@ export interface components {
       chat_id: number;
       /** @description A file_id of this bot. */
       file_id: string;
-      /** @description Caption: 0 to 1024 characters. */
+      /** @description Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       caption?: string;
       /**
        * Format: int64
@@ -1773,7 +1773,7 @@ export interface components {
        * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
        */
       chat_id: number;
-      /** @description The text: 1 to 4096 characters. */
+      /** @description The text: 1 to 4096 characters once parsed (parse_mode or entities applied, cleaned and trimmed; UTF-16 code units, as Telegram counts them: "message is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       text: string;
       /**
        * Format: int64
@@ -1803,7 +1803,7 @@ export interface components {
       chat_id: number;
       /** @description A file_id of this bot whose MIME type is image/*. */
       file_id: string;
-      /** @description Caption: 0 to 1024 characters. */
+      /** @description Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
       caption?: string;
       /**
        * Format: int64
@@ -4353,7 +4353,7 @@ export interface operations {
            * @description The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           chat_id: number;
-          /** @description The text: 1 to 4096 characters. */
+          /** @description The text: 1 to 4096 characters once parsed (parse_mode or entities applied, cleaned and trimmed; UTF-16 code units, as Telegram counts them: "message is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
           text: string;
           /**
            * Format: int64
@@ -4445,7 +4445,7 @@ export interface operations {
           chat_id: number;
           /** @description A file_id of this bot whose MIME type is image/*. */
           file_id: string;
-          /** @description Caption: 0 to 1024 characters. */
+          /** @description Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
           caption?: string;
           /**
            * Format: int64
@@ -4537,7 +4537,7 @@ export interface operations {
           chat_id: number;
           /** @description A file_id of this bot. */
           file_id: string;
-          /** @description Caption: 0 to 1024 characters. */
+          /** @description Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
           caption?: string;
           /**
            * Format: int64
@@ -5147,7 +5147,7 @@ export interface operations {
            * @description The message: one the bot sent, with text. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           message_id: number;
-          /** @description The new text: 1 to 4096 characters once parsed. */
+          /** @description The new text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
           text: string;
           /** @description How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
           parse_mode?: string;
@@ -5235,7 +5235,7 @@ export interface operations {
            * @description The message: a photo or document the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           message_id: number;
-          /** @description The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+          /** @description The new caption: 0 to 1024 characters once parsed; unset or empty removes it; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
           caption?: string;
           /** @description How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
           parse_mode?: string;
@@ -5644,7 +5644,7 @@ export interface operations {
            * @description The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
            */
           message_id: number;
-          /** @description A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+          /** @description A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
           caption?: string;
           /** @description How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
           parse_mode?: string;

@@ -18,6 +18,7 @@ export interface ImageConstraints {
   conflictsWith?: string;
   maximumSetting?: string;
   nonZero?: boolean;
+  parsedMaxLength?: number;
 }
 
 const NUMBER_TYPES = new Set([
@@ -48,6 +49,12 @@ export function buildConstraints(index: ImageIndex, option: string): string {
       bound('minLength', c.minLength);
       bound('maxLength', c.maxLength);
       if (c.minLength !== undefined && c.maxLength !== undefined && c.minLength > c.maxLength) throw new Error(`${where}: min_length > max_length`);
+      if (c.parsedMaxLength !== undefined) {
+        // The raw input's max_length bounds what is parsed: it must be given, and leave room for markup.
+        if (!isString || c.maxLength === undefined) throw new Error(`${where}: parsed_max_length applies to a string field with a max_length`);
+        if (c.parsedMaxLength > c.maxLength) throw new Error(`${where}: parsed_max_length > max_length`);
+        bound('parsedMaxLength', c.parsedMaxLength);
+      }
       if (c.pattern) {
         try {
           new RegExp(c.pattern, 'u');
@@ -129,6 +136,8 @@ export function buildConstraints(index: ImageIndex, option: string): string {
     '  readonly maximumSetting?: string;\n' +
     '  /** The number may not be 0. */\n' +
     '  readonly nonZero?: boolean;\n' +
+    '  /** Most UTF-16 code units once parsed (a message text or caption; maxLength then bounds the raw input, markup included). */\n' +
+    '  readonly parsedMaxLength?: number;\n' +
     '}\n\n' +
     `const table = {\n${body}} as const satisfies Record<string, Record<string, FieldConstraints>>;\n\n` +
     '/** Every message with a constrained field. */\n' +

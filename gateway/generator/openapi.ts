@@ -13,6 +13,7 @@ export interface FieldOptions {
     conflictsWith?: string;
     maximumSetting?: string;
     nonZero?: boolean;
+    parsedMaxLength?: number;
   };
 }
 
@@ -89,6 +90,8 @@ function constraintKeywords(options: FieldOptions | undefined): { value: Json; a
   if (c.maximumSetting) value['x-maximum-setting'] = c.maximumSetting;
   if (c.allowedValues?.length) value.enum = c.allowedValues;
   if (c.nonZero) value.not = { const: 0 };
+  // Counted after parsing (parse_mode, entities), as Telegram counts a text: no JSON Schema keyword says it.
+  if (c.parsedMaxLength !== undefined) value['x-parsed-max-length'] = c.parsedMaxLength;
   return { value, array: c.maxItems !== undefined ? { maxItems: c.maxItems } : {} };
 }
 

@@ -6,8 +6,7 @@
  */
 import { ApiError } from '../errors.js';
 import { toWireFeedEvent } from '../wire.js';
-import { chatNotFound, refused } from './message-rules.js';
-import type { MessagesDeps } from './messages-service.js';
+import { chatNotFound, refused, type MessagesDeps } from './message-rules.js';
 import type { RuntimeRpc } from './rpc.js';
 
 /**

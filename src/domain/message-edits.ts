@@ -15,8 +15,7 @@ import { outgoingText } from '../messages/formatted.js';
 import { checkReplyMarkup } from '../messages/reply-markup.js';
 import type { StoredMessage } from '../storage/messages-repo.js';
 import { toWireFeedEvent, toWireMessage } from '../wire.js';
-import { chatNotFound, contentOf, inlineOnly, refused, sentAt, withReplyTo } from './message-rules.js';
-import type { MessagesDeps } from './messages-service.js';
+import { chatNotFound, contentOf, inlineOnly, refused, sentAt, withReplyTo, type MessagesDeps } from './message-rules.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -114,7 +113,7 @@ export function createMessageEdits(deps: MessagesDeps): EditRpc {
       check.messageText(v, 'text', req.text, LIMITS.text);
       v.throwIfAny();
       const keyboard = newKeyboard(req.replyMarkup);
-      const text = outgoingText(req.text, { parseMode: req.parseMode, entities: req.entities, maxLength: LIMITS.text.maxLength, field: 'text', entitiesField: 'entities' });
+      const text = outgoingText(req.text, { parseMode: req.parseMode, entities: req.entities, parsedMaxLength: LIMITS.text.parsedMaxLength, field: 'text', entitiesField: 'entities' });
       const { message } = await editable(principal, req);
       if (message.text === undefined) throw refused('message_id', 'NO_TEXT', 'there is no text in the message to edit');
       return { result: await edit(principal, req, message, { ...message, text: text.text, entities: text.entities, replyMarkup: keyboard }) };
@@ -127,7 +126,7 @@ export function createMessageEdits(deps: MessagesDeps): EditRpc {
       v.throwIfAny();
       const keyboard = newKeyboard(req.replyMarkup);
       const parsed = req.caption
-        ? outgoingText(req.caption, { parseMode: req.parseMode, entities: req.captionEntities, maxLength: LIMITS.caption.maxLength, field: 'caption', entitiesField: 'caption_entities' })
+        ? outgoingText(req.caption, { parseMode: req.parseMode, entities: req.captionEntities, parsedMaxLength: LIMITS.caption.parsedMaxLength, field: 'caption', entitiesField: 'caption_entities', caption: true })
         : undefined;
       const { message } = await editable(principal, req);
       if (!message.photo && !message.document) throw refused('message_id', 'NO_CAPTION', 'there is no caption in the message to edit');

@@ -6,8 +6,22 @@
  */
 import { ApiError, Code } from '../errors.js';
 import type { Message, ReplyMarkup } from '../gen/botplatform/v1/update.js';
+import type { FeedEventWriter } from '../pipeline/feed-event-writer.js';
+import type { SendWriter } from '../pipeline/send-writer.js';
 import type { MessagesRepo, StoredMessage } from '../storage/messages-repo.js';
 import { fromWireMessage } from '../wire.js';
+import type { FilesService } from './files-service.js';
+
+/** What the message services (sends, edits and deletes, chats) are built on. */
+export interface MessagesDeps {
+  messages: MessagesRepo;
+  /** Sending: the message, the bot's message counter, the outbox and the feed, together (group commit: pipeline/send-writer.ts). */
+  sender: Pick<SendWriter, 'send' | 'sendMany'>;
+  /** The feed's other events (edits, deletes, chat actions), with the writes they announce (pipeline/feed-event-writer.ts). */
+  events: Pick<FeedEventWriter, 'announce' | 'write'>;
+  files: FilesService;
+  now?: () => number;
+}
 
 /**
  * A refusal in Telegram's words: the message is exactly the Bot API's description after

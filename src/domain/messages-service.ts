@@ -11,30 +11,16 @@ import { ApiError } from '../errors.js';
 import type { CopyMessageRequest, SendDocumentRequest, SendPhotoRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message, MessageOrigin } from '../gen/botplatform/v1/update.js';
 import { constraintsOf } from '../gen/constraints.js';
-import type { MessagesRepo } from '../storage/messages-repo.js';
 import type { SendItem } from '../storage/units.js';
-import type { SendWriter } from '../pipeline/send-writer.js';
-import type { FeedEventWriter } from '../pipeline/feed-event-writer.js';
-import type { FilesService } from './files-service.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 import { outgoingText } from '../messages/formatted.js';
 import { checkReplyMarkup } from '../messages/reply-markup.js';
 import { botUserId, fromWireMessage, toWireMessage } from '../wire.js';
-import { chatNotFound, contentOf, refused, replyTarget } from './message-rules.js';
+import { chatNotFound, contentOf, refused, replyTarget, type MessagesDeps } from './message-rules.js';
 import { createMessageEdits } from './message-edits.js';
 import { createChatsService } from './chats-service.js';
-
-export interface MessagesDeps {
-  messages: MessagesRepo;
-  /** Sending: the message, the bot's message counter, the outbox and the feed, together (group commit: pipeline/send-writer.ts). */
-  sender: Pick<SendWriter, 'send' | 'sendMany'>;
-  /** The feed's other events (edits, deletes, chat actions), with the writes they announce (pipeline/feed-event-writer.ts). */
-  events: Pick<FeedEventWriter, 'announce' | 'write'>;
-  files: FilesService;
-  now?: () => number;
-}
 
 const LIMITS = {
   text: constraintsOf('botplatform.v1.SendMessageRequest', 'text'),
@@ -137,9 +123,9 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
   }
 
   /** A caption as Telegram keeps it: parsed, cleaned and trimmed (an empty one is none). */
-  function caption(text: string | undefined, parseMode: string | undefined, entities: Message['captionEntities'], maxLength: number, field: string, entitiesField: string) {
+  function caption(text: string | undefined, parseMode: string | undefined, entities: Message['captionEntities'], parsedMaxLength: number, field: string, entitiesField: string) {
     if (!text) return { caption: undefined, captionEntities: [] };
-    const parsed = outgoingText(text, { parseMode, entities, maxLength, field, entitiesField });
+    const parsed = outgoingText(text, { parseMode, entities, parsedMaxLength, field, entitiesField, caption: true });
     return { caption: parsed.text || undefined, captionEntities: parsed.text ? parsed.entities : [] };
   }
 
@@ -153,7 +139,7 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
     check.optionalText(v, 'caption', req.caption, LIMITS[kind].caption);
     checkTarget(v, req, LIMITS[kind].replyTo);
     v.throwIfAny();
-    const parsed = caption(req.caption, req.parseMode, req.captionEntities, LIMITS[kind].caption.maxLength, 'caption', 'caption_entities');
+    const parsed = caption(req.caption, req.parseMode, req.captionEntities, LIMITS[kind].caption.parsedMaxLength, 'caption', 'caption_entities');
     if (req.replyMarkup) checkReplyMarkup(req.replyMarkup);
     const file = await deps.files.fileForSend(principal.botId, req.fileId);
     if (kind === 'photo' && !file.mimeType.startsWith('image/')) {
@@ -189,7 +175,7 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       checkTarget(v, req, LIMITS.replyTo);
       v.throwIfAny();
       // As Telegram stores it: parsed, cleaned, trimmed, with the entities it detects.
-      const text = outgoingText(req.text, { parseMode: req.parseMode, entities: req.entities, maxLength: LIMITS.text.maxLength, field: 'text', entitiesField: 'entities' });
+      const text = outgoingText(req.text, { parseMode: req.parseMode, entities: req.entities, parsedMaxLength: LIMITS.text.parsedMaxLength, field: 'text', entitiesField: 'entities' });
       if (req.replyMarkup) checkReplyMarkup(req.replyMarkup);
       return { result: await send(principal, req, { text: text.text, entities: text.entities, replyMarkup: req.replyMarkup }) };
     },
@@ -202,7 +188,7 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       const body = contentFields(m);
       // A new caption (an empty one removes it) replaces a file's; a text has none.
       if (req.caption !== undefined && m.text === undefined) {
-        Object.assign(body, caption(req.caption, req.parseMode, req.captionEntities, LIMITS.copy.caption.maxLength, 'caption', 'caption_entities'));
+        Object.assign(body, caption(req.caption, req.parseMode, req.captionEntities, LIMITS.copy.caption.parsedMaxLength, 'caption', 'caption_entities'));
       }
       // Unset, the original's inline keyboard comes along (a custom keyboard was for its own chat).
       body.replyMarkup = req.replyMarkup ?? (m.replyMarkup?.inlineKeyboard.length ? m.replyMarkup : undefined);
@@ -240,7 +226,7 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       // As tdlib's check_message_group_message_contents: documents go only with documents.
       if (new Set(req.media.map((m) => m.type)).size > 1) throw refused('media', 'MIXED_MEDIA', "document can't be mixed with other media types");
       const bodies = await Promise.all(req.media.map(async (item, i): Promise<Partial<Message>> => {
-        const parsed = caption(item.caption, item.parseMode, item.captionEntities, LIMITS.album.caption.maxLength, `media[${i}].caption`, `media[${i}].caption_entities`);
+        const parsed = caption(item.caption, item.parseMode, item.captionEntities, LIMITS.album.caption.parsedMaxLength, `media[${i}].caption`, `media[${i}].caption_entities`);
         const file = await deps.files.fileForSend(principal.botId, item.media).catch((err: unknown) => {
           throw err instanceof ApiError ? ApiError.invalid(`media[${i}].media`, 'FILE_NOT_FOUND', 'is not a file of this bot') : err;
         });

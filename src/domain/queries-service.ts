@@ -86,9 +86,9 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
     deps.onCommitted?.();
   }
 
-  /** A text of an answer as Telegram keeps it: parsed by its parse_mode (or its entities checked), within `max` once parsed. */
-  const parsed = (text: string, parseMode: string | undefined, entities: InlineQueryResult['captionEntities'], max: number, field: string, entitiesField: string) =>
-    outgoingText(text, { parseMode, entities, maxLength: max, field, entitiesField });
+  /** A text of an answer as Telegram keeps it: parsed by its parse_mode (or its entities checked), within its limit once parsed. */
+  const parsed = (text: string, parseMode: string | undefined, entities: InlineQueryResult['captionEntities'], caption: boolean, field: string, entitiesField: string) =>
+    outgoingText(text, { parseMode, entities, parsedMaxLength: (caption ? LIMITS.caption : LIMITS.messageText).parsedMaxLength, field, entitiesField, caption });
 
   /** One result checked, its texts parsed into entities (as the feed carries it); `ids`: the ids of the results before it. */
   async function checkResult(botId: string, r: InlineQueryResult, at: string, ids: ReadonlySet<string>): Promise<InlineQueryResult> {
@@ -110,17 +110,19 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
     if (r.url !== undefined && !URL.test(r.url)) v.add(`${at}.url`, 'URL_INVALID', 'must be an http, https or tg URL');
     if (r.thumbnailUrl !== undefined && !URL.test(r.thumbnailUrl)) v.add(`${at}.thumbnail_url`, 'URL_INVALID', 'must be an http or https URL');
     if (r.replyMarkup && r.replyMarkup.inlineKeyboard.length === 0) v.add(`${at}.reply_markup`, 'INVALID_VALUE', 'must be an inline keyboard');
+    // The raw texts within the send methods' bounds (their markup included), before they are parsed.
+    if (r.inputMessageContent) check.messageText(v, `${at}.input_message_content.message_text`, r.inputMessageContent.messageText, LIMITS.messageText);
+    check.optionalText(v, `${at}.caption`, r.caption, LIMITS.caption);
     v.throwIfAny();
     if (r.replyMarkup) checkReplyMarkup(r.replyMarkup, `${at}.reply_markup`);
     const out: InlineQueryResult = { ...r, parseMode: undefined };
     if (r.inputMessageContent) {
       const c = r.inputMessageContent;
-      if (!c.messageText) throw ApiError.invalid(`${at}.input_message_content.message_text`, 'REQUIRED', 'is required');
-      const text = parsed(c.messageText, c.parseMode, c.entities, LIMITS.messageText.maxLength, `${at}.input_message_content.message_text`, `${at}.input_message_content.entities`);
+      const text = parsed(c.messageText, c.parseMode, c.entities, false, `${at}.input_message_content.message_text`, `${at}.input_message_content.entities`);
       out.inputMessageContent = { messageText: text.text, parseMode: undefined, entities: text.entities };
     }
     if (r.caption) {
-      const caption = parsed(r.caption, r.parseMode, r.captionEntities, LIMITS.caption.maxLength, `${at}.caption`, `${at}.caption_entities`);
+      const caption = parsed(r.caption, r.parseMode, r.captionEntities, true, `${at}.caption`, `${at}.caption_entities`);
       out.caption = caption.text || undefined;
       out.captionEntities = caption.entities;
     }

@@ -20,6 +20,8 @@ export interface FieldConstraints {
   readonly maximumSetting?: string;
   /** The number may not be 0. */
   readonly nonZero?: boolean;
+  /** Most UTF-16 code units once parsed (a message text or caption; maxLength then bounds the raw input, markup included). */
+  readonly parsedMaxLength?: number;
 }
 
 const table = {
@@ -86,7 +88,7 @@ const table = {
     "chat_id": { nonZero: true },
     "from_chat_id": { nonZero: true },
     "message_id": { minimum: 1 },
-    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.CreateApplicationRequest": {
@@ -123,7 +125,7 @@ const table = {
   "botplatform.v1.EditMessageCaptionRequest": {
     "chat_id": { nonZero: true },
     "message_id": { minimum: 1 },
-    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.EditMessageReplyMarkupRequest": {
     "chat_id": { nonZero: true },
@@ -132,7 +134,7 @@ const table = {
   "botplatform.v1.EditMessageTextRequest": {
     "chat_id": { nonZero: true },
     "message_id": { minimum: 1 },
-    "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "text": { minLength: 1, maxLength: 32768, parsedMaxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.FeedPosition": {
     "partition": { minimum: 0, maximum: 15 },
@@ -171,7 +173,7 @@ const table = {
     "offset": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.InputMedia": {
-    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.ListBotsRequest": {
     "page": { minimum: 1 },
@@ -219,7 +221,7 @@ const table = {
   "botplatform.v1.SendDocumentRequest": {
     "chat_id": { nonZero: true },
     "file_id": { minLength: 1 },
-    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SendMediaGroupRequest": {
@@ -229,13 +231,13 @@ const table = {
   },
   "botplatform.v1.SendMessageRequest": {
     "chat_id": { nonZero: true },
-    "text": { minLength: 1, maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "text": { minLength: 1, maxLength: 32768, parsedMaxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SendPhotoRequest": {
     "chat_id": { nonZero: true },
     "file_id": { minLength: 1 },
-    "caption": { maxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+    "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "reply_to_message_id": { minimum: 1 },
   },
   "botplatform.v1.SetBotWebhookRequest": {

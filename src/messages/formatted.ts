@@ -35,6 +35,9 @@ const refused = (field: string, err: unknown): never => {
   throw err;
 };
 
+/** What tdlib says of the text itself, not of its markup or entities (the text's field is at fault). */
+const TEXT_ERRORS: Record<string, string> = { 'Text is too long': 'TEXT_TOO_LONG', 'Text must be non-empty': 'TEXT_EMPTY' };
+
 /**
  * An incoming text's entities (a message users wrote, from the messaging services): the ones
  * given, checked and put in Telegram's order; or, when none are given, the ones Telegram
@@ -53,19 +56,27 @@ export function incomingEntities(text: string | undefined, given: MessageEntity[
 /**
  * A text a bot sends, as Telegram stores it: parsed by parse_mode (HTML, MarkdownV2,
  * Markdown) or with its given entities, cleaned and trimmed, with the entities Telegram
- * detects added; at most `maxLength` UTF-16 code units after that.
+ * detects added; at most `parsedMaxLength` UTF-16 code units after that (markup does not
+ * count), as tdlib checks a bot's text ("Message is too long") and caption ("Message caption
+ * is too long"). The raw text is bounded before (its field's max_length; and tdlib's 32768
+ * bytes of UTF-8, "Text is too long"). Refusals name the text's field, or the entities' when
+ * the given entities are at fault.
  */
 export function outgoingText(
-  text: string, opts: { parseMode?: string; entities: MessageEntity[]; maxLength: number; field: string; entitiesField: string },
+  text: string,
+  opts: { parseMode?: string; entities: MessageEntity[]; parsedMaxLength: number; field: string; entitiesField: string; caption?: boolean },
 ): { text: string; entities: MessageEntity[] } {
   let out: { text: string; entities: PlainEntity[] };
   try {
-    out = prepareMessageText(text, { parseMode: opts.parseMode, entities: opts.entities.map(fromProto) });
+    // A caption may be empty once parsed (it is then none: tdlib's get_formatted_text for a caption allows it).
+    out = prepareMessageText(text, { parseMode: opts.parseMode, entities: opts.entities.map(fromProto), allowEmpty: opts.caption });
   } catch (err) {
+    const textError = err instanceof EntityParseError ? TEXT_ERRORS[err.message] : undefined;
+    if (textError) throw ApiError.invalid(opts.field, textError, botApiErrorText((err as Error).message));
     return refused(opts.parseMode ? opts.field : opts.entitiesField, err);
   }
-  if (utf16Length(out.text) > opts.maxLength) {
-    throw ApiError.invalid(opts.field, 'MESSAGE_TOO_LONG', `message is too long: at most ${opts.maxLength} characters after entities parsing`);
+  if (utf16Length(out.text) > opts.parsedMaxLength) {
+    throw ApiError.invalid(opts.field, 'MESSAGE_TOO_LONG', opts.caption ? 'message caption is too long' : 'message is too long');
   }
   return { text: out.text, entities: out.entities.map(toProto) };
 }

@@ -353,7 +353,7 @@ export interface CopyMessageRequest {
   from_chat_id: number;
   /** The original message, in from_chat_id. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   message_id: number;
-  /** A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+  /** A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   caption?: string;
   /** How to read the new caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
   parse_mode?: string;
@@ -567,7 +567,7 @@ export interface EditMessageCaptionRequest {
   chat_id: number;
   /** The message: a photo or document the bot sent. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   message_id: number;
-  /** The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+  /** The new caption: 0 to 1024 characters once parsed; unset or empty removes it; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   caption?: string;
   /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
   parse_mode?: string;
@@ -593,7 +593,7 @@ export interface EditMessageTextRequest {
   chat_id: number;
   /** The message: one the bot sent, with text. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   message_id: number;
-  /** The new text: 1 to 4096 characters once parsed. */
+  /** The new text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   text: string;
   /** How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
   parse_mode?: string;
@@ -777,7 +777,7 @@ export interface InlineQueryResult {
   photo_file_id?: string;
   /** document: a file_id of this bot. */
   document_file_id?: string;
-  /** photo, document: caption, 0 to 1024 characters once parsed. */
+  /** photo, document: caption, 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   caption?: string;
   /** photo, document: how to read the caption's formatting. */
   parse_mode?: string;
@@ -801,7 +801,7 @@ export interface InputMedia {
   type: string;
   /** A file_id of this bot (a photo's MIME type is image/*). */
   media: string;
-  /** Caption: 0 to 1024 characters once parsed. */
+  /** Caption: 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   caption?: string;
   /** How to read the caption's formatting: HTML, MarkdownV2 or Markdown. */
   parse_mode?: string;
@@ -811,7 +811,7 @@ export interface InputMedia {
 
 /** InputMessageContent is the message an inline result sends when chosen (a text message). */
 export interface InputMessageContent {
-  /** The text: 1 to 4096 characters once parsed. */
+  /** The text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   message_text?: string;
   /** How to read its formatting: HTML, MarkdownV2 or Markdown. */
   parse_mode?: string;
@@ -1245,7 +1245,7 @@ export interface SendDocumentRequest {
   chat_id: number;
   /** A file_id of this bot. */
   file_id: string;
-  /** Caption: 0 to 1024 characters. */
+  /** Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   caption?: string;
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
@@ -1275,7 +1275,7 @@ export interface SendMediaGroupRequest {
 export interface SendMessageRequest {
   /** The chat; it must have written to the bot before. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   chat_id: number;
-  /** The text: 1 to 4096 characters. */
+  /** The text: 1 to 4096 characters once parsed (parse_mode or entities applied, cleaned and trimmed; UTF-16 code units, as Telegram counts them: "message is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   text: string;
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;
@@ -1295,7 +1295,7 @@ export interface SendPhotoRequest {
   chat_id: number;
   /** A file_id of this bot whose MIME type is image/*. */
   file_id: string;
-  /** Caption: 0 to 1024 characters. */
+  /** Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long"). */
   caption?: string;
   /** A message of the same chat to reply to. Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT. */
   reply_to_message_id?: number;

@@ -92,6 +92,13 @@ export interface FieldConstraints {
   maximumSetting: string;
   /** A number that may not be 0 (`not: {const: 0}`): an id, where 0 is no id. */
   nonZero: boolean;
+  /**
+   * Most UTF-16 code units of a message text or caption once parsed, as Telegram counts
+   * them: after parse_mode or the entities are applied and the text is cleaned and trimmed
+   * (the OpenAPI document's `x-parsed-max-length`). The field's max_length then bounds the
+   * raw input, markup included (markup tags do not count towards this one).
+   */
+  parsedMaxLength?: number | undefined;
 }
 
 function createBaseServiceSettings(): ServiceSettings {
@@ -173,6 +180,7 @@ function createBaseFieldConstraints(): FieldConstraints {
     conflictsWith: "",
     maximumSetting: "",
     nonZero: false,
+    parsedMaxLength: undefined,
   };
 }
 
@@ -207,6 +215,9 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
     }
     if (message.nonZero !== false) {
       writer.uint32(80).bool(message.nonZero);
+    }
+    if (message.parsedMaxLength !== undefined) {
+      writer.uint32(88).uint32(message.parsedMaxLength);
     }
     return writer;
   },
@@ -304,6 +315,14 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
             message.nonZero = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.parsedMaxLength = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -331,6 +350,7 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
     message.conflictsWith = object.conflictsWith ?? "";
     message.maximumSetting = object.maximumSetting ?? "";
     message.nonZero = object.nonZero ?? false;
+    message.parsedMaxLength = object.parsedMaxLength ?? undefined;
     return message;
   },
 };

@@ -140,7 +140,10 @@ export interface SendMessageRequest {
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   chatId: number;
-  /** The text: 1 to 4096 characters. */
+  /**
+   * The text: 1 to 4096 characters once parsed (parse_mode or entities applied, cleaned and
+   * trimmed; UTF-16 code units, as Telegram counts them: "message is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   text: string;
   /**
    * A message of the same chat to reply to.
@@ -184,7 +187,10 @@ export interface SendPhotoRequest {
   chatId: number;
   /** A file_id of this bot whose MIME type is image/*. */
   fileId: string;
-  /** Caption: 0 to 1024 characters. */
+  /**
+   * Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is
+   * too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   caption?:
     | string
     | undefined;
@@ -227,7 +233,10 @@ export interface SendDocumentRequest {
   chatId: number;
   /** A file_id of this bot. */
   fileId: string;
-  /** Caption: 0 to 1024 characters. */
+  /**
+   * Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is
+   * too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   caption?:
     | string
     | undefined;
@@ -459,7 +468,10 @@ export interface EditMessageTextRequest {
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   messageId: number;
-  /** The new text: 1 to 4096 characters once parsed. */
+  /**
+   * The new text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most
+   * 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   text: string;
   /** How to read the text's formatting: HTML, MarkdownV2 or Markdown (see SendMessageRequest). */
   parseMode?:
@@ -489,7 +501,10 @@ export interface EditMessageCaptionRequest {
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   messageId: number;
-  /** The new caption: 0 to 1024 characters once parsed; unset or empty removes it. */
+  /**
+   * The new caption: 0 to 1024 characters once parsed; unset or empty removes it; as sent, at most
+   * 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   caption?:
     | string
     | undefined;
@@ -605,7 +620,10 @@ export interface CopyMessageRequest {
    * Range: -(2^53-1) to 2^53-1 (9007199254740991); beyond is INVALID_ARGUMENT.
    */
   messageId: number;
-  /** A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's. */
+  /**
+   * A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the
+   * original's; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   caption?:
     | string
     | undefined;
@@ -725,7 +743,10 @@ export interface InputMedia {
   type: string;
   /** A file_id of this bot (a photo's MIME type is image/*). */
   media: string;
-  /** Caption: 0 to 1024 characters once parsed. */
+  /**
+   * Caption: 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes
+   * of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   caption?:
     | string
     | undefined;
@@ -792,7 +813,10 @@ export interface AnswerCallbackQueryResponse {
 
 /** InputMessageContent is the message an inline result sends when chosen (a text message). */
 export interface InputMessageContent {
-  /** The text: 1 to 4096 characters once parsed. */
+  /**
+   * The text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768
+   * characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   messageText: string;
   /** How to read its formatting: HTML, MarkdownV2 or Markdown. */
   parseMode?:
@@ -844,7 +868,10 @@ export interface InlineQueryResult {
   documentFileId?:
     | string
     | undefined;
-  /** photo, document: caption, 0 to 1024 characters once parsed. */
+  /**
+   * photo, document: caption, 0 to 1024 characters once parsed; as sent, at most 32768 characters
+   * and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
+   */
   caption?:
     | string
     | undefined;

@@ -727,7 +727,7 @@ class CopyMessageRequest(BaseModel):
     """
     caption: str | None = None
     """
-    A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's.
+    A new caption for a photo or document (0 to 1024 characters once parsed); unset keeps the original's; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     parse_mode: str | None = None
     """
@@ -1305,7 +1305,7 @@ class EditMessageCaptionRequest(BaseModel):
     """
     caption: str | None = None
     """
-    The new caption: 0 to 1024 characters once parsed; unset or empty removes it.
+    The new caption: 0 to 1024 characters once parsed; unset or empty removes it; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     parse_mode: str | None = None
     """
@@ -1389,7 +1389,7 @@ class EditMessageTextRequest(BaseModel):
     """
     text: str
     """
-    The new text: 1 to 4096 characters once parsed.
+    The new text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     parse_mode: str | None = None
     """
@@ -1896,7 +1896,7 @@ class InlineQueryResult(BaseModel):
     """
     caption: str | None = None
     """
-    photo, document: caption, 0 to 1024 characters once parsed.
+    photo, document: caption, 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     parse_mode: str | None = None
     """
@@ -1948,7 +1948,7 @@ class InputMedia(BaseModel):
     """
     caption: str | None = None
     """
-    Caption: 0 to 1024 characters once parsed.
+    Caption: 0 to 1024 characters once parsed; as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     parse_mode: str | None = None
     """
@@ -1970,7 +1970,7 @@ class InputMessageContent(BaseModel):
     )
     message_text: str | None = None
     """
-    The text: 1 to 4096 characters once parsed.
+    The text: 1 to 4096 characters once parsed (see SendMessageRequest); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     parse_mode: str | None = None
     """
@@ -2860,7 +2860,7 @@ class SendDocumentRequest(BaseModel):
     """
     caption: str | None = None
     """
-    Caption: 0 to 1024 characters.
+    Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     reply_to_message_id: int | None = None
     """
@@ -2952,7 +2952,7 @@ class SendMessageRequest(BaseModel):
     """
     text: str
     """
-    The text: 1 to 4096 characters.
+    The text: 1 to 4096 characters once parsed (parse_mode or entities applied, cleaned and trimmed; UTF-16 code units, as Telegram counts them: "message is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     reply_to_message_id: int | None = None
     """
@@ -3008,7 +3008,7 @@ class SendPhotoRequest(BaseModel):
     """
     caption: str | None = None
     """
-    Caption: 0 to 1024 characters.
+    Caption: 0 to 1024 characters once parsed (as Telegram counts them: "message caption is too long"); as sent, at most 32768 characters and 32768 bytes of UTF-8 (Telegram's cap on a raw text, "text is too long").
     """
     reply_to_message_id: int | None = None
     """
