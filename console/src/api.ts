@@ -27,9 +27,19 @@ export class ApiFailure extends Error {
     // The message words the first violation ("<field>: <description> (and N more)"); the
     // others are known by their reason code.
     if (d === this.details[0]) return this.message.replace(/^[^:]+:\s*/, '').replace(/ \(and \d+ more\)$/, '');
-    return d.reason.toLowerCase().replace(/_/g, ' ');
+    return REASON_WORDS[d.reason] ?? d.reason.toLowerCase().replace(/_/g, ' ');
   }
 }
+
+/** Words for the reason codes of the violations after the first (the API words only the first). */
+const REASON_WORDS: Record<string, string> = {
+  INVALID_FORMAT: 'is not in the allowed format (see the rules above)',
+  REQUIRED: 'is required',
+  DUPLICATE: 'must be unique',
+  INVALID_LENGTH: 'is too short or too long (see the rules above)',
+  OUT_OF_RANGE: 'is out of range (see the rules above)',
+  INVALID_VALUE: 'is not one of the allowed values',
+};
 
 type Listener = () => void;
 const expiredListeners: ((message: string) => void)[] = [];

@@ -367,33 +367,50 @@ function ProfileForm({ bot, onChange }: { bot: Bot; onChange: (b: Bot) => void }
           </select>
           {fe('friend_request_mode') && <p class="field-error">{fe('friend_request_mode')}</p>}
         </fieldset>
-        <PairList legend="Links" item="link" keys={['title', 'url']} items={p.links as unknown as Record<string, string>[]} onChange={(v) => set('links')(v as unknown as BotLink[])} error={fe('links')} />
-        <PairList legend="Command menu" item="command" keys={['command', 'description']} items={p.command_menu as unknown as Record<string, string>[]}
-          onChange={(v) => set('command_menu')(v as unknown as BotCommand[])} error={fe('command_menu')} />
+        <PairList legend="Links" item="link" field="links" keys={['title', 'url']} items={p.links as unknown as Record<string, string>[]}
+          onChange={(v) => set('links')(v as unknown as BotLink[])} error={error} hint="At most 10; a title (1 to 64 characters) and an https URL each." />
+        <PairList legend="Command menu" item="command" field="command_menu" keys={['command', 'description']} items={p.command_menu as unknown as Record<string, string>[]}
+          onChange={(v) => set('command_menu')(v as unknown as BotCommand[])} error={error}
+          hint="At most 100 commands, each unique: 1 to 32 of a-z, 0-9 and _ (start, not /start), and a description of 1 to 256 characters." />
         <button type="submit" class="primary">Save profile</button>
       </form>
     </section>
   );
 }
 
-function PairList({ legend, item, keys, items, onChange, error }: {
-  legend: string; item: string; keys: [string, string]; items: Record<string, string>[]; onChange: (v: Record<string, string>[]) => void; error?: string;
+/**
+ * A list of pairs (links, commands). The API's message for an entry's field
+ * ("command_menu[0].command: ...") is shown beside that input, in words, not as a path;
+ * the rules are said before they are broken (hint).
+ */
+function PairList({ legend, item, field, keys, items, onChange, error, hint }: {
+  legend: string; item: string; field: string; keys: [string, string]; items: Record<string, string>[];
+  onChange: (v: Record<string, string>[]) => void; error: unknown; hint: string;
 }) {
   const idp = legend.toLowerCase().replace(/\s+/g, '-');
+  const at = (i: number, k: string) => fieldError(error, `${field}[${i}].${k}`);
+  // What concerns the list as a whole (too many entries), not one entry.
+  const own = error instanceof ApiFailure ? error.details.find((d) => d.field.replace(/^bot\./, '') === field) : undefined;
+  const whole = own && (error as ApiFailure).fieldMessage(own.field);
   return (
-    <fieldset>
+    <fieldset aria-describedby={`${idp}-hint`}>
       <legend>{legend}</legend>
+      <small id={`${idp}-hint`} class="muted">{hint}</small>
       {items.map((it, i) => (
-        <div class="row pair" key={i}>
-          {keys.map((k) => (
-            <input key={k} id={`${idp}-${i}-${k}`} aria-label={`${legend} ${i + 1} ${k}`} placeholder={k} value={it[k] ?? ''}
-              onInput={(e) => onChange(items.map((x, j) => (j === i ? { ...x, [k]: (e.target as HTMLInputElement).value } : x)))} />
-          ))}
-          <button type="button" aria-label={`Remove ${legend} ${i + 1}`} onClick={() => onChange(items.filter((_, j) => j !== i))}>Remove</button>
+        <div key={i}>
+          <div class="row pair">
+            {keys.map((k) => (
+              <input key={k} id={`${idp}-${i}-${k}`} aria-label={`${legend} ${i + 1} ${k}`} placeholder={k} value={it[k] ?? ''}
+                aria-invalid={at(i, k) ? 'true' : undefined} aria-describedby={at(i, k) ? `${idp}-${i}-${k}-error` : undefined}
+                onInput={(e) => onChange(items.map((x, j) => (j === i ? { ...x, [k]: (e.target as HTMLInputElement).value } : x)))} />
+            ))}
+            <button type="button" aria-label={`Remove ${legend} ${i + 1}`} onClick={() => onChange(items.filter((_, j) => j !== i))}>Remove</button>
+          </div>
+          {keys.map((k) => at(i, k) && <p key={k} class="field-error" id={`${idp}-${i}-${k}-error`}>{`${item} ${i + 1}, ${k}: ${at(i, k)}`}</p>)}
         </div>
       ))}
       <button type="button" onClick={() => onChange([...items, { [keys[0]]: '', [keys[1]]: '' }])}>Add {item}</button>
-      {error && <p class="field-error">{error}</p>}
+      {whole && <p class="field-error">{whole}</p>}
     </fieldset>
   );
 }

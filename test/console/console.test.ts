@@ -247,7 +247,10 @@ describe('console: a developer and a reviewer', () => {
     await page.getByLabel('Command menu 1 description').fill('Starts');
     await page.getByRole('button', { name: 'Save profile' }).click();
     await expect.poll(() => page.locator('#p-short-error').textContent()).toMatch(/120/);
-    await expect.poll(() => page.locator('fieldset:has(legend:text("Command menu")) .field-error').textContent()).toMatch(/command_menu\[0\]\.command/);
+    // Beside the input, in words (not "command_menu[0].command: ..."); the rules were said before.
+    await expect.poll(() => page.locator('#command-menu-0-command-error').textContent()).toBe('command 1, command: is not in the allowed format (see the rules above)');
+    expect(await page.getByLabel('Command menu 1 command').getAttribute('aria-invalid')).toBe('true');
+    expect(await page.locator('#command-menu-hint').textContent()).toMatch(/1 to 32 of a-z, 0-9 and _/);
     await page.getByLabel('Short description').fill('Echoes what you say');
     await page.getByLabel('Command menu 1 command').fill('start');
     await page.getByRole('button', { name: 'Save profile' }).click();
