@@ -424,4 +424,31 @@ describe('callback queries', () => {
     const noId = await refusal([{ botId: bot.id, editedMessage: { ...original, messageId: 0 } }]);
     expect(noId.fields).toContain('updates[0].edited_message.message_id');
   });
+
+  it('an edit may follow its message in the same batch (and a reply may name it): each sees the batch\'s newest copy, the last edit is stored', async () => {
+    const bot = await botWithKeyboard('cbq_batch_edit', 7401);
+    const date = Math.floor(Date.now() / 1000) - 60;
+    const original = { messageId: 70, date, chat: { id: 7401, type: 'private' }, from: user(7401), text: 'helo' };
+    const res = await ingest([
+      { botId: bot.id, message: original },
+      { botId: bot.id, editedMessage: { ...original, date: 0, text: 'hello', editDate: date + 10 } },
+      { botId: bot.id, message: { messageId: 71, date, chat: original.chat, from: original.from, text: 'see above', replyToMessageId: 70 } },
+      { botId: bot.id, editedMessage: { ...original, date: 0, text: 'hello!', editDate: date + 20 } },
+    ]);
+    expect(res.results).toHaveLength(4);
+    const updates = await poll(bot.token);
+    expect(updates.map((u) => Object.keys(u).find((k) => k !== 'update_id' && k !== 'update_seq'))).toEqual(['message', 'edited_message', 'message', 'edited_message']);
+    // The edit keeps the date of the message it edits, brought in by the same batch.
+    expect(updates[1]!.edited_message).toMatchObject({ message_id: 70, date, text: 'hello', edit_date: date + 10 });
+    expect(updates[2]!.message.reply_to_message).toMatchObject({ message_id: 70, text: 'hello', edit_date: date + 10 });
+    expect(updates[3]!.edited_message).toMatchObject({ message_id: 70, date, text: 'hello!', edit_date: date + 20 });
+    // Stored as the last edit left it.
+    const reply = await rt(bot.token, 'sendMessage', { chat_id: 7401, text: 'hi', reply_to_message_id: 70 });
+    expect(reply.body.result.reply_to_message).toMatchObject({ message_id: 70, text: 'hello!', edit_date: date + 20 });
+    // An edit before its message, in the batch, names nothing yet: the whole batch is refused.
+    const early = { messageId: 72, date, chat: original.chat, from: original.from, text: 'late' };
+    const r = await refusal([{ botId: bot.id, editedMessage: { ...early, text: 'edited' } }, { botId: bot.id, message: early }]);
+    expect(r.fields).toEqual(['updates[0].edited_message.message_id']);
+    expect(await poll(bot.token)).toEqual([]);
+  });
 });

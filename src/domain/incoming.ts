@@ -6,7 +6,9 @@
  * - message: a new message (its entities computed when none were given; a reply carries
  *   the message it answers, as stored, one level deep);
  * - edited_message: a message the bot received in that chat, as it is after the edit
- *   (edit_date defaults to now); the stored copy is replaced by it;
+ *   (edit_date defaults to now); the stored copy is replaced by it. The message may be
+ *   one of the same batch, before the edit (then not stored yet: the batch's newest copy
+ *   of it is what the edit, or a reply, names);
  * - callback_query: a press of a callback button of a message the bot sent, named by
  *   message_id and chat.id; the update carries the message as it is now (edited, or
  *   refused when deleted), data must be one of its buttons' callback_data; the id (a
@@ -198,9 +200,28 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
       seen.add(g.id);
     }
   }
+  // The messages of this batch so far that carry their id, as they will be stored: an edit or a
+  // reply later in the batch may name one (what was read above was read before the batch is written).
+  const batch = new Map<string, StoredMessage>();
+  const keyOf = (botId: string, chatId: number, messageId: number) => `${botId}/${chatId}/${messageId}`;
+  const inBatch = (botId: string, m: { chat?: { id: number }; messageId: number } | undefined, id = m?.messageId) =>
+    (m?.chat && id ? batch.get(keyOf(botId, m.chat.id, id)) : undefined);
   const items = updates.map((u, i): NewUpdate | undefined => {
     const base = { botId: u.botId, idempotencyKey: u.idempotencyKey || undefined };
-    const stored = named[i];
+    // The newest copy: an earlier update of the batch (a message, or an edit of it), else the stored one.
+    const stored = (u.editedMessage && inBatch(u.botId, u.editedMessage)) || named[i];
+    const item = prepareOne(u, i, stored);
+    if (item && (item.kind === 'message' || item.kind === 'edited_message') && Number(item.message.message_id) > 0) {
+      const chat = item.message.chat as { id: number };
+      batch.set(keyOf(u.botId, chat.id, Number(item.message.message_id)), { messageId: Number(item.message.message_id), outbound: false, message: item.message, createdAt: at * 1000 });
+    }
+    return item;
+  });
+  v.throwIfAny();
+  return items as NewUpdate[];
+
+  function prepareOne(u: IncomingUpdate, i: number, stored: StoredMessage | undefined): NewUpdate | undefined {
+    const base = { botId: u.botId, idempotencyKey: u.idempotencyKey || undefined };
     if (u.message) {
       const m = u.message;
       const field = `updates[${i}].message`;
@@ -208,7 +229,8 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
       const entities = incomingEntities(m.text, m.entities, `${field}.entities`);
       const captionEntities = incomingEntities(m.caption, m.captionEntities, `${field}.caption_entities`);
       // A reply carries the message it answers as the bot's chat has it (one level), as Telegram's updates do.
-      const replyToMessage = present(replied[i]) ? { ...fromWireMessage(replied[i]!.message), replyToMessage: undefined } : m.replyToMessage;
+      const repliedTo = inBatch(u.botId, m, m.replyToMessageId) ?? replied[i];
+      const replyToMessage = present(repliedTo) ? { ...fromWireMessage(repliedTo.message), replyToMessage: undefined } : m.replyToMessage;
       return { ...base, kind: 'message', message: toWireMessage({ ...m, date: m.date || at, entities, captionEntities, replyToMessage }) };
     }
     if (u.editedMessage) {
@@ -245,7 +267,5 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
     const q = u.inlineQuery!;
     const id = q.id || newQueryId();
     return { ...base, kind: 'inline_query', message: toWireInlineQuery({ ...q, id }), query: { id, chatId: null, messageId: null, userId: q.from!.id } };
-  });
-  v.throwIfAny();
-  return items as NewUpdate[];
+  }
 }
