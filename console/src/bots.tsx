@@ -30,7 +30,7 @@ export function BotsPage() {
                   <td>@{b.username}</td>
                   <td><Badge value={b.review_status} /></td>
                   <td><Badge value={b.status} /></td>
-                  <td>{b.delivery_mode}</td>
+                  <td>{b.delivery_mode}{b.webhook_disabled && <> <Badge value="webhook_disabled" /></>}</td>
                   <td><code>{b.token_prefix ?? '—'}</code></td>
                 </tr>
               ))}

@@ -430,6 +430,17 @@ export const routeTable: RouteTable = {
           },
           "repeated": false,
           "optional": true
+        },
+        {
+          "proto": "webhook_disabled",
+          "json": "webhook_disabled",
+          "ts": "webhookDisabled",
+          "type": {
+            "kind": "scalar",
+            "scalar": "bool"
+          },
+          "repeated": false,
+          "optional": false
         }
       ]
     },

@@ -107,6 +107,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
       console: createConsoleService({
         ...deps, credentialsChanged, webhookOf: (id) => updates.webhookSummary(id),
         units: b.units, deletedBotRetentionMs: config.deletedBotRetentionMs,
+        disabledWebhooks: async (ids) => new Set([...(await b.webhooks.limitsOf(ids))].filter(([, l]) => l.max === 0).map(([id]) => id)),
       }),
       admin: createAdminService(deps),
       runtime: createRuntimeService({ bots: b.bots }),

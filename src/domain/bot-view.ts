@@ -42,7 +42,7 @@ const orUndefined = <T>(v: T | null): T | undefined => (v === null ? undefined :
 export const telegramToken = (botId: string, token: string): string => `${botUserId(botId)}:${token}`;
 
 /** The owner's view of a bot; the detail read adds webhook and one_time_token (with its Telegram form). */
-export function toBotMessage(r: BotRecord, extra: Pick<Bot, 'oneTimeToken'> = {}): Bot {
+export function toBotMessage(r: BotRecord, extra: Partial<Pick<Bot, 'oneTimeToken' | 'webhookDisabled'>> = {}): Bot {
   return {
     id: r.id,
     name: r.name,
@@ -66,6 +66,7 @@ export function toBotMessage(r: BotRecord, extra: Pick<Bot, 'oneTimeToken'> = {}
     groupPrivacy: r.groupPrivacy,
     canJoinGroups: r.canJoinGroups,
     webhook: undefined,
+    webhookDisabled: extra.webhookDisabled ?? false,
     commandMenu: r.commandMenu,
     deliveryMode: DELIVERY_MODE[r.deliveryMode],
     oneTimeToken: extra.oneTimeToken,

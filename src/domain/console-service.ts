@@ -25,6 +25,8 @@ export interface ConsoleDeps {
   bots: BotsRepo;
   /** The redacted webhook of a bot, for detail reads. */
   webhookOf: (botId: string) => Promise<WebhookSummary | undefined>;
+  /** Which of these bots' webhooks are disabled (the list's webhook_disabled). */
+  disabledWebhooks?: (botIds: string[]) => Promise<Set<string>>;
   secretBox: SecretBox;
   oneTimeTokenRetentionMs: number;
   /**
@@ -297,7 +299,10 @@ export function createConsoleService(
 
     async listMyBots(req, { principal }) {
       const { page, limit } = check.pageAndLimit(req.page, req.limit, LIMITS.list);
-      return paged({ page, limit }, await deps.bots.listForOwner(principal.accountId, page, limit), toBotMessage);
+      const found = await deps.bots.listForOwner(principal.accountId, page, limit);
+      const hooked = found.items.filter((b) => b.deliveryMode === 'webhook').map((b) => b.id);
+      const disabled = hooked.length > 0 && deps.disabledWebhooks ? await deps.disabledWebhooks(hooked) : new Set<string>();
+      return paged({ page, limit }, found, (b) => toBotMessage(b, { webhookDisabled: disabled.has(b.id) }));
     },
 
     async getMyBot(req, { principal }) {
@@ -310,7 +315,8 @@ export function createConsoleService(
           oneTimeToken = deps.secretBox.open(sealed);
         }
       }
-      return { bot: { ...toBotMessage(bot, { oneTimeToken }), webhook: await deps.webhookOf(bot.id) } };
+      const webhook = await deps.webhookOf(bot.id);
+      return { bot: { ...toBotMessage(bot, { oneTimeToken, webhookDisabled: webhook?.disabled ?? false }), webhook } };
     },
 
     async updateMyBot(req, { principal }) {

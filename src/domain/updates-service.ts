@@ -218,7 +218,8 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
   /** The console's detail of an own bot as it stands now (the one-time token stays unread). */
   async function ownBotDetail(principal: AccountPrincipal, id: string) {
     const bot = await own.find(principal.accountId, id);
-    return { ...toBotMessage(bot), webhook: await webhookSummary(bot.id) };
+    const webhook = await webhookSummary(bot.id);
+    return { ...toBotMessage(bot, { webhookDisabled: webhook?.disabled ?? false }), webhook };
   }
 
   /**

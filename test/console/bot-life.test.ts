@@ -184,6 +184,14 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     await page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name: 'Webhook', exact: true }).click();
     await expect.poll(() => page.locator('#header-webhook-disabled').count()).toBe(1);
     await expect.poll(() => page.locator('#webhook-disabled').textContent()).toMatch(/^disabled/);
+    // And in the list (the API's webhook_disabled).
+    const listed = (await client(h.url, devJwt).get('/api/v1/bots/my?limit=100')).body.items;
+    expect(listed.find((b: { id: string }) => b.id === bot.id).webhook_disabled).toBe(true);
+    expect(listed.filter((b: { webhook_disabled: boolean }) => b.webhook_disabled)).toHaveLength(1);
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'My bots' }).click();
+    await expect.poll(() => page.getByRole('row', { name: /life_disabled_ui/ }).textContent()).toMatch(/webhook webhook disabled/);
+    await page.goto(`/#/bots/${bot.id}`);
+    await page.getByRole('heading', { name: 'Token' }).waitFor();
 
     await page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name: 'Overview', exact: true }).click();
     await page.getByRole('button', { name: 'Delete bot…' }).click();

@@ -147,6 +147,8 @@ export interface Bot {
   updated_at?: string | null;
   /** The same token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. Given with one_time_token, once. */
   telegram_token?: string;
+  /** Whether the bot's webhook is disabled for failing too long (in lists too, where webhook is left out); false without a webhook. */
+  webhook_disabled: boolean;
 }
 
 /** BotCommand is one entry of the command menu. */

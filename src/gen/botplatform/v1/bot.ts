@@ -239,7 +239,14 @@ export interface Bot {
    * check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible
    * surface only. Given with one_time_token, once.
    */
-  telegramToken?: string | undefined;
+  telegramToken?:
+    | string
+    | undefined;
+  /**
+   * Whether the bot's webhook is disabled for failing too long (in lists too, where
+   * webhook is left out); false without a webhook.
+   */
+  webhookDisabled: boolean;
 }
 
 /** Pagination describes one page of a listing. */
@@ -719,6 +726,7 @@ function createBaseBot(): Bot {
     createdAt: undefined,
     updatedAt: undefined,
     telegramToken: undefined,
+    webhookDisabled: false,
   };
 }
 
@@ -807,6 +815,9 @@ export const Bot: MessageFns<Bot> = {
     }
     if (message.telegramToken !== undefined) {
       writer.uint32(226).string(message.telegramToken);
+    }
+    if (message.webhookDisabled !== false) {
+      writer.uint32(232).bool(message.webhookDisabled);
     }
     return writer;
   },
@@ -1048,6 +1059,14 @@ export const Bot: MessageFns<Bot> = {
             message.telegramToken = reader.string();
             continue;
           }
+          case 29: {
+            if (tag !== 232) {
+              break;
+            }
+
+            message.webhookDisabled = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1097,6 +1116,7 @@ export const Bot: MessageFns<Bot> = {
     message.createdAt = object.createdAt ?? undefined;
     message.updatedAt = object.updatedAt ?? undefined;
     message.telegramToken = object.telegramToken ?? undefined;
+    message.webhookDisabled = object.webhookDisabled ?? false;
     return message;
   },
 };

@@ -327,6 +327,10 @@ class Bot(BaseModel):
     """
     The same token in Telegram's "<bot user id>:<token>" form, for Telegram clients that check a token's shape (aiogram, pyTelegramBotAPI); accepted on the Telegram-compatible surface only. Given with one_time_token, once.
     """
+    webhook_disabled: bool
+    """
+    Whether the bot's webhook is disabled for failing too long (in lists too, where webhook is left out); false without a webhook.
+    """
 
 
 class BotCommand(BaseModel):
