@@ -11,7 +11,7 @@ import { ApiError } from '../errors.js';
 import type { EditMessageCaptionRequest, EditMessageReplyMarkupRequest, EditMessageTextRequest } from '../gen/botplatform/v1/runtime_service.js';
 import type { Message, ReplyMarkup } from '../gen/botplatform/v1/update.js';
 import { constraintsOf } from '../gen/constraints.js';
-import { outgoingText } from '../messages/formatted.js';
+import { outgoingCaption, outgoingText } from '../messages/formatted.js';
 import { checkReplyMarkup } from '../messages/reply-markup.js';
 import type { StoredMessage } from '../storage/messages-repo.js';
 import { toWireFeedEvent, toWireMessage } from '../wire.js';
@@ -125,14 +125,12 @@ export function createMessageEdits(deps: MessagesDeps): EditRpc {
       check.optionalText(v, 'caption', req.caption, LIMITS.caption);
       v.throwIfAny();
       const keyboard = newKeyboard(req.replyMarkup);
-      const parsed = req.caption
-        ? outgoingText(req.caption, { parseMode: req.parseMode, entities: req.captionEntities, parsedMaxLength: LIMITS.caption.parsedMaxLength, field: 'caption', entitiesField: 'caption_entities', caption: true })
-        : undefined;
+      const parsed = outgoingCaption(req.caption, { parseMode: req.parseMode, entities: req.captionEntities, parsedMaxLength: LIMITS.caption.parsedMaxLength, field: 'caption', entitiesField: 'caption_entities' });
       const { message } = await editable(principal, req);
       if (!message.photo && !message.document) throw refused('message_id', 'NO_CAPTION', 'there is no caption in the message to edit');
       return {
         result: await edit(principal, req, message, {
-          ...message, caption: parsed?.text || undefined, captionEntities: parsed?.text ? parsed.entities : [], replyMarkup: keyboard,
+          ...message, ...parsed, replyMarkup: keyboard,
         }),
       };
     },

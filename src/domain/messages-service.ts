@@ -15,7 +15,7 @@ import type { SendItem } from '../storage/units.js';
 import { toFile } from './files-service.js';
 import type { BotPrincipal, RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
-import { outgoingText } from '../messages/formatted.js';
+import { outgoingCaption, outgoingText } from '../messages/formatted.js';
 import { checkReplyMarkup } from '../messages/reply-markup.js';
 import { botUserId, fromWireMessage, toWireMessage } from '../wire.js';
 import { chatNotFound, contentOf, refused, replyTarget, type MessagesDeps } from './message-rules.js';
@@ -123,11 +123,8 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
   }
 
   /** A caption as Telegram keeps it: parsed, cleaned and trimmed (an empty one is none). */
-  function caption(text: string | undefined, parseMode: string | undefined, entities: Message['captionEntities'], parsedMaxLength: number, field: string, entitiesField: string) {
-    if (!text) return { caption: undefined, captionEntities: [] };
-    const parsed = outgoingText(text, { parseMode, entities, parsedMaxLength, field, entitiesField, caption: true });
-    return { caption: parsed.text || undefined, captionEntities: parsed.text ? parsed.entities : [] };
-  }
+  const caption = (text: string | undefined, parseMode: string | undefined, entities: Message['captionEntities'], parsedMaxLength: number, field: string, entitiesField: string) =>
+    outgoingCaption(text, { parseMode, entities, parsedMaxLength, field, entitiesField });
 
   async function sendFile(
     principal: BotPrincipal,

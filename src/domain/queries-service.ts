@@ -13,7 +13,7 @@ import { ApiError, Code } from '../errors.js';
 import type { AnswerInlineQueryRequest, InlineQueryResult, InlineQueryResultsButton } from '../gen/botplatform/v1/runtime_service.js';
 import type { CallbackQueryAnswer, InlineQueryAnswer } from '../gen/botplatform/v1/internal_service.js';
 import { constraintsOf } from '../gen/constraints.js';
-import { outgoingText } from '../messages/formatted.js';
+import { outgoingCaption, outgoingText } from '../messages/formatted.js';
 import { checkReplyMarkup } from '../messages/reply-markup.js';
 import type { QueriesRepo, QueryKind, StoredQuery } from '../storage/queries-repo.js';
 import type { UnitsOfWork } from '../storage/units.js';
@@ -86,9 +86,6 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
     deps.onCommitted?.();
   }
 
-  /** A text of an answer as Telegram keeps it: parsed by its parse_mode (or its entities checked), within its limit once parsed. */
-  const parsed = (text: string, parseMode: string | undefined, entities: InlineQueryResult['captionEntities'], caption: boolean, field: string, entitiesField: string) =>
-    outgoingText(text, { parseMode, entities, parsedMaxLength: (caption ? LIMITS.caption : LIMITS.messageText).parsedMaxLength, field, entitiesField, caption });
 
   /** One result checked, its texts parsed into entities (as the feed carries it); `ids`: the ids of the results before it. */
   async function checkResult(botId: string, r: InlineQueryResult, at: string, ids: ReadonlySet<string>): Promise<InlineQueryResult> {
@@ -118,13 +115,16 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
     const out: InlineQueryResult = { ...r, parseMode: undefined };
     if (r.inputMessageContent) {
       const c = r.inputMessageContent;
-      const text = parsed(c.messageText, c.parseMode, c.entities, false, `${at}.input_message_content.message_text`, `${at}.input_message_content.entities`);
+      const text = outgoingText(c.messageText, {
+        parseMode: c.parseMode, entities: c.entities, parsedMaxLength: LIMITS.messageText.parsedMaxLength, field: `${at}.input_message_content.message_text`, entitiesField: `${at}.input_message_content.entities`,
+      });
       out.inputMessageContent = { messageText: text.text, parseMode: undefined, entities: text.entities };
     }
     if (r.caption) {
-      const caption = parsed(r.caption, r.parseMode, r.captionEntities, true, `${at}.caption`, `${at}.caption_entities`);
-      out.caption = caption.text || undefined;
-      out.captionEntities = caption.entities;
+      const { caption, captionEntities } = outgoingCaption(r.caption, {
+        parseMode: r.parseMode, entities: r.captionEntities, parsedMaxLength: LIMITS.caption.parsedMaxLength, field: `${at}.caption`, entitiesField: `${at}.caption_entities`,
+      });
+      Object.assign(out, { caption, captionEntities });
     }
     const fileId = r.type === 'photo' ? r.photoFileId : r.type === 'document' ? r.documentFileId : undefined;
     if (fileId) {

@@ -80,3 +80,15 @@ export function outgoingText(
   }
   return { text: out.text, entities: out.entities.map(toProto) };
 }
+
+/**
+ * A caption a bot sends, as Telegram keeps it (outgoingText's rules for a caption): one
+ * that is unset, empty or empty once parsed is none.
+ */
+export function outgoingCaption(
+  text: string | undefined, opts: { parseMode?: string; entities: MessageEntity[]; parsedMaxLength: number; field: string; entitiesField: string },
+): { caption: string | undefined; captionEntities: MessageEntity[] } {
+  if (!text) return { caption: undefined, captionEntities: [] };
+  const parsed = outgoingText(text, { ...opts, caption: true });
+  return { caption: parsed.text || undefined, captionEntities: parsed.text ? parsed.entities : [] };
+}
