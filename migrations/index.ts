@@ -21,6 +21,7 @@ import * as chatNamesImageSizes from './20261228000300_chat_names_image_sizes.js
 import * as deliveryAttempts from './20261228000400_delivery_attempts.js';
 import * as attemptTrigger from './20261228000500_attempt_trigger.js';
 import * as deletedBots from './20261228000600_deleted_bots.js';
+import * as messagesChatSent from './20261228000700_messages_chat_sent.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -41,6 +42,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261228000400_delivery_attempts': deliveryAttempts,
   '20261228000500_attempt_trigger': attemptTrigger,
   '20261228000600_deleted_bots': deletedBots,
+  '20261228000700_messages_chat_sent': messagesChatSent,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
