@@ -221,6 +221,13 @@ describe('callback queries', () => {
     expect(r.fields).toEqual(['updates[0].callback_query.id']);
     const twice = await refusal([press(bot, 'no', { id: 'svc-2' }), press(bot, 'yes', { id: 'svc-2' })]);
     expect(twice.fields).toEqual(['updates[1].callback_query.id']);
+    // Each bot's ids are its own, checked together: svc-1 is taken for this bot only.
+    const other = await botWithKeyboard('cbq_given_other', 6502);
+    const mixed = await refusal([press(other, 'yes', { id: 'svc-1' }), press(bot, 'no', { id: 'svc-5' }), press(bot, 'yes', { id: 'svc-1' })]);
+    expect(mixed.fields).toEqual(['updates[2].callback_query.id']);
+    await ingest([press(other, 'yes', { id: 'svc-1' }), press(bot, 'no', { id: 'svc-5' })]);
+    expect((await poll(other.token)).map((x) => x.callback_query.id)).toEqual(['svc-1']);
+    expect((await poll(bot.token)).map((x) => x.callback_query.id)).toEqual(['svc-5']);
     // A batch retried with its idempotency keys answers the ids it got, and stores nothing new.
     const keyed = [press(bot, 'no', { id: 'svc-3' }), press(bot, 'yes', { id: 'svc-4' })].map((p, i) => ({ ...p, idempotencyKey: `k${i}` }));
     const once = await ingest(keyed);

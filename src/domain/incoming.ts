@@ -176,15 +176,6 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
     }
   });
   const v = new check.Violations();
-  // The messages named, and those new messages reply to, read together (one round trip on MySQL).
-  const [named, replied] = await Promise.all([
-    Promise.all(updates.map((u) => {
-      const m = u.callbackQuery?.message ?? u.editedMessage;
-      return u.callbackQuery || u.editedMessage ? deps.messages.find(u.botId, m!.chat!.id, m!.messageId) : undefined;
-    })),
-    Promise.all(updates.map((u) => (u.message?.replyToMessageId && u.message.chat
-      ? deps.messages.find(u.botId, u.message.chat.id, u.message.replyToMessageId) : undefined))),
-  ]);
   // Query ids the messaging service gave must be new to the bot (a retry with an idempotency key is answered as a duplicate).
   const given = new Map<string, { i: number; id: string; field: string }[]>();
   updates.forEach((u, i) => {
@@ -192,14 +183,23 @@ export async function prepareIncoming(deps: IncomingDeps, updates: IncomingUpdat
     if (!q?.id || u.idempotencyKey) return;
     given.set(u.botId, [...(given.get(u.botId) ?? []), { i, id: q.id, field: `updates[${i}].${u.callbackQuery ? 'callback_query' : 'inline_query'}.id` }]);
   });
-  for (const [botId, list] of given) {
-    const taken = await deps.queries.taken(botId, list.map((g) => g.id));
+  // The messages named, those new messages reply to, and the bots' query ids given, read together (one round trip on MySQL).
+  const [named, replied, taken] = await Promise.all([
+    Promise.all(updates.map((u) => {
+      const m = u.callbackQuery?.message ?? u.editedMessage;
+      return u.callbackQuery || u.editedMessage ? deps.messages.find(u.botId, m!.chat!.id, m!.messageId) : undefined;
+    })),
+    Promise.all(updates.map((u) => (u.message?.replyToMessageId && u.message.chat
+      ? deps.messages.find(u.botId, u.message.chat.id, u.message.replyToMessageId) : undefined))),
+    Promise.all([...given].map(([botId, list]) => deps.queries.taken(botId, list.map((g) => g.id)))),
+  ]);
+  [...given.values()].forEach((list, b) => {
     const seen = new Set<string>();
     for (const g of list) {
-      if (taken.has(g.id) || seen.has(g.id)) v.add(g.field, 'ALREADY_EXISTS', 'is the id of another query of the bot; leave it empty and the platform assigns one');
+      if (taken[b]!.has(g.id) || seen.has(g.id)) v.add(g.field, 'ALREADY_EXISTS', 'is the id of another query of the bot; leave it empty and the platform assigns one');
       seen.add(g.id);
     }
-  }
+  });
   // The messages of this batch so far that carry their id, as they will be stored: an edit or a
   // reply later in the batch may name one (what was read above was read before the batch is written).
   const batch = new Map<string, StoredMessage>();
