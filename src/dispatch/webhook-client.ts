@@ -200,7 +200,8 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     if (n > 0) idleAt.set(origin, n);
     else idleAt.delete(origin);
   };
-  const slotWaiters: (() => void)[] = [];
+  /** Requests waiting for room (every connection busy), with the origin each goes to. */
+  const slotWaiters: { origin: string; wake: () => void }[] = [];
   const stats = { evicted: 0, waited: 0, peak: 0 };
   function tracked(agent: https.Agent, policyKey: string): https.Agent {
     const create = agent.createConnection as (...args: unknown[]) => Socket;
@@ -213,29 +214,35 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       socket.once('close', () => {
         open--;
         busy(socket);
-        slotWaiters.shift()?.();
+        slotWaiters.shift()?.wake();
       });
       return socket;
     };
     // After the agent's own handler: a socket it kept is idle now; one it closed is not.
     agent.on('free', (socket: Socket) => {
       if (socket.destroyed) return;
-      if (slotWaiters.length > 0) {
-        // A request is waiting for a slot: this connection makes room for it.
+      const origin = originOf.get(socket) ?? '';
+      // Requests are waiting for room: one going to this origin takes this connection as
+      // it is; else it is closed to make room for the first.
+      const same = slotWaiters.length > 0 ? slotWaiters.findIndex((w) => w.origin === origin) : -1;
+      if (slotWaiters.length > 0 && same < 0) {
         stats.evicted++;
         socket.destroy();
         return;
       }
       busy(socket);
-      const origin = originOf.get(socket) ?? '';
       idle.set(socket, origin);
       idleAt.set(origin, (idleAt.get(origin) ?? 0) + 1);
+      if (same >= 0) slotWaiters.splice(same, 1)[0]!.wake();
     });
     return agent;
   }
-  /** Room for a new connection: closes least recently used idle ones at the cap, or waits for one to end. */
-  async function slot(): Promise<void> {
-    while (open >= maxSockets) {
+  /**
+   * Room for a connection to `origin`: none needed while it has an idle one to reuse; else,
+   * at the cap, the least recently used idle connection is closed, or it waits for one to end.
+   */
+  async function slot(origin: string): Promise<void> {
+    while (open >= maxSockets && !idleAt.has(origin)) {
       const lru = idle.keys().next();
       if (!lru.done) {
         const socket = lru.value;
@@ -250,7 +257,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         continue;
       }
       stats.waited++;
-      await new Promise<void>((r) => slotWaiters.push(r));
+      await new Promise<void>((wake) => slotWaiters.push({ origin, wake }));
     }
   }
 
@@ -380,7 +387,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       const giveBack = turnAt(target.turnKey) ?? (await waitForTurn(target.turnKey));
       // At the connection cap, a request with no idle connection of its own origin to reuse
       // makes room first (the least recently used idle one is closed, or it waits).
-      if (open >= maxSockets && !idleAt.has(`${target.policyKey}|${target.host}|${target.port}`)) await slot();
+      if (open >= maxSockets) await slot(`${target.policyKey}|${target.host}|${target.port}`);
       started = performance.now(); // the exchange's duration, not the wait for a turn
       const { host, port } = target;
       return new Promise<WebhookResult>((answer) => {
@@ -466,7 +473,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
     sockets: () => ({ open, idle: idle.size, ...stats }),
     close() {
       for (const agent of pools.values()) agent.destroy();
-      for (const wake of slotWaiters.splice(0)) wake();
+      for (const w of slotWaiters.splice(0)) w.wake();
       pools.clear();
       targets.clear();
     },
