@@ -13,6 +13,8 @@
  * nothing before it but the creation of its bots (the default runs every phase, so the
  * embedded process holds its polls on a heap the ingest phases grew). The idle phase
  * also prints the held RSS per poll, over the RSS before the polls arrived.
+ * BENCH_ONLY=ingest measures only the ingesting process's CPU and statements per update (1
+ * and 100 per call, one stream), for docs/capacity.md.
  * BENCH_ONLY=wake measures only the waiting poll's wake-up (embedded, and MariaDB + Kafka
  * too when their settings are given), quick to iterate on (under a minute; BENCH_CPU_PROF for
  * profiles): a poll waits (getUpdates timeout 10 over HTTP), 100 ms later one update is
@@ -348,6 +350,37 @@ async function floorWake() {
   }
 }
 
+/** A process's botplatform_db_statements gauge (statements it has sent to its database). */
+async function statementsOf(httpBase: string): Promise<number> {
+  const text = await (await fetch(`${httpBase}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('botplatform_db_statements '));
+  return line ? Number(line.split(' ')[1]) : NaN;
+}
+
+/**
+ * BENCH_ONLY=ingest: the ingesting process's cost per update, for the capacity model
+ * (docs/capacity.md): updates/s, its CPU ms and its database statements per update,
+ * 1 and 100 updates per IngestUpdates call and over one stream.
+ */
+async function runIngestCost(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+  const { A } = await instances(envA, envB);
+  const workBots = await makeBots(A.http, 50, `u${crypto.randomBytes(3).toString('hex')}c`);
+  const rows = [];
+  for (const [label, go] of [
+    ['1 per call', () => throughput(A.grpc, workBots, 1)],
+    ['100 per call', () => throughput(A.grpc, workBots, 100)],
+    ['one stream, 100 per batch', () => streamed(A.grpc, workBots, 100)],
+  ] as const) {
+    const cpu0 = cpuSeconds(A.pid);
+    const st0 = await statementsOf(A.http);
+    const t0 = performance.now();
+    const rate = await go();
+    const updates = rate * ((performance.now() - t0) / 1000);
+    rows.push({ label, rate, cpuMs: ((cpuSeconds(A.pid) - cpu0) * 1000) / updates, statements: ((await statementsOf(A.http)) - st0) / updates });
+  }
+  return { name, rows };
+}
+
 /** BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, with its baseline (the ingest call alone). */async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
   const { A, B } = await instances(envA, envB);
   const [bot, other] = await makeBots(A.http, 2, `u${crypto.randomBytes(3).toString('hex')}k`);
@@ -426,6 +459,15 @@ async function main() {
     console.log('| setup | waiting poll woken (both answers in): p50 / p90 / p99 / max ms | the poll\'s answer alone | service CPU ms per cycle | baseline: the ingest call alone |');
     console.log('|---|---:|---:|---:|---:|');
     for (const r of wakes) console.log(`| ${r.name} | ${ms(r.wake)} | ${ms(r.wake.poll)} | ${r.wake.cpuMs.toFixed(2)} | ${ms(r.alone)} |`);
+    return;
+  }
+  if (ONLY.has('ingest')) {
+    const costs = await setups(runIngestCost);
+    console.log(`\nbench:updates BENCH_ONLY=ingest — ${SECONDS}s per run, 16 callers, 50 bots; the ingesting process alone`);
+    console.log(`machine: ${machine()}\n`);
+    console.log('| setup | ingest | updates/s | its CPU ms per update | its database statements per update |');
+    console.log('|---|---|---:|---:|---:|');
+    for (const c of costs) for (const r of c.rows) console.log(`| ${c.name} | ${r.label} | ${r.rate.toFixed(0)} | ${r.cpuMs.toFixed(3)} | ${r.statements.toFixed(3)} |`);
     return;
   }
   const results = await setups(run);

@@ -44,7 +44,7 @@ const INTERNAL = 'bench-internal-token-bench-internal-token-00';
 /** ORIGINS receivers: 200 at once; first arrival per update id, connections accepted, open now and at most. */
 async function startReceivers(pki: { key: string; cert: string }) {
   const arrivals = new Map<number, number>();
-  const conns = { accepted: 0, open: 0, max: 0 };
+  const conns = { accepted: 0, open: 0, max: 0, bytesIn: 0, bytesOut: 0 };
   const servers: https.Server[] = [];
   const ports: number[] = [];
   for (let i = 0; i < ORIGINS; i++) {
@@ -60,7 +60,11 @@ async function startReceivers(pki: { key: string; cert: string }) {
       conns.accepted++;
       conns.open++;
       conns.max = Math.max(conns.max, conns.open);
-      s.once('close', () => conns.open--);
+      s.once('close', () => {
+        conns.open--;
+        conns.bytesIn += s.bytesRead;
+        conns.bytesOut += s.bytesWritten;
+      });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     servers.push(server);
@@ -232,7 +236,11 @@ async function main() {
       const perBot = ((r.peak.rss - rssIdle) * 1024) / BOTS;
       console.log(`| ${i + 1} | ${r.delivered} / ${r.of} | ${r.rate.toFixed(0)} | ${r.p50.toFixed(0)} / ${r.p99.toFixed(0)} / ${r.max.toFixed(0)} | ${(r.max / r.p50).toFixed(1)} | ${r.peak.sockets} (${MAX_SOCKETS}) / ${r.peak.fds} (${limit}) / ${r.evicted} | ${r.peak.rss.toFixed(0)} / ${r.rssAfter.toFixed(0)} (${perBot.toFixed(2)}) | ${r.cpuMs.toFixed(2)} | ${r.accepted} |`);
     }
-    console.log(`\nreceivers: most connections open at once ${receivers.conns.max}`);
+    receivers.close();
+    await new Promise((r) => setTimeout(r, 500));
+    const delivered = rounds.reduce((n, r) => n + r.delivered, 0);
+    console.log(`\nreceivers: most connections open at once ${receivers.conns.max}; HTTP bytes per delivery on the wire (inside TLS, handshakes excluded): `
+      + `request ${(receivers.conns.bytesIn / delivered).toFixed(0)}, answer ${(receivers.conns.bytesOut / delivered).toFixed(0)}`);
   } finally {
     stopServices();
     receivers.close();
