@@ -192,6 +192,8 @@ export function createWebhookClient(opts: WebhookClientOptions) {
   /** Idle connections per origin: a request with one there reuses it and needs no room. */
   const idleAt = new Map<string, number>();
   const originOf = new WeakMap<Socket, string>();
+  /** Connections closed by slot() to make room: the room is its caller's, not a waiter's. */
+  const claimed = new WeakSet<Socket>();
   const busy = (socket: Socket) => {
     const origin = idle.get(socket);
     if (origin === undefined) return;
@@ -214,7 +216,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       socket.once('close', () => {
         open--;
         busy(socket);
-        slotWaiters.shift()?.wake();
+        if (!claimed.has(socket)) slotWaiters.shift()?.wake();
       });
       return socket;
     };
@@ -250,6 +252,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         stats.evicted++;
         // `open` drops on its 'close' (the next turn of the event loop): wait for it, so the
         // new connection never makes one more than the cap.
+        claimed.add(socket);
         await new Promise<void>((r) => {
           socket.once('close', () => r());
           socket.destroy();
