@@ -150,7 +150,7 @@ function reuseIdOf(v: check.Violations, value: string, limits: typeof LIMITS.cre
 type FilesRpc = Pick<RuntimeRpc, 'createUploadCredentials' | 'completeUpload' | 'provePossession' | 'getFile'>;
 
 export function createFilesService(deps: FilesDeps): FilesRpc & {
-  fileForSend(botId: string, fileId: string): Promise<FileRecord>;
+  fileForSend(botId: string, fileId: string, field?: string): Promise<FileRecord>;
   sweep(): Promise<void>;
 } {
   const now = deps.now ?? Date.now;
@@ -308,10 +308,10 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
       return { result: toFile(f, `${baseUrl(metadata)}/api/v1/files/download/${token}`) };
     },
 
-    /** A file of this bot, for the send methods (400 when it is not the bot's: contract §6). */
-    async fileForSend(botId: string, fileId: string): Promise<FileRecord> {
+    /** A file of this bot, for the send methods (400 naming `field`, the request's field that gave it, when it is not the bot's: contract §6). */
+    async fileForSend(botId: string, fileId: string, field = 'file_id'): Promise<FileRecord> {
       const f = fileId ? await deps.files.fileOfBot(botId, fileId) : undefined;
-      if (!f) throw ApiError.invalid('file_id', 'FILE_NOT_FOUND', 'is not a file of this bot');
+      if (!f) throw ApiError.invalid(field, 'FILE_NOT_FOUND', 'is not a file of this bot');
       return f;
     },
 

@@ -224,9 +224,8 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       if (new Set(req.media.map((m) => m.type)).size > 1) throw refused('media', 'MIXED_MEDIA', "document can't be mixed with other media types");
       const bodies = await Promise.all(req.media.map(async (item, i): Promise<Partial<Message>> => {
         const parsed = caption(item.caption, item.parseMode, item.captionEntities, LIMITS.album.caption.parsedMaxLength, `media[${i}].caption`, `media[${i}].caption_entities`);
-        const file = await deps.files.fileForSend(principal.botId, item.media).catch((err: unknown) => {
-          throw err instanceof ApiError ? ApiError.invalid(`media[${i}].media`, 'FILE_NOT_FOUND', 'is not a file of this bot') : err;
-        });
+        // Another failure than an unknown file (the database unavailable) is not reported as one.
+        const file = await deps.files.fileForSend(principal.botId, item.media, `media[${i}].media`);
         if (item.type === 'photo' && !file.mimeType.startsWith('image/')) {
           throw ApiError.invalid(`media[${i}].media`, 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); send it as a document`);
         }

@@ -129,9 +129,7 @@ export function createQueriesService(deps: QueriesDeps): QueriesService {
     const fileId = r.type === 'photo' ? r.photoFileId : r.type === 'document' ? r.documentFileId : undefined;
     if (fileId) {
       const field = `${at}.${r.type}_file_id`;
-      const file = await deps.files.fileForSend(botId, fileId).catch((err: unknown) => {
-        throw err instanceof ApiError && err.details[0]?.reason === 'FILE_NOT_FOUND' ? ApiError.invalid(field, 'FILE_NOT_FOUND', 'is not a file of this bot') : err;
-      });
+      const file = await deps.files.fileForSend(botId, fileId, field);
       if (r.type === 'photo' && !file.mimeType.startsWith('image/')) {
         throw ApiError.invalid(field, 'NOT_AN_IMAGE', `is not an image (mime_type ${file.mimeType}); answer it as a document result`);
       }
