@@ -238,5 +238,10 @@ describe('message edits and deletes', () => {
     expect(caption.body.description).toBe('Bad Request: there is no caption in the message to edit');
     expect((await b.tg(token, 'deleteMessages', { chat_id: 5701, message_ids: JSON.stringify([sent.message_id]) })).body).toEqual({ ok: true, result: true });
     expect((await b.tg(token, 'deleteMessage', { chat_id: 5701, message_id: sent.message_id })).body.description).toBe('Bad Request: message to delete not found');
+    // No inline messages here: an edit by inline_message_id is refused by that name, not as a missing chat_id.
+    for (const method of ['editMessageText', 'editMessageCaption', 'editMessageReplyMarkup']) {
+      const inline = await b.tg(token, method, { inline_message_id: 'AAEAAAE', text: 'x', caption: 'x' });
+      expect(inline.body).toEqual({ ok: false, error_code: 400, description: 'Bad Request: inline_message_id: there are no inline messages here: edit a message by chat_id and message_id' });
+    }
   });
 });

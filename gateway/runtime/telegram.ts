@@ -91,6 +91,26 @@ interface Method {
   files?: true;
 }
 
+type EditRpc = 'editMessageText' | 'editMessageCaption' | 'editMessageReplyMarkup';
+
+/**
+ * An editMessage* method: the message by chat_id and message_id, its new inline keyboard
+ * from reply_markup. There are no inline messages here: inline_message_id is refused by
+ * name rather than answered as a missing chat_id (docs/telegram.md).
+ */
+function editMethod<K extends EditRpc>(rpc: K, names: readonly FieldOf<K>[]): Method {
+  return {
+    async run(ctx) {
+      if (ctx.param('inline_message_id') !== undefined) {
+        throw ApiError.invalid('inline_message_id', 'UNSUPPORTED', 'there are no inline messages here: edit a message by chat_id and message_id');
+      }
+      const req = ctx.request(rpc, names);
+      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
+      return tgMessage((await ctx.rpc(rpc, req)).result);
+    },
+  };
+}
+
 const IMAGE_TYPES: Record<string, string> = { jpg: 'image/jpeg', jpeg: 'image/jpeg', png: 'image/png', gif: 'image/gif', webp: 'image/webp' };
 
 /**
@@ -283,29 +303,9 @@ const METHODS: Record<string, Method> = {
     run: (ctx) => sendFile(ctx, 'sendDocument', 'document'),
   },
 
-  editmessagetext: {
-    async run(ctx) {
-      const req = ctx.request('editMessageText', ['chat_id', 'message_id', 'text', 'parse_mode', 'entities']);
-      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
-      return tgMessage((await ctx.rpc('editMessageText', req)).result);
-    },
-  },
-
-  editmessagecaption: {
-    async run(ctx) {
-      const req = ctx.request('editMessageCaption', ['chat_id', 'message_id', 'caption', 'parse_mode', 'caption_entities']);
-      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
-      return tgMessage((await ctx.rpc('editMessageCaption', req)).result);
-    },
-  },
-
-  editmessagereplymarkup: {
-    async run(ctx) {
-      const req = ctx.request('editMessageReplyMarkup', ['chat_id', 'message_id']);
-      req.replyMarkup = replyMarkupFromTelegram(ctx.param('reply_markup'));
-      return tgMessage((await ctx.rpc('editMessageReplyMarkup', req)).result);
-    },
-  },
+  editmessagetext: editMethod('editMessageText', ['chat_id', 'message_id', 'text', 'parse_mode', 'entities']),
+  editmessagecaption: editMethod('editMessageCaption', ['chat_id', 'message_id', 'caption', 'parse_mode', 'caption_entities']),
+  editmessagereplymarkup: editMethod('editMessageReplyMarkup', ['chat_id', 'message_id']),
 
   deletemessage: {
     async run(ctx) {
