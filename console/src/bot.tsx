@@ -737,9 +737,9 @@ function Attempts({ bot, delivery }: { bot: Bot; delivery: Delivery }) {
   if (!data) return <p class="muted">Loading attempts…</p>;
   if (data.items.length === 0) return <p class="muted">No attempt recorded (attempts are kept {spellSeconds(data.retention_seconds)}).</p>;
   return (
-    <ol class="attempts" reversed aria-label={`Attempts of update ${delivery.update_id}, newest first`}>
-      {data.items.map((a) => (
-        <li key={a.id} class="attempt" data-ok={a.ok ? 'true' : 'false'}>
+    <ol class="attempts" aria-label={`Attempts of update ${delivery.update_id}, newest first`}>
+      {data.items.map((a, i) => (
+        <li key={a.id} class="attempt" data-ok={a.ok ? 'true' : 'false'} value={(data.pagination?.total ?? data.items.length) - i}>
           <p class="attempt-head">
             <Badge value={a.ok ? 'succeeded' : 'failed'} /> {fmtTime(a.attempted_at)} · {a.trigger} · {a.duration_ms} ms
             {a.response ? <> · HTTP {a.response.status_code}</> : null}

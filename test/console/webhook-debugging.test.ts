@@ -165,6 +165,7 @@ describe('console: webhook secrets and the delivery log', () => {
     await expect.poll(() => list.locator('li.attempt').count()).toBe(2);
     const [newest, oldest] = [list.locator('li.attempt').nth(0), list.locator('li.attempt').nth(1)];
     expect(await newest.getAttribute('data-ok')).toBe('true');
+    expect([await newest.evaluate((li) => (li as HTMLLIElement).value), await oldest.evaluate((li) => (li as HTMLLIElement).value)]).toEqual([2, 1]);
     expect(await oldest.getAttribute('data-ok')).toBe('false');
     expect(await oldest.locator('.attempt-head').textContent()).toMatch(/automatic · \d+ ms · HTTP 500$/);
     await oldest.getByText('Request sent').click();
