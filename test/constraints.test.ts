@@ -84,6 +84,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
     hook: { id: string; token: string };
     photoId: string;
     documentId: string;
+    /** An image of ctx.inline's, for its photo results. */
+    inlinePhotoId: string;
     /** A message of ctx.main in CHAT with callback buttons ('d', 64 × 'd'), and a bot in inline mode. */
     keyboard: number;
     inline: { id: string; token: string };
@@ -116,11 +118,11 @@ describe('constraints declared in the protos are the limits the API enforces', (
     // The test chat writes first: message 1 of the bot, in chat CHAT, which sends can reply to.
     expect((await ctx.owner.post(`/api/v1/bots/my/${ctx.main.id}/test-updates`, { text: 'hello' })).status).toBe(201);
     const rt = client(h.url, ctx.main.token);
-    const upload = async (bytes: Buffer, fileType: string) => {
-      const cred = await rt.post('/api/v1/bots/files/upload-credentials', { fileName: 'f', fileSize: bytes.length, checksum: sha256(bytes), fileType });
+    const upload = async (bytes: Buffer, fileType: string, as = rt) => {
+      const cred = await as.post('/api/v1/bots/files/upload-credentials', { fileName: 'f', fileSize: bytes.length, checksum: sha256(bytes), fileType });
       const r = cred.body.result;
       expect((await fetch(r.uploadUrl, { method: 'PUT', headers: r.headers, body: new Uint8Array(bytes) })).status).toBe(200);
-      const done = await rt.post('/api/v1/bots/files/complete', { checksum: sha256(bytes) });
+      const done = await as.post('/api/v1/bots/files/complete', { checksum: sha256(bytes) });
       expect(done.status).toBe(200);
       return done.body.result.file_id as string;
     };
@@ -133,6 +135,7 @@ describe('constraints declared in the protos are the limits the API enforces', (
     ctx.keyboard = kb.body.result.message_id;
     ctx.inline = await approvedBot(h, ownerJwt, 'cons_inline');
     expect((await ctx.owner.patch(`/api/v1/bots/my/${ctx.inline.id}`, { supports_inline_queries: true })).status).toBe(200);
+    ctx.inlinePhotoId = await upload(crypto.randomBytes(64), 'image/png', client(h.url, ctx.inline.token));
     ctx.textMessage = (await rt.post('/api/v1/bots/sendMessage', { chat_id: CHAT, text: 'to edit' })).body.result.message_id;
     ctx.photoMessage = (await rt.post('/api/v1/bots/sendPhoto', { chat_id: CHAT, file_id: ctx.photoId, caption: 'to edit' })).body.result.message_id;
     const doc = (await client(h.url).get('/api/v1/openapi.json')).body;
@@ -541,6 +544,18 @@ describe('constraints declared in the protos are the limits the API enforces', (
       chat_id: { send: runtime('sendMediaGroup', (v) => ({ ...album(photos(2)), chat_id: v })), path: 'chat_id', valid: CHAT },
       media: { send: runtime('sendMediaGroup', (v) => album(v)), path: 'media', item: () => ({ type: 'photo', media: ctx.photoId }) },
       reply_to_message_id: { send: runtime('sendMediaGroup', (v) => album(photos(2), { reply_to_message_id: v })), path: 'reply_to_message_id' },
+    },
+    'botplatform.v1.InputMessageContent': {
+      message_text: {
+        send: answerInline((v) => ({ results: [{ type: 'article', id: 'a', title: 't', input_message_content: { message_text: v } }] })),
+        path: 'results[0].input_message_content.message_text', text: (n) => 'm'.repeat(n), ...text,
+      },
+    },
+    'botplatform.v1.InlineQueryResult': {
+      caption: {
+        send: answerInline((v) => ({ results: [{ type: 'photo', id: 'p', photo_file_id: ctx.inlinePhotoId, caption: v }] })),
+        path: 'results[0].caption', text: (n) => 'c'.repeat(n), ...text,
+      },
     },
     'botplatform.v1.InputMedia': {
       caption: { send: runtime('sendMediaGroup', (v) => album(photos(2, v))), path: 'media[0].caption', text: (n) => 'c'.repeat(n), ...text },

@@ -34,8 +34,8 @@ const LIMITS = {
     results: constraintsOf('botplatform.v1.AnswerInlineQueryRequest', 'results'),
     cacheTime: constraintsOf('botplatform.v1.AnswerInlineQueryRequest', 'cache_time'),
   },
-  messageText: constraintsOf('botplatform.v1.SendMessageRequest', 'text'),
-  caption: constraintsOf('botplatform.v1.SendPhotoRequest', 'caption'),
+  messageText: constraintsOf('botplatform.v1.InputMessageContent', 'message_text'),
+  caption: constraintsOf('botplatform.v1.InlineQueryResult', 'caption'),
 };
 
 /** Telegram's bounds (Client.cpp): cache_time is clamped to them, as telegram-bot-api does. */

@@ -172,8 +172,14 @@ const table = {
     "query": { maxLength: 256, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "offset": { maxLength: 64, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
+  "botplatform.v1.InlineQueryResult": {
+    "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+  },
   "botplatform.v1.InputMedia": {
     "caption": { maxLength: 32768, parsedMaxLength: 1024, pattern: new RegExp("^[^\\u0000]*$", 'u') },
+  },
+  "botplatform.v1.InputMessageContent": {
+    "message_text": { minLength: 1, maxLength: 32768, parsedMaxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
   },
   "botplatform.v1.ListBotsRequest": {
     "page": { minimum: 1 },
