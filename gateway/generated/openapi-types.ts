@@ -637,7 +637,7 @@ export interface components {
       description?: string;
       /** @description https URL of the avatar image. */
       avatar?: string;
-      /** @description Scopes asked for: "send", "receive". Default both. */
+      /** @description Scopes asked for: "send", "receive". Default both: an empty list is the same as none given (a protobuf list has no presence, so gRPC cannot tell them apart); the console refuses an application with no scope ticked rather than send one. */
       scopes?: ("send" | "receive")[];
     };
     /** @description CreateApplicationResponse carries the new bot. */
@@ -2412,7 +2412,7 @@ export interface operations {
           description?: string;
           /** @description https URL of the avatar image. */
           avatar?: string;
-          /** @description Scopes asked for: "send", "receive". Default both. */
+          /** @description Scopes asked for: "send", "receive". Default both: an empty list is the same as none given (a protobuf list has no presence, so gRPC cannot tell them apart); the console refuses an application with no scope ticked rather than send one. */
           scopes?: ("send" | "receive")[];
         };
       };

@@ -391,7 +391,7 @@ export interface CreateApplicationRequest {
   description?: string;
   /** https URL of the avatar image. */
   avatar?: string;
-  /** Scopes asked for: "send", "receive". Default both. */
+  /** Scopes asked for: "send", "receive". Default both: an empty list is the same as none given (a protobuf list has no presence, so gRPC cannot tell them apart); the console refuses an application with no scope ticked rather than send one. */
   scopes?: string[];
 }
 

@@ -46,7 +46,11 @@ export interface CreateApplicationRequest {
   avatar?:
     | string
     | undefined;
-  /** Scopes asked for: "send", "receive". Default both. */
+  /**
+   * Scopes asked for: "send", "receive". Default both: an empty list is the same as none
+   * given (a protobuf list has no presence, so gRPC cannot tell them apart); the console
+   * refuses an application with no scope ticked rather than send one.
+   */
   scopes: string[];
 }
 
