@@ -137,10 +137,13 @@ down() {
 
 url() { echo "http://$HOST:$PORT"; }
 
+# One at a time: test files running in parallel may each ask for the server (and the jars).
+lock() { mkdir -p "$DIR"; exec 9>"$DIR/.lock"; flock 9; }
+
 case "${1:-}" in
-  up) up ;;
+  up) lock; up ;;
   down) down ;;
   url) url ;;
-  libs) install >&2; mkdir -p "$DIR"; fetch_libs >&2; echo "$LIBS" ;;
+  libs) lock; install >&2; fetch_libs >&2; echo "$LIBS" ;;
   *) echo "usage: $0 up|down|url|libs" >&2; exit 2 ;;
 esac
