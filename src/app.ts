@@ -63,7 +63,7 @@ const ROLES: Record<Config['role'], Role> = {
   async all(root) {
     const backend = await openBackend(root);
     const dispatcher = await startDispatcher(root, backend);
-    const files = openFileStore(root);
+    const files = await openFileStore(root);
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, files);
     const localSignIn = localJwtSecret ? createLocalSignIn() : undefined;
     const invoker = createDirectInvoker(core, backend.ready);
@@ -75,7 +75,7 @@ const ROLES: Record<Config['role'], Role> = {
 
   async core(root) {
     const backend = await openBackend(root);
-    const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, openFileStore(root));
+    const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, await openFileStore(root));
     // The console's manual retry of a delivery runs here: its answer's method too.
     runWebhookAnswers(root, backend, createDirectInvoker(core, backend.ready));
     const httpUrl = await serveHttp(root, healthServer(root.logger), { ready: backend.ready, degraded });
@@ -96,7 +96,7 @@ const ROLES: Record<Config['role'], Role> = {
   async gateway(root) {
     const invoker = createGrpcInvoker(root.config.coreGrpcAddress);
     root.shutdown.add('invoker', 'gRPC invoker', () => invoker.close());
-    const gateway = gatewayServer(root, invoker, openFileStore(root));
+    const gateway = gatewayServer(root, invoker, await openFileStore(root));
     const httpUrl = await serveHttp(root, gateway, { ready: () => invoker.ready(), degraded: () => [], cancelInFlight: () => gateway.cancelInFlight() });
     return { httpUrl };
   },
