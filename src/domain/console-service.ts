@@ -8,7 +8,7 @@ import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { Bot, BotCommand, BotContact, BotLink, WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { FriendRequestMode } from '../gen/botplatform/v1/bot.js';
-import type { BotProfile, EditApplicationRequest } from '../gen/botplatform/v1/console_service.js';
+import { ApplicationFields, BotProfile } from '../gen/botplatform/v1/console_service.js';
 import type { ApplicationPatch, BotProfilePatch, BotRecord, BotsRepo, IssuedToken } from '../storage/bots-repo.js';
 import type { UnitsOfWork } from '../storage/units.js';
 import { Conflict } from '../storage/errors.js';
@@ -241,7 +241,7 @@ export function createConsoleService(
     },
 
     async editApplication(req, { principal }) {
-      const fields = req.application ?? ({ scopes: [] } as unknown as EditApplicationRequest['application'] & object);
+      const fields = req.application ?? ApplicationFields.fromPartial({});
       const v = new check.Violations();
       const patch: ApplicationPatch = {};
       for (const raw of req.updateMask ?? []) {
@@ -321,7 +321,7 @@ export function createConsoleService(
 
     async updateMyBot(req, { principal }) {
       const bot = await own.find(principal.accountId, req.id);
-      const profile: BotProfile = req.bot ?? ({ links: [], commandMenu: [] } as unknown as BotProfile);
+      const profile: BotProfile = req.bot ?? BotProfile.fromPartial({});
       const v = new check.Violations();
       let patch: BotProfilePatch = {};
       for (const raw of req.updateMask ?? []) {
