@@ -7,16 +7,13 @@
  * kept through sign-in, titles that say where one is, no 403 on a developer's pages, and
  * axe-core with no critical or serious finding.
  */
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildConsole, launchChromium } from '../helpers/browser.js';
+import { axeFindings, buildConsole, launchChromium } from '../helpers/browser.js';
 import { approvedBot, call, client, startHarness, type Harness } from '../helpers/harness.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { createTestPki, type TestPki } from '../helpers/tls.js';
 
-const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let browser: Browser | undefined;
 let launchError: unknown;
@@ -31,16 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
 });
-
-async function axeFindings(page: Page): Promise<string[]> {
-  await page.evaluate(AXE);
-  const result = await page.evaluate(async () => {
-    const r = await (window as unknown as { axe: { run: (c: unknown) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } })
-      .axe.run({ resultTypes: ['violations'] });
-    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
-  });
-  return result.filter((v) => v.impact === 'critical' || v.impact === 'serious').map((v) => `${v.impact} ${v.id}: ${v.targets.join(', ')}`);
-}
 
 describe('console: a bot\'s whole life, on a phone and a desktop', () => {
   let h: Harness;

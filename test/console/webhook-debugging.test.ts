@@ -7,17 +7,14 @@
  * was sent and what came back, filtered by update id. axe-core finds nothing critical or
  * serious on these screens.
  */
-import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../sdk/src/webhook.js';
-import { buildConsole, launchChromium, screenshotPath } from '../helpers/browser.js';
+import { axeFindings, buildConsole, launchChromium, screenshotPath } from '../helpers/browser.js';
 import { approvedBot, client, startHarness, type Harness } from '../helpers/harness.js';
 import { startReceiver, type Received, type Receiver } from '../helpers/receiver.js';
 import { createTestPki, type TestPki } from '../helpers/tls.js';
 
-const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let browser: Browser | undefined;
 let launchError: unknown;
@@ -34,16 +31,6 @@ afterAll(async () => {
 });
 
 /** axe-core's critical and serious findings on the page as it is (rule id and the elements). */
-async function axeFindings(page: Page): Promise<string[]> {
-  await page.evaluate(AXE); // evaluated by the browser's debugger protocol: the console's CSP does not apply
-  const result = await page.evaluate(async () => {
-    const r = await (window as unknown as { axe: { run: (c: unknown) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } })
-      .axe.run({ resultTypes: ['violations'] });
-    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
-  });
-  return result.filter((v) => v.impact === 'critical' || v.impact === 'serious').map((v) => `${v.impact} ${v.id}: ${v.targets.join(', ')}`);
-}
-
 async function shot(page: Page, name: string) {
   const file = screenshotPath(name);
   if (file) await page.screenshot({ path: file, fullPage: true });

@@ -8,9 +8,10 @@
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { build } from 'vite';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -43,4 +44,21 @@ export function screenshotPath(name: string): string | undefined {
   const dir = path.join(ROOT, 'docs/screenshots');
   fs.mkdirSync(dir, { recursive: true });
   return path.join(dir, `${name}.png`);
+}
+
+const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/**
+ * axe-core's critical and serious findings on the page as it is, one line each ("impact id:
+ * targets"). The script is evaluated by the browser's debugger protocol: the console's CSP
+ * does not apply to it.
+ */
+export async function axeFindings(page: Page): Promise<string[]> {
+  await page.evaluate(AXE);
+  const result = await page.evaluate(async () => {
+    const r = await (window as unknown as { axe: { run: (c: unknown) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } })
+      .axe.run({ resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
+  });
+  return result.filter((v) => v.impact === 'critical' || v.impact === 'serious').map((v) => `${v.impact} ${v.id}: ${v.targets.join(', ')}`);
 }
