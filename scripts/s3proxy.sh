@@ -116,7 +116,9 @@ up() {
     echo "s3proxy: $HOST:$PORT is already taken by another process" >&2; exit 1
   fi
   local t0=$SECONDS
-  setsid "${JAVA[@]}" org.gaul.s3proxy.Main --properties "$DIR/s3proxy.conf" </dev/null >"$OUT" 2>&1 &
+  # 9>&-: the server must not inherit the lock (an inherited descriptor would hold it for as
+  # long as the server runs, and every later `up` would wait on it).
+  setsid "${JAVA[@]}" org.gaul.s3proxy.Main --properties "$DIR/s3proxy.conf" </dev/null >"$OUT" 2>&1 9>&- &
   echo $! >"$PIDFILE"
   if ! wait_ready "$(cat "$PIDFILE")"; then
     echo "s3proxy: did not come up within $START_TIMEOUT s; output follows" >&2
