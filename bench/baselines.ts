@@ -14,7 +14,14 @@
  *                webhook (none), as the service's JSON.
  *   POST /floor/send  what sendMessage cannot do without (see its code below): on SQLite,
  *                or on MySQL/MariaDB when BASELINE_DATABASE_URL names a database there.
+ *   POST /floor/updates  what getUpdates (timeout 0, nothing pending) cannot do without:
+ *                the kept principal, the bot's polling state read, the offset confirmed,
+ *                the pending updates read when there may be some, the same JSON.
+ *   POST /floor/webhook-info  the same for getWebhookInfo: the bot's state, its webhook
+ *                and its pending count read, the same JSON.
  *   gRPC /bench.Echo/Echo  a raw grpc-js unary echo (bytes in, the same bytes out).
+ *   gRPC /botplatform.v1.RuntimeService/GetMe  what gRPC getMe cannot do without: grpc-js,
+ *                the generated protobuf codec, the bearer's principal kept by SHA-256.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -25,6 +32,7 @@ import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
 import { createGroupCommit } from '../src/group-commit.js';
+import { RuntimeServiceService, type GetMeRequest, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-floor-'));
 const db = new Database(path.join(dir, 'floor.sqlite'));
@@ -255,6 +263,67 @@ app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', async (
   return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":${message}}`);
 });
 
+// The floors of getUpdates (timeout 0, nothing pending) and getWebhookInfo, for the send
+// floor's bot: the bearer's principal kept by its SHA-256 (as the service keeps verified
+// principals), the request's fields checked, the bot's rows read by prepared statements,
+// and the same JSON as the service's answer. getUpdates reads the bot's polling state
+// (delivery mode, newest update_seq), confirms the offset (deletes what is below it,
+// once: as the service, a confirmation already made in this process is not made again),
+// and reads the pending updates only when the state says there may be some.
+// getWebhookInfo reads the bot's delivery mode and allowed updates, its webhook (none)
+// and its pending count.
+db.exec('create table poll_bots (id text primary key, delivery_mode text not null, last_update_seq integer not null, allowed_updates text)');
+db.exec('create table poll_updates (update_id integer primary key, bot_id text not null, update_seq integer not null, payload text not null)');
+db.exec('create index poll_updates_by_bot on poll_updates (bot_id, update_seq)');
+db.exec(`create table poll_webhooks (bot_id text primary key, url text not null, max_connections integer not null, allowed_ips text not null,
+  last_error_date integer, last_error_message text, disabled_at integer)`);
+// As the bench leaves the service's bot: one update received and confirmed, offset 2.
+db.prepare("insert into poll_bots values (?, 'polling', 1, null)").run(sendBotId);
+const pollState = db.prepare('select delivery_mode, last_update_seq from poll_bots where id = ?').raw();
+const pollBelow = db.prepare('select update_id from poll_updates where bot_id = ? and update_seq < ? order by update_seq limit 1000').pluck();
+const pollDelete = db.prepare('delete from poll_updates where update_id = ?');
+const pollRead = db.prepare('select payload from poll_updates where bot_id = ? and update_seq >= ? order by update_seq limit ?').pluck();
+const infoState = db.prepare('select delivery_mode, allowed_updates from poll_bots where id = ?').raw();
+const infoWebhook = db.prepare('select url, max_connections, allowed_ips, last_error_date, last_error_message, disabled_at from poll_webhooks where bot_id = ?');
+const infoPending = db.prepare('select count(*) from poll_updates where bot_id = ?').pluck();
+const confirmedBelow = new Map<string, number>();
+const keptBot = (authorization: string | undefined) => {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+  return m ? sendPrincipals.get(sha(m[1]!)) : undefined;
+};
+const isInt = (v: unknown, min: number, max: number) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max);
+app.post<{ Body: { offset?: unknown; limit?: unknown; timeout?: unknown } | undefined }>('/floor/updates', async (request, reply) => {
+  const principal = keptBot(request.headers.authorization);
+  if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
+  const { offset = 0, limit = 100, timeout = 0 } = request.body ?? {};
+  if (!isInt(offset, -(2 ** 31), 2 ** 31 - 1) || !isInt(limit, 1, 100) || !isInt(timeout, 0, 50)) return reply.code(400).send({ ok: false, error_code: 400 });
+  const [mode, last] = pollState.get(principal.botId) as [string, number];
+  if (mode === 'webhook') return reply.code(409).send({ ok: false, error_code: 409 });
+  const from = offset as number;
+  if (from > last + 1) return reply.code(400).send({ ok: false, error_code: 400 });
+  if (from > 1 && (confirmedBelow.get(principal.botId) ?? 0) < from) {
+    for (const id of pollBelow.all(principal.botId, from) as number[]) pollDelete.run(id);
+    confirmedBelow.set(principal.botId, from);
+  }
+  const rows = Math.max(from, 1) <= last ? (pollRead.all(principal.botId, from, limit) as string[]) : [];
+  return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":[${rows.join(',')}]}`);
+});
+app.post('/floor/webhook-info', async (request, reply) => {
+  const principal = keptBot(request.headers.authorization);
+  if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
+  const [mode, allowed] = infoState.get(principal.botId) as [string, string | null];
+  const hook = infoWebhook.get(principal.botId) as
+    { url: string; max_connections: number; allowed_ips: string; last_error_date: number | null; last_error_message: string | null; disabled_at: number | null } | undefined;
+  const pending = infoPending.get(principal.botId) as number;
+  const result = {
+    url: hook?.url ?? '', delivery_mode: mode, pending_update_count: pending, max_connections: hook?.max_connections ?? 0,
+    allowed_updates: allowed === null ? [] : JSON.parse(allowed),
+    ...(hook?.last_error_date != null && { last_error_date: hook.last_error_date }), ...(hook?.last_error_message != null && { last_error_message: hook.last_error_message }),
+    platform_egress_ips: [], allowed_ips: hook ? JSON.parse(hook.allowed_ips) : [], disabled: hook?.disabled_at != null,
+  };
+  return reply.type('application/json; charset=utf-8').send(JSON.stringify({ ok: true, result }));
+});
+
 await app.listen({ host: '127.0.0.1', port: 0 });
 const httpPort = (app.server.address() as { port: number }).port;
 
@@ -264,6 +333,25 @@ server.addService({
   Echo: { path: '/bench.Echo/Echo', requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity },
 } as grpc.ServiceDefinition, {
   Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => callback(null, call.request),
+});
+// The floor of gRPC getMe: grpc-js with the generated GetMe codec (protobuf in and out,
+// as the service's server decodes and encodes), the bearer from the call's metadata, its
+// principal kept by SHA-256 (as the service keeps it; read once by a prepared lookup).
+const grpcPrincipals = new Map<string, Record<string, unknown>>();
+server.addService({ getMe: RuntimeServiceService.getMe } as unknown as grpc.ServiceDefinition, {
+  getMe: (call: grpc.ServerUnaryCall<GetMeRequest, GetMeResponse>, callback: grpc.sendUnaryData<GetMeResponse>) => {
+    const [header] = call.metadata.get('authorization');
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(typeof header === 'string' ? header : '');
+    const hash = m ? sha(m[1]!) : undefined;
+    let row = hash === undefined ? undefined : grpcPrincipals.get(hash);
+    if (!row && hash !== undefined) {
+      row = byHash.get(hash) as Record<string, unknown> | undefined;
+      if (row?.status === 'active') grpcPrincipals.set(hash, row);
+    }
+    if (!row || row.status !== 'active') return callback({ code: grpc.status.UNAUTHENTICATED, details: 'invalid bot token' });
+    callback(null, { result: { id: row.id as string, isBot: true, name: row.name as string, username: row.username as string,
+      supportsInlineQueries: row.supports_inline_queries === 1, canJoinGroups: row.can_join_groups === 1 } } as GetMeResponse);
+  },
 });
 const grpcPort = await new Promise<number>((resolve, reject) =>
   server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
