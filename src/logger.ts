@@ -2,6 +2,7 @@
  * Structured JSON logs (pino). Credentials are redacted wherever they could appear: by key
  * (REDACT_PATHS), and inside the text of errors and messages (scrubSecrets).
  */
+import fs from 'node:fs';
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 /** Keys that hold a credential wherever they appear. */
@@ -80,15 +81,104 @@ function reqSerializer(req: { method?: string; url?: string; id?: unknown } | un
   return { method: req.method, url: typeof req.url === 'string' ? scrubSecrets(req.url) : undefined, id: req.id };
 }
 
+/** Gathered text is written once it reaches this many characters. */
+const CHUNK_CHARS = 64 * 1024;
+/** A line gathered is written at the latest this long after it was logged (ms). */
+const LINGER_MS = 100;
+/** A destination that cannot take more now (a full pipe) is tried again after this long (ms). */
+const BUSY_RETRY_MS = 20;
+
+const isBusy = (err: unknown) => ['EAGAIN', 'EWOULDBLOCK', 'EBUSY'].includes((err as NodeJS.ErrnoException).code ?? '');
+
+/**
+ * Log lines to stdout, gathered in memory and written about 64 KB at a time, at the
+ * latest LINGER_MS after the first line of a chunk, and at exit (a crash's included).
+ *
+ * The writes are made on the event loop's thread, and never wait: stdout is put in
+ * non-blocking mode (as Node does whenever `process.stdout` is used), so a pipe that is
+ * full answers at once with what it took (or EAGAIN), and the rest is tried again
+ * BUSY_RETRY_MS later, while lines go on gathering. Files and /dev/null take the chunk
+ * at once. Why not pino's buffered destination (sonic-boom, asynchronous): each of its
+ * writes is a thread-pool round trip, about 0.1 ms of the event loop's time on this
+ * machine whatever its size, and it writes every 4 KB (its text mode measures the
+ * gathered string's byte length on every line, so a larger minimum costs more per line):
+ * about a tenth of a getMe's CPU went to its writes (profiled, bench:gateway). And its
+ * synchronous mode would block on a full pipe. A destination that stays full keeps the
+ * lines in memory until it takes them (as sonic-boom does); a closed one (EPIPE) drops them.
+ */
+export class GatheringDestination implements DestinationStream {
+  private lines: string[] = [];
+  private chars = 0;
+  /** What of the chunk being written the destination has not taken yet. */
+  private rest: Buffer | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly waiting: (() => void)[] = [];
+  private closed = false;
+
+  constructor(private readonly fd: number) {
+    // Node makes a pipe or socket on stdout non-blocking when process.stdout is first used.
+    if (fd === 1) void process.stdout;
+    process.on('exit', () => this.flushSync());
+  }
+
+  write(line: string): boolean {
+    if (this.closed) return true;
+    this.lines.push(line);
+    this.chars += line.length;
+    if (this.rest === null && this.chars >= CHUNK_CHARS) this.writeOut();
+    else this.timer ??= setTimeout(() => this.writeOut(), this.rest === null ? LINGER_MS : BUSY_RETRY_MS).unref();
+    return true;
+  }
+
+  /** Calls `cb` once everything logged so far is written. */
+  flush(cb: (err?: Error) => void = () => {}): void {
+    this.waiting.push(cb);
+    this.writeOut();
+  }
+
+  /** Writes everything gathered now, waiting for a full destination (at exit). */
+  flushSync(): void {
+    for (let waits = 0; !this.writeOut() && waits < 250; waits++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, BUSY_RETRY_MS);
+  }
+
+  /** Writes what is pending and what is gathered, as far as the destination takes it: whether all of it went. */
+  private writeOut(): boolean {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    for (;;) {
+      if (this.rest === null) {
+        if (this.lines.length === 0 || this.closed) break;
+        this.rest = Buffer.from(this.lines.join(''));
+        this.lines = [];
+        this.chars = 0;
+      }
+      try {
+        const written = fs.writeSync(this.fd, this.rest);
+        this.rest = written < this.rest.length ? this.rest.subarray(written) : null;
+      } catch (err) {
+        if (!isBusy(err)) {
+          // Nowhere to write to (stdout closed): nothing more is kept.
+          this.closed = true;
+          this.rest = null;
+          this.lines = [];
+          this.chars = 0;
+          break;
+        }
+        this.timer = setTimeout(() => this.writeOut(), BUSY_RETRY_MS).unref();
+        return false;
+      }
+    }
+    for (const cb of this.waiting.splice(0)) cb();
+    return true;
+  }
+}
+
 /**
  * The service's logger; `destination` (tests) receives the JSON lines instead of stdout.
  *
- * On stdout, lines are gathered up to 4 KB and written off the event loop, at the latest
- * 100 ms after they were logged (pino's buffered destination): pino's default writes as
- * soon as the previous write is done, a thread-pool round trip for every line or two
- * under load (3-5% of a getMe's or a sendMessage's CPU, measured side by side). What is
- * buffered is written at exit, a crash's included (pino flushes on exit); a SIGKILL can
- * lose the last 100 ms.
+ * On stdout, lines are gathered up to 64 KB and written without waiting, at the latest
+ * 100 ms after they were logged (GatheringDestination). What is gathered is written at
+ * exit, a crash's included; a SIGKILL can lose the last 100 ms.
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   const options: pino.LoggerOptions = {
@@ -109,6 +199,5 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       },
     },
   };
-  if (destination) return pino(options, destination);
-  return pino(options, pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100 }));
+  return pino(options, destination ?? new GatheringDestination(1));
 }
