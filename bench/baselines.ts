@@ -12,8 +12,10 @@
  *                the same JSON the service writes (the same fields, about 3 KB).
  *   GET  /floor/my/:id  the same for GET /bots/my/{id}: the bot by id and owner, and its
  *                webhook (none), as the service's JSON.
- *   POST /floor/send  what sendMessage cannot do without (see its code below): on SQLite,
- *                or on MySQL/MariaDB when BASELINE_DATABASE_URL names a database there.
+ *   POST /floor/send  what sendMessage cannot do without (see its code below: the chat
+ *                checked, the message stored, the outbox and feed rows written, the outbox
+ *                relayed): on SQLite, or on MySQL/MariaDB when BASELINE_DATABASE_URL names
+ *                a database there.
  *   POST /floor/updates  what getUpdates (timeout 0, nothing pending) cannot do without:
  *                the kept principal, the bot's polling state read, the offset confirmed,
  *                the pending updates read when there may be some, the same JSON.
@@ -31,7 +33,10 @@ import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
+import { EventEmitter } from 'node:events';
 import { createGroupCommit } from '../src/group-commit.js';
+import { outgoingText } from '../src/messages/formatted.js';
+import { FEED_PARTITIONS, feedPartitionOf } from '../src/storage/feed-repo.js';
 import { RuntimeServiceService, type GetMeRequest, type GetMeResponse } from '../src/gen/botplatform/v1/runtime_service.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-floor-'));
@@ -149,7 +154,12 @@ app.get<{ Params: { id: string } }>('/floor/my/:id', async (request, reply) => {
 // (better-sqlite3, prepared) in this process's file; on MySQL/MariaDB (mysql2, one
 // connection, the same hand-written statements a raw client would send) in the database
 // BASELINE_DATABASE_URL names: there the floor's CPU less raw Fastify's is what the
-// database costs a send on the client's side.
+// database costs a send on the client's side. A send also reaches the platform's
+// messaging services, in the same transaction: an outbox row (the bus's message) and a
+// row of the outbound feed at its chat's partition's next seq (the partition's row read
+// and advanced); after the commit a relay reads the outbox, publishes it (to an
+// in-process emitter) and deletes it. The text is parsed as the service parses it
+// (entities detected: the service's own outgoingText).
 interface Send { botId: string; chatId: number; text: string }
 interface Sender { username: string; name: string; lastMessageId: number }
 const sendPrincipals = new Map<string, { botId: string }>();
@@ -178,7 +188,40 @@ function planBatch(batch: Send[], bots: Map<string, Sender>, chats: Map<string, 
     rows.push([m.botId, m.chatId, id, 1, json, now]);
     return json;
   });
-  return { messages, last, rows };
+  /** Each stored message's bus and feed value, its chat's feed partition. */
+  const events = batch.flatMap((m, i) => messages[i] === undefined ? [] : [{
+    key: m.botId, chatId: m.chatId, partition: feedPartitionOf(m.botId, m.chatId), payload: `{"bot_id":${JSON.stringify(m.botId)},"message":${messages[i]}}`,
+  }]);
+  return { messages, last, rows, events, now };
+}
+/** The feed's places for a batch's events: each partition's next seqs, from its last. */
+function feedPlaces(events: { partition: number }[], lastSeqs: Map<number, number>) {
+  return events.map((e) => {
+    const seq = lastSeqs.get(e.partition)! + 1;
+    lastSeqs.set(e.partition, seq);
+    return seq;
+  });
+}
+/** The relay's bus: an in-process emitter (no subscriber), as the embedded service's. */
+const bus = new EventEmitter();
+/** Publishes the outbox after commits, one round at a time, until it is empty. */
+function relayOf(round: () => Promise<number>) {
+  let running = false;
+  let again = false;
+  return () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    setImmediate(async () => {
+      do {
+        again = false;
+        while ((await round()) > 0);
+      } while (again);
+      running = false;
+    });
+  };
 }
 if (mysqlUrl) {
   const mysql = (await import('mysql2')).default;
@@ -190,8 +233,20 @@ if (mysqlUrl) {
   await q('create table send_chats (bot_id varchar(40) not null, chat_id bigint not null, type varchar(16) not null, primary key (bot_id, chat_id)) engine=InnoDB');
   await q(`create table send_messages (bot_id varchar(40) not null, chat_id bigint not null, message_id bigint not null, outbound tinyint not null,
     payload mediumtext, created_at bigint not null, primary key (bot_id, chat_id, message_id)) engine=InnoDB`);
+  await q('create table send_outbox (id bigint auto_increment primary key, topic varchar(64) not null, msg_key varchar(64) not null, payload mediumtext not null, created_at bigint not null) engine=InnoDB');
+  await q('create table send_feed_partitions (partition_no int primary key, last_seq bigint not null) engine=InnoDB');
+  await q(`create table send_feed (partition_no int not null, seq bigint not null, bot_id varchar(40) not null, chat_id bigint not null,
+    payload mediumtext not null, created_at bigint not null, primary key (partition_no, seq)) engine=InnoDB`);
+  await q(`insert into send_feed_partitions values ${Array.from({ length: FEED_PARTITIONS }, (_, p) => `(${p}, 0)`).join(', ')}`);
   await q('insert into send_bots values (?, ?, ?, 0)', [sendBotId, 'floor_bot', 'Floor bot']);
   await q("insert into send_chats values (?, 4242, 'private')", [sendBotId]);
+  const relay = relayOf(async () => {
+    const rows = await q<{ id: number; topic: string; msg_key: string; payload: string }[]>('SELECT id, topic, msg_key, payload FROM send_outbox ORDER BY id LIMIT 500');
+    if (rows.length === 0) return 0;
+    bus.emit('messages', rows.map((r) => ({ topic: r.topic, key: r.msg_key, value: r.payload })));
+    await q(`DELETE FROM send_outbox WHERE id IN (${rows.map(() => '?').join(', ')})`, rows.map((r) => r.id));
+    return rows.length;
+  });
   storeBatch = async (batch) => {
     const botIds = [...new Set(batch.map((m) => m.botId))].sort();
     const pairs = [...new Map(batch.map((m) => [chatKeyOf(m.botId, m.chatId), [m.botId, m.chatId]])).values()];
@@ -203,14 +258,26 @@ if (mysqlUrl) {
         `SELECT bot_id, chat_id, type FROM send_chats WHERE (bot_id, chat_id) IN (${pairs.map(() => '(?, ?)').join(', ')})`, pairs.flat());
       const bots = new Map(botRows.map((r) => [r.id, { username: r.username, name: r.name, lastMessageId: Number(r.last_message_id) }]));
       const chats = new Map(chatRows.map((r) => [chatKeyOf(r.bot_id, Number(r.chat_id)), r.type]));
-      const { messages, last, rows } = planBatch(batch, bots, chats);
+      const { messages, last, rows, events, now } = planBatch(batch, bots, chats);
       if (last.size > 0) {
         const set = [...last];
         await q(`UPDATE send_bots SET last_message_id = CASE id ${set.map(() => 'WHEN ? THEN ?').join(' ')} END WHERE id IN (${set.map(() => '?').join(', ')})`,
           [...set.flat(), ...set.map(([id]) => id)]);
         await q(`INSERT INTO send_messages (bot_id, chat_id, message_id, outbound, payload, created_at) VALUES ${rows.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')}`, rows.flat());
+        await q(`INSERT INTO send_outbox (topic, msg_key, payload, created_at) VALUES ${events.map(() => '(?, ?, ?, ?)').join(', ')}`,
+          events.flatMap((e) => ['botplatform.messages', e.key, e.payload, now]));
+        const held = [...new Set(events.map((e) => e.partition))].sort((a, b) => a - b);
+        const heads = await q<{ partition_no: number; last_seq: number }[]>(
+          `SELECT partition_no, last_seq FROM send_feed_partitions WHERE partition_no IN (${held.map(() => '?').join(', ')}) ORDER BY partition_no FOR UPDATE`, held);
+        const lastSeqs = new Map(heads.map((h) => [h.partition_no, Number(h.last_seq)]));
+        const seqs = feedPlaces(events, lastSeqs);
+        await q(`UPDATE send_feed_partitions SET last_seq = CASE partition_no ${held.map(() => 'WHEN ? THEN ?').join(' ')} END WHERE partition_no IN (${held.map(() => '?').join(', ')})`,
+          [...held.flatMap((p) => [p, lastSeqs.get(p)]), ...held]);
+        await q(`INSERT INTO send_feed (partition_no, seq, bot_id, chat_id, payload, created_at) VALUES ${events.map(() => '(?, ?, ?, ?, ?, ?)').join(', ')}`,
+          events.flatMap((e, i) => [e.partition, seqs[i], e.key, e.chatId, e.payload, now]));
       }
       await q('COMMIT');
+      if (events.length > 0) relay();
       return messages;
     } catch (err) {
       await q('ROLLBACK').catch(() => {});
@@ -222,8 +289,26 @@ if (mysqlUrl) {
   db.exec('create table send_chats (bot_id text not null, chat_id integer not null, type text not null, primary key (bot_id, chat_id))');
   db.exec(`create table send_messages (bot_id text not null, chat_id integer not null, message_id integer not null, outbound integer not null,
     payload text, created_at integer not null, primary key (bot_id, chat_id, message_id))`);
+  db.exec('create table send_outbox (id integer primary key autoincrement, topic text not null, msg_key text not null, payload text not null, created_at integer not null)');
+  db.exec('create table send_feed_partitions (partition_no integer primary key, last_seq integer not null)');
+  db.exec(`create table send_feed (partition_no integer not null, seq integer not null, bot_id text not null, chat_id integer not null,
+    payload text not null, created_at integer not null, primary key (partition_no, seq))`);
+  for (let p = 0; p < FEED_PARTITIONS; p++) db.prepare('insert into send_feed_partitions values (?, 0)').run(p);
   db.prepare('insert into send_bots values (?, ?, ?, 0)').run(sendBotId, 'floor_bot', 'Floor bot');
   db.prepare("insert into send_chats values (?, 4242, 'private')").run(sendBotId);
+  const addOutbox = db.prepare('insert into send_outbox (topic, msg_key, payload, created_at) values (?, ?, ?, ?)');
+  const headOf = db.prepare('select last_seq from send_feed_partitions where partition_no = ?').pluck();
+  const setHead = db.prepare('update send_feed_partitions set last_seq = ? where partition_no = ?');
+  const addFeed = db.prepare('insert into send_feed values (?, ?, ?, ?, ?, ?)');
+  const outboxBatch = db.prepare('select id, topic, msg_key, payload from send_outbox order by id limit 500');
+  const deleteOutbox = db.prepare('delete from send_outbox where id = ?');
+  const relayRound = db.transaction(() => {
+    const rows = outboxBatch.all() as { id: number; topic: string; msg_key: string; payload: string }[];
+    if (rows.length > 0) bus.emit('messages', rows.map((r) => ({ topic: r.topic, key: r.msg_key, value: r.payload })));
+    for (const r of rows) deleteOutbox.run(r.id);
+    return rows.length;
+  });
+  const relaySqlite = relayOf(async () => relayRound.immediate());
   const botOf = db.prepare('select username, name, last_message_id from send_bots where id = ?');
   const chatOf = db.prepare('select type from send_chats where bot_id = ? and chat_id = ?').pluck();
   const setLast = db.prepare('update send_bots set last_message_id = ? where id = ?');
@@ -241,12 +326,22 @@ if (mysqlUrl) {
       const type = chatOf.get(m.botId, m.chatId) as string | undefined;
       if (type) chats.set(key, type);
     }
-    const { messages, last, rows } = planBatch(batch, bots, chats);
+    const { messages, last, rows, events, now } = planBatch(batch, bots, chats);
     for (const [id, n] of last) setLast.run(n, id);
     for (const row of rows) addMessage.run(...row);
+    for (const e of events) addOutbox.run('botplatform.messages', e.key, e.payload, now);
+    const held = [...new Set(events.map((e) => e.partition))];
+    const lastSeqs = new Map(held.map((p) => [p, headOf.get(p) as number]));
+    const seqs = feedPlaces(events, lastSeqs);
+    for (const p of held) setHead.run(lastSeqs.get(p), p);
+    events.forEach((e, i) => addFeed.run(e.partition, seqs[i], e.key, e.chatId, e.payload, now));
     return messages;
   });
-  storeBatch = async (batch) => store.immediate(batch);
+  storeBatch = async (batch) => {
+    const messages = store.immediate(batch);
+    if (messages.some((m) => m !== undefined)) relaySqlite();
+    return messages;
+  };
 }
 // One batch at a time, begun after the current event-loop turn: the service's group commit.
 const sends = createGroupCommit<Send, string | undefined>(storeBatch, { gather: 'turn' });
@@ -258,7 +353,8 @@ app.post<{ Body: { chat_id?: unknown; text?: unknown } }>('/floor/send', async (
   if (typeof chatId !== 'number' || !Number.isSafeInteger(chatId) || chatId === 0 || typeof text !== 'string' || text.length === 0 || text.length > 4096) {
     return reply.code(400).send({ ok: false, error_code: 400 });
   }
-  const [message] = await sends.write([{ botId: principal.botId, chatId, text }]);
+  const parsed = outgoingText(text, { entities: [], parsedMaxLength: 4096, field: 'text', entitiesField: 'entities' });
+  const [message] = await sends.write([{ botId: principal.botId, chatId, text: parsed.text }]);
   if (!message) return reply.code(400).send({ ok: false, error_code: 400, description: 'chat not found' });
   return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":${message}}`);
 });

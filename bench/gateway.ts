@@ -300,7 +300,7 @@ async function calls() {
     benchHttp(`${baselines.http}/floor/my`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
   const detailFloor: Target = { name: 'baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + prepared bot and webhook reads, same JSON)', run: (w) =>
     benchHttp(`${baselines.http}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
-  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the chat check and the stored message, one transaction per batch, ${floorDb ? 'mysql2' : 'SQLite'})`, run: (w) =>
+  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its outbox and feed rows, one transaction per batch, the outbox relayed, ${floorDb ? 'mysql2' : 'SQLite'})`, run: (w) =>
     benchHttp(`${baselines.http}/floor/send`, baselines.token, 'POST', baselines.pid, { chat_id: 4242, text: 'bench' }, w) };
   const updatesFloor: Target = { name: 'baseline: floor of getUpdates (Fastify + kept principal + the polling state read, the offset confirmed, same JSON)', run: (w) =>
     benchHttp(`${baselines.http}/floor/updates`, baselines.token, 'POST', baselines.pid, { offset: 2, timeout: 0 }, w) };
