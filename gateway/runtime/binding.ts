@@ -38,6 +38,14 @@ export function parseJsonBody(_request: unknown, body: string | Buffer, done: (e
   }
 }
 
+/** A route's top-level fields given by its path (worked out once per route). */
+const pathFieldSets = new WeakMap<BindingSpec, ReadonlySet<string>>();
+function pathFieldsOf(spec: BindingSpec): ReadonlySet<string> {
+  let set = pathFieldSets.get(spec);
+  if (!set) pathFieldSets.set(spec, (set = new Set(spec.pathParams.map((p) => p.field[0]!))));
+  return set;
+}
+
 /**
  * Builds the request message from path, body and query. The body is read strictly, as
  * the OpenAPI document describes it: its REQUIRED fields given (unless the path or the
@@ -52,15 +60,17 @@ export function bindRequest(codec: Codec, spec: BindingSpec, { body, query, para
   }
   // Query parameters bind every field not taken by the path (or by a named body
   // field); a "*" body, read after them, wins where both give a field.
-  const pathFields = new Set<string>(spec.pathParams.map((p) => p.field[0]!));
-  const givenElsewhere = new Set(pathFields);
-  for (const [name, raw] of Object.entries(query)) {
+  const pathFields = pathFieldsOf(spec);
+  let givenElsewhere: ReadonlySet<string> = pathFields;
+  for (const name in query) {
+    const raw = query[name]!;
+    if (givenElsewhere === pathFields) givenElsewhere = new Set(pathFields);
     const path = codec.fieldPathOf(spec.requestType, name);
     if (!path || pathFields.has(path[0]!) || path[0] === spec.body) {
       throw ApiError.invalid(name, 'UNKNOWN_FIELD', 'is not a known parameter');
     }
     codec.setFromText(spec.requestType, message, path, Array.isArray(raw) ? raw : [raw], name);
-    givenElsewhere.add(path[0]!);
+    (givenElsewhere as Set<string>).add(path[0]!);
   }
   if (body === undefined && spec.body !== null && spec.body !== '*') throw ApiError.invalid('body', 'REQUIRED', 'is required');
   if (spec.body === '*') {
@@ -98,8 +108,9 @@ export function impliedUpdateMask(
   body: unknown,
   query: Record<string, unknown>,
 ): { ts: string; paths: string[] } | undefined {
+  if (!spec.body || spec.body === '*') return undefined;
   const mask = codec.lookup(spec.requestType).get('update_mask');
-  if (!spec.body || spec.body === '*' || mask?.type.kind !== 'fieldmask' || 'update_mask' in query || 'updateMask' in query) return undefined;
+  if (mask?.type.kind !== 'fieldmask' || 'update_mask' in query || 'updateMask' in query) return undefined;
   const target = codec.lookup(spec.requestType).get(spec.body)!;
   const keys = isObject(body) ? Object.keys(body) : [];
   const paths = target.type.kind === 'message'

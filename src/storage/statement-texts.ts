@@ -43,3 +43,23 @@ export function boundedCache<V>(max: number) {
     clear: () => entries.clear(),
   };
 }
+
+/**
+ * A select's text from its columns (each caller's constant list) and the rest of the
+ * statement, made once per list and rest (`wrap`: how the columns are selected, e.g. as
+ * one `json_array(...)`), not joined again on every read.
+ */
+export function selectTexts(wrap: (columns: string) => string = (c) => c) {
+  const byColumns = new WeakMap<readonly string[], Map<string, string>>();
+  return (columns: readonly string[], tail: string): string => {
+    let byTail = byColumns.get(columns);
+    if (!byTail) byColumns.set(columns, (byTail = new Map()));
+    let text = byTail.get(tail);
+    if (text === undefined) {
+      // A caller's tails are its statements' constant texts; a list made per call would not be kept.
+      if (byTail.size >= 64) byTail.clear();
+      byTail.set(tail, (text = `SELECT ${wrap(columns.join(', '))} ${tail}`));
+    }
+    return text;
+  };
+}

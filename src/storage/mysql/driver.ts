@@ -24,7 +24,7 @@
 import mysql from 'mysql2';
 import { isDeadlock, retryingDeadlocks } from '../errors.js';
 import type { DriverEvents, OnConflict, Sql, UnitOptions, Writer } from '../port.js';
-import { boundedCache, rowMaker, valuesList } from '../statement-texts.js';
+import { boundedCache, rowMaker, selectTexts, valuesList } from '../statement-texts.js';
 
 export interface MysqlOptions {
   url: string;
@@ -56,6 +56,8 @@ function conflictText(c: OnConflict | undefined): string {
 }
 
 export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql {
+  /** allOf/oneOf texts, made once per column list and rest. */
+  const selectText = selectTexts();
   const pool = mysql.createPool({
     uri: opts.url,
     charset: 'utf8mb4',
@@ -198,8 +200,8 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
       dialect: 'mysql',
       one: async <R>(sql: string, params?: readonly unknown[]) => ((await exec(sql, params)) as R[])[0],
       all: async <R>(sql: string, params?: readonly unknown[]) => (await exec(sql, params)) as R[],
-      allOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => (await exec(`SELECT ${columns.join(', ')} ${tail}`, params)) as R[],
-      oneOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => ((await exec(`SELECT ${columns.join(', ')} ${tail}`, params)) as R[])[0],
+      allOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => (await exec(selectText(columns, tail), params)) as R[],
+      oneOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => ((await exec(selectText(columns, tail), params)) as R[])[0],
       run: async (sql, params) => ((await exec(sql, params)) as { affectedRows: number }).affectedRows,
       queue,
       insert(table, columns, rows, onConflict) {
@@ -260,8 +262,8 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
     dialect: 'mysql',
     one,
     all,
-    allOf: (columns, tail, params) => all(`SELECT ${columns.join(', ')} ${tail}`, params),
-    oneOf: (columns, tail, params) => one(`SELECT ${columns.join(', ')} ${tail}`, params),
+    allOf: (columns, tail, params) => all(selectText(columns, tail), params),
+    oneOf: (columns, tail, params) => one(selectText(columns, tail), params),
     run: (sql, params = [], o = {}) => unit((w) => w.run(sql, params), { ...o, transaction: false }),
     unit,
     close: () => new Promise<void>((resolve, reject) => pool.end((err) => (err ? reject(err) : resolve()))),

@@ -17,7 +17,7 @@
 import Database from 'better-sqlite3';
 import { isDeadlock, retryingDeadlocks } from '../errors.js';
 import type { DriverEvents, OnConflict, Sql, UnitOptions, Writer } from '../port.js';
-import { boundedCache, powerOfTwoChunks, rowMaker, valuesList } from '../statement-texts.js';
+import { boundedCache, powerOfTwoChunks, rowMaker, selectTexts, valuesList } from '../statement-texts.js';
 
 /** Multi-row statement texts, by what makes them. */
 const multiRowTexts = boundedCache<string>(4096);
@@ -70,7 +70,8 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
   const reads = boundedCache<{ stmt: Database.Statement; row: (values: unknown[]) => unknown }>(256);
   /** allOf's row makers, by its callers' (constant) column lists. */
   const makers = new WeakMap<readonly string[], (values: unknown[]) => unknown>();
-  const jsonTexts = boundedCache<string>(256);
+  const jsonText = selectTexts((columns) => `json_array(${columns})`);
+  const plainText = selectTexts();
   function readStatement(sql: string, params: readonly unknown[]) {
     events.statement(sql, params);
     const entry = reads.get(sql);
@@ -84,7 +85,7 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
     return (stmt.all(...params) as unknown[][]).map(row) as R[];
   };
   const readAllOf = <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => {
-    const sql = jsonTexts.get(tail + columns.join()) ?? jsonTexts.set(tail + columns.join(), `SELECT json_array(${columns.join(', ')}) ${tail}`);
+    const sql = jsonText(columns, tail);
     const { stmt } = readStatement(sql, params);
     let row = makers.get(columns);
     if (!row) makers.set(columns, (row = rowMaker([...columns])));
@@ -105,8 +106,8 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
     dialect: 'sqlite',
     one: async <R>(sql: string, params: readonly unknown[] = []) => writeStatement(sql, params).get(...params) as R | undefined,
     all: async <R>(sql: string, params: readonly unknown[] = []) => writeStatement(sql, params).all(...params) as R[],
-    allOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.all<R>(`SELECT ${columns.join(', ')} ${tail}`, params),
-    oneOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.one<R>(`SELECT ${columns.join(', ')} ${tail}`, params),
+    allOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.all<R>(plainText(columns, tail), params),
+    oneOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.one<R>(plainText(columns, tail), params),
     run: async (sql, params = []) => writeStatement(sql, params).run(...params).changes,
     queue(sql, params = []) {
       writeStatement(sql, params).run(...params);
