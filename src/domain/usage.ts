@@ -28,7 +28,14 @@ export function createUsageRecorder(deps: { repo: LimitsRepo; flushMs: number; l
   }
 
   function add(botId: string, name: string, count = 1, ms = 0) {
-    merge({ botId, minute: Math.floor(now() / MINUTE_MS) * MINUTE_MS, name, count, sumMs: ms, maxMs: ms });
+    const minute = Math.floor(now() / MINUTE_MS) * MINUTE_MS;
+    // What every call adds to: found without making an increment first.
+    const p = pending.get(`${botId}\u0000${minute}\u0000${name}`);
+    if (p) {
+      p.count += count;
+      p.sumMs += ms;
+      p.maxMs = Math.max(p.maxMs, ms);
+    } else merge({ botId, minute, name, count, sumMs: ms, maxMs: ms });
   }
 
   /** Writes what has accumulated; flushes run one after another. */
