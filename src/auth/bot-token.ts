@@ -3,6 +3,7 @@
  * of a token is stored; a fast hash is right for a random secret of this size.
  */
 import crypto from 'node:crypto';
+import { sha256Hex } from '../sha256.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 export const TOKEN_PREFIX = 'sbot_';
@@ -27,7 +28,7 @@ export function generateBotToken(): string {
 }
 
 export function hashBotToken(token: string): string {
-  return crypto.createHash('sha256').update(token, 'utf8').digest('hex');
+  return sha256Hex(token);
 }
 
 export function tokenPrefixOf(token: string): string {

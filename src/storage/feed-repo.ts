@@ -7,13 +7,14 @@
 import crypto from 'node:crypto';
 import { exec, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
 import { marks } from './statement-texts.js';
+import { sha256 } from '../sha256.js';
 
 /** Partitions of the feed (as many rows as the migration created; cursors name them). */
 export const FEED_PARTITIONS = 16;
 
 /** The partition of a chat: hash(bot, chat) mod FEED_PARTITIONS. */
 export function feedPartitionOf(botId: string, chatId: number): number {
-  return crypto.createHash('sha256').update(`${botId}/${chatId}`).digest().readUInt32BE(0) % FEED_PARTITIONS;
+  return sha256(`${botId}/${chatId}`).readUInt32BE(0) % FEED_PARTITIONS;
 }
 
 export interface FeedRow {
