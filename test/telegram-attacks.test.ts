@@ -180,7 +180,7 @@ describe.each(['in-process', 'separate-gateway'] as const)('Telegram surface (%s
   const bots: { id: string; token: string }[] = [];
 
   beforeAll(async () => {
-    h = await startHarness(mode, { BODY_IDLE_TIMEOUT: '1s', UPLOADS_PER_BOT: '1', UPLOADS_MAX: '2' });
+    h = await startHarness(mode, { BODY_IDLE_TIMEOUT: '2s', UPLOADS_PER_BOT: '1', UPLOADS_MAX: '2' });
     staging = path.join(h.env.DATA_DIR!, 'files', 'staging');
     const jwt = await h.jwt('attack-slots');
     for (const name of ['slots_a', 'slots_b', 'slots_c']) {
@@ -215,7 +215,7 @@ describe.each(['in-process', 'separate-gateway'] as const)('Telegram surface (%s
     const up = openUpload(h.url, `/bot${bots[0]!.token}/sendDocument`, { chat_id: '77' }, { field: 'document', name: 'idle.bin' });
     await up.send(crypto.randomBytes(2 * MIB));
     await until(async () => filesUnder(staging).length, (n) => n > 0, 5000);
-    // No more bytes: within the idle timeout (1s) and a margin, the connection is closed.
+    // No more bytes: within the idle timeout (2s) and a margin, the connection is closed.
     const r = await within(up.answer, 5000);
     expect(r).not.toBe('pending');
     await until(async () => filesUnder(staging).length, (n) => n === 0, 5000);
