@@ -350,6 +350,28 @@ async function floorWake() {
   }
 }
 
+/**
+ * The wake-up's floor across two processes on MariaDB + Kafka (bench/wake-floor-kafka.ts:
+ * the poll held by one, the update stored and produced by the other, a consumer of the
+ * poll's process waking it), in a fresh database, with its ingest-alone baseline.
+ */
+async function floorWakeKafka(server: string, brokers: string) {
+  const db = await createMysqlDatabase(server, 'bp_bench_floor');
+  const env = { WAKE_FLOOR_DATABASE_URL: db.url, WAKE_FLOOR_KAFKA_BROKERS: brokers, WAKE_FLOOR_TOPIC: `bench-wake-floor-${crypto.randomBytes(4).toString('hex')}`, KAFKAJS_NO_PARTITIONER_WARNING: '1' };
+  const poll = await startHelper<{ http: string; botId: string; token: string }>('wake-floor-kafka.ts', { ...env, WAKE_FLOOR_ROLE: 'poll' });
+  const ingest = await startHelper<{ grpc: string }>('wake-floor-kafka.ts', { ...env, WAKE_FLOOR_ROLE: 'ingest' });
+  try {
+    const A: Instance = { http: '', grpc: ingest.info.grpc, pid: ingest.pid };
+    const B: Instance = { http: poll.info.http, grpc: '', pid: poll.pid };
+    const bot = { id: poll.info.botId, token: poll.info.token };
+    return { name: 'baseline: floor of the wake-up across two processes, MariaDB + Kafka (bench/wake-floor-kafka.ts)', wake: await wakeUp(A, B, bot), alone: await ingestAlone(A, bot) };
+  } finally {
+    ingest.stop();
+    poll.stop();
+    await db.drop();
+  }
+}
+
 /** A process's botplatform_db_statements gauge (statements it has sent to its database). */
 async function statementsOf(httpBase: string): Promise<number> {
   const text = await (await fetch(`${httpBase}/metrics`)).text();
@@ -452,7 +474,13 @@ async function main() {
   }
 
   if (ONLY_WAKE) {
-    const wakes = [await floorWake(), ...(await setups(runWake))];
+    const server = process.env.BENCH_DATABASE_URL;
+    const brokers = process.env.BENCH_KAFKA_BROKERS;
+    const wakes = [
+      ...(ONLY.has('mysql') ? [] : [await floorWake()]),
+      ...(server && brokers ? [await floorWakeKafka(server, brokers)] : []),
+      ...(await setups(runWake)),
+    ];
     console.log(`\nbench:updates, wake-up only — ${WAKE_SAMPLES} samples, a poll waiting 100 ms before each ingest`);
     console.log(`machine: ${machine()}\n`);
     const ms = (p: { p50: number; p90: number; p99: number; max: number }) => [p.p50, p.p90, p.p99, p.max].map((x) => x.toFixed(2)).join(' / ');
