@@ -2,7 +2,9 @@
  * The outbox relay's pace: a commit's nudge publishes at once, however long the relay
  * has been idle; rows nobody nudged for (a writer that died after its commit) still go
  * out, at the idle poll's pace once the relay has been idle a while; under sustained
- * writes it lingers, so that one publish carries what several rounds would.
+ * writes it lingers, so that one publish carries what several rounds would. Where the
+ * engine answers an insert's ids (MariaDB), a writer's rows claimed as it commits them go
+ * out from the commit, once, and a failed or never-made publish leaves them to the relay.
  * On MariaDB when TEST_DATABASE_URL is set, else on SQLite.
  */
 import fs from 'node:fs';
@@ -38,10 +40,18 @@ async function startRelay(topic: string, opts: OutboxRelayOptions, publishMs = 0
   });
   /** Messages per bus publish, in order. */
   const publishes: number[] = [];
+  /** Every key published, in order (a key twice: published twice). */
+  const keys: string[] = [];
+  let failures = 0;
   const bus: Bus = {
     ...memory,
     publish: async (messages) => {
+      if (failures > 0) {
+        failures--;
+        throw new Error('broker unavailable');
+      }
       publishes.push(messages.length);
+      keys.push(...messages.map((m) => m.key));
       if (publishMs > 0) await new Promise((r) => setTimeout(r, publishMs));
       return memory.publish(messages);
     },
@@ -56,6 +66,27 @@ async function startRelay(topic: string, opts: OutboxRelayOptions, publishMs = 0
     async commit(key: string) {
       await db.sql.unit(async (w) => repo.insert([{ topic, key, payload: '{}' }], Date.now(), w));
       return performance.now();
+    },
+    /**
+     * Commits one outbox row claimed by this process, as ingest does: its id and message
+     * where the engine answers the insert's ids (MariaDB), else undefined (left unclaimed).
+     */
+    async commitClaimed(key: string) {
+      const now = Date.now();
+      const message = { topic, key, payload: '{}' };
+      let ids: Promise<number[]> | undefined;
+      await db.sql.unit(async (w) => {
+        ids = repo.insertClaimed([message], now, relay.claimUntil(now), w);
+      });
+      return ids && { ids: await ids, messages: [message] };
+    },
+    /** Outbox rows not yet deleted. */
+    backlog: () => repo.backlog(),
+    /** How many times `key` was published. */
+    published: (key: string) => keys.filter((k) => k === key).length,
+    /** Makes the bus's next `n` publishes fail. */
+    failNext(n: number) {
+      failures = n;
     },
     /** When `key` was published (waiting up to `withinMs` for it). */
     async arrival(key: string, withinMs: number) {
@@ -154,5 +185,51 @@ describe('outbox relay linger under sustained writes', () => {
     expect(r.publishes.length).toBeLessThanOrEqual(6);
     expect(Math.max(...r.publishes)).toBeGreaterThan(15);
     expect(Math.max(...lags)).toBeLessThan(LINGER_MS + 200);
+  });
+});
+
+describe("a writer's own claimed rows", () => {
+  const PUBLISH_TIMEOUT_MS = 300;
+  let r: Awaited<ReturnType<typeof startRelay>>;
+  beforeAll(async () => {
+    r = await startRelay('relay-claimed', { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS, publishTimeoutMs: PUBLISH_TIMEOUT_MS });
+  });
+  afterAll(async () => r?.close());
+
+  it('go out from the commit, once, and leave the outbox; on an engine without insert ids, the nudged relay takes them', async () => {
+    const at = performance.now();
+    const claimed = await r.commitClaimed('direct');
+    if (claimed) {
+      expect(claimed.ids).toHaveLength(1);
+      await r.relay.publishClaimed(claimed);
+    } else {
+      r.relay.nudge();
+    }
+    expect((await r.arrival('direct', 2000)) - at).toBeLessThan(IDLE_POLL_MS / 4);
+    // Several of the relay's polls later: still published once, and deleted.
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS * 5));
+    expect(r.published('direct')).toBe(1);
+    expect(await r.backlog()).toBe(0);
+  });
+
+  it('a failed publish gives them back to the relay, which publishes them', async () => {
+    const claimed = await r.commitClaimed('direct-failed');
+    r.failNext(1);
+    if (claimed) await r.relay.publishClaimed(claimed);
+    else r.relay.nudge();
+    await r.arrival('direct-failed', 3000);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS * 5));
+    expect(r.published('direct-failed')).toBe(1);
+    expect(await r.backlog()).toBe(0);
+  });
+
+  it('rows whose writer never published them (it died) go out once their claim lapses', async () => {
+    const before = Date.now();
+    const claimed = await r.commitClaimed('direct-orphaned');
+    // Nobody publishes them from the commit, and nobody nudges.
+    const arrivedAt = await r.arrival('direct-orphaned', r.relay.claimUntil(0) + IDLE_POLL_MS * 3);
+    const lapse = r.relay.claimUntil(before) - before;
+    if (claimed) expect(performance.timeOrigin + arrivedAt).toBeGreaterThanOrEqual(before + lapse);
+    expect(r.published('direct-orphaned')).toBe(1);
   });
 });

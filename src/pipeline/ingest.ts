@@ -10,14 +10,19 @@ import type { UpdateWaiters } from './update-waiters.js';
 import { createUpdateWriter, type UpdateWriter } from './update-writer.js';
 
 export function createIngestWriter(deps: {
-  units: Pick<UnitsOfWork, 'ingest'>;
-  relay: Pick<OutboxRelay, 'nudge'>;
+  units: Pick<UnitsOfWork, 'ingestClaiming'>;
+  relay: Pick<OutboxRelay, 'nudge' | 'claimUntil' | 'publishClaimed'>;
   waiters: Pick<UpdateWaiters, 'committed'>;
   telemetry: Pick<Telemetry, 'ingested'>;
 }): UpdateWriter {
   const { relay, waiters, telemetry } = deps;
-  // Each committed batch's outbox messages go to the bus at once.
-  const groupWriter = createUpdateWriter(deps.units, () => relay.nudge());
+  // Each committed batch's outbox messages go to the bus at once: published straight
+  // from the commit where the engine answers their ids (claimed by this process as they
+  // are written), else by the relay's round, which the commit nudges.
+  const groupWriter = createUpdateWriter(deps.units, () => relay.nudge(), undefined, undefined, {
+    claimUntil: (now) => relay.claimUntil(now),
+    publish: (claimed) => void relay.publishClaimed(claimed),
+  });
   return {
     async write(items) {
       const outcomes = await groupWriter.write(items);

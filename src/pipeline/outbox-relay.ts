@@ -14,6 +14,14 @@
  * publish and a delete, whatever it carries). A commit after a quiet spell still goes
  * out at once: only a round that follows a busy one lingers.
  *
+ * A writer whose engine answers the ids of its inserts (MariaDB) adds its outbox rows
+ * already claimed by this process (until `claimUntil`) and hands them here once
+ * committed (`publishClaimed`): they go to the bus at once, without the claim's
+ * transaction on the way, one publish at a time (those committed meanwhile share the
+ * next), and are deleted after. A publish that fails gives them back for the next round
+ * (any relay's); a core that dies before its publish leaves them claimed until the claim
+ * lapses, `publishTimeoutMs` + 2 s after the commit began, then any relay's poll takes them.
+ *
  * The bus is not the system of record: a batch is claimed in a short transaction,
  * published outside any transaction (with a time limit), then deleted. While the bus
  * is down, ingest goes on committing (the outbox grows), the relay retries with a
@@ -21,7 +29,8 @@
  */
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
-import type { OutboxRepo } from '../storage/outbox-repo.js';
+import { createGroupCommit } from '../group-commit.js';
+import type { NewOutboxMessage, OutboxRepo } from '../storage/outbox-repo.js';
 
 export interface OutboxRelayOptions {
   /** The poll's interval while the relay has had work recently. */
@@ -61,6 +70,8 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
   let loop: Promise<void> | null = null;
   /** Why the last publish failed, while it keeps failing. */
   let failing: { reason: string; since: number } | null = null;
+  /** How long a writer's own claim (publishClaimed) lasts from its commit's start. */
+  const writerLeaseMs = publishTimeoutMs + 2000;
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -101,6 +112,39 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
     // Published: a failure to delete only means they go out again after the claim lapses.
     await repo.delete(ids);
     return claimed.length;
+  }
+
+  // Messages committed already claimed by this process: published one publish at a time
+  // (what is committed meanwhile goes in the next), then deleted (deletes share statements
+  // the same way, off the publish's path).
+  const deleting = createGroupCommit<number, void>(async (ids) => {
+    await repo.delete(ids);
+    return ids.map(() => undefined);
+  });
+  const publishing = createGroupCommit<{ id: number; message: NewOutboxMessage }, void>(async (items) => {
+    const ids = items.map((i) => i.id);
+    try {
+      await publishWithin(items.map(({ message: m }) => ({ topic: m.topic, key: m.key, value: m.payload })));
+    } catch (err) {
+      // Back to the outbox for the relay's rounds, which retry, back off and report.
+      await repo.release(ids).catch(() => {});
+      nudge();
+      throw err;
+    }
+    deleting.write(ids).catch((err) => logger.debug({ err }, 'outbox relay: published messages not deleted; they go out again when their claim lapses'));
+    return items.map(() => undefined);
+  });
+  /** Direct publishes in progress (stop waits for them). */
+  const direct = new Set<Promise<void>>();
+
+  function nudge() {
+    nudged = true;
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      wake?.();
+    });
   }
 
   async function run() {
@@ -146,14 +190,23 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
      * (and the polls they woke) have been written: in the same turn, its claim's statements
      * would run between their steps and hold those answers back by a millisecond or more.
      */
-    nudge() {
-      nudged = true;
-      if (scheduled) return;
-      scheduled = true;
-      setImmediate(() => {
-        scheduled = false;
-        wake?.();
-      });
+    nudge,
+    /** Until when a writer committing now claims the outbox messages it will hand to publishClaimed (epoch ms). */
+    claimUntil(now: number): number {
+      return now + writerLeaseMs;
+    },
+    /**
+     * Outbox messages a commit added claimed until claimUntil (by this process), with their
+     * ids, once committed: published now, then deleted. Resolves when published; never rejects
+     * (a failed publish leaves them to the relay's rounds).
+     */
+    publishClaimed(claimed: { ids: number[]; messages: NewOutboxMessage[] }): Promise<void> {
+      if (claimed.ids.length === 0) return Promise.resolve();
+      const done: Promise<void> = publishing.write(claimed.ids.map((id, i) => ({ id, message: claimed.messages[i]! })))
+        .then(() => undefined, (err) => logger.debug({ err }, 'outbox relay: direct publish failed; the relay takes it'))
+        .finally(() => direct.delete(done));
+      direct.add(done);
+      return done;
     },
     /** Why the relay cannot publish, while it cannot; undefined when it can. */
     problem(): string | undefined {
@@ -163,6 +216,7 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
       running = false;
       wake?.();
       await loop;
+      await Promise.allSettled([...direct]);
     },
   };
 }

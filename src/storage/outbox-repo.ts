@@ -35,6 +35,7 @@ const SQL = {
 };
 
 const OUTBOX_COLUMNS = ['topic', 'msg_key', 'payload', 'created_at'] as const;
+const CLAIMED_COLUMNS = [...OUTBOX_COLUMNS, 'claimed_until'] as const;
 type ClaimedRow = { id: number | string; topic: string; msg_key: string; payload: string };
 const messageOf = (r: ClaimedRow): OutboxMessage => ({ id: Number(r.id), topic: r.topic, key: r.msg_key, payload: r.payload });
 
@@ -53,10 +54,26 @@ export function createOutboxRepo(db: Db) {
       return rows.map(messageOf);
     };
 
+  /** Adds messages, in the caller's unit. */
+  const insert = (messages: NewOutboxMessage[], now: number, w: Writer): void => {
+    w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
+  };
+
   return {
-    /** Adds messages, in the caller's unit. */
-    insert(messages: NewOutboxMessage[], now: number, w: Writer): void {
-      w.insert('outbox', OUTBOX_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now]));
+    insert,
+
+    /**
+     * Adds messages claimed by the caller until `claimedUntil`, in its unit, where the
+     * engine answers their ids with the insert (see Writer.insertIds): their ids once the
+     * unit has sent the insert. Otherwise adds them unclaimed, as `insert`, and answers
+     * undefined (the relay's next round takes them).
+     */
+    insertClaimed(messages: NewOutboxMessage[], now: number, claimedUntil: number, w: Writer): Promise<number[]> | undefined {
+      if (!w.insertIds) {
+        insert(messages, now, w);
+        return undefined;
+      }
+      return w.insertIds('outbox', CLAIMED_COLUMNS, messages.map((m) => [m.topic, m.key, m.payload, now, claimedUntil]));
     },
 
     /**

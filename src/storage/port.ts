@@ -51,6 +51,14 @@ export interface Writer extends Reads {
    * rows in the order given (MySQL locks them in that order).
    */
   update(table: string, key: string, columns: readonly string[], rows: unknown[][]): void;
+  /**
+   * Inserts rows as `insert` does, held back with the unit's next statements as `insert`
+   * is, and answers the ids the table's auto-increment key gave them (in row order) once
+   * that statement has run. Only where the engine answers them in the same round trip
+   * (MariaDB's INSERT … RETURNING): absent otherwise. Await it after the unit, never in it
+   * (it may be sent with the COMMIT).
+   */
+  insertIds?(table: string, columns: readonly string[], rows: unknown[][]): Promise<number[]>;
 }
 
 export interface UnitOptions {

@@ -22,7 +22,7 @@ import { createAttemptsRepo } from './attempts-repo.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
 import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
-import { createOutboxRepo } from './outbox-repo.js';
+import { createOutboxRepo, type NewOutboxMessage } from './outbox-repo.js';
 import { createQueriesRepo, type QueryKind, type StoredQuery } from './queries-repo.js';
 import { createUpdatesRepo, type IngestKey, type StoredUpdate } from './updates-repo.js';
 import { createWebhooksRepo, type WebhookConfig } from './webhooks-repo.js';
@@ -255,6 +255,12 @@ export interface FeedEventItem {
  * The outbox messages announcing stored updates: one per bot on the updates topic, keyed
  * by it, empty (its consumers read the key and then the database, not the update).
  */
+/** Outbox messages a unit added claimed by its caller (to publish at once), with their ids. */
+export interface ClaimedOutbox {
+  ids: number[];
+  messages: NewOutboxMessage[];
+}
+
 const outboxMessages = (stored: StoredUpdate[]) =>
   [...new Set(stored.map((u) => u.botId))].map((botId) => ({ topic: UPDATES_TOPIC, key: botId, payload: '' }));
 
@@ -279,6 +285,44 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const dedupe = (items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number) =>
     dedupeKeys(items, s, found, now, idempotencyWindowMs);
 
+  /**
+   * ingest, its outbox messages claimed by the caller until `claimOutboxUntil` where the
+   * engine answers their ids with the insert (OutboxRepo.insertClaimed): then `claimed`
+   * has them and their ids, for the caller to publish at once and delete; otherwise (or
+   * with no `claimOutboxUntil`) they are left to the relay, and `claimed` is undefined.
+   */
+  const ingestClaiming = async (items: NewUpdate[], now: number, claimOutboxUntil?: number): Promise<{ outcomes: IngestOutcome[]; claimed?: ClaimedOutbox }> => {
+    const botIds = [...new Set(items.map((i) => i.botId))];
+    let claimed: { ids: Promise<number[]>; messages: NewOutboxMessage[] } | undefined;
+    const outcomes = await sql.unit(async (w) => {
+      claimed = undefined;
+      const screened = screen(items, await bots.lockCounters(botIds, w));
+      if (screened.keyed.length > 0) {
+        const found = new Map<string, IngestKey[]>();
+        for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, await updates.findIngestKeys(botId, keys, w));
+        dedupe(items, screened, found, now);
+      }
+      if (screened.accepted.length === 0) return screened.outcomes;
+      const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, w), now);
+      bots.advanceCounters(plan.advanced, w);
+      updates.insert(plan.stored, w);
+      const announce = outboxMessages(plan.stored);
+      const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
+      if (ids) claimed = { ids, messages: announce };
+      else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
+      deliveries.insertFor(plan.toDeliver, now, w);
+      // Keys past the window are forgotten (the retention sweep may not have run yet).
+      for (const { botId, key } of screened.staleKeys) updates.forgetIngestKey(botId, key, w);
+      updates.insertIngestKeys(plan.keys, w);
+      messages.upsertChats(plan.chats, w);
+      messages.insertInbound(plan.inbound, w);
+      messages.replaceInbound(plan.edits, w);
+      queries.insert(plan.queries, w);
+      return screened.outcomes;
+    });
+    return { outcomes, claimed: claimed && { ids: await claimed.ids, messages: claimed.messages } };
+  };
+
   return {
     /**
      * Stores a batch of updates (any bots) in one transaction, with their outbox
@@ -288,30 +332,10 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * advances.
      */
     async ingest(items: NewUpdate[], now: number): Promise<IngestOutcome[]> {
-      const botIds = [...new Set(items.map((i) => i.botId))];
-      return sql.unit(async (w) => {
-        const screened = screen(items, await bots.lockCounters(botIds, w));
-        if (screened.keyed.length > 0) {
-          const found = new Map<string, IngestKey[]>();
-          for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, await updates.findIngestKeys(botId, keys, w));
-          dedupe(items, screened, found, now);
-        }
-        if (screened.accepted.length === 0) return screened.outcomes;
-        const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, w), now);
-        bots.advanceCounters(plan.advanced, w);
-        updates.insert(plan.stored, w);
-        outbox.insert(outboxMessages(plan.stored), now, w);
-        deliveries.insertFor(plan.toDeliver, now, w);
-        // Keys past the window are forgotten (the retention sweep may not have run yet).
-        for (const { botId, key } of screened.staleKeys) updates.forgetIngestKey(botId, key, w);
-        updates.insertIngestKeys(plan.keys, w);
-        messages.upsertChats(plan.chats, w);
-        messages.insertInbound(plan.inbound, w);
-        messages.replaceInbound(plan.edits, w);
-        queries.insert(plan.queries, w);
-        return screened.outcomes;
-      });
+      return (await ingestClaiming(items, now)).outcomes;
     },
+
+    ingestClaiming,
 
     /**
      * Stores the webhook and switches the bot to webhook mode, in one transaction:

@@ -20,6 +20,8 @@
  * first failure (which then fails that call and the unit). A batch of sends, nine
  * statements with START TRANSACTION and COMMIT, takes three round trips. A unit that
  * fails before anything went to the server sends nothing, not even a ROLLBACK.
+ * On MariaDB 10.5 or later a unit's writer also has `insertIds` (INSERT … RETURNING,
+ * held back like any insert): each new connection asks the server's version once.
  */
 import mysql from 'mysql2';
 import { isDeadlock, retryingDeadlocks } from '../errors.js';
@@ -71,6 +73,18 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
     connectionLimit: opts.poolMax,
     maxIdle: opts.poolMax,
     waitForConnections: true,
+  });
+
+  /**
+   * Whether the server answers INSERT … RETURNING (MariaDB 10.5+; MySQL does not): asked
+   * once by each new connection, before its first statement; unknown (false) until then.
+   */
+  let returning = false;
+  pool.on('connection', (conn) => {
+    conn.query({ sql: 'SELECT VERSION() AS v' }, (err, rows) => {
+      const m = err ? null : /^(\d+)\.(\d+)\..*mariadb/i.exec(String((rows as { v: string }[])[0]?.v ?? ''));
+      returning = m !== null && (Number(m[1]) > 10 || (Number(m[1]) === 10 && Number(m[2]) >= 5));
+    });
   });
 
   /** A pooled connection, or a retryable failure after acquireTimeoutMs (the database down: UNAVAILABLE, not a frozen call). */
@@ -171,15 +185,15 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
   // --- Units of work.
   const once = async <T>(body: (w: Writer) => Promise<T>, o: UnitOptions): Promise<T> => {
     const conn = await acquire();
-    /** Queued statements (each counted when queued), sent with the next one. */
-    let queued: { sql: string; params: readonly unknown[] }[] = [];
+    /** Queued statements (each counted when queued), sent with the next one; `answer` is told what it returned. */
+    let queued: { sql: string; params: readonly unknown[]; answer?: (result: unknown) => void }[] = [];
     /** Whether anything has gone to the server (its transaction begun there). */
     let sent = false;
     /** Whether the connection may go back to the pool (not left inside a transaction). */
     let reusable = true;
-    const queue = (sql: string, params: readonly unknown[] = []) => {
+    const queue = (sql: string, params: readonly unknown[] = [], answer?: (result: unknown) => void) => {
       events.statement(sql, params);
-      queued.push({ sql, params });
+      queued.push({ sql, params, answer });
     };
     /** Sends the queued statements in one round trip: the last one's answer. */
     const flush = async (): Promise<unknown> => {
@@ -187,8 +201,13 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
       queued = [];
       if (batch.length === 0) return undefined;
       sent = true;
-      if (batch.length === 1) return (await send(conn, batch[0]!.sql, batch[0]!.params)).result;
+      if (batch.length === 1) {
+        const { result } = await send(conn, batch[0]!.sql, batch[0]!.params);
+        batch[0]!.answer?.(result);
+        return result;
+      }
       const { result } = await send<unknown[]>(conn, batch.map((b) => b.sql).join(';\n'), batch.flatMap((b) => b.params));
+      batch.forEach((b, i) => b.answer?.(result[i]));
       return result[result.length - 1];
     };
     /** Sends the queued statements and then this one, in one round trip: this one's answer. */
@@ -210,6 +229,19 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
           queue(`INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, chunk.length)}${conflictText(onConflict)}`, chunk.flat());
         }
       },
+      ...(returning ? {
+        insertIds(table: string, columns: readonly string[], rows: unknown[][]): Promise<number[]> {
+          const parts: Promise<number[]>[] = [];
+          for (let k = 0; k < rows.length; k += 200) {
+            const chunk = rows.slice(k, k + 200);
+            parts.push(new Promise((resolve) => queue(
+              `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, chunk.length)} RETURNING id`, chunk.flat(),
+              (answer) => resolve((answer as { id: number | string }[]).map((r) => Number(r.id))),
+            )));
+          }
+          return Promise.all(parts).then((ids) => ids.flat());
+        },
+      } : {}),
       update(table, key, columns, rows) {
         for (let k = 0; k < rows.length; k += 500) {
           const chunk = rows.slice(k, k + 500);
