@@ -19,7 +19,8 @@
  * `Questions` counter, which counts whatever else uses that server too) and the
  * dispatcher's peak RSS during the hanging-bots run.
  * Settings: BENCH_BOTS (1000), BENCH_BURST (10000), BENCH_RATE (200/s), BENCH_SECONDS (10), BENCH_SETTLE (5),
- * BENCH_CEILING_CONCURRENCY (256), BENCH_DISPATCHERS (1; e.g. 1,2,3: one MariaDB row per number of
+ * BENCH_THREADS (unset: the service's default DISPATCHER_THREADS; e.g. 0,1,2: one embedded row per number of
+ * dispatcher threads, each on a fresh data directory), BENCH_CEILING_CONCURRENCY (256), BENCH_DISPATCHERS (1; e.g. 1,2,3: one MariaDB row per number of
  * dispatcher processes, each on a fresh database; RSS and the dispatcher statement column are the last one's).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -130,12 +131,14 @@ async function ceiling(receiverBase: string, caFile: string) {
   return { rate: r.requests / r.seconds, cpuMs: (1000 * r.cpuSeconds) / r.requests };
 }
 
-/** A process's botplatform_db_statements gauge (statements it has sent to its database). */
-async function statementsOf(httpBase: string): Promise<number> {
+/** A gauge of a process's /metrics (NaN when it has none). */
+async function gaugeOf(httpBase: string, name: string): Promise<number> {
   const text = await (await fetch(`${httpBase}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('botplatform_db_statements '));
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(' ')[1]) : NaN;
 }
+/** A process's botplatform_db_statements gauge (statements it has sent to its database, its dispatcher threads' included). */
+const statementsOf = (httpBase: string) => gaugeOf(httpBase, 'botplatform_db_statements');
 
 /** MariaDB's global Questions counter (every client's statements on that server). */
 async function questions(serverUrl: string | undefined): Promise<number> {
@@ -213,7 +216,13 @@ async function run(
   const cpu0 = procs.map((p) => cpuSeconds(p.pid!));
   const own0 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
   const q0 = await questions(serverUrl);
+  const wait0 = await Promise.all(withDb.map((p) => gaugeOf(p.base, 'botplatform_db_lock_wait_seconds')));
+  const burstStart = performance.now();
   const throughput = await burst(grpcAddress, ids, receiver.arrivals);
+  const burstSeconds = (performance.now() - burstStart) / 1000;
+  const wait1 = await Promise.all(withDb.map((p) => gaugeOf(p.base, 'botplatform_db_lock_wait_seconds')));
+  // SQLite: time the threads (or processes) waited for the write lock, per second of the burst.
+  const lockWait = wait1.reduce((sum, n, i) => sum + n - wait0[i]!, 0) / burstSeconds;
   const c2 = receiver.connections();
   const q1 = await questions(serverUrl);
   const own1 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
@@ -238,7 +247,7 @@ async function run(
   stopServices();
   receiver.server.closeAllConnections();
   receiver.server.close();
-  return { name, throughput, top, cpuMs, statements, calm, stormy, peakRss, tls };
+  return { name, throughput, top, cpuMs, statements, calm, stormy, peakRss, tls, lockWait };
 }
 
 async function main() {
@@ -251,9 +260,14 @@ async function main() {
   });
   const results = [];
   if (process.env.BENCH_ONLY !== 'mysql') {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
-    const embedded = await env(dir);
-    results.push(await run('embedded (SQLite, role=all)', pki, [embedded], `http://127.0.0.1:${embedded.PORT}`, `127.0.0.1:${embedded.GRPC_PORT}`));
+    // BENCH_THREADS=0,1,2: one embedded row per DISPATCHER_THREADS, each on a fresh data directory (unset: the service's default).
+    const threads = process.env.BENCH_THREADS ? process.env.BENCH_THREADS.split(',').map((n) => n.trim()) : [undefined];
+    for (const t of threads) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-hook-'));
+      const embedded = await env(dir, t === undefined ? {} : { DISPATCHER_THREADS: t });
+      const name = `embedded (SQLite, role=all${t === undefined ? '' : `, DISPATCHER_THREADS=${t}`})`;
+      results.push(await run(name, pki, [embedded], `http://127.0.0.1:${embedded.PORT}`, `127.0.0.1:${embedded.GRPC_PORT}`));
+    }
   }
 
   const server = process.env.BENCH_DATABASE_URL;
@@ -291,11 +305,11 @@ async function main() {
     const burstCell = `${r.throughput.rate.toFixed(0)}${r.throughput.arrived < BURST ? ` (only ${r.throughput.arrived}/${BURST} arrived)` : ''}`;
     console.log(`| ${r.name} | ${burstCell} | ${r.top.rate.toFixed(0)} | ${(r.throughput.rate / r.top.rate).toFixed(2)} | ${lat(r.calm)} | ${lat(r.stormy)} | ${(r.stormy.p99 / r.calm.p99).toFixed(2)} |`);
   }
-  console.log('\n| setup | service CPU ms per delivery (burst) | ceiling CPU ms per request | statements per delivery (burst): all processes / dispatcher process / MariaDB Questions | dispatcher peak RSS, hanging run (MiB) | TLS connections to the receiver: ceiling / burst / steady / steady with hanging bots |');
-  console.log('|---|---:|---:|---:|---:|---:|');
+  console.log('\n| setup | service CPU ms per delivery (burst) | ceiling CPU ms per request | statements per delivery (burst): all processes / dispatcher process / MariaDB Questions | dispatcher peak RSS, hanging run (MiB) | TLS connections to the receiver: ceiling / burst / steady / steady with hanging bots | SQLite write-lock waits, ms per s of burst |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     const st = r.statements;
-    console.log(`| ${r.name} | ${r.cpuMs.toFixed(2)} | ${r.top.cpuMs.toFixed(2)} | ${st.own.toFixed(2)} / ${st.dispatcher.toFixed(2)} / ${Number.isNaN(st.questions) ? '-' : st.questions.toFixed(2)} | ${r.peakRss.toFixed(0)} | ${r.tls.ceiling} / ${r.tls.burst} / ${r.tls.calm} / ${r.tls.stormy} |`);
+    console.log(`| ${r.name} | ${r.cpuMs.toFixed(2)} | ${r.top.cpuMs.toFixed(2)} | ${st.own.toFixed(2)} / ${st.dispatcher.toFixed(2)} / ${Number.isNaN(st.questions) ? '-' : st.questions.toFixed(2)} | ${r.peakRss.toFixed(0)} | ${r.tls.ceiling} / ${r.tls.burst} / ${r.tls.calm} / ${r.tls.stormy} | ${Number.isNaN(r.lockWait) ? '-' : (1000 * r.lockWait).toFixed(1)} |`);
   }
 }
 

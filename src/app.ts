@@ -16,7 +16,10 @@ import type { Bus } from './bus/bus.js';
 import type { Config } from './config.js';
 import { buildCore } from './core/build.js';
 import type { Core } from './core/core.js';
-import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
+import { createMemoryBus } from './bus/memory-bus.js';
+import { createThreadBusHub } from './bus/thread-bus.js';
+import { runWebhookAnswers, startDispatcher } from './dispatcher-role.js';
+import { startDispatcherThreads, type DispatcherThreads } from './dispatcher-threads.js';
 import { every } from './every.js';
 import { startGrpcServer } from './grpc/server.js';
 import { startPipeline } from './pipeline/pipeline.js';
@@ -25,15 +28,11 @@ import { createShutdown, type Root } from './process.js';
 import type { Db } from './storage/db.js';
 import { createQueriesRepo } from './storage/queries-repo.js';
 import { createTelemetry, type Telemetry } from './telemetry/metrics.js';
+import { withThreadGauges } from './telemetry/thread-telemetry.js';
 import { createLocalSignIn, type LocalSignIn } from '../gateway/runtime/console.js';
 import { buildGateway, type Gateway } from '../gateway/runtime/gateway.js';
 import { createDirectInvoker, createGrpcInvoker, type Invoker } from '../gateway/runtime/invoker.js';
 import { addLifecycle } from '../gateway/runtime/lifecycle.js';
-import { createCodec } from '../gateway/runtime/codec.js';
-import { createTelegramMethods } from '../gateway/runtime/telegram.js';
-import { createWebhookAnswers } from '../gateway/runtime/telegram-webhook-answers.js';
-import { createBotGrants } from './auth/bot-grants.js';
-import { secretKeyOf } from './auth/secret-key.js';
 import { routeTable } from '../gateway/generated/routes.js';
 
 export interface App {
@@ -45,8 +44,13 @@ export interface App {
   db?: Db;
   /** The update bus (roles with a backend). */
   bus?: Bus;
-  /** The webhook dispatcher (roles all and dispatcher). */
-  dispatcher?: Dispatcher;
+  /**
+   * The webhook dispatcher (roles all and dispatcher): in this thread, or (ROLE=all with
+   * DISPATCHER_THREADS) its threads together, asked (promises).
+   */
+  dispatcher?: { inFlight(): number | Promise<number>; trackedBots(): number | Promise<number> };
+  /** ROLE=all's dispatcher threads, when it runs the dispatcher in threads. */
+  dispatcherThreads?: DispatcherThreads;
   /** Set when the embedded default created its own JWT secret. */
   localJwtSecret?: string;
   /** One-click sign-in codes for the web console (only with a local signing secret). */
@@ -60,17 +64,33 @@ export interface App {
 type Role = (root: Root) => Promise<Omit<App, 'config' | 'telemetry' | 'close'>>;
 
 const ROLES: Record<Config['role'], Role> = {
-  async all(root) {
-    const backend = await openBackend(root);
-    const dispatcher = await startDispatcher(root, backend);
+  async all(root0) {
+    // DISPATCHER_THREADS > 0: the dispatcher runs in worker threads (src/dispatcher-threads.ts),
+    // on the in-process bus reached through the thread bus; their gauges add to this thread's.
+    const threads = root0.config.dispatcherThreads;
+    const hub = threads > 0 && root0.config.kafkaBrokers.length === 0 ? createThreadBusHub(createMemoryBus(), threads) : undefined;
+    const summed = threads > 0 ? withThreadGauges(root0.telemetry) : undefined;
+    const root: Root = summed ? { ...root0, telemetry: summed } : root0;
+    const backend = await openBackend(root, { bus: hub?.bus });
+    const inProcess = threads === 0 ? await startDispatcher(root, backend) : undefined;
     const files = await openFileStore(root);
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, files);
     const localSignIn = localJwtSecret ? createLocalSignIn() : undefined;
     const invoker = createDirectInvoker(core, backend.ready);
     runWebhookAnswers(root, backend, invoker);
+    let dispatcherThreads: DispatcherThreads | undefined;
+    if (threads > 0) {
+      const started = await startDispatcherThreads(root, { threads, hub, coreGrpcAddress: loopbackAddress(root.config.host, grpcPort) });
+      dispatcherThreads = started;
+      // Before the gRPC server closes: methods in the threads' webhook answers reach the core through it.
+      root.shutdown.add('invoker', 'dispatcher threads', () => started.stop());
+      summed!.addThreads(() => started.gauges());
+      root.telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => 0);
+    }
     const gateway = gatewayServer(root, invoker, files, localSignIn);
     const httpUrl = await serveHttp(root, gateway, { ready: backend.ready, degraded, cancelInFlight: () => gateway.cancelInFlight() });
-    return { db: backend.db, bus: backend.bus, dispatcher, core, grpcPort, localJwtSecret, localSignIn, httpUrl };
+    const dispatcher = inProcess ?? dispatcherThreads;
+    return { db: backend.db, bus: backend.bus, dispatcher, dispatcherThreads, core, grpcPort, localJwtSecret, localSignIn, httpUrl };
   },
 
   async core(root) {
@@ -117,40 +137,6 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
 
 // --- The parts the roles share.
 
-/** The webhook dispatcher: delivers what the deliveries table holds, until shutdown. */
-async function startDispatcher({ config, logger, telemetry, shutdown }: Root, b: Backend): Promise<Dispatcher> {
-  const dispatcher = createDispatcher({
-    deliveries: b.deliveries,
-    webhooks: b.webhooks,
-    attempts: b.attempts,
-    bus: b.bus,
-    logger,
-    timeoutMs: config.webhookTimeoutMs,
-    maxInFlight: config.dispatcherMaxInFlight,
-    sweepMs: Math.max(50, Math.min(1000, Math.min(...config.webhookRetryScheduleMs) / 4)),
-  });
-  await dispatcher.start();
-  telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => dispatcher.inFlight());
-  shutdown.add('dispatcher', 'dispatcher', () => dispatcher.stop());
-  return dispatcher;
-}
-
-/**
- * Methods bots return in answers to their Telegram-surface webhooks, run as the bot through
- * `invoker` (gateway/runtime/telegram-webhook-answers.ts).
- */
-function runWebhookAnswers({ config, logger, telemetry }: Root, b: Backend, invoker: Invoker): void {
-  b.attempts.handleAnswers(createWebhookAnswers({
-    methods: createTelegramMethods(routeTable, createCodec(routeTable)),
-    invoker,
-    grants: createBotGrants(secretKeyOf(config)),
-    logger,
-    maxBodyBytes: config.maxBodyBytes,
-    timeoutMs: config.requestTimeoutMs,
-    onOutcome: (outcome) => telemetry.webhookAnswer(outcome),
-  }));
-}
-
 /** The core: the update pipeline, the RPC services and their sweeps, the gRPC server. */
 async function serveCore(root: Root, b: Backend, files: FileStore) {
   const pipeline = await startPipeline(root, b);
@@ -195,6 +181,12 @@ function healthServer(logger: Logger): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: false,
   }) as unknown as FastifyInstance;
+}
+
+/** Where this process's own gRPC server is reached from inside it (a wildcard host through loopback). */
+function loopbackAddress(host: string, port: number): string {
+  const h = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return h.includes(':') ? `[${h}]:${port}` : `${h}:${port}`;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

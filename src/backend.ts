@@ -48,12 +48,19 @@ export interface Backend {
   ready(): Promise<boolean>;
 }
 
-/** Opens the backend, in this order: database (migrated), secret box, bus, repositories, usage, webhook attempts. */
-export async function openBackend({ config, logger, telemetry, shutdown }: Root): Promise<Backend> {
-  const db = await openDatabase(config, logger, telemetry);
+/**
+ * Opens the backend, in this order: database (migrated), secret box, bus, repositories,
+ * usage, webhook attempts. `bus`: the bus to use instead of the configured one's own (the
+ * thread bus: src/bus/thread-bus.ts); `migrate: false` for a dispatcher thread, whose
+ * process migrated the database before it started; `share`: how many dispatcher threads
+ * split the process's webhook connection bounds (WEBHOOK_SOCKETS_PER_ORIGIN,
+ * WEBHOOK_MAX_SOCKETS), each taking its part, so the process as a whole keeps them.
+ */
+export async function openBackend({ config, logger, telemetry, shutdown }: Root, opts: { bus?: Bus; migrate?: boolean; share?: number } = {}): Promise<Backend> {
+  const db = await openDatabase(config, logger, telemetry, opts.migrate ?? true);
   shutdown.add('db', 'database', () => db.destroy());
   const secretBox = createSecretBox(secretKeyOf(config));
-  const bus = await openBus(config, logger, telemetry);
+  const bus = opts.bus ?? await openBus(config, logger, telemetry);
   shutdown.add('bus', 'bus', () => bus.close());
 
   const bots = createBotsRepo(db);
@@ -75,8 +82,8 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root)
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
     allowedPorts: config.webhookAllowedPorts,
     caFile: config.webhookCaFile,
-    socketsPerOrigin: config.webhookSocketsPerOrigin,
-    maxSockets: webhookSocketCap(config.webhookMaxSockets, logger),
+    socketsPerOrigin: Math.max(1, Math.floor(config.webhookSocketsPerOrigin / (opts.share ?? 1))),
+    maxSockets: Math.max(16, Math.floor(webhookSocketCap(config.webhookMaxSockets, logger) / (opts.share ?? 1))),
     slowMs: Math.min(1000, Math.floor(config.webhookTimeoutMs / 4)),
   });
   shutdown.add('webhook-client', 'webhook attempts', async () => client.close());
@@ -103,12 +110,19 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root)
 }
 
 /** The pool, its statement counter, and the schema migrated; a failed migration closes the pool again. */
-async function openDatabase(config: Config, logger: Logger, telemetry: Telemetry): Promise<Db> {
+async function openDatabase(config: Config, logger: Logger, telemetry: Telemetry, migrate: boolean): Promise<Db> {
   const db = createDb(config.database, logger);
   // Statements this process sends to the database (transaction BEGIN and COMMIT included).
   let statements = 0;
   db.on('query', () => statements++);
   telemetry.gauge('botplatform_db_statements', 'Statements this process has sent to the database since it started', () => statements);
+  if (config.database.kind === 'sqlite') {
+    // Time spent waiting for SQLite's one write lock, held by another thread or process.
+    let lockWaitMs = 0;
+    db.on('lock-wait', (ms: number) => (lockWaitMs += ms));
+    telemetry.gauge('botplatform_db_lock_wait_seconds', 'Time this process has waited for SQLite\'s write lock (held by another thread or process) since it started', () => lockWaitMs / 1000);
+  }
+  if (!migrate) return db;
   try {
     await migrateLatest(db);
   } catch (err) {

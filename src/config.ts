@@ -2,6 +2,7 @@
  * Configuration: one typed, validated module. Every setting comes from the
  * environment; a bad value stops start-up with one line per problem.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { isValidIpOrCidr } from './net/ssrf.js';
@@ -28,19 +29,29 @@ const duration = (fallback: string) =>
       return ms;
     });
 
+/**
+ * ROLE=all's dispatcher threads by default: one per core beyond the one the main thread
+ * (ingest, the gateway, the core) keeps, at most 3 (past that SQLite's one writer is the
+ * limit: docs/capacity.md).
+ */
+function defaultDispatcherThreads(): number {
+  return Math.max(0, Math.min(3, os.availableParallelism() - 1));
+}
+
 /** An integer setting within [min, max]. */
-const int = (fallback: number, min: number, max: number) =>
-  z
-    .string()
-    .default(String(fallback))
-    .transform((value, ctx) => {
-      const n = Number(value);
-      if (!/^\d+$/.test(value.trim()) || n < min || n > max) {
-        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}: "${value}"` });
-        return z.NEVER;
-      }
-      return n;
-    });
+const int = (fallback: number, min: number, max: number) => z.string().default(String(fallback)).transform(integerWithin(min, max));
+/** An integer setting within [min, max], undefined when unset (its default derived elsewhere). */
+const intOr = (min: number, max: number) => z.string().transform(integerWithin(min, max)).optional();
+function integerWithin(min: number, max: number) {
+  return (value: string, ctx: z.RefinementCtx) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || n < min || n > max) {
+      ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}: "${value}"` });
+      return z.NEVER;
+    }
+    return n;
+  };
+}
 const port = (fallback: number) => int(fallback, 0, 65535);
 
 /** A limit of calls per window: "30/1s", "20/1m"; "off" (or "0") disables it. */
@@ -156,6 +167,7 @@ export const settingsSchema = z.object({
   WEBHOOK_CA_FILE: optionalText,
   WEBHOOK_DISABLE_AFTER: duration('5d').refine((ms) => ms >= 1000, 'must be at least 1s'),
   DISPATCHER_MAX_IN_FLIGHT: int(1000, 1, 100_000),
+  DISPATCHER_THREADS: intOr(0, 16),
   WEBHOOK_SOCKETS_PER_ORIGIN: int(256, 1, 100_000),
   WEBHOOK_MAX_SOCKETS: int(8192, 16, 1_000_000),
   PLATFORM_EGRESS_IPS: z.string().default('').refine(
@@ -279,6 +291,8 @@ const schema = settingsSchema
       /** How long a webhook may fail without a success before it is disabled. */
       webhookDisableAfterMs: c.WEBHOOK_DISABLE_AFTER,
       dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
+      /** ROLE=all: worker threads running the dispatcher (0: on the main thread), each with its own connections to the database. */
+      dispatcherThreads: c.DISPATCHER_THREADS ?? defaultDispatcherThreads(),
       /** Most connections the dispatcher keeps to one webhook origin (see webhook-client.ts). */
       webhookSocketsPerOrigin: c.WEBHOOK_SOCKETS_PER_ORIGIN,
       /** Most webhook connections a dispatcher process keeps open, all origins together (held under its file-descriptor limit at start). */

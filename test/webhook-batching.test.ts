@@ -31,8 +31,11 @@ describe('webhook delivery statements', () => {
 
   beforeAll(async () => {
     const pki = createTestPki();
+    // The dispatcher on the main thread: this process's database handle then sees every
+    // statement, the delivery log's told apart by their text (a dispatcher thread sends its
+    // own, counted only in /metrics; test/dispatcher-threads.test.ts covers the threads).
     h = await startHarness('in-process', {
-      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, LIMITS_ENABLED: 'false', ...kafkaEnv(),
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, LIMITS_ENABLED: 'false', DISPATCHER_THREADS: '0', ...kafkaEnv(),
     });
     internal = new InternalServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
     receiver = await startReceiver(pki);

@@ -417,10 +417,10 @@ describe('the dispatcher keeps nothing for idle bots', () => {
       }
       await receiver.waitFor(15);
       const dispatcher = h.apps[0]!.dispatcher!;
-      expect(dispatcher.trackedBots()).toBeGreaterThan(0);
+      expect(await dispatcher.trackedBots()).toBeGreaterThan(0);
       // Dropped once idle and the cached max_connections (5 s) is stale.
       expect(await until(async () => dispatcher.trackedBots(), (n) => n === 0, 10_000)).toBe(0);
-      expect(dispatcher.inFlight()).toBe(0);
+      expect(await dispatcher.inFlight()).toBe(0);
     } finally {
       await h.close();
       await receiver.close();

@@ -67,6 +67,12 @@ export interface DispatcherOptions {
   slowMs?: number;
   /** How long a bot's limits (max_connections, max_deliveries_per_second, disabled) are used before they are read again (default 5 s). */
   limitTtlMs?: number;
+  /**
+   * The bots this dispatcher's sweep takes (default: all). Dispatcher threads sharing one
+   * database each take their share (the thread bus's slot of the bot), so one bot is
+   * served by one thread: its max_connections and its rate hold across them.
+   */
+  owns?: (botId: string) => boolean;
 }
 
 export const DISPATCHER_GROUP = 'botplatform-dispatchers';
@@ -332,7 +338,7 @@ export function createDispatcher(opts: DispatcherOptions) {
   /** Everything due, any bot (retries, abandoned leases): each such bot is kicked. */
   async function sweepDue() {
     const bots = await opts.deliveries.botsWithDue(Date.now(), 1000);
-    for (const botId of bots) kick(botId, true);
+    for (const botId of bots) if (!opts.owns || opts.owns(botId)) kick(botId, true);
   }
 
   return {

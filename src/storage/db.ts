@@ -115,6 +115,7 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
   const events = {
     statement: (sql: string, bindings: readonly unknown[]) => emitter.emit('query', { sql, bindings }),
     trip: () => emitter.emit('trip'),
+    lockWait: (ms: number) => emitter.emit('lock-wait', ms),
   };
   let sql: Sql;
   let connection: Knex.Config;

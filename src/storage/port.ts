@@ -88,4 +88,6 @@ export interface Sql extends Reads {
 export interface DriverEvents {
   statement(sql: string, params: readonly unknown[]): void;
   trip?(): void;
+  /** SQLite: a unit waited `ms` for the write lock another thread or process held. */
+  lockWait?(ms: number): void;
 }

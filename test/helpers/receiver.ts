@@ -30,8 +30,16 @@ export async function startReceiver(pki: TestPki) {
       concurrency.now++;
       concurrency.max = Math.max(concurrency.max, concurrency.now);
       concurrency.samples.push({ at: r.at, now: concurrency.now });
-      res.once('close', () => {
+      // Unanswered until the answer is written (not until its 'close' event, which comes a
+      // turn later: a dispatcher in another thread may send its next request first).
+      let answered = false;
+      const settle = () => {
+        if (answered) return;
+        answered = true;
         concurrency.now--;
+      };
+      res.once('close', () => {
+        settle();
         if (!res.writableFinished) abandoned.push(r);
       });
       waiters.splice(0).forEach((w) => w());
@@ -42,6 +50,7 @@ export async function startReceiver(pki: TestPki) {
       }
       const answer = () => {
         if (res.destroyed) return;
+        settle();
         res.writeHead(b.status, { ...(b.location ? { location: b.location } : {}), ...b.headers });
         res.end(b.body ?? 'ok');
       };

@@ -19,6 +19,9 @@ import { isDeadlock, retryingDeadlocks } from '../errors.js';
 import type { DriverEvents, OnConflict, Sql, UnitOptions, Writer } from '../port.js';
 import { boundedCache, powerOfTwoChunks, rowMaker, selectTexts, valuesList } from '../statement-texts.js';
 
+/** A BEGIN IMMEDIATE taking longer than this (ms) waited for the write lock (it takes microseconds otherwise). */
+const LOCK_WAIT_MS = 0.5;
+
 /** Multi-row statement texts, by what makes them. */
 const multiRowTexts = boundedCache<string>(4096);
 
@@ -136,7 +139,12 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
   }
   const once = <T>(body: (w: Writer) => Promise<T>, opts: UnitOptions) => exclusive(async () => {
     if (opts.transaction === false) return body(w);
+    // BEGIN IMMEDIATE takes the write lock, waiting (busy_timeout) while another thread or
+    // process holds it: the wait is reported when it is long enough to be one.
+    const asked = performance.now();
     w.queue('BEGIN IMMEDIATE');
+    const waited = performance.now() - asked;
+    if (waited > LOCK_WAIT_MS) events.lockWait?.(waited);
     try {
       const result = await body(w);
       w.queue('COMMIT');

@@ -1,0 +1,229 @@
+/**
+ * ROLE=all's dispatcher threads (DISPATCHER_THREADS): the webhook dispatcher runs in
+ * worker threads beside the main thread's ingest, gateway and core, so the embedded
+ * default uses more than one core. Each thread opens its own backend on the same
+ * database (SQLite in WAL mode: its own reader, and a writer that takes SQLite's one
+ * write lock per unit) and is woken through the thread bus (src/bus/thread-bus.ts),
+ * which gives each bot's updates to one thread; its sweep takes the same bots, so a bot
+ * is served by one thread (on Kafka, each thread is a member of the dispatchers' group).
+ * Leases make it safe as with several dispatcher processes: a thread that dies leaves its
+ * attempts due again within the lease.
+ *
+ * From the main thread: the threads' log lines go through its logger (with `thread`),
+ * their telemetry events are recorded on its telemetry and their gauges added to its own
+ * (/metrics shows the process as one), and shutdown asks each to stop taking work, finish
+ * its attempts, flush its usage statistics and close, and waits for it. A thread that dies
+ * is logged as an error and started again (after 1 s, then backing off up to 30 s while it
+ * keeps dying within a minute of its start); one that fails to start while the process
+ * starts fails the start.
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { MessageChannel, Worker, type MessagePort, type TransferListItem } from 'node:worker_threads';
+import type { ThreadBusHub } from './bus/thread-bus.js';
+import type { DispatcherThreadData } from './dispatcher-thread.js';
+import type { Root } from './process.js';
+import { replayEvents, type TelemetryEvent } from './telemetry/thread-telemetry.js';
+
+type FromThread =
+  | { t: 'ready' }
+  | { t: 'failed'; message: string }
+  | { t: 'log'; line: string }
+  | { t: 'events'; events: TelemetryEvent[] }
+  | { t: 'gauges'; id: number; values: Record<string, number>; inFlight: number; trackedBots: number }
+  | { t: 'closed' };
+
+interface ThreadState {
+  values: Record<string, number>;
+  inFlight: number;
+  trackedBots: number;
+}
+
+export interface DispatcherThreads {
+  /** Attempts in flight in all threads. */
+  inFlight(): Promise<number>;
+  /** Bots the threads keep state for, together. */
+  trackedBots(): Promise<number>;
+  /** The threads' gauges, summed by name (asked of each thread; one question serves a scrape). */
+  gauges(): Promise<Record<string, number>>;
+  /** The running threads (diagnostics, and tests that end one). */
+  threads(): Worker[];
+  /** How many times a thread was started again after it died. */
+  restarts(): number;
+  /** Stops every thread gracefully (see above) and waits for them. */
+  stop(): Promise<void>;
+}
+
+/** pino's numeric levels, by name. */
+const LEVELS: Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+
+/**
+ * The thread's entry: the compiled file beside this one, or under tsx (the sources: tests,
+ * `npm run dev`) a small script that registers tsx's loader in the thread first.
+ */
+function spawnWorker(data: DispatcherThreadData, transfer: MessagePort[]): Worker {
+  const here = fileURLToPath(import.meta.url);
+  const ext = path.extname(here);
+  const entry = pathToFileURL(path.join(path.dirname(here), `dispatcher-thread${ext}`)).href;
+  const opts = { workerData: data, transferList: transfer as TransferListItem[] };
+  if (ext === '.js') return new Worker(new URL(entry), opts);
+  // tsx's ESM API (the package's `import` export; require.resolve finds its CommonJS twin).
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
+  return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { ...opts, eval: true });
+}
+
+export async function startDispatcherThreads(
+  { config, logger, telemetry }: Root,
+  opts: { threads: number; hub?: ThreadBusHub; coreGrpcAddress: string },
+): Promise<DispatcherThreads> {
+  const log = logger.child({ component: 'dispatcher-threads' });
+  const live = new Map<number, Worker>();
+  const states = new Map<Worker, ThreadState>();
+  const asked = new Map<number, (s: ThreadState) => void>();
+  let nextQuestion = 0;
+  let stopping = false;
+  let restarts = 0;
+  const restartTimers = new Set<NodeJS.Timeout>();
+  const closed = new Map<Worker, () => void>();
+
+  /** Starts the thread of `slot`; resolves once it is ready. */
+  function start(slot: number): Promise<Worker> {
+    const channel = opts.hub ? new MessageChannel() : undefined;
+    const data: DispatcherThreadData = { config, slot, slots: opts.threads, busPort: channel?.port2, coreGrpcAddress: opts.coreGrpcAddress };
+    const worker = spawnWorker(data, channel ? [channel.port2] : []);
+    if (channel) opts.hub!.attach(channel.port1);
+    const startedAt = Date.now();
+    return new Promise<Worker>((resolve, reject) => {
+      let ready = false;
+      worker.on('message', (msg: FromThread) => {
+        switch (msg.t) {
+          case 'ready':
+            ready = true;
+            live.set(slot, worker);
+            resolve(worker);
+            break;
+          case 'failed':
+            reject(new Error(`dispatcher thread ${slot} failed to start: ${msg.message}`));
+            void worker.terminate();
+            break;
+          case 'log':
+            relog(msg.line);
+            break;
+          case 'events':
+            replayEvents(telemetry, msg.events);
+            break;
+          case 'gauges':
+            asked.get(msg.id)?.(msg);
+            break;
+          case 'closed':
+            closed.get(worker)?.();
+            void worker.terminate();
+            break;
+        }
+      });
+      worker.on('error', (err) => log.error({ err, thread: slot }, 'dispatcher thread failed'));
+      worker.on('exit', (code) => {
+        if (channel) opts.hub!.detach(channel.port1);
+        if (live.get(slot) === worker) live.delete(slot);
+        closed.get(worker)?.();
+        if (!ready) {
+          reject(new Error(`dispatcher thread ${slot} exited (${code}) before it was ready`));
+          return;
+        }
+        if (stopping) return;
+        // Died: its attempts' leases run out and its bots are swept again by the thread started in its place.
+        const quick = Date.now() - startedAt < 60_000;
+        const delay = quick ? Math.min(30_000, 1000 * 2 ** Math.min(5, restarts)) : 1000;
+        log.error({ thread: slot, code, restartInMs: delay }, 'dispatcher thread exited; starting it again');
+        restartLater(slot, delay);
+      });
+    });
+  }
+
+  function restartLater(slot: number, delay: number) {
+    const timer = setTimeout(() => {
+      restartTimers.delete(timer);
+      if (stopping) return;
+      restarts++;
+      start(slot).then(
+        () => log.info({ thread: slot }, 'dispatcher thread started again'),
+        (err) => {
+          log.error({ err, thread: slot }, 'dispatcher thread did not start again');
+          restartLater(slot, 30_000);
+        },
+      );
+    }, delay);
+    restartTimers.add(timer);
+  }
+
+  /** A thread's JSON log line, logged again through this process's logger (redaction included). */
+  function relog(line: string) {
+    try {
+      const { level, time: _time, pid: _pid, hostname: _host, service: _service, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+      const method = LEVELS[level as number] ?? 'info';
+      logger[method](fields, typeof msg === 'string' ? msg : '');
+    } catch {
+      logger.warn({ line }, 'dispatcher thread wrote a log line that is not JSON');
+    }
+  }
+
+  let question: Promise<ThreadState[]> | undefined;
+  /** Each live thread's gauges and state, asked once for every caller within the same scrape. */
+  function ask(): Promise<ThreadState[]> {
+    question ??= Promise.all([...live.values()].map((w) => new Promise<ThreadState>((resolve) => {
+      const id = nextQuestion++;
+      const timer = setTimeout(() => {
+        asked.delete(id);
+        resolve(states.get(w) ?? { values: {}, inFlight: 0, trackedBots: 0 });
+      }, 1000);
+      asked.set(id, (s) => {
+        clearTimeout(timer);
+        asked.delete(id);
+        states.set(w, s);
+        resolve(s);
+      });
+      w.postMessage({ t: 'gauges', id });
+    }))).finally(() => setTimeout(() => (question = undefined), 20));
+    return question;
+  }
+  const sum = (list: ThreadState[], pick: (s: ThreadState) => number) => list.reduce((n, s) => n + pick(s), 0);
+
+  try {
+    await Promise.all(Array.from({ length: opts.threads }, (_, slot) => start(slot)));
+  } catch (err) {
+    stopping = true;
+    await Promise.all([...live.values()].map((w) => w.terminate()));
+    throw err;
+  }
+  log.debug({ threads: opts.threads }, 'dispatcher threads started');
+
+  return {
+    inFlight: async () => sum(await ask(), (s) => s.inFlight),
+    trackedBots: async () => sum(await ask(), (s) => s.trackedBots),
+    async gauges() {
+      const out: Record<string, number> = {};
+      for (const s of await ask()) for (const [k, v] of Object.entries(s.values)) out[k] = (out[k] ?? 0) + v;
+      return out;
+    },
+    threads: () => [...live.values()],
+    restarts: () => restarts,
+    async stop() {
+      stopping = true;
+      for (const t of restartTimers) clearTimeout(t);
+      const workers = [...live.values()];
+      await Promise.all(workers.map((w) => new Promise<void>((resolve) => {
+        // Bounded: a thread's attempts end within the webhook timeout; past the shutdown timeout it is ended.
+        const timer = setTimeout(() => {
+          log.warn('a dispatcher thread did not stop in time; ended');
+          void w.terminate();
+        }, config.shutdownTimeoutMs + config.webhookTimeoutMs);
+        closed.set(w, () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        w.postMessage({ t: 'stop' });
+      })));
+    },
+  };
+}
