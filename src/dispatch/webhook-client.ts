@@ -418,7 +418,8 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         );
         headers['content-length'] = Buffer.byteLength(req.body);
         headers['user-agent'] = 'botplatform-webhooks/1';
-        sentHeaders = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)]));
+        sentHeaders = {};
+        for (const k in headers) sentHeaders[k] = String(headers[k]);
         const request = https.request({
           method: 'POST', protocol: 'https:', hostname: host, port, path: target.path,
           auth: target.auth, agent: poolFor(target.policyKey), lookup: target.lookup!, headers,
