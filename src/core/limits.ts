@@ -149,11 +149,31 @@ export function createLimiter(deps: {
     if (items.length > 0) await deps.repo.release(items);
   }
 
-  function rulesOf(botId: string, path: string, request: unknown, at: number): CounterRule[] {
+  /**
+   * A bot's rate and quota rules, made once per window and kept until the first of them
+   * ends (a busy bot's calls share them: no keys, windows and rules made per call).
+   */
+  const botRules = new Map<string, { rules: CounterRule[]; since: number; until: number }>();
+  function rulesOfBot(botId: string, at: number): CounterRule[] {
+    const kept = botRules.get(botId);
+    if (kept && at >= kept.since && at < kept.until) return kept.rules;
     const rules: CounterRule[] = [];
     if (botRate) rules.push({ key: rateKey(botId), limit: botRate.count, ...windowOf(at, botRate.windowMs) });
+    if (dailyQuota > 0) rules.push({ key: quotaKey(botId), limit: dailyQuota, ...windowOf(at, DAY_MS) });
+    if (rules.length > 0) {
+      if (botRules.size >= 10_000) botRules.clear();
+      botRules.set(botId, { rules, since: Math.max(...rules.map((r) => r.windowStart)), until: Math.min(...rules.map((r) => r.windowEnd)) });
+    }
+    return rules;
+  }
+
+  function rulesOf(botId: string, path: string, request: unknown, at: number): CounterRule[] {
     const chat = chatRate ? chatOf(path, request) : undefined;
-    if (chat !== undefined && chatRate) rules.push({ key: chatKey(botId, chat), limit: chatRate.count, ...windowOf(at, chatRate.windowMs) });
+    if (chat === undefined || !chatRate) return rulesOfBot(botId, at);
+    // In the order the rules were always given: rate, chat, quota.
+    const rules: CounterRule[] = [];
+    if (botRate) rules.push({ key: rateKey(botId), limit: botRate.count, ...windowOf(at, botRate.windowMs) });
+    rules.push({ key: chatKey(botId, chat), limit: chatRate.count, ...windowOf(at, chatRate.windowMs) });
     if (dailyQuota > 0) rules.push({ key: quotaKey(botId), limit: dailyQuota, ...windowOf(at, DAY_MS) });
     return rules;
   }
