@@ -4,8 +4,9 @@
  * { http, grpc, token, jwt, botId } (the floors' bot token, account JWT and bot id).
  *
  *   GET  /const  raw Fastify, a constant JSON body: the HTTP stack's limit here.
- *   POST /floor  what getMe cannot do without: Fastify, SHA-256 of the bearer, one
- *                prepared better-sqlite3 lookup by token hash, the row as JSON.
+ *   POST /floor  what getMe cannot do without: Fastify, SHA-256 of the bearer, the bot
+ *                found by a prepared better-sqlite3 lookup by token hash and kept for a
+ *                second (as the service keeps a verified principal), the row as JSON.
  *   GET  /floor/my  what GET /bots/my (6 bots) cannot do without: Fastify, the account
  *                JWT's verified principal kept by its text (verified with jose once), one
  *                prepared page of the account's bots and one prepared count, the rows as
@@ -53,9 +54,20 @@ const byHash = db.prepare('select id, name, username, status, supports_inline_qu
 
 const app = Fastify({ logger: false });
 app.get('/const', async () => ({ ok: true, result: { id: 'a6f1c2e4-0000-4000-8000-000000000000', is_bot: true, name: 'Constant' } }));
+/** Bots by token hash as read, kept for a second (the service keeps a verified principal AUTH_CACHE_TTL, 1 s). */
+const keptRows = new Map<string, { row: Record<string, unknown> | undefined; until: number }>();
 app.post('/floor', async (request, reply) => {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
-  const row = m ? (byHash.get(sha(m[1]!)) as Record<string, unknown> | undefined) : undefined;
+  let row: Record<string, unknown> | undefined;
+  if (m) {
+    const hash = sha(m[1]!);
+    const kept = keptRows.get(hash);
+    if (kept && kept.until > Date.now()) row = kept.row;
+    else {
+      row = byHash.get(hash) as Record<string, unknown> | undefined;
+      if (row) keptRows.set(hash, { row, until: Date.now() + 1000 });
+    }
+  }
   if (!row || row.status !== 'active') return reply.code(401).send({ ok: false, error_code: 401 });
   return {
     ok: true,

@@ -5,7 +5,7 @@
  * without: the credential checked and kept as the service keeps it, the call's reads
  * and writes as prepared statements, the same JSON; printed as "× its own floor", and
  * the goal of issue 37, CPU per request ≤ 1.3 × the floor's, as met or not): getMe's
- * (Fastify + SHA-256 of the bearer + one prepared better-sqlite3 lookup), GET /bots/my's
+ * (Fastify + SHA-256 of the bearer + a prepared better-sqlite3 lookup, kept 1 s), GET /bots/my's
  * and /bots/my/{id}'s, getUpdates' and getWebhookInfo's, sendMessage's, and gRPC
  * getMe's (grpc-js + the generated codec) — bench/baselines.ts, a process of its own — beside the
  * service (role=all, limits and metrics on, as shipped, LOG_LEVEL=info to /dev/null). For each call: throughput, the service's
@@ -293,7 +293,7 @@ async function calls() {
 
   // The baselines, each named, so that a call's ratios name the baseline they divide by.
   const raw: Target = { name: 'baseline: raw Fastify, constant JSON', run: (w) => benchHttp(`${baselines.http}/const`, 'x', 'GET', baselines.pid, undefined, w) };
-  const getMeFloor: Target = { name: 'baseline: floor (Fastify + SHA-256 + prepared SQLite lookup)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) };
+  const getMeFloor: Target = { name: 'baseline: floor of getMe (Fastify + SHA-256 + prepared SQLite lookup, kept 1 s as the service keeps it)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) };
   const echoServer: Target = { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
     echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) };
   const listFloor: Target = { name: 'baseline: floor of GET /bots/my (Fastify + kept JWT principal + prepared page and count, same JSON)', run: (w) =>
