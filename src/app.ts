@@ -18,8 +18,9 @@ import { buildCore } from './core/build.js';
 import type { Core } from './core/core.js';
 import { createMemoryBus } from './bus/memory-bus.js';
 import { createThreadBusHub } from './bus/thread-bus.js';
+import { UPDATES_TOPIC } from './bus/topics.js';
 import { runWebhookAnswers, startDispatcher } from './dispatcher-role.js';
-import { startDispatcherThreads, type DispatcherThreads } from './dispatcher-threads.js';
+import { startDispatcherThreads, type DispatcherThreads, type StartWhen } from './dispatcher-threads.js';
 import { every } from './every.js';
 import { startGrpcServer } from './grpc/server.js';
 import { startPipeline } from './pipeline/pipeline.js';
@@ -80,7 +81,12 @@ const ROLES: Record<Config['role'], Role> = {
     runWebhookAnswers(root, backend, invoker);
     let dispatcherThreads: DispatcherThreads | undefined;
     if (threads > 0) {
-      const started = await startDispatcherThreads(root, { threads, hub, coreGrpcAddress: loopbackAddress(root.config.host, grpcPort) });
+      // On the in-process bus, the threads start once a webhook delivery is open: a process whose bots poll runs none.
+      const startWhen: StartWhen | undefined = hub && {
+        due: async () => (await backend.deliveries.botsWithDue(Number.MAX_SAFE_INTEGER, 1)).length > 0,
+        nudges: (nudge) => void hub.bus.subscribeAll([UPDATES_TOPIC], nudge),
+      };
+      const started = await startDispatcherThreads(root, { threads, hub, startWhen, coreGrpcAddress: loopbackAddress(root.config.host, grpcPort) });
       dispatcherThreads = started;
       // Before the gRPC server closes: methods in the threads' webhook answers reach the core through it.
       root.shutdown.add('invoker', 'dispatcher threads', () => started.stop());

@@ -16,6 +16,12 @@
  * is logged as an error and started again (after 1 s, then backing off up to 30 s while it
  * keeps dying within a minute of its start); one that fails to start while the process
  * starts fails the start.
+ *
+ * Started when there is webhook work (`startWhen`, the embedded default's bus): a process
+ * whose bots all poll never pays a thread's memory (about 30 MB each). Until then, whether
+ * any delivery is open is asked at the process's start, on each new update (at most every
+ * 100 ms) and every second; the first open delivery starts every thread, which sweeps what
+ * is due at once. With Kafka the threads start with the process.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -73,9 +79,20 @@ function spawnWorker(data: DispatcherThreadData, transfer: MessagePort[]): Worke
   return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(entry)}); })`, { ...opts, eval: true });
 }
 
+/** When the threads start: once `due()` answers true, asked at start, on each `nudge` (throttled) and every second. */
+export interface StartWhen {
+  /** Whether any webhook delivery is open (the threads have work). */
+  due(): Promise<boolean>;
+  /** Registers the function to call when there may be new work (a new update). */
+  nudges(nudge: () => void): void;
+}
+
+/** Least time between two `due()` questions while the threads wait for work. */
+const NUDGE_MS = 100;
+
 export async function startDispatcherThreads(
   { config, logger, telemetry }: Root,
-  opts: { threads: number; hub?: ThreadBusHub; coreGrpcAddress: string },
+  opts: { threads: number; hub?: ThreadBusHub; coreGrpcAddress: string; startWhen?: StartWhen },
 ): Promise<DispatcherThreads> {
   const log = logger.child({ component: 'dispatcher-threads' });
   const live = new Map<number, Worker>();
@@ -189,14 +206,59 @@ export async function startDispatcherThreads(
   }
   const sum = (list: ThreadState[], pick: (s: ThreadState) => number) => list.reduce((n, s) => n + pick(s), 0);
 
-  try {
-    await Promise.all(Array.from({ length: opts.threads }, (_, slot) => start(slot)));
-  } catch (err) {
-    stopping = true;
-    await Promise.all([...live.values()].map((w) => w.terminate()));
-    throw err;
+  /** Every thread's start (once); a failure ends those that started. */
+  let startingAll: Promise<void> | undefined;
+  function startAll(): Promise<void> {
+    startingAll ??= Promise.all(Array.from({ length: opts.threads }, (_, slot) => start(slot))).then(
+      () => log.debug({ threads: opts.threads }, 'dispatcher threads started'),
+      async (err) => {
+        await Promise.all([...live.values()].map((w) => w.terminate()));
+        throw err;
+      },
+    );
+    return startingAll;
   }
-  log.debug({ threads: opts.threads }, 'dispatcher threads started');
+
+  // Waiting for work (see startWhen above).
+  let asking: NodeJS.Timeout | undefined;
+  let askedAt = 0;
+  let poll: NodeJS.Timeout | undefined;
+  const waiting = () => startingAll === undefined && !stopping;
+  function nudge() {
+    if (!waiting() || asking) return;
+    asking = setTimeout(() => {
+      askedAt = Date.now();
+      void opts.startWhen!.due().then(
+        (due) => {
+          asking = undefined;
+          if (due && waiting()) startOnWork();
+        },
+        (err) => {
+          asking = undefined;
+          log.warn({ err }, 'could not tell whether webhook deliveries are open');
+        },
+      );
+    }, Math.max(0, askedAt + NUDGE_MS - Date.now()));
+  }
+  function startOnWork() {
+    if (poll) clearInterval(poll);
+    startAll().catch((err) => {
+      // Tried again on the next nudge (at most every 30 s).
+      log.error({ err }, 'dispatcher threads did not start');
+      askedAt = Date.now() + 30_000;
+      startingAll = undefined;
+      poll = setInterval(nudge, 1000).unref();
+    });
+  }
+
+  if (!opts.startWhen) {
+    await startAll();
+  } else if (await opts.startWhen.due()) {
+    await startAll();
+  } else {
+    opts.startWhen.nudges(nudge);
+    poll = setInterval(nudge, 1000).unref();
+  }
 
   return {
     inFlight: async () => sum(await ask(), (s) => s.inFlight),
@@ -211,6 +273,9 @@ export async function startDispatcherThreads(
     async stop() {
       stopping = true;
       for (const t of restartTimers) clearTimeout(t);
+      if (poll) clearInterval(poll);
+      if (asking) clearTimeout(asking);
+      await startingAll?.catch(() => {});
       const workers = [...live.values()];
       await Promise.all(workers.map((w) => new Promise<void>((resolve) => {
         // Bounded: a thread's attempts end within the webhook timeout; past the shutdown timeout it is ended.

@@ -4,7 +4,7 @@
  * the bots' usage statistics add up over the threads; their log lines reach the process's
  * logger; a thread that dies is started again and its bots are served; closing with
  * attempts in flight finishes and records them, so a restart delivers the rest and
- * nothing twice.
+ * nothing twice; a process whose bots only poll starts no thread until a delivery is open.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { slotOf } from '../src/bus/thread-bus.js';
@@ -98,6 +98,37 @@ describe('two dispatcher threads', () => {
     await receiver.waitFor(before + ids.length, 20_000);
     expect(arrivedIds(receiver).slice(before).sort()).toEqual([...ids].sort());
     expect(logs.lines.some((l) => l.msg === 'dispatcher thread exited; starting it again' && l.level === 50)).toBe(true);
+  });
+});
+
+describe('a process whose bots poll', () => {
+  it('runs no dispatcher thread until a webhook delivery is open; the first one starts them and is delivered', async () => {
+    const receiver = await startReceiver(pki);
+    const h = await startHarness('in-process', { ...hookEnv, DISPATCHER_THREADS: '2' });
+    try {
+      const threads = h.apps[0]!.dispatcherThreads!;
+      const jwt = await h.jwt('lazy-owner');
+      const owner = client(h.url, jwt);
+      const poller = await approvedBot(h, jwt, 'lazy_poller');
+      expect((await owner.post(`/api/v1/bots/my/${poller.id}/test-updates`, { text: 'polled' })).status).toBe(201);
+      const polled = await fetch(`${h.url}/api/v1/bots/getUpdates`, {
+        method: 'POST', headers: { authorization: `Bearer ${poller.token}`, 'content-type': 'application/json' }, body: '{"timeout":0}',
+      });
+      expect((await polled.json()).result).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 1300)); // past a nudge and a poll of the database
+      expect(threads.threads()).toHaveLength(0);
+      expect(await h.apps[0]!.dispatcher!.inFlight()).toBe(0);
+
+      const { bots } = await botsOfEveryThread(h, receiver, 'lazy', 2, 1);
+      expect(threads.threads()).toHaveLength(0); // a webhook set is not yet work
+      const ids = await ingest(owner, bots, 2);
+      await receiver.waitFor(ids.length, 20_000);
+      expect(arrivedIds(receiver).sort()).toEqual([...ids].sort());
+      expect(threads.threads()).toHaveLength(2);
+    } finally {
+      await h.close();
+      await receiver.close();
+    }
   });
 });
 

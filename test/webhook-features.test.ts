@@ -198,6 +198,10 @@ describe('webhook recovery, endpoint health and delivery rate', () => {
           await sleep(200);
         }
       };
+      // The run of failures counts from the first one received (a fresh process may start its dispatcher threads first).
+      receiver.always({ status: 500 });
+      await inject(id, 'flaky first');
+      await until(async () => receiver.received.length, (n) => n > 0);
       await failFor(1500);
       receiver.always({ status: 200 });
       const before = receiver.received.length;
