@@ -26,7 +26,13 @@
  * wake-up's floor (bench/wake-floor.ts, a process of its own: Fastify holding the poll, the
  * service's own gRPC ingest method storing the update in SQLite and answering the poll
  * from it, nothing else): what this machine allows with the same clients and idle pattern.
+ * With BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS it also measures the floor across two
+ * processes (bench/wake-floor-kafka.ts: the update stored in MariaDB and produced to Kafka
+ * by one, consumed by the other, which reads it and answers the poll).
  * BENCH_WAKE_SAMPLES: wake-ups measured (50, or 200 with BENCH_ONLY=wake).
+ * BENCH_GATEWAY=1: on MariaDB + Kafka, B is two processes: core B (ROLE=core) and a gateway
+ * (ROLE=gateway) in front of it, holding the polls' HTTP connections; CPU and RSS are the
+ * two processes' sums (the JS heap printed is the gateway's).
  * BENCH_HEAP_SNAPSHOTS=dir: the polling process writes a heap snapshot there before its
  * polls arrive and once they are held, after the measurements (it runs with
  * --heapsnapshot-signal; compare them in Chrome DevTools' Memory tab, "Comparison").
@@ -49,6 +55,8 @@ const IDLE_POLLS = Number(process.env.BENCH_IDLE_POLLS ?? 5000);
 const ONLY = new Set((process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter(Boolean));
 const IDLE_ONLY = ONLY.has('idle');
 const HEAP_SNAPSHOTS = process.env.BENCH_HEAP_SNAPSHOTS;
+/** BENCH_GATEWAY=1: on MariaDB + Kafka, the polls go through a gateway process (ROLE=gateway) to core B (ROLE=core). */
+const GATEWAY = process.env.BENCH_GATEWAY === '1';
 const ONLY_WAKE = ONLY.has('wake');
 const WAKE_SAMPLES = Number(process.env.BENCH_WAKE_SAMPLES ?? (ONLY_WAKE ? 200 : 50));
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
@@ -57,7 +65,12 @@ const INTERNAL = 'bench-internal-token-bench-internal-token-00';
 // its response: every poll and call a new TCP connection, its setup on the measured path).
 const dispatcher = new Agent({ connections: null, keepAliveTimeout: 60_000 });
 
-interface Instance { http: string; grpc: string; pid: number }
+/** Where a setup serves: its HTTP and gRPC addresses, its process, and (behind a gateway) the core process serving with it. */
+interface Instance { http: string; grpc: string; pid: number; also?: number[] }
+/** CPU seconds of an instance's processes. */
+const cpuOf = (at: Instance) => [at.pid, ...(at.also ?? [])].reduce((n, pid) => n + cpuSeconds(pid), 0);
+/** RSS MiB of an instance's processes. */
+const rssOf = (at: Instance) => [at.pid, ...(at.also ?? [])].reduce((n, pid) => n + rssMiB(pid), 0);
 
 async function json(method: string, url: string, token: string, body?: unknown) {
   const res = await fetch(url, {
@@ -202,7 +215,7 @@ async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; t
   const samples: number[] = [];
   /** The poll's answer alone, from the ingest call's start. */
   const pollOnly: number[] = [];
-  const cpu0 = cpuSeconds(ingestAt.pid) + (pollAt === ingestAt ? 0 : cpuSeconds(pollAt.pid));
+  const cpu0 = cpuOf(ingestAt) + (pollAt === ingestAt ? 0 : cpuOf(pollAt));
   for (let i = 0; i < WAKE_SAMPLES; i++) {
     // When the poll's own answer arrived, whether before or after the ingest's.
     const waiting = json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, timeout: 10 })
@@ -216,7 +229,7 @@ async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; t
     offset = r.body.result.at(-1).update_seq + 1;
   }
   // The service's CPU per cycle (the ingest, the woken poll's answer, the relay's round, the next poll's start).
-  const cpuMs = ((cpuSeconds(ingestAt.pid) + (pollAt === ingestAt ? 0 : cpuSeconds(pollAt.pid)) - cpu0) * 1000) / WAKE_SAMPLES;
+  const cpuMs = ((cpuOf(ingestAt) + (pollAt === ingestAt ? 0 : cpuOf(pollAt)) - cpu0) * 1000) / WAKE_SAMPLES;
   ing.close();
   samples.sort((a, b) => a - b);
   pollOnly.sort((a, b) => a - b);
@@ -245,9 +258,9 @@ async function heapSnapshot(pid: number) {
 
 async function idlePolls(at: Instance, bots: { token: string }[]) {
   const measure = async (ms: number) => {
-    const c0 = cpuSeconds(at.pid);
+    const c0 = cpuOf(at);
     await new Promise((r) => setTimeout(r, ms));
-    return { cpuPct: ((cpuSeconds(at.pid) - c0) / (ms / 1000)) * 100, rss: rssMiB(at.pid) };
+    return { cpuPct: ((cpuOf(at) - c0) / (ms / 1000)) * 100, rss: rssOf(at) };
   };
   /** The JS heap, used and total MiB, from the process's /metrics (read after a measurement, outside it). */
   const heap = async () => {
@@ -309,7 +322,13 @@ async function instances(envA: Record<string, string>, envB: Record<string, stri
   const a = await startService(envA, { nodeArgs: envB ? [] : heapArgs });
   const A: Instance = { http: `http://127.0.0.1:${envA.PORT}`, grpc: `127.0.0.1:${envA.GRPC_PORT}`, pid: a.pid! };
   let B = A;
-  if (envB) {
+  if (envB && GATEWAY) {
+    // Core B (ROLE=core) behind a gateway process of its own (ROLE=gateway): the polls reach B over gRPC.
+    const b = await startService({ ...envB, ROLE: 'core' });
+    const port = String(await freePort());
+    const g = await startService({ ...envB, ROLE: 'gateway', CORE_GRPC_ADDRESS: `127.0.0.1:${envB.GRPC_PORT}`, PORT: port }, { nodeArgs: heapArgs });
+    B = { http: `http://127.0.0.1:${port}`, grpc: `127.0.0.1:${envB.GRPC_PORT}`, pid: g.pid!, also: [b.pid!] };
+  } else if (envB) {
     const b = await startService(envB, { nodeArgs: heapArgs });
     B = { http: `http://127.0.0.1:${envB.PORT}`, grpc: `127.0.0.1:${envB.GRPC_PORT}`, pid: b.pid! };
   }
@@ -465,7 +484,8 @@ async function main() {
     const shared = { DATABASE_URL: db.url, KAFKA_BROKERS: brokers };
     try {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-bench-upd-'));
-      out.push(await each('MariaDB + Kafka, ingest on core A, poll on core B', await env(dir, shared), await env(dir, shared)));
+      const name = GATEWAY ? 'MariaDB + Kafka, ingest on core A, poll through a gateway process to core B' : 'MariaDB + Kafka, ingest on core A, poll on core B';
+      out.push(await each(name, await env(dir, shared), await env(dir, shared)));
     } finally {
       stopServices();
       await db.drop();
