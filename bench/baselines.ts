@@ -13,10 +13,6 @@
  *                the same JSON the service writes (the same fields, about 3 KB).
  *   GET  /floor/my/:id  the same for GET /bots/my/{id}: the bot by id and owner, and its
  *                webhook (none), as the service's JSON.
- * With BASELINE_DATABASE_URL (a MySQL/MariaDB database), the console floors', getUpdates'
- * and getWebhookInfo's reads and sendMessage's writes go to that server (mysql2), as the
- * service's do there; getMe's floors keep the bot they read for a second and read it here.
- *
  *   POST /floor/send  what sendMessage cannot do without (see its code below: the chat
  *                checked, the message stored, the outbox and feed rows written, the outbox
  *                relayed): on SQLite, or on MySQL/MariaDB when BASELINE_DATABASE_URL names
@@ -101,34 +97,6 @@ for (let o = 0; o < 20; o++) {
   }
 }
 const [approvedId] = db.prepare("select id from console_bots where owner_id = ? and review_status = 'approved'").raw().get(owner) as [string];
-
-/**
- * On MySQL/MariaDB (BASELINE_DATABASE_URL names a database there), the floors' reads go
- * to that server, as the service's do there: the tables made there with the same rows,
- * each read one statement from a mysql2 pool (rows as arrays where the floor reads them
- * so), as a raw client would send it. Else (SQLite) this process's prepared statements.
- */
-const mysqlUrl = process.env.BASELINE_DATABASE_URL;
-const mysqlPool = mysqlUrl
-  ? (await import('mysql2/promise')).default.createPool({ uri: mysqlUrl, supportBigNumbers: true, connectionLimit: 4 })
-  : undefined;
-/** One statement's rows on the MySQL server (as arrays with `asArrays`). */
-const mq = async <R>(sql: string, values: unknown[], asArrays = false): Promise<R[]> =>
-  (await mysqlPool!.query({ sql, values, rowsAsArray: asArrays }))[0] as R[];
-/** A table made on the MySQL server with `ddl`, holding the SQLite table's rows. */
-async function mirror(table: string, ddl: string) {
-  await mq(`CREATE TABLE ${table} (${ddl}) ENGINE=InnoDB`, []);
-  const rows = db.prepare(`select * from ${table}`).raw().all() as unknown[][];
-  if (rows.length > 0) await mq(`INSERT INTO ${table} VALUES ${rows.map((r) => `(${r.map(() => '?').join(', ')})`).join(', ')}`, rows.flat());
-}
-if (mysqlPool) {
-  await mirror('console_bots', `id varchar(40) primary key, owner_id varchar(191) not null, name varchar(128) not null, username varchar(64) not null unique,
-    description text, avatar text, scopes text not null, review_status varchar(16) not null, status varchar(16) not null, token_prefix varchar(16),
-    short_description text, about text, cover_url text, links text not null, contact text, supports_inline_queries tinyint not null,
-    friend_request_mode varchar(16) not null, group_privacy tinyint not null, can_join_groups tinyint not null, command_menu text not null,
-    delivery_mode varchar(16) not null, review_reason text, created_at bigint not null, updated_at bigint not null, key console_bots_by_owner (owner_id, created_at)`);
-  await mirror('console_webhooks', 'bot_id varchar(40) primary key, url text not null, created_at bigint not null');
-}
 // Each row as one JSON array of its values (json_array), as the service reads bots: for rows
 // this wide, cheaper than the driver building each row's object key by key.
 const columns = ['id', 'owner_id', 'name', 'username', 'description', 'avatar', 'scopes', 'review_status', 'status', 'token_prefix',
@@ -174,28 +142,18 @@ const botJson = (v: any[], webhook?: unknown) => ({
 app.get('/floor/my', async (request, reply) => {
   const account = await accountOf(request.headers.authorization);
   if (!account) return reply.code(401).send({ error: { code: 401 } });
-  const rows = mysqlPool
-    ? await mq<unknown[]>(`SELECT ${columns.join(', ')} FROM console_bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT 20`, [account], true)
-    : (page.all(account) as string[]).map((text) => JSON.parse(text) as unknown[]);
-  const items = rows.map((row) => botJson(row));
+  const items = (page.all(account) as string[]).map((text) => botJson(JSON.parse(text)));
   // As the service: a first page that is not full is the whole list.
-  const total = items.length < 20 ? items.length
-    : mysqlPool ? Number((await mq<{ n: number }>('SELECT COUNT(*) AS n FROM console_bots WHERE owner_id = ?', [account]))[0]!.n) : (countOf.get(account) as number);
+  const total = items.length < 20 ? items.length : (countOf.get(account) as number);
   return reply.type('application/json; charset=utf-8').send(JSON.stringify({ items, pagination: { page: 1, limit: 20, total, has_more: total > 20 } }));
 });
 app.get<{ Params: { id: string } }>('/floor/my/:id', async (request, reply) => {
   const account = await accountOf(request.headers.authorization);
   if (!account) return reply.code(401).send({ error: { code: 401 } });
-  let row: unknown[] | undefined;
-  if (mysqlPool) [row] = await mq<unknown[]>(`SELECT ${columns.join(', ')} FROM console_bots WHERE owner_id = ? AND id = ?`, [account, request.params.id], true);
-  else {
-    const text = byOwnerAndId.get(account, request.params.id) as string | undefined;
-    row = text === undefined ? undefined : JSON.parse(text) as unknown[];
-  }
-  if (row === undefined) return reply.code(404).send({ error: { code: 404 } });
-  const hook = mysqlPool
-    ? (await mq<{ url: string }>('SELECT url FROM console_webhooks WHERE bot_id = ?', [row[I.id]]))[0]
-    : webhookOf.get(row[I.id]) as { url: string } | undefined;
+  const text = byOwnerAndId.get(account, request.params.id) as string | undefined;
+  if (text === undefined) return reply.code(404).send({ error: { code: 404 } });
+  const row = JSON.parse(text) as unknown[];
+  const hook = webhookOf.get(row[I.id]) as { url: string } | undefined;
   return reply.type('application/json; charset=utf-8').send(JSON.stringify({ bot: botJson(row, hook && { url: hook.url }) }));
 });
 
@@ -219,6 +177,7 @@ interface Sender { username: string; name: string; lastMessageId: number }
 const sendPrincipals = new Map<string, { botId: string }>();
 const sendBotId = crypto.randomUUID();
 sendPrincipals.set(sha(token), { botId: sendBotId });
+const mysqlUrl = process.env.BASELINE_DATABASE_URL;
 /** Stores one batch in one transaction: for each send, its message as JSON, or undefined if its chat is unknown. */
 let storeBatch: (batch: Send[]) => Promise<(string | undefined)[]>;
 const chatKeyOf = (botId: string, chatId: number) => `${botId}:${chatId}`;
@@ -428,12 +387,6 @@ db.exec(`create table poll_webhooks (bot_id text primary key, url text not null,
   last_error_date integer, last_error_message text, disabled_at integer)`);
 // As the bench leaves the service's bot: one update received and confirmed, offset 2.
 db.prepare("insert into poll_bots values (?, 'polling', 1, null)").run(sendBotId);
-if (mysqlPool) {
-  await mirror('poll_bots', 'id varchar(40) primary key, delivery_mode varchar(16) not null, last_update_seq bigint not null, allowed_updates text');
-  await mirror('poll_updates', 'update_id bigint primary key, bot_id varchar(40) not null, update_seq bigint not null, payload mediumtext not null, key poll_updates_by_bot (bot_id, update_seq)');
-  await mirror('poll_webhooks', `bot_id varchar(40) primary key, url text not null, max_connections int not null, allowed_ips text not null,
-    last_error_date bigint, last_error_message text, disabled_at bigint`);
-}
 const pollState = db.prepare('select delivery_mode, last_update_seq from poll_bots where id = ?').raw();
 const pollBelow = db.prepare('select update_id from poll_updates where bot_id = ? and update_seq < ? order by update_seq limit 1000').pluck();
 const pollDelete = db.prepare('delete from poll_updates where update_id = ?');
@@ -452,44 +405,24 @@ app.post<{ Body: { offset?: unknown; limit?: unknown; timeout?: unknown } | unde
   if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
   const { offset = 0, limit = 100, timeout = 0 } = request.body ?? {};
   if (!isInt(offset, -(2 ** 31), 2 ** 31 - 1) || !isInt(limit, 1, 100) || !isInt(timeout, 0, 50)) return reply.code(400).send({ ok: false, error_code: 400 });
-  const [mode, rawLast] = mysqlPool
-    ? (await mq<[string, number]>('SELECT delivery_mode, last_update_seq FROM poll_bots WHERE id = ?', [principal.botId], true))[0]!
-    : pollState.get(principal.botId) as [string, number];
-  const last = Number(rawLast);
+  const [mode, last] = pollState.get(principal.botId) as [string, number];
   if (mode === 'webhook') return reply.code(409).send({ ok: false, error_code: 409 });
   const from = offset as number;
   if (from > last + 1) return reply.code(400).send({ ok: false, error_code: 400 });
   if (from > 1 && (confirmedBelow.get(principal.botId) ?? 0) < from) {
-    if (mysqlPool) {
-      const ids = (await mq<[number]>('SELECT update_id FROM poll_updates WHERE bot_id = ? AND update_seq < ? ORDER BY update_seq LIMIT 1000', [principal.botId, from], true)).map(([id]) => id);
-      if (ids.length > 0) await mq(`DELETE FROM poll_updates WHERE update_id IN (${ids.map(() => '?').join(', ')})`, ids);
-    } else for (const id of pollBelow.all(principal.botId, from) as number[]) pollDelete.run(id);
+    for (const id of pollBelow.all(principal.botId, from) as number[]) pollDelete.run(id);
     confirmedBelow.set(principal.botId, from);
   }
-  const rows = Math.max(from, 1) > last ? []
-    : mysqlPool ? (await mq<[string]>(`SELECT payload FROM poll_updates WHERE bot_id = ? AND update_seq >= ? ORDER BY update_seq LIMIT ${Number(limit)}`, [principal.botId, from], true)).map(([p]) => p)
-    : (pollRead.all(principal.botId, from, limit) as string[]);
+  const rows = Math.max(from, 1) <= last ? (pollRead.all(principal.botId, from, limit) as string[]) : [];
   return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":[${rows.join(',')}]}`);
 });
 app.post('/floor/webhook-info', async (request, reply) => {
   const principal = keptBot(request.headers.authorization);
   if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
-  type Hook = { url: string; max_connections: number; allowed_ips: string; last_error_date: number | null; last_error_message: string | null; disabled_at: number | null };
-  let mode: string, allowed: string | null, hook: Hook | undefined, pending: number;
-  if (mysqlPool) {
-    // The bot's state and its webhook together, then its pending count (as the service).
-    const [state, hooks] = await Promise.all([
-      mq<[string, string | null]>('SELECT delivery_mode, allowed_updates FROM poll_bots WHERE id = ?', [principal.botId], true),
-      mq<Hook>('SELECT url, max_connections, allowed_ips, last_error_date, last_error_message, disabled_at FROM poll_webhooks WHERE bot_id = ?', [principal.botId]),
-    ]);
-    [mode, allowed] = state[0]!;
-    hook = hooks[0];
-    pending = Number((await mq<[number]>('SELECT COUNT(*) FROM poll_updates WHERE bot_id = ?', [principal.botId], true))[0]![0]);
-  } else {
-    [mode, allowed] = infoState.get(principal.botId) as [string, string | null];
-    hook = infoWebhook.get(principal.botId) as Hook | undefined;
-    pending = infoPending.get(principal.botId) as number;
-  }
+  const [mode, allowed] = infoState.get(principal.botId) as [string, string | null];
+  const hook = infoWebhook.get(principal.botId) as
+    { url: string; max_connections: number; allowed_ips: string; last_error_date: number | null; last_error_message: string | null; disabled_at: number | null } | undefined;
+  const pending = infoPending.get(principal.botId) as number;
   const result = {
     url: hook?.url ?? '', delivery_mode: mode, pending_update_count: pending, max_connections: hook?.max_connections ?? 0,
     allowed_updates: allowed === null ? [] : JSON.parse(allowed),

@@ -313,10 +313,10 @@ async function calls() {
     benchUnary(() => new Promise<boolean>((resolve) => grpcClient.getMe({}, grpcFloorMd, (err) => resolve(!err))), baselines.pid, w) };
   const serviceCalls: Target[] = [
     { name: 'POST /bots/getMe', floor: getMeFloor, run: (w) => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', pid, undefined, w) },
-    { name: 'GET /bots/my (6 bots)', floor: listFloor, floorOnServiceDb: !!floorDb, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
-    { name: 'GET /bots/my/{id}', floor: detailFloor, floorOnServiceDb: !!floorDb, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
-    { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', floor: updatesFloor, floorOnServiceDb: !!floorDb, run: (w) => benchHttp(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }, w) },
-    { name: 'POST /bots/getWebhookInfo', floor: webhookInfoFloor, floorOnServiceDb: !!floorDb, run: (w) => benchHttp(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid, undefined, w) },
+    { name: 'GET /bots/my (6 bots)', floor: listFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
+    { name: 'GET /bots/my/{id}', floor: detailFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
+    { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', floor: updatesFloor, run: (w) => benchHttp(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }, w) },
+    { name: 'POST /bots/getWebhookInfo', floor: webhookInfoFloor, run: (w) => benchHttp(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid, undefined, w) },
     { name: 'POST /bots/sendMessage', floor: sendFloor, floorOnServiceDb: !!floorDb, run: (w) => benchHttp(`${base}/api/v1/bots/sendMessage`, token, 'POST', pid, { chat_id: 4242, text: 'bench' }, w) },
     { name: 'gRPC getMe direct (grpc-js client -> core)', grpc: true, floor: grpcGetMeFloor, run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
       runtime.getMe({}, md, (err) => resolve(!err))), pid, w) },
