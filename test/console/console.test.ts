@@ -316,7 +316,8 @@ describe('console: a developer and a reviewer', () => {
   it('shows metrics that move with the bot\'s calls', async () => {
     const { page } = dev;
     await openTab(page, 'Metrics');
-    await expect.poll(() => page.locator('#m-attempts').textContent()).toBe('2');
+    // Each process (and dispatcher thread) writes its statistics every second; the tab reads them every 2 s.
+    await expect.poll(() => page.locator('#m-attempts').textContent(), { timeout: 10_000 }).toBe('2');
     const before = Number(await page.locator('#m-calls').textContent());
     for (let i = 0; i < 3; i++) await call(h.url, 'POST', '/api/v1/bots/getMe', { token });
     await call(h.url, 'POST', '/api/v1/bots/sendMessage', { token, body: { chat_id: 1, text: 'x' } }); // a chat it may not write to
