@@ -117,7 +117,9 @@ export async function startDispatcherThreads(
         switch (msg.t) {
           case 'ready':
             ready = true;
-            live.set(slot, worker);
+            // Started again while the process was stopping: it has taken nothing yet, so it just ends.
+            if (stopping) void worker.terminate();
+            else live.set(slot, worker);
             resolve(worker);
             break;
           case 'failed':
