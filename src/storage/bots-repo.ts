@@ -458,6 +458,12 @@ export function createBotsRepo(db: Db) {
       return countersOf(list.length === 0 ? [] : await w.all(UNIT_SQL.lockCounters(list.length, lock), list));
     },
 
+    /** lockCounters, held back until the unit's next statement that answers (the same round trip on MySQL). */
+    async lockCountersLater(ids: string[], w: Writer): Promise<Map<string, BotCounters>> {
+      const list = padded(sql, [...ids].sort());
+      return countersOf(list.length === 0 ? [] : await w.allLater(UNIT_SQL.lockCounters(list.length, lock), list));
+    },
+
     /** Sets several bots' counters (their rows locked by `lockCounters`), rows in id order. */
     advanceCounters(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], w: Writer): void {
       w.update('bots', 'id', ['last_update_seq', 'last_message_id'], byId(rows).map((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));

@@ -44,6 +44,12 @@ export interface Writer extends Reads {
   run(sql: string, params?: readonly unknown[]): Promise<number>;
   /** A statement whose answer the unit does not need. */
   queue(sql: string, params?: readonly unknown[]): void;
+  /**
+   * A read whose rows the unit needs later: held back like `queue` (MySQL: sent with the
+   * unit's next statement that answers, in the same round trip), its rows answered once
+   * it has run. Await it after that next statement, or it waits for the COMMIT.
+   */
+  allLater<R>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   /** Inserts rows (each the columns' values in order), in multi-row statements. */
   insert(table: string, columns: readonly string[], rows: unknown[][], onConflict?: OnConflict): void;
   /**

@@ -5,7 +5,7 @@
  * recording delivery attempts, sending a message. Everything else writes one table,
  * through its repository. Each is written once, for both engines: on SQLite its
  * statements are prepared once and run on the one writer; on MySQL the statements whose
- * answers it does not read go with its next one or its COMMIT (ingest, 3 round trips).
+ * answers it does not read go with its next one or its COMMIT (ingest, 2 round trips).
  *
  * Lock order (MySQL): ingest locks the bots' rows first (in id order), then inserts
  * into updates, outbox, deliveries, ingest_keys, chats (in key order), messages and queries;
@@ -296,14 +296,18 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
     let claimed: { ids: Promise<number[]>; messages: NewOutboxMessage[] } | undefined;
     const outcomes = await sql.unit(async (w) => {
       claimed = undefined;
-      const screened = screen(items, await bots.lockCounters(botIds, w));
+      // The bots' rows locked and the update ids taken in one round trip (MySQL): ids for
+      // every item, those of items not stored (refused, filtered, duplicates) left unused.
+      const counters = bots.lockCountersLater(botIds, w);
+      const firstId = await updates.takeIds(items.length, w);
+      const screened = screen(items, await counters);
       if (screened.keyed.length > 0) {
         const found = new Map<string, IngestKey[]>();
         for (const [botId, keys] of keysByBot(items, screened.keyed)) found.set(botId, await updates.findIngestKeys(botId, keys, w));
         dedupe(items, screened, found, now);
       }
       if (screened.accepted.length === 0) return screened.outcomes;
-      const plan = assign(items, screened, await updates.takeIds(screened.accepted.length, w), now);
+      const plan = assign(items, screened, firstId, now);
       bots.advanceCounters(plan.advanced, w);
       updates.insert(plan.stored, w);
       const announce = outboxMessages(plan.stored);

@@ -1,6 +1,8 @@
 /**
  * MySQL's units of work (mysql/driver.ts) send the statements whose answers they do not
- * read together with the next one: a send's transaction in three round trips, not nine.
+ * read together with the next one: a send's transaction in three round trips, not nine,
+ * and a read whose rows they need later (allLater) too; on MariaDB an insert answers
+ * its rows' ids with the COMMIT (insertIds).
  * What they write is still all or nothing, in the order written. Run by the integration
  * pass (MariaDB).
  */
@@ -92,6 +94,25 @@ describe('MySQL units of work', () => {
       throw new Error('refused after a read');
     })).rejects.toThrow(/refused after/);
     expect(trips).toBe(2);
+  });
+
+  it('a read held back (allLater) goes with the next statement that answers, and an insert answers its ids with the COMMIT (insertIds, MariaDB)', async () => {
+    // A connection that has asked the server's version (each new one does, before anything else).
+    await db.sql.all('SELECT 1', []);
+    trips = 0;
+    let ids: Promise<number[]> | undefined;
+    const counts = await unit(async (w) => {
+      const held = w.allLater<{ n: number }>('SELECT COUNT(*) AS n FROM outbox WHERE msg_key = ?', ['k-held']);
+      ids = w.insertIds?.('outbox', [...COLUMNS, 'claimed_until'], [['a', 'k-held', '{}', 1, 5], ['b', 'k-held', '{}', 2, 5]]);
+      const after = await w.all<{ n: number }>('SELECT COUNT(*) AS n FROM outbox WHERE msg_key = ?', ['k-held']);
+      return [Number((await held)[0]!.n), Number(after[0]!.n)];
+    });
+    // The held read ran first, in order, in the same round trip as the later read; then the COMMIT.
+    expect(counts).toEqual([0, 2]);
+    expect(trips).toBe(2);
+    expect(ids).toBeDefined();
+    const stored = (await db.sql.all<{ id: number }>('SELECT id FROM outbox WHERE msg_key = ? ORDER BY id', ['k-held'])).map((r) => Number(r.id));
+    expect(await ids).toEqual(stored);
   });
 
   it('a unit without a transaction sends what it queued when its body ends', async () => {

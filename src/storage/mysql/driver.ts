@@ -223,6 +223,7 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
       oneOf: async <R>(columns: readonly string[], tail: string, params?: readonly unknown[]) => ((await exec(selectText(columns, tail), params)) as R[])[0],
       run: async (sql, params) => ((await exec(sql, params)) as { affectedRows: number }).affectedRows,
       queue,
+      allLater: <R>(sql: string, params: readonly unknown[] = []) => new Promise<R[]>((resolve) => queue(sql, params, (rows) => resolve(rows as R[]))),
       insert(table, columns, rows, onConflict) {
         for (let k = 0; k < rows.length; k += 200) {
           const chunk = rows.slice(k, k + 200);

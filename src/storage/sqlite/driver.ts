@@ -112,6 +112,7 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
     allOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.all<R>(plainText(columns, tail), params),
     oneOf: async <R>(columns: readonly string[], tail: string, params: readonly unknown[] = []) => w.one<R>(plainText(columns, tail), params),
     run: async (sql, params = []) => writeStatement(sql, params).run(...params).changes,
+    allLater: async <R>(sql: string, params: readonly unknown[] = []) => writeStatement(sql, params).all(...params) as R[],
     queue(sql, params = []) {
       writeStatement(sql, params).run(...params);
     },
