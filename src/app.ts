@@ -81,10 +81,11 @@ const ROLES: Record<Config['role'], Role> = {
     runWebhookAnswers(root, backend, invoker);
     let dispatcherThreads: DispatcherThreads | undefined;
     if (threads > 0) {
-      // On the in-process bus, the threads start once a webhook delivery is open: a process whose bots poll runs none.
-      const startWhen: StartWhen | undefined = hub && {
+      // The threads start once a webhook delivery is open: a process whose bots poll runs none. On the
+      // in-process bus each new update asks at once; on Kafka (a fan-out consumer costs more) the second's poll does.
+      const startWhen: StartWhen = {
         due: async () => (await backend.deliveries.botsWithDue(Number.MAX_SAFE_INTEGER, 1)).length > 0,
-        nudges: (nudge) => void hub.bus.subscribeAll([UPDATES_TOPIC], nudge),
+        nudges: hub && ((nudge) => void hub.bus.subscribeAll([UPDATES_TOPIC], nudge)),
       };
       const started = await startDispatcherThreads(root, { threads, hub, startWhen, coreGrpcAddress: loopbackAddress(root.config.host, grpcPort) });
       dispatcherThreads = started;

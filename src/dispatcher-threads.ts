@@ -17,11 +17,10 @@
  * keeps dying within a minute of its start); one that fails to start while the process
  * starts fails the start.
  *
- * Started when there is webhook work (`startWhen`, the embedded default's bus): a process
- * whose bots all poll never pays a thread's memory (about 30 MB each). Until then, whether
- * any delivery is open is asked at the process's start, on each new update (at most every
- * 100 ms) and every second; the first open delivery starts every thread, which sweeps what
- * is due at once. With Kafka the threads start with the process.
+ * Started when there is webhook work (`startWhen`): a process whose bots all poll never pays
+ * a thread's memory (about 30 MB each). Until then, whether any delivery is open is asked at
+ * the process's start, on each new update (at most every 100 ms; on the in-process bus) and
+ * every second; the first open delivery starts every thread, which sweeps what is due at once.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -83,8 +82,8 @@ function spawnWorker(data: DispatcherThreadData, transfer: MessagePort[]): Worke
 export interface StartWhen {
   /** Whether any webhook delivery is open (the threads have work). */
   due(): Promise<boolean>;
-  /** Registers the function to call when there may be new work (a new update). */
-  nudges(nudge: () => void): void;
+  /** Registers the function to call when there may be new work (a new update); without it, the second's poll alone. */
+  nudges?(nudge: () => void): void;
 }
 
 /** Least time between two `due()` questions while the threads wait for work. */
@@ -258,7 +257,7 @@ export async function startDispatcherThreads(
   } else if (await opts.startWhen.due()) {
     await startAll();
   } else {
-    opts.startWhen.nudges(nudge);
+    opts.startWhen.nudges?.(nudge);
     poll = setInterval(nudge, 1000).unref();
   }
 
