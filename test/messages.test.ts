@@ -152,7 +152,8 @@ describe('messages', () => {
       const { id, token } = await approvedBot(h, ownerJwt, `msg_chars_${crypto.randomBytes(3).toString('hex')}`);
       await testUpdate(id, 'hi', 7251);
       const png = await registerFile(token, crypto.randomBytes(512), 'pic.png', 'image/png');
-      const sent = published.length;
+      const ofBot = () => published.filter((m) => m.key === id).length; // on Kafka the topic is shared with other tests
+      const sent = ofBot();
       const raw = (method: string, json: string) => call(h.url, 'POST', `/api/v1/bots/${method}`, { token, rawBody: json });
       const text = await raw('sendMessage', `{"chat_id":7251,"text":"${bad}"}`);
       expect(text.status).toBe(400);
@@ -163,7 +164,7 @@ describe('messages', () => {
         expect(caption.status).toBe(400);
         expect(caption.body.description).toContain('caption');
       }
-      expect(published.length).toBe(sent);
+      expect(ofBot()).toBe(sent);
       // The next message gets the next id: nothing was stored for the refused ones.
       expect((await rt(token, 'sendMessage', { chat_id: 7251, text: 'ok 🙂' })).body.result.text).toBe('ok 🙂');
     },
