@@ -223,6 +223,31 @@ describe("a writer's own claimed rows", () => {
     expect(await r.backlog()).toBe(0);
   });
 
+  it('a stream of commits goes out in few publishes, each delayed by no more than the linger', async () => {
+    const linger = await startRelay('relay-claimed-linger', { pollMs: POLL_MS, idlePollMs: IDLE_POLL_MS, lingerMs: 100 }, 20);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const committed = new Map<string, number>();
+      for (let i = 0; i < 40; i++) {
+        const claimed = await linger.commitClaimed(`claimed-stream-${i}`);
+        committed.set(`claimed-stream-${i}`, performance.now());
+        if (claimed) void linger.relay.publishClaimed(claimed);
+        else linger.relay.nudge();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const lags: number[] = [];
+      for (const [key, at] of committed) lags.push((await linger.arrival(key, 5000)) - at);
+      expect(linger.publishes.reduce((a, b) => a + b, 0)).toBe(40);
+      // One publish a commit would be 40; a publish a round trip without the linger, about ten.
+      expect(linger.publishes.length).toBeLessThanOrEqual(8);
+      expect(Math.max(...lags)).toBeLessThan(100 + 300);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await linger.backlog()).toBe(0);
+    } finally {
+      await linger.close();
+    }
+  });
+
   it('rows whose writer never published them (it died) go out once their claim lapses', async () => {
     const before = Date.now();
     const claimed = await r.commitClaimed('direct-orphaned');

@@ -18,7 +18,8 @@
  * already claimed by this process (until `claimUntil`) and hands them here once
  * committed (`publishClaimed`): they go to the bus at once, without the claim's
  * transaction on the way, one publish at a time (those committed meanwhile share the
- * next), and are deleted after. A publish that fails gives them back for the next round
+ * next, which waits `lingerMs` first when they did, as a busy round does), and are deleted
+ * after (deletes gathered for 20 ms). A publish that fails gives them back for the next round
  * (any relay's); a core that dies before its publish leaves them claimed until the claim
  * lapses, `publishTimeoutMs` + 2 s after the commit began, then any relay's poll takes them.
  *
@@ -49,6 +50,9 @@ export interface OutboxRelayOptions {
   /** Told when publishing works again after failing. */
   onRecovered?: () => void;
 }
+
+/** How long deletes of directly published messages gather before one statement takes them. */
+const DELETE_GATHER_MS = 20;
 
 /** Empty, unnudged rounds in a row (a second at the default pollMs) before the relay polls at idlePollMs. */
 const IDLE_ROUNDS = 4;
@@ -115,14 +119,19 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
   }
 
   // Messages committed already claimed by this process: published one publish at a time
-  // (what is committed meanwhile goes in the next), then deleted (deletes share statements
-  // the same way, off the publish's path).
+  // (what is committed meanwhile goes in the next), then deleted, off every path that
+  // waits: each delete gathers what the next DELETE_GATHER_MS brings.
   const deleting = createGroupCommit<number, void>(async (ids) => {
     await repo.delete(ids);
     return ids.map(() => undefined);
-  });
+  }, { gather: DELETE_GATHER_MS });
+  /** Whether a direct publish is on its way, and whether more was handed over meanwhile (busy). */
+  let directInFlight = false;
+  let directArrived = false;
   const publishing = createGroupCommit<{ id: number; message: NewOutboxMessage }, void>(async (items) => {
     const ids = items.map((i) => i.id);
+    directInFlight = true;
+    directArrived = false;
     try {
       await publishWithin(items.map(({ message: m }) => ({ topic: m.topic, key: m.key, value: m.payload })));
     } catch (err) {
@@ -130,8 +139,13 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
       await repo.release(ids).catch(() => {});
       nudge();
       throw err;
+    } finally {
+      directInFlight = false;
     }
     deleting.write(ids).catch((err) => logger.debug({ err }, 'outbox relay: published messages not deleted; they go out again when their claim lapses'));
+    // Busy (more was committed while this publish was on its way): the next publish waits
+    // lingerMs first, as the relay's rounds do, so that it carries what several would.
+    if (directArrived && lingerMs > 0) await new Promise((r) => setTimeout(r, lingerMs));
     return items.map(() => undefined);
   });
   /** Direct publishes in progress (stop waits for them). */
@@ -202,6 +216,7 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
      */
     publishClaimed(claimed: { ids: number[]; messages: NewOutboxMessage[] }): Promise<void> {
       if (claimed.ids.length === 0) return Promise.resolve();
+      if (directInFlight) directArrived = true;
       const done: Promise<void> = publishing.write(claimed.ids.map((id, i) => ({ id, message: claimed.messages[i]! })))
         .then(() => undefined, (err) => logger.debug({ err }, 'outbox relay: direct publish failed; the relay takes it'))
         .finally(() => direct.delete(done));
