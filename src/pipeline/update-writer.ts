@@ -15,12 +15,22 @@ export interface DirectPublish {
   publish(claimed: ClaimedOutbox): void;
 }
 
+/**
+ * A commit publishes directly only when the one before it began at least this long before
+ * (ms): a wake-up after a quiet spell goes out from its commit, while sustained writes leave
+ * their messages to the relay's rounds, whose linger carries several commits per publish.
+ */
+const DIRECT_AFTER_QUIET_MS = 50;
+
 export function createUpdateWriter(
   units: Pick<UnitsOfWork, 'ingestClaiming'>, onCommitted: () => void, maxBatch = 2000, now = Date.now, direct?: DirectPublish,
 ) {
+  let lastCommitAt = -Infinity;
   return createGroupCommit<NewUpdate, IngestOutcome>(async (items) => {
     const at = now();
-    const { outcomes, claimed } = await units.ingestClaiming(items, at, direct?.claimUntil(at));
+    const quiet = at - lastCommitAt >= DIRECT_AFTER_QUIET_MS;
+    lastCommitAt = at;
+    const { outcomes, claimed } = await units.ingestClaiming(items, at, quiet ? direct?.claimUntil(at) : undefined);
     if (claimed) direct!.publish(claimed);
     else onCommitted();
     return outcomes;
