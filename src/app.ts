@@ -81,11 +81,11 @@ const ROLES: Record<Config['role'], Role> = {
     runWebhookAnswers(root, backend, invoker);
     let dispatcherThreads: DispatcherThreads | undefined;
     if (threads > 0) {
-      // The threads start once a webhook delivery is open: a process whose bots poll runs none. On the
-      // in-process bus each new update asks at once; on Kafka (a fan-out consumer costs more) the second's poll does.
-      const startWhen: StartWhen = {
+      // On the in-process bus the threads start once a webhook delivery is open (each new update asks):
+      // a process whose bots poll runs none. On Kafka (threads only when set) they start with the process.
+      const startWhen: StartWhen | undefined = hub && {
         due: async () => (await backend.deliveries.botsWithDue(Number.MAX_SAFE_INTEGER, 1)).length > 0,
-        nudges: hub && ((nudge) => void hub.bus.subscribeAll([UPDATES_TOPIC], nudge)),
+        nudges: (nudge) => void hub.bus.subscribeAll([UPDATES_TOPIC], nudge),
       };
       const started = await startDispatcherThreads(root, { threads, hub, startWhen, coreGrpcAddress: loopbackAddress(root.config.host, grpcPort) });
       dispatcherThreads = started;

@@ -30,11 +30,14 @@ const duration = (fallback: string) =>
     });
 
 /**
- * ROLE=all's dispatcher threads by default: one per core beyond the one the main thread
- * (ingest, the gateway, the core) keeps, at most 3 (past that SQLite's one writer is the
- * limit: docs/capacity.md).
+ * ROLE=all's dispatcher threads by default: on the embedded default's in-process bus, one
+ * per core beyond the one the main thread (ingest, the gateway, the core) keeps, at most 3
+ * (past that SQLite's one writer is the limit: docs/capacity.md). With Kafka none: a
+ * deployment there grows by dispatcher processes (ROLE=dispatcher), and a thread's consumer
+ * would join the dispatchers' group whatever the broker's state.
  */
-function defaultDispatcherThreads(): number {
+function defaultDispatcherThreads(kafkaBrokers: string | undefined): number {
+  if (kafkaBrokers?.trim()) return 0;
   return Math.max(0, Math.min(3, os.availableParallelism() - 1));
 }
 
@@ -292,7 +295,7 @@ const schema = settingsSchema
       webhookDisableAfterMs: c.WEBHOOK_DISABLE_AFTER,
       dispatcherMaxInFlight: c.DISPATCHER_MAX_IN_FLIGHT,
       /** ROLE=all: worker threads running the dispatcher (0: on the main thread), each with its own connections to the database. */
-      dispatcherThreads: c.DISPATCHER_THREADS ?? defaultDispatcherThreads(),
+      dispatcherThreads: c.DISPATCHER_THREADS ?? defaultDispatcherThreads(c.KAFKA_BROKERS),
       /** Most connections the dispatcher keeps to one webhook origin (see webhook-client.ts). */
       webhookSocketsPerOrigin: c.WEBHOOK_SOCKETS_PER_ORIGIN,
       /** Most webhook connections a dispatcher process keeps open, all origins together (held under its file-descriptor limit at start). */

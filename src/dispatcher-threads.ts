@@ -17,10 +17,11 @@
  * keeps dying within a minute of its start); one that fails to start while the process
  * starts fails the start.
  *
- * Started when there is webhook work (`startWhen`): a process whose bots all poll never pays
- * a thread's memory (about 30 MB each). Until then, whether any delivery is open is asked at
- * the process's start, on each new update (at most every 100 ms; on the in-process bus) and
- * every second; the first open delivery starts every thread, which sweeps what is due at once.
+ * Started when there is webhook work (`startWhen`, on the in-process bus): a process whose
+ * bots all poll never pays a thread's memory (about 30 MB each). Until then, whether any
+ * delivery is open is asked at the process's start, on each new update (at most every 100
+ * ms) and every second; the first open delivery starts every thread, which sweeps what is
+ * due at once. With Kafka the threads start with the process.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';

@@ -104,7 +104,8 @@ describe('two dispatcher threads', () => {
 describe('a process whose bots poll', () => {
   it('runs no dispatcher thread until a webhook delivery is open; the first one starts them and is delivered', async () => {
     const receiver = await startReceiver(pki);
-    const h = await startHarness('in-process', { ...hookEnv, DISPATCHER_THREADS: '2' });
+    // The embedded default's in-process bus (on the pass's database): with Kafka, threads start with the process.
+    const h = await startHarness('in-process', { ...hookEnv, DISPATCHER_THREADS: '2', KAFKA_BROKERS: '' });
     try {
       const threads = h.apps[0]!.dispatcherThreads!;
       const jwt = await h.jwt('lazy-owner');
