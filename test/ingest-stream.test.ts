@@ -264,14 +264,17 @@ describe('StreamIngestUpdates', () => {
     const t0 = Date.now();
     const closing = own.close();
     const status = await ended;
+    // The stream ends at once; the rest of the close (the Kafka clients leaving their groups on a
+    // broker other test files keep busy) is not what this measures.
+    const endedAfter = Date.now() - t0;
     clearInterval(writer);
     await closing;
     c.close();
-    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(endedAfter).toBeLessThan(10_000);
     expect(status.code).toBe(grpc.status.UNAVAILABLE);
     expect(acks.map((a) => a.sequence)).toEqual(Array.from({ length: acks.length }, (_, i) => i + 1));
     expect(acks.every((a) => !a.error)).toBe(true);
-  });
+  }, 60_000);
 
   it('logs and counts each batch as a call of the method, and the stream once when it ends', async () => {
     const { id } = await approvedBot(h, alice, 'stream_telemetry_bot');
