@@ -83,8 +83,8 @@ function spawnWorker(data: DispatcherThreadData, transfer: MessagePort[]): Worke
 export interface StartWhen {
   /** Whether any webhook delivery is open (the threads have work). */
   due(): Promise<boolean>;
-  /** Registers the function to call when there may be new work (a new update); without it, the second's poll alone. */
-  nudges?(nudge: () => void): void;
+  /** Registers the function to call when there may be new work (a new update). */
+  nudges(nudge: () => void): void;
 }
 
 /** Least time between two `due()` questions while the threads wait for work. */
@@ -253,12 +253,10 @@ export async function startDispatcherThreads(
     });
   }
 
-  if (!opts.startWhen) {
-    await startAll();
-  } else if (await opts.startWhen.due()) {
+  if (!opts.startWhen || (await opts.startWhen.due())) {
     await startAll();
   } else {
-    opts.startWhen.nudges?.(nudge);
+    opts.startWhen.nudges(nudge);
     poll = setInterval(nudge, 1000).unref();
   }
 
