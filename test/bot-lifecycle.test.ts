@@ -8,6 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleServiceClient, type DeleteBotResponse } from '../src/gen/botplatform/v1/console_service.js';
+import { createDb } from '../src/storage/db.js';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
 import { createTestPki, type TestPki } from './helpers/tls.js';
@@ -161,14 +162,43 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
   it('after DELETED_BOT_RETENTION the sweep removes what is left and the username is free for anyone', async () => {
     await start({ DELETED_BOT_RETENTION: '2s' });
     const bot = await approvedBot(h, ownerJwt, 'life_purged_bot');
-    expect((await owner.post(`/api/v1/bots/my/${bot.id}/test-updates`, { text: 'kept until the purge' })).status).toBe(201);
-    const res = await remove(bot.id);
-    expect(Date.parse(res.body.data_removed_at) - Date.now()).toBeLessThanOrEqual(2000);
-    expect((await stranger.post('/api/v1/bots/applications', { name: 'Early', username: 'life_purged_bot' })).status).toBe(409);
-    const later = await until(
-      () => stranger.post('/api/v1/bots/applications', { name: 'Later', username: 'life_purged_bot' }),
-      (r) => r.status === 201, 10_000,
-    );
-    expect(later.status).toBe(201);
+    const { update_id } = (await owner.post(`/api/v1/bots/my/${bot.id}/test-updates`, { text: 'kept until the purge' })).body;
+    const sent = await call(h.url, 'POST', '/api/v1/bots/sendMessage', { token: bot.token, body: { chat_id: 100000001, text: 'a reply' } });
+    expect(sent.status).toBe(200);
+    expect((await call(h.url, 'POST', '/api/v1/bots/getUpdates', { token: bot.token, body: { offset: update_id + 1 } })).status).toBe(200);
+    // What the operator's database holds of the bot, table by table.
+    const db = createDb(h.apps[0]!.config.database);
+    const rowsOf = async () => {
+      const n: Record<string, number> = {};
+      for (const table of ['chats', 'messages', 'bot_stats', 'deleted_bots']) {
+        const key = table === 'deleted_bots' ? 'id' : 'bot_id';
+        n[table] = Number((await db.query(db.knex(table).where(key, bot.id).count({ n: '*' })))[0]!.n);
+      }
+      return n;
+    };
+    try {
+      // Its statistics reach the database within a second or two.
+      await until(rowsOf, (n) => (n.bot_stats ?? 0) > 0, 10_000);
+      const res = await remove(bot.id);
+      expect(Date.parse(res.body.data_removed_at) - Date.now()).toBeLessThanOrEqual(2000);
+      // Kept until data_removed_at (unless the sweep has already come by on a slow machine).
+      const kept = await rowsOf();
+      if (Date.now() < Date.parse(res.body.data_removed_at)) {
+        expect(kept).toMatchObject({ deleted_bots: 1 });
+        expect(kept.chats).toBeGreaterThan(0);
+        expect(kept.messages).toBe(2); // the test message and the reply
+      }
+      expect((await stranger.post('/api/v1/bots/applications', { name: 'Early', username: 'life_purged_bot' })).status).toBe(409);
+      const later = await until(
+        () => stranger.post('/api/v1/bots/applications', { name: 'Later', username: 'life_purged_bot' }),
+        (r) => r.status === 201, 10_000,
+      );
+      expect(later.status).toBe(201);
+      // The purge removed its rows with the tombstone (the outbound feed keeps its messages).
+      // (The username is free at data_removed_at; the sweep comes by within a second or so.)
+      expect(await until(rowsOf, (n) => n.deleted_bots === 0, 10_000)).toEqual({ chats: 0, messages: 0, bot_stats: 0, deleted_bots: 0 });
+    } finally {
+      await db.destroy();
+    }
   });
 });

@@ -139,6 +139,19 @@ describe('webhook secrets: edits that keep them, rotation with an overlap', () =
     expect((await other.post(`/api/v1/bots/my/${id}/webhook/rotate-secret`, {})).status).toBe(404);
   });
 
+  it('when the overlap ends, only the new secret signs and the bot no longer names a previous one', async () => {
+    const { id, receiver } = await hookedBot('sec_lapse');
+    const rotated = await owner.post(`/api/v1/bots/my/${id}/webhook/rotate-secret`, { secret_token: NEW, overlap_seconds: 1 });
+    expect(rotated.status).toBe(200);
+    const ends = Date.parse(rotated.body.bot.webhook.previous_secret_expires_at);
+    await new Promise((r) => setTimeout(r, Math.max(0, ends - Date.now()) + 50));
+    expect((await owner.get(`/api/v1/bots/my/${id}`)).body.webhook.previous_secret_expires_at).toBeNull();
+    const after = await delivered(id, receiver);
+    expect(signatures(after)).toHaveLength(1);
+    expect(verifies(after, NEW)).toBe(true);
+    expect(verifies(after, OLD)).toBe(false);
+  });
+
   it('rotates over gRPC too', async () => {
     const { id, receiver } = await hookedBot('sec_grpc');
     const c = new ConsoleServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
