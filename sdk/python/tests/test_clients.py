@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from conftest import ROOT, NewBot, Service, unique
+from conftest import ROOT, Answer, NewBot, Proxy, Service, unique
 
 from botplatform import (
     AdminClient,
@@ -27,6 +27,7 @@ from botplatform import (
     ConsoleClient,
     NetworkError,
     NotFoundError,
+    ServerError,
     TooManyRequestsError,
     UnauthorizedError,
 )
@@ -198,6 +199,29 @@ def test_a_refused_connection_is_retried_for_every_method() -> None:
     assert len(attempts) == 3 and time.monotonic() - started < 10
     assert refused.value.code == "UNAVAILABLE" and "ConnectError" in refused.value.description
     hooks.close()
+
+
+def test_a_503_is_retried_only_for_idempotent_methods(make_bot: Callable[[str], NewBot], console: ConsoleClient,
+                                                     proxy: Proxy) -> None:
+    b = make_bot("retry_503")
+    console.create_test_update(b.id, text="hi", chat_id=4500)
+    calls: list[str] = []
+
+    def unavailable_once_each(path: str, status: int, body: bytes) -> None | Answer:
+        name = path.split("?")[0].rsplit("/", 1)[1]
+        calls.append(name)
+        if calls.count(name) > 1:
+            return None
+        refused = {"ok": False, "error_code": 503, "description": "Service Unavailable"}
+        return 503, json.dumps(refused).encode(), {"content-type": "application/json"}
+
+    proxy.hooks.append(unavailable_once_each)
+    with BotClient(b.token, base_url=proxy.url) as bot:
+        assert bot.get_me().username == b.username  # a read: sent again after a backoff
+        with pytest.raises(ServerError) as failed:
+            bot.send_message(chat_id=4500, text="maybe sent")  # may have been sent: not again
+    assert (failed.value.error_code, failed.value.code, failed.value.retryable) == (503, "UNAVAILABLE", True)
+    assert calls == ["getMe", "getMe", "sendMessage"]
 
 
 def test_long_polls_get_their_wait_plus_a_margin(service: Service, make_bot: Callable[[str], NewBot]) -> None:
