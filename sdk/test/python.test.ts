@@ -84,12 +84,32 @@ describe('Python SDK', () => {
     const listing = await mustRun('listing the wheel', python, ['-m', 'zipfile', '-l', wheel]);
     expect(listing).toMatch(/botplatform\/py\.typed/);
     expect(listing).toMatch(/botplatform\/_generated\/models\.py/);
+    // The sdist carries the whole package (generated code and the PEP 561 marker included).
+    const sdist = await mustRun('listing the sdist', 'tar', ['-tzf', path.join(dist, built[1]!)]);
+    for (const file of ['py.typed', '__init__.py', 'clients.py', 'files.py', 'polling.py', 'webhook.py', '_generated/models.py', '_generated/methods.py']) {
+      expect(sdist).toContain(`botplatform-0.1.0/src/botplatform/${file}`);
+    }
 
     // A fresh venv with nothing but the wheel (and its dependencies, from PyPI or pip's cache).
     const venv = path.join(dir, 'fresh-venv');
     await mustRun('creating a fresh venv', 'python3', ['-m', 'venv', venv]);
     await mustRun('installing the wheel', path.join(venv, 'bin/python'),
       ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', wheel], { timeout: 300_000 });
+    // PEP 561 as a user meets it: a type checker finds the installed wheel's types (no stubs,
+    // no source tree): the README script checks under mypy --strict, and a wrong call does not.
+    const consumer = path.join(dir, 'consumer');
+    fs.mkdirSync(consumer);
+    fs.copyFileSync(path.join(PKG, 'tests/readme_walk.py'), path.join(consumer, 'readme_walk.py'));
+    fs.writeFileSync(path.join(consumer, 'wrong.py'),
+      'from botplatform import BotClient\nBotClient("t", base_url="http://x").send_message(chat_id="100", text="hi")\n');
+    const typecheck = (file: string) => run(python, ['-m', 'mypy', '--strict',
+      '--python-executable', path.join(venv, 'bin/python'), file], { cwd: consumer, env: { PYTHONPATH: '', MYPYPATH: '' }, timeout: 120_000 });
+    const typed = await typecheck('readme_walk.py');
+    expect(typed.stdout + typed.stderr).toMatch(/^Success: no issues found in 1 source file/m);
+    const wrong = await typecheck('wrong.py');
+    expect(wrong.status).toBe(1);
+    expect(wrong.stdout).toMatch(/wrong\.py:2: error: Argument "chat_id" to "send_message" of "RuntimeMethods" has incompatible type "str"; expected "int"/);
+
     const res = await run(path.join(venv, 'bin/python'), [path.join(PKG, 'tests/readme_walk.py')], {
       cwd: dir,
       env: {
