@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiFailure, type ListDeliveryAttemptsResponse, type Bot, type BotCommand, type BotLink, type BotMetrics, type Delivery, type ListDeliveriesResponse, type WebhookBody } from './api';
+import { noteForBotsPage } from './bots';
 import { LineChart, Bars } from './charts';
 import { TestChat } from './test-chat';
 import { Alert, Badge, CopyButton, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
@@ -227,7 +228,11 @@ function DeleteBot({ bot }: { bot: Bot }) {
   const remove = async () => {
     setError(undefined);
     try {
-      await api.deleteBot(bot.id);
+      const done = await api.deleteBot(bot.id);
+      noteForBotsPage(withdraw
+        ? <>Application @{bot.username} withdrawn; the username is free again.</>
+        : <span id="deleted-note">Bot @{bot.username} deleted. Its messages, files and delivery log are removed
+          on <time dateTime={done.data_removed_at ?? undefined}>{fmtTime(done.data_removed_at)}</time>; until then the username stays reserved for you.</span>);
       location.hash = '#/bots';
     } catch (err) {
       setError(err);
@@ -244,7 +249,8 @@ function DeleteBot({ bot }: { bot: Bot }) {
           <p id="delete-q">{withdraw
             ? <>The application is withdrawn and its username @{bot.username} is free again at once.</>
             : <>The bot is gone at once: its token is refused, its webhook stops and its queued updates are dropped. Its messages, files
-              and delivery log are removed after 30 days; until then @{bot.username} stays reserved for you.</>}</p>
+              and delivery log are removed after the platform's retention period (30 days unless its operator set another;
+              the date is shown once it is deleted); until then @{bot.username} stays reserved for you.</>}</p>
           <label for="delete-confirm">Type the username to confirm</label>
           <input id="delete-confirm" autoComplete="off" value={typed} onInput={(e) => setTyped((e.target as HTMLInputElement).value)} ref={(i) => i?.focus()} />
           <div class="row">

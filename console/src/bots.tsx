@@ -1,8 +1,20 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiFailure, type CreateApplicationRequest, type ListMyBotsResponse } from './api';
 import { Alert, Badge, ErrorAlert, Field, fieldError, Page, Pager } from './ui';
+import type { ComponentChildren } from 'preact';
+
+/** What the list says once, the next time it is shown (what a deletion did, with the API's dates). */
+let nextNote: ComponentChildren | undefined;
+export function noteForBotsPage(note: ComponentChildren) {
+  nextNote = note;
+}
 
 export function BotsPage() {
+  const [note] = useState(() => {
+    const n = nextNote;
+    nextNote = undefined;
+    return n;
+  });
   const [page, setPage] = useState(1);
   const [data, setData] = useState<ListMyBotsResponse>();
   const [error, setError] = useState<unknown>();
@@ -15,6 +27,7 @@ export function BotsPage() {
         <h1>My bots</h1>
         <a class="button primary" href="#/bots/new">New bot</a>
       </div>
+      {note && <Alert kind="ok">{note}</Alert>}
       <ErrorAlert error={error} />
       {data && data.items.length === 0 && <Alert kind="info">No bots yet. Create one: a reviewer approves it, then you get its token.</Alert>}
       {data && data.items.length > 0 && (

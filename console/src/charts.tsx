@@ -29,7 +29,9 @@ export function LineChart({ x, series }: { x: number[]; series: Series[] }) {
   useEffect(() => {
     plot.current?.setData([x, ...series.map((s) => s.values)] as uPlot.AlignedData);
   });
-  return <div ref={el} class="chart" role="img" aria-label={`Chart of ${labels}`} />;
+  // What is drawn, for tests and tools: the points and the time they span (seconds).
+  const span = x.length > 1 ? x[x.length - 1]! - x[0]! : 0;
+  return <div ref={el} class="chart" role="img" aria-label={`Chart of ${labels}`} data-points={x.length} data-span={span} />;
 }
 
 /** Horizontal bars for a small map of counts. */

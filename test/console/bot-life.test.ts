@@ -2,10 +2,13 @@
  * A bot's life in the console (issue 35), in Chromium against the real service: the token
  * revealed in view and focused on a 390×844 phone (first read and regeneration), a
  * quickstart after approval, a rejected application changed and resubmitted, a pending one
- * withdrawn, an approved one deleted (its token refused), a webhook the platform disabled
- * shown in the header once a tab is opened, no scope refused beside the boxes, a deep link
- * kept through sign-in, titles that say where one is, no 403 on a developer's pages, and
- * axe-core with no critical or serious finding.
+ * withdrawn, an approved one deleted (its token refused, the date its data goes said from
+ * the API's answer), a webhook the platform disabled
+ * shown in the header once a tab is opened (and no longer once enabled, by the page's own
+ * read every 10 s), the metrics charts' first paint on a phone drawing the window's history,
+ * scope boxes a finger can hit, no scope refused beside the boxes, a deep link kept through
+ * sign-in, titles that say where one is, no 403 on a developer's pages, and axe-core with
+ * no critical, serious or moderate finding.
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,7 +47,7 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     pki = createTestPki();
     h = await startHarness('in-process', {
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile, WEBHOOK_RETRY_SCHEDULE: '200ms,200ms,200ms,200ms,200ms',
-      WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_DISABLE_AFTER: '1s',
+      WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_DISABLE_AFTER: '1s', DELETED_BOT_RETENTION: '7d',
     });
     receiver = await startReceiver(pki);
     devJwt = await h.jwt('console-life-dev');
@@ -152,10 +155,11 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     await page.getByLabel('Type the username to confirm').fill('life_rejected_ui');
     await confirm.click();
     await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    expect(await page.getByRole('status').filter({ hasText: 'Application @life_rejected_ui withdrawn; the username is free again.' }).count()).toBe(1);
     expect((await client(h.url, devJwt).get(`/api/v1/bots/my/${rejected.id}`)).status).toBe(404);
   });
 
-  it('a webhook the platform disabled shows in the header once a tab opens; an approved bot deleted after a confirmation, its token refused', async () => {
+  it('a webhook the platform disabled shows in the header once a tab opens, and leaves it when enabled while the page stays open; an approved bot deleted after a confirmation, its token refused', async () => {
     const bot = await approvedBot(h, devJwt, 'life_disabled_ui');
     receiver.always({ status: 500 });
     expect((await client(h.url, devJwt).post(`/api/v1/bots/my/${bot.id}/webhook`, { url: receiver.url, secret_token: 'life_secret' })).status).toBe(200);
@@ -179,17 +183,60 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     await expect.poll(() => page.getByRole('row', { name: /life_disabled_ui/ }).textContent()).toMatch(/webhook webhook disabled/);
     await page.goto(`/#/bots/${bot.id}`);
     await page.getByRole('heading', { name: 'Token' }).waitFor();
+    expect(await page.locator('#header-webhook-disabled').count()).toBe(1);
+    // Enabled again elsewhere (the API, another tab) while this page stays open and
+    // untouched: its read every 10 s takes the badge away, no click, no reload.
+    receiver.always({ status: 200 });
+    expect((await client(h.url, devJwt).post(`/api/v1/bots/my/${bot.id}/webhook/enable`, {})).status).toBe(200);
+    await expect.poll(() => page.locator('#header-webhook-disabled').count(), { timeout: 15_000 }).toBe(0);
 
     await page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name: 'Overview', exact: true }).click();
     await page.getByRole('button', { name: 'Delete bot…' }).click();
     await expect.poll(() => page.getByText(/stays reserved for you/).count()).toBe(1);
     await page.getByLabel('Type the username to confirm').fill('life_disabled_ui');
+    const deletedAt = Date.now();
     await page.getByRole('button', { name: 'Delete it' }).click();
     await page.getByRole('heading', { name: 'My bots' }).waitFor();
     expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: bot.token })).status).toBe(401);
+    // The list says when its data goes, from the API's answer (this platform keeps it 7 days, not the default 30).
+    expect(await page.getByRole('status').filter({ hasText: 'Bot @life_disabled_ui deleted' }).count()).toBe(1);
+    const removedAt = Date.parse((await page.locator('#deleted-note time').getAttribute('datetime'))!);
+    expect(removedAt - deletedAt).toBeGreaterThanOrEqual(7 * 86_400_000 - 1000);
+    expect(removedAt - deletedAt).toBeLessThan(7 * 86_400_000 + 60_000);
   });
 
-  it('axe-core on every screen, desktop and phone: no critical or serious finding', async () => {
+  it('on a phone, the metrics charts draw the window\'s history from their first paint; the scope boxes are big enough for a finger', async () => {
+    const bot = await approvedBot(h, devJwt, 'life_metrics_phone');
+    for (let i = 0; i < 3; i++) await call(h.url, 'POST', '/api/v1/bots/getMe', { token: bot.token });
+    const page = await open({ width: 390, height: 844 });
+    await page.goto(`/#/bots/${bot.id}/metrics`);
+    await signIn(page);
+    const charts = page.locator('.chart');
+    await charts.first().waitFor();
+    // The first chart drawn is the server's per-minute history of the hour (not one point
+    // sampled by the page, which uPlot draws on an axis of years).
+    const drawn = await charts.evaluateAll((els) => els.map((e) => [Number(e.getAttribute('data-points')), Number(e.getAttribute('data-span'))]));
+    expect(drawn).toHaveLength(2);
+    for (const [points, span] of drawn) {
+      expect(points).toBeGreaterThanOrEqual(60);
+      expect(span).toBeGreaterThanOrEqual(59 * 60);
+      expect(span).toBeLessThanOrEqual(3600);
+    }
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'My bots' }).click();
+    await page.getByRole('link', { name: 'New bot' }).click();
+    for (const scope of ['send', 'receive']) {
+      const box = (await page.getByLabel(scope).boundingBox())!;
+      expect(Math.min(box.width, box.height)).toBeGreaterThanOrEqual(20); // the browser's default is 13 px
+      // Its label, which toggles it too, is a 44 px target (WCAG 2.5.5).
+      const target = (await page.locator('label.check', { hasText: scope }).boundingBox())!;
+      expect(target.height).toBeGreaterThanOrEqual(44);
+    }
+    await page.locator('label.check', { hasText: 'receive' }).click({ position: { x: 200, y: 5 } });
+    expect(await page.getByLabel('receive').isChecked()).toBe(false);
+  });
+
+  it('axe-core on every screen, desktop and phone: no critical, serious or moderate finding', async () => {
     // The reviewer's own bot: one session sees every screen, the review queue included.
     const bot = await approvedBot(h, adminJwt, 'life_axe_bot');
     await client(h.url, adminJwt).post(`/api/v1/bots/my/${bot.id}/test-updates`, { text: 'hello' });
@@ -228,7 +275,7 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     }
   });
 
-  it('no 403 on a developer\'s pages, no page error; axe-core: no critical or serious finding', () => {
+  it('no 403 on a developer\'s pages, no page error; axe-core: no critical, serious or moderate finding', () => {
     expect(forbidden).toEqual([]);
     expect(pageErrors).toEqual([]);
     expect(Object.entries(findings).filter(([, f]) => f.length > 0)).toEqual([]);

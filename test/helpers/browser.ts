@@ -49,9 +49,9 @@ export function screenshotPath(name: string): string | undefined {
 const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 /**
- * axe-core's critical and serious findings on the page as it is, one line each ("impact id:
- * targets"). The script is evaluated by the browser's debugger protocol: the console's CSP
- * does not apply to it.
+ * axe-core's critical, serious and moderate findings on the page as it is, one line each
+ * ("impact id: targets"); only minor ones are left out. The script is evaluated by the
+ * browser's debugger protocol: the console's CSP does not apply to it.
  */
 export async function axeFindings(page: Page): Promise<string[]> {
   await page.evaluate(AXE);
@@ -60,5 +60,5 @@ export async function axeFindings(page: Page): Promise<string[]> {
       .axe.run({ resultTypes: ['violations'] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')) }));
   });
-  return result.filter((v) => v.impact === 'critical' || v.impact === 'serious').map((v) => `${v.impact} ${v.id}: ${v.targets.join(', ')}`);
+  return result.filter((v) => v.impact !== 'minor').map((v) => `${v.impact} ${v.id}: ${v.targets.join(', ')}`);
 }
