@@ -90,11 +90,21 @@ describe('Python SDK', () => {
       expect(sdist).toContain(`botplatform-0.1.0/src/botplatform/${file}`);
     }
 
-    // A fresh venv with nothing but the wheel (and its dependencies, from PyPI or pip's cache).
+    // A fresh venv (the package's dependencies from PyPI or pip's cache). First as the README
+    // says, `pip install ./sdk/python` (an isolated build: pyproject's build requirements must
+    // suffice); then the wheel built above replaces it, and what follows runs on the wheel.
     const venv = path.join(dir, 'fresh-venv');
+    const venvPython = path.join(venv, 'bin/python');
     await mustRun('creating a fresh venv', 'python3', ['-m', 'venv', venv]);
-    await mustRun('installing the wheel', path.join(venv, 'bin/python'),
-      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', wheel], { timeout: 300_000 });
+    await mustRun('pip install ./sdk/python', venvPython,
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', PKG], { timeout: 300_000 });
+    const installed = 'import importlib.metadata as m, botplatform; print(m.version("botplatform"), botplatform.__file__)';
+    const fromSource = await mustRun('importing the package', venvPython, ['-c', installed], { cwd: dir, env: { PYTHONPATH: '' } });
+    const [version, file] = fromSource.trim().split(' ');
+    expect(version).toBe('0.1.0');
+    expect(file!.startsWith(`${venv}/`) && file!.endsWith('/site-packages/botplatform/__init__.py'), file).toBe(true);
+    await mustRun('installing the wheel', venvPython,
+      ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--force-reinstall', '--no-deps', wheel], { timeout: 300_000 });
     // PEP 561 as a user meets it: a type checker finds the installed wheel's types (no stubs,
     // no source tree): the README script checks under mypy --strict, and a wrong call does not.
     const consumer = path.join(dir, 'consumer');
