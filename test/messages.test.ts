@@ -219,8 +219,23 @@ describe('messages', () => {
     expect(sent.body.result.reply_markup).toEqual({ ...markup, remove_keyboard: false, force_reply: false, is_persistent: false, resize_keyboard: false, one_time_keyboard: false, selective: false });
     await expect.poll(() => published.filter((p) => p.key === id).length).toBe(1);
     expect(JSON.parse(published.find((p) => p.key === id)!.value).message.reply_markup).toEqual(markup);
-    const keyboard = await rt(token, 'sendMessage', { chat_id: 7501, text: 'Pick', reply_markup: { keyboard: [{ buttons: [{ text: 'A' }, { text: 'B' }] }], one_time_keyboard: true } });
-    expect(keyboard.body.result.reply_markup).toMatchObject({ keyboard: [{ buttons: [{ text: 'A' }, { text: 'B' }] }], one_time_keyboard: true, remove_keyboard: false });
+    // A custom keyboard, its removal and a forced reply: each returned, kept with the message and published for the messaging services to render.
+    const kinds = [
+      { keyboard: [{ buttons: [{ text: 'A' }, { text: 'B', request_contact: true }] }], one_time_keyboard: true, resize_keyboard: true, input_field_placeholder: 'Choose' },
+      { remove_keyboard: true, selective: true },
+      { force_reply: true, input_field_placeholder: 'Your name' },
+    ];
+    const sentKinds = [];
+    for (const [i, reply_markup] of kinds.entries()) {
+      const res = await rt(token, 'sendMessage', { chat_id: 7501, text: `kind ${i}`, reply_markup });
+      expect(res.status).toBe(200);
+      expect(res.body.result.reply_markup).toMatchObject(reply_markup);
+      sentKinds.push(res.body.result);
+    }
+    await expect.poll(() => published.filter((p) => p.key === id).length).toBe(4);
+    expect(published.filter((p) => p.key === id).slice(1).map((p) => JSON.parse(p.value).message.reply_markup)).toEqual(kinds);
+    const stored = await owner.get(`/api/v1/bots/my/${id}/chats/7501/messages`);
+    expect(stored.body.items.slice(0, 3).reverse()).toMatchObject(sentKinds);
     const long = await rt(token, 'sendMessage', { chat_id: 7501, text: 'x', reply_markup: { inline_keyboard: [{ buttons: [{ text: 'Big', callback_data: 'd'.repeat(65) }] }] } });
     expect(long.status).toBe(400);
     expect(long.body.description).toMatch(/^Bad Request: reply_markup\.inline_keyboard\[0\]\.buttons\[0\]\.callback_data: BUTTON_DATA_INVALID/);
