@@ -707,7 +707,7 @@ function DeliveriesTab({ bot }: { bot: Bot }) {
                 </tr>,
                 open === d.id && (
                   <tr key={`${d.id}-attempts`} class="attempts-row">
-                    <td colSpan={9} id={`attempts-${d.id}`}><Attempts bot={bot} delivery={d} /></td>
+                    <td colSpan={9} id={`attempts-${d.id}`}><div class="attempts-panel"><Attempts bot={bot} delivery={d} /></div></td>
                   </tr>
                 ),
               ])}
