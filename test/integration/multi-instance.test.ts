@@ -3,7 +3,8 @@
  * TEST_DATABASE_URL and TEST_KAFKA_BROKERS). A getUpdates waiting on one instance
  * wakes when the update was ingested on another; the newest poll wins across
  * instances; a webhook set on one instance ends a poll waiting on another; a token
- * regenerated on one instance is refused by the other within 100 ms.
+ * regenerated on one instance, or its bot deleted there, is refused by the other within
+ * 100 ms.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -132,5 +133,37 @@ describe('two core instances on MariaDB + Kafka', () => {
       expect(seen.some((s) => s.status === 200 && s.at > firstRefusal)).toBe(false);
       old = regen.body.one_time_token;
     }
+  });
+
+  it('a bot deleted on A: B refuses its token within 100 ms of the answer, and never accepts it after', async () => {
+    const owner = await mintAccountJwt(TEST_JWT_SECRET, { sub: 'multi-owner' });
+    const created = await client(a.httpUrl!, owner).post('/api/v1/bots/applications', { name: 'Doomed', username: 'multi_deleted' });
+    await client(a.httpUrl!, await mintAccountJwt(TEST_JWT_SECRET, { sub: 'r', roles: ['admin'] })).post(`/api/v1/admin/bots/${created.body.id}/approve`);
+    const doomed: string = (await client(a.httpUrl!, owner).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token;
+    const seen: { at: number; status: number }[] = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        const res = await call(b.httpUrl!, 'POST', '/api/v1/bots/getMe', { token: doomed });
+        seen.push({ at: performance.now(), status: res.status });
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 150));
+    expect(seen.length).toBeGreaterThan(5);
+    expect(seen.every((s) => s.status === 200)).toBe(true);
+    const deleted = await call(a.httpUrl!, 'DELETE', `/api/v1/bots/my/${created.body.id}`, { token: owner, body: {} });
+    const answered = performance.now();
+    expect(deleted.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 400));
+    polling = false;
+    await poller;
+    const accepted = seen.filter((s) => s.status === 200 && s.at > answered).map((s) => Math.round(s.at - answered));
+    const refused = seen.filter((s) => s.status !== 200);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused.map((s) => s.status).filter((st) => st !== 401)).toEqual([]);
+    expect(accepted.every((ms) => ms < 100), `accepted ${accepted.join(', ')} ms after the deletion`).toBe(true);
+    expect(seen.some((s) => s.status === 200 && s.at > refused[0]!.at)).toBe(false);
+    expect((await client(b.httpUrl!, owner).get(`/api/v1/bots/my/${created.body.id}`)).status).toBe(404);
   });
 });
