@@ -57,7 +57,8 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
     const changed = await edit(id, { name: 'Life, renamed', description: 'now described', scopes: ['send'], username: 'life_renamed_bot' });
     expect(changed.status).toBe(200);
     expect(changed.body).toMatchObject({ name: 'Life, renamed', description: 'now described', scopes: ['send'], username: 'life_renamed_bot', review_status: 'pending' });
-    // An empty list is refused, not taken for both.
+    // An edit's empty list is refused, not taken for both (a creation's is the default, both, as api.md says).
+    expect((await owner.post('/api/v1/bots/applications', { name: 'Life', username: 'life_no_scopes_bot', scopes: [] })).body.scopes).toEqual(['send', 'receive']);
     const none = await edit(id, { scopes: [] });
     expect(none.status).toBe(400);
     expect(none.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', message: 'scopes: needs at least one of send, receive' });
