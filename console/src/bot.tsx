@@ -734,42 +734,51 @@ function HeaderList({ headers }: { headers: Record<string, string> }) {
   return <dl class="headers">{entries.map(([k, v]) => [<dt key={`k-${k}`}>{k}</dt>, <dd key={`v-${k}`}><code>{v}</code></dd>])}</dl>;
 }
 
-/** One delivery's attempts, newest first, refreshed while shown: what was sent, what came back. */
+const ATTEMPTS_PER_PAGE = 20;
+
+/** One delivery's attempts, newest first, refreshed while shown, a page at a time: what was sent, what came back. */
 function Attempts({ bot, delivery }: { bot: Bot; delivery: Delivery }) {
   const [data, setData] = useState<ListDeliveryAttemptsResponse>();
   const [error, setError] = useState<unknown>();
-  usePoll(() => { api.deliveryAttempts(bot.id, delivery.id, 1, 20).then(setData, setError); }, 3000, [bot.id, delivery.id, delivery.attempts]);
+  const [page, setPage] = useState(1);
+  usePoll(() => { api.deliveryAttempts(bot.id, delivery.id, page, ATTEMPTS_PER_PAGE).then(setData, setError); }, 3000,
+    [bot.id, delivery.id, delivery.attempts, page]);
   if (error) return <ErrorAlert error={error} />;
   if (!data) return <p class="muted">Loading attempts…</p>;
   if (data.items.length === 0) return <p class="muted">No attempt recorded (attempts are kept {spellSeconds(data.retention_seconds)}).</p>;
+  // Numbered from the first attempt: the newest is the total, on every page.
+  const first = (data.pagination?.total ?? data.items.length) - (page - 1) * ATTEMPTS_PER_PAGE;
   return (
-    <ol class="attempts" aria-label={`Attempts of update ${delivery.update_id}, newest first`}>
-      {data.items.map((a, i) => (
-        <li key={a.id} class="attempt" data-ok={a.ok ? 'true' : 'false'} value={(data.pagination?.total ?? data.items.length) - i}>
-          <p class="attempt-head">
-            <Badge value={a.ok ? 'succeeded' : 'failed'} /> {fmtTime(a.attempted_at)} · {a.trigger} · {a.duration_ms} ms
-            {a.response ? <> · HTTP {a.response.status_code}</> : null}
-            {a.error && a.error !== `HTTP ${a.response?.status_code}` ? <> · <span class="attempt-error">{a.error}</span></> : null}
-          </p>
-          <details>
-            <summary>Request sent</summary>
-            <p><code class="wrap">POST {a.request?.url}</code></p>
-            <HeaderList headers={a.request?.headers ?? {}} />
-            <pre class="body">{a.request?.body}</pre>
-          </details>
-          <details>
-            <summary>{a.response ? `Answer: HTTP ${a.response.status_code}` : 'No answer'}</summary>
-            {a.response ? (
-              <>
-                <HeaderList headers={a.response.headers ?? {}} />
-                <pre class="body">{a.response.body || '(empty body)'}</pre>
-                {a.response.body_truncated && <p class="muted">Only the first 4 KiB of the body is kept.</p>}
-              </>
-            ) : <p>{a.error ?? 'The request got no answer.'}</p>}
-          </details>
-        </li>
-      ))}
-    </ol>
+    <>
+      <ol class="attempts" aria-label={`Attempts of update ${delivery.update_id}, newest first`}>
+        {data.items.map((a, i) => (
+          <li key={a.id} class="attempt" data-ok={a.ok ? 'true' : 'false'} value={first - i}>
+            <p class="attempt-head">
+              <Badge value={a.ok ? 'succeeded' : 'failed'} /> {fmtTime(a.attempted_at)} · {a.trigger} · {a.duration_ms} ms
+              {a.response ? <> · HTTP {a.response.status_code}</> : null}
+              {a.error && a.error !== `HTTP ${a.response?.status_code}` ? <> · <span class="attempt-error">{a.error}</span></> : null}
+            </p>
+            <details>
+              <summary>Request sent</summary>
+              <p><code class="wrap">POST {a.request?.url}</code></p>
+              <HeaderList headers={a.request?.headers ?? {}} />
+              <pre class="body">{a.request?.body}</pre>
+            </details>
+            <details>
+              <summary>{a.response ? `Answer: HTTP ${a.response.status_code}` : 'No answer'}</summary>
+              {a.response ? (
+                <>
+                  <HeaderList headers={a.response.headers ?? {}} />
+                  <pre class="body">{a.response.body || '(empty body)'}</pre>
+                  {a.response.body_truncated && <p class="muted">Only the first 4 KiB of the body is kept.</p>}
+                </>
+              ) : <p>{a.error ?? 'The request got no answer.'}</p>}
+            </details>
+          </li>
+        ))}
+      </ol>
+      {(data.pagination?.total ?? 0) > ATTEMPTS_PER_PAGE && <Pager pagination={data.pagination} onPage={setPage} label={`Pages of the attempts of update ${delivery.update_id}`} />}
+    </>
   );
 }
 

@@ -84,11 +84,11 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
   return <button type="button" onClick={copy}>{done ? 'Copied' : label}</button>;
 }
 
-export function Pager({ pagination, onPage }: { pagination?: Pagination | null; onPage: (p: number) => void }) {
+export function Pager({ pagination, onPage, label = 'Pages' }: { pagination?: Pagination | null; onPage: (p: number) => void; label?: string }) {
   if (!pagination) return null;
   const pages = Math.max(1, Math.ceil(pagination.total / pagination.limit));
   return (
-    <nav class="pager" aria-label="Pages">
+    <nav class="pager" aria-label={label}>
       <button type="button" disabled={pagination.page <= 1} onClick={() => onPage(pagination.page - 1)}>Previous</button>
       <span>Page {pagination.page} of {pages} · {pagination.total} in all</span>
       <button type="button" disabled={!pagination.has_more} onClick={() => onPage(pagination.page + 1)}>Next</button>

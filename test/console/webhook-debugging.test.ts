@@ -189,6 +189,34 @@ describe('console: webhook secrets and the delivery log', () => {
     await expect.poll(() => page.locator('tbody tr[data-update]').count()).toBe(3);
   });
 
+  it('every attempt of a delivery tried more than a page\'s worth of times, a page at a time, numbered from the first', async () => {
+    receiver.always({ status: 500 });
+    const updateId = await inject('fails again and again');
+    const dev = client(h.url, devJwt);
+    await expect.poll(async () => (await dev.get(`/api/v1/bots/my/${bot.id}/deliveries?update_id=${updateId}`)).body.items[0]?.status,
+      { timeout: 15_000 }).toBe('dead_letter');
+    for (let i = 0; i < 19; i++) expect((await dev.post(`/api/v1/bots/my/${bot.id}/deliveries/${updateId}/retry`, {})).status).toBe(200);
+    expect((await dev.get(`/api/v1/bots/my/${bot.id}/deliveries/${updateId}/attempts`)).body.pagination.total).toBe(21);
+
+    await page.getByLabel('Update id').fill(String(updateId));
+    const row = page.locator(`tr[data-update="${updateId}"]`);
+    await expect.poll(() => row.textContent()).toMatch(/dead letter/);
+    await row.getByRole('button', { name: `attempts of update ${updateId}` }).click();
+    const items = page.getByRole('list', { name: `Attempts of update ${updateId}, newest first` }).locator('li.attempt');
+    await expect.poll(() => items.count()).toBe(20);
+    expect(await items.first().evaluate((li) => (li as HTMLLIElement).value)).toBe(21);
+    expect(await items.first().locator('.attempt-head').textContent()).toMatch(/manual/);
+    const pager = page.getByRole('navigation', { name: `Pages of the attempts of update ${updateId}` });
+    expect(await pager.textContent()).toContain('Page 1 of 2 · 21 in all');
+    findings.attemptsPaged = await axeFindings(page);
+    await pager.getByRole('button', { name: 'Next' }).click();
+    await expect.poll(() => items.count()).toBe(1);
+    expect(await items.first().evaluate((li) => (li as HTMLLIElement).value)).toBe(1);
+    expect(await items.first().locator('.attempt-head').textContent()).toMatch(/automatic/);
+    await page.getByLabel('Update id').fill('');
+    receiver.always({ status: 200 });
+  });
+
   it('deletes the webhook only after a confirmation', async () => {
     await page.getByRole('navigation', { name: 'Bot sections' }).getByRole('link', { name: 'Webhook', exact: true }).click();
     await page.getByRole('button', { name: 'Delete webhook…' }).click();
@@ -203,7 +231,7 @@ describe('console: webhook secrets and the delivery log', () => {
   });
 
   it('axe-core: no critical, serious or moderate finding on these screens; no page error', () => {
-    expect(findings).toEqual({ webhook: [], deliveries: [] });
+    expect(findings).toEqual({ webhook: [], deliveries: [], attemptsPaged: [] });
     expect(pageErrors).toEqual([]);
   });
 });
