@@ -267,6 +267,13 @@ describe('callback queries', () => {
     expect((await ingest([press(bot, 'yes')])).results[0]!.filtered).toBe(false);
     expect((await ingest([{ botId: bot.id, message: { chat: { id: 6701 }, from: user(6701), text: 'ignored' } }])).results[0]!.filtered).toBe(true);
     expect((await poll(bot.token)).map((u) => Object.keys(u).filter((k) => !k.startsWith('update_')))).toEqual([['callback_query']]);
+    // Set with a webhook on the Telegram surface (a JSON-text list, as form-posting clients send it): the same filter.
+    receiver ??= await startReceiver(pki);
+    const hook = await call(h.url, 'POST', `/bot${bot.token}/setWebhook`, { body: { url: `${receiver.url}/filtered`, secret_token: 'filter_secret', allowed_updates: '["message"]' } });
+    expect(hook.body).toMatchObject({ ok: true, result: true });
+    expect((await ingest([press(bot, 'yes')])).results[0]).toMatchObject({ filtered: true, updateId: 0 });
+    expect((await ingest([{ botId: bot.id, message: { chat: { id: 6701 }, from: user(6701), text: 'kept' } }])).results[0]!.filtered).toBe(false);
+    expect((await call(h.url, 'POST', `/bot${bot.token}/deleteWebhook`, { body: {} })).body.result).toBe(true);
     // A query filtered out was never given to the bot: there is nothing to answer.
   });
 
