@@ -119,6 +119,10 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     await page.getByRole('button', { name: 'I have saved it' }).click();
     // The quickstart: the API base and a first call.
     expect(await page.locator('#qs-curl').textContent()).toBe(`curl -s -X POST ${h.url}/api/v1/bots/getMe -H "Authorization: Bearer $BOT_TOKEN"`);
+    // The SDK and a Telegram framework, pointed at this platform.
+    const quickstart = (await page.locator('section[aria-labelledby="qs-title"]').textContent())!;
+    expect(quickstart).toContain(`createBotClient(process.env.BOT_TOKEN!, { baseUrl: '${h.url}' })`);
+    expect(quickstart).toContain(`.base_url('${h.url}/bot')`);
     findings.phoneOverview = await axeFindings(page);
 
     // Regenerated from the bottom of a long page: the new token is drawn in view, not above it.
