@@ -235,6 +235,8 @@ describe('webhook recovery, endpoint health and delivery rate', () => {
         const w = disabled[i]!;
         expect(w.disabled_reason).toContain('HTTP 500');
         expect(w.disabled_reason).toContain('2s');
+        // Said to the developer in words, without the operator's setting's name (issue 35).
+        expect(w.disabled_reason).not.toMatch(/\b[A-Z]+_[A-Z_]+\b/);
         // Not before the run of failures lasted WEBHOOK_DISABLE_AFTER.
         expect(Date.parse(w.disabled_at) - receiver.received[0]!.at).toBeGreaterThanOrEqual(DISABLE_AFTER_MS - 50);
         expect(Date.parse(w.disabled_at) - receiver.received[0]!.at).toBeLessThan(DISABLE_AFTER_MS + 3000);
