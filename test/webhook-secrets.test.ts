@@ -3,7 +3,8 @@
  * loopback: the console edits a webhook's settings without a new secret (deliveries keep
  * the old signature), and a rotation keeps the previous secret valid for its overlap,
  * during which every delivery carries both signatures and the SDK's verifier accepts it
- * under either secret; over HTTP and gRPC, with the refusals in the contract's shape.
+ * under either secret, also while deliveries flow, and ends with it; over HTTP and gRPC,
+ * with the refusals in the contract's shape.
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -137,6 +138,37 @@ describe('webhook secrets: edits that keep them, rotation with an overlap', () =
     expect(none.body.error).toMatchObject({ status: 'FAILED_PRECONDITION', message: 'the bot has no webhook set' });
     const other = client(h.url, await h.jwt('hook-secrets-stranger'));
     expect((await other.post(`/api/v1/bots/my/${id}/webhook/rotate-secret`, {})).status).toBe(404);
+  });
+
+  it('a rotation while deliveries flow: none lost, every one accepted on the old secret, and those sent after it on the new one too', async () => {
+    const { id, receiver } = await hookedBot('sec_flow');
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    let flowing = true;
+    let sent = 0;
+    const flow = (async () => {
+      while (flowing) {
+        expect((await owner.post(`/api/v1/bots/my/${id}/test-updates`, { text: `flow ${sent}` })).status).toBe(201);
+        sent++;
+        await sleep(20);
+      }
+    })();
+    await receiver.waitFor(5);
+    const rotated = await owner.post(`/api/v1/bots/my/${id}/webhook/rotate-secret`, { secret_token: NEW });
+    expect(rotated.status).toBe(200);
+    const answered = Date.now();
+    await sleep(2500);
+    flowing = false;
+    await flow;
+    await receiver.waitFor(sent);
+    const updates = new Set(receiver.received.map((r) => JSON.parse(r.raw.toString()).update_id));
+    expect(updates.size).toBe(sent);
+    // A receiver that stays on the old secret through the overlap accepts every delivery.
+    expect(receiver.received.filter((r) => !verifies(r, OLD))).toEqual([]);
+    // One that moves to the new secret once the rotation answered accepts every delivery sent
+    // after it (a second's grace for one claimed before the rotation and still in flight).
+    const later = receiver.received.filter((r) => r.at > answered + 1000);
+    expect(later.length).toBeGreaterThan(5);
+    expect(later.filter((r) => !verifies(r, NEW)).map((r) => r.at - answered)).toEqual([]);
   });
 
   it('when the overlap ends, only the new secret signs and the bot no longer names a previous one', async () => {
