@@ -5,6 +5,7 @@
  * owner until DELETED_BOT_RETENTION ends (compressed to 2 s in one harness), when the
  * sweep removes what is left and the username is free. Over HTTP and gRPC.
  */
+import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleServiceClient, type DeleteBotResponse } from '../src/gen/botplatform/v1/console_service.js';
@@ -167,11 +168,18 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
     const sent = await call(h.url, 'POST', '/api/v1/bots/sendMessage', { token: bot.token, body: { chat_id: 100000001, text: 'a reply' } });
     expect(sent.status).toBe(200);
     expect((await call(h.url, 'POST', '/api/v1/bots/getUpdates', { token: bot.token, body: { offset: update_id + 1 } })).status).toBe(200);
+    // A file of its own (an upload completed: its upload and its file recorded).
+    const bytes = Buffer.from('the bot\'s own file');
+    const checksum = crypto.createHash('sha256').update(bytes).digest('hex');
+    const cred = await call(h.url, 'POST', '/api/v1/bots/files/upload-credentials', { token: bot.token, body: { fileName: 'own.txt', fileSize: bytes.length, checksum } });
+    expect(cred.status).toBe(200);
+    expect((await fetch(cred.body.result.uploadUrl, { method: 'PUT', headers: cred.body.result.headers, body: new Uint8Array(bytes) })).status).toBe(200);
+    expect((await call(h.url, 'POST', '/api/v1/bots/files/complete', { token: bot.token, body: { checksum } })).status).toBe(200);
     // What the operator's database holds of the bot, table by table.
     const db = createDb(h.apps[0]!.config.database);
     const rowsOf = async () => {
       const n: Record<string, number> = {};
-      for (const table of ['chats', 'messages', 'bot_stats', 'deleted_bots']) {
+      for (const table of ['chats', 'messages', 'files', 'uploads', 'bot_stats', 'deleted_bots']) {
         const key = table === 'deleted_bots' ? 'id' : 'bot_id';
         n[table] = Number((await db.query(db.knex(table).where(key, bot.id).count({ n: '*' })))[0]!.n);
       }
@@ -185,7 +193,7 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
       // Kept until data_removed_at (unless the sweep has already come by on a slow machine).
       const kept = await rowsOf();
       if (Date.now() < Date.parse(res.body.data_removed_at)) {
-        expect(kept).toMatchObject({ deleted_bots: 1 });
+        expect(kept).toMatchObject({ deleted_bots: 1, files: 1, uploads: 1 });
         expect(kept.chats).toBeGreaterThan(0);
         expect(kept.messages).toBe(2); // the test message and the reply
       }
@@ -197,7 +205,7 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
       expect(later.status).toBe(201);
       // The purge removed its rows with the tombstone (the outbound feed keeps its messages).
       // (The username is free at data_removed_at; the sweep comes by within a second or so.)
-      expect(await until(rowsOf, (n) => n.deleted_bots === 0, 10_000)).toEqual({ chats: 0, messages: 0, bot_stats: 0, deleted_bots: 0 });
+      expect(await until(rowsOf, (n) => n.deleted_bots === 0, 10_000)).toEqual({ chats: 0, messages: 0, files: 0, uploads: 0, bot_stats: 0, deleted_bots: 0 });
     } finally {
       await db.destroy();
     }

@@ -266,7 +266,8 @@ const outboxMessages = (stored: StoredUpdate[]) =>
 
 /** The tables a deleted bot's rows are purged from (DELETED_BOT_RETENTION after its deletion). */
 const PURGED_TABLES = [
-  'updates', 'deliveries', 'delivery_attempts', 'webhooks', 'chats', 'messages', 'files', 'bot_stats', 'ingest_keys', 'queries',
+  'updates', 'deliveries', 'delivery_attempts', 'webhooks', 'chats', 'messages', 'files', 'uploads', 'possession_challenges',
+  'bot_stats', 'ingest_keys', 'queries',
 ] as const;
 
 export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
