@@ -10,6 +10,7 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
+import { collectLogLines } from './helpers/log-lines.js';
 import { createTestBucket, type TestBucket } from './helpers/s3.js';
 import { until } from './helpers/until.js';
 
@@ -141,6 +142,69 @@ describe('files on an S3-compatible store', () => {
     expect(await bucket.keys()).toEqual(before);
     expect((await rt(token, 'files/complete', { checksum: sha256(bytes) })).status).toBe(409);
   });
+
+  /**
+   * A Telegram multipart sendDocument whose file part is `bytes` long, sent chunked (no
+   * length declared, so the store gets it in 8 MiB parts); `cutAfter`: the client goes away
+   * once that many file bytes are out. Answers the status and body, or undefined when cut.
+   */
+  function streamDocument(token: string, bytes: number, cutAfter?: number) {
+    const boundary = `----s3test${crypto.randomBytes(8).toString('hex')}`;
+    const head = `--${boundary}\r\ncontent-disposition: form-data; name="chat_id"\r\n\r\n777\r\n`
+      + `--${boundary}\r\ncontent-disposition: form-data; name="document"; filename="big.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`;
+    const block = crypto.randomBytes(1024 * 1024);
+    return new Promise<{ status: number; body: { ok: boolean; error_code?: number; description?: string } } | undefined>((resolve, reject) => {
+      const req = http.request(`${h.url}/bot${token}/sendDocument`, { method: 'POST', headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        res.on('error', reject);
+      });
+      let answered = false;
+      req.on('response', () => (answered = true));
+      req.on('error', (err) => {
+        if (answered) return;
+        if (cutAfter === undefined) reject(err);
+        else resolve(undefined);
+      });
+      void (async () => {
+        const write = (b: Buffer | string) => new Promise<void>((r) => (req.write(b) ? r() : req.once('drain', () => r())));
+        await write(head);
+        for (let sent = 0; sent < bytes && !answered && !req.destroyed; sent += block.length) {
+          if (cutAfter !== undefined && sent >= cutAfter) {
+            req.destroy();
+            resolve(undefined);
+            return;
+          }
+          await write(block.subarray(0, Math.min(block.length, bytes - sent)));
+        }
+        if (!answered && !req.destroyed) req.end(`\r\n--${boundary}--\r\n`);
+      })();
+    });
+  }
+
+  it('a Telegram multipart body past MAX_FILE_BYTES (413), or cut off by its client, leaves no object and no multipart upload', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 's3_tg_refused');
+    await client(h.url, ownerJwt).post(`/api/v1/bots/my/${id}/test-updates`, { text: 'hi', chat_id: 777 });
+    const before = await bucket.keys();
+
+    // 9 MiB against MAX_FILE_BYTES of 8 MiB: the limit is found past 8 MiB, when a first part may be in the store.
+    const big = await streamDocument(token, 9 * 1024 * 1024);
+    expect(big?.status).toBe(413);
+    expect(big?.body).toEqual({ ok: false, error_code: 413, description: expect.stringMatching(/^Request Entity Too Large: /) });
+    // Within the limit, the client gone after 6 MiB: the body is never whole.
+    expect(await streamDocument(token, 8 * 1024 * 1024 - 10, 6 * 1024 * 1024)).toBeUndefined();
+
+    const left = async () => ({ keys: await bucket.keys(), multipart: await bucket.pendingMultipart() });
+    expect(await until(left, (l) => l.multipart.length === 0 && l.keys.length === before.length, 10_000)).toEqual({ keys: before, multipart: [] });
+    // The bot can still send files afterwards.
+    const small = crypto.randomBytes(20_000);
+    const form = new FormData();
+    form.set('chat_id', '777');
+    form.set('document', new Blob([new Uint8Array(small)]), 'ok.bin');
+    expect((await fetch(`${h.url}/bot${token}/sendDocument`, { method: 'POST', body: form })).status).toBe(200);
+  });
 });
 
 describe('abandoned uploads on an S3-compatible store', () => {
@@ -154,6 +218,49 @@ describe('abandoned uploads on an S3-compatible store', () => {
       expect((await fetch(cred.body.result.uploadUrl, { method: 'PUT', body: new Uint8Array(bytes) })).status).toBe(200);
       expect((await bucket.keys('staging/')).length).toBe(1); // staged, never completed
       expect(await until(() => bucket.keys('staging/'), (k) => k.length === 0, 15_000)).toEqual([]);
+    } finally {
+      await h.close();
+      await bucket.drop();
+    }
+  }, 60_000);
+});
+
+describe('a store that refuses the service', () => {
+  it('answers 503 naming the operation and S3\'s error code, with no credential in the answer or the logs', async () => {
+    const bucket = await createTestBucket();
+    const secret = `wrong-${crypto.randomBytes(12).toString('hex')}`;
+    const logs = collectLogLines();
+    const h = await startHarness('separate-gateway', { ...bucket.env, S3_SECRET_ACCESS_KEY: secret, LOG_LEVEL: 'trace' }, logs.sink);
+    try {
+      const { token } = await approvedBot(h, await h.jwt('s3-refused-owner'), 's3_wrong_key');
+      const bytes = crypto.randomBytes(1024 * 1024); // long enough for the store to refuse it before its end (then the connection must close)
+      const cred = await call(h.url, 'POST', '/api/v1/bots/files/upload-credentials', { token, body: { fileName: 'x.bin', fileSize: bytes.length, checksum: sha256(bytes) } });
+      expect(cred.status).toBe(200);
+      const res = await fetch(cred.body.result.uploadUrl, { method: 'PUT', body: new Uint8Array(bytes) });
+      const text = await res.text();
+      expect(res.status).toBe(503);
+      // The code is the store's (SignatureDoesNotMatch), or the SDK's when the store answered before the body was sent.
+      expect(JSON.parse(text)).toMatchObject({ ok: false, error_code: 503, description: expect.stringMatching(/^Service Unavailable: the file store failed to store an upload: \w+( \(403\))?; retry later$/) });
+      // complete cannot look at the store either: 503 too (the gateway says "core unavailable" for any
+      // UNAVAILABLE from its core), and nothing issued.
+      const done = await call(h.url, 'POST', '/api/v1/bots/files/complete', { token, body: { checksum: sha256(bytes) } });
+      expect(done.status).toBe(503);
+      // The Telegram surface's multipart upload likewise; through the same client, which had the PUT's
+      // connection to reuse had the gateway not closed it (left open, the next call on it never got an answer).
+      const form = new FormData();
+      form.set('chat_id', '777');
+      form.set('document', new Blob([new Uint8Array(bytes)]), 'x.bin');
+      const tg = await fetch(`${h.url}/bot${token}/sendDocument`, { method: 'POST', body: form });
+      const tgText = await tg.text();
+      expect(tg.status).toBe(503);
+      expect(JSON.parse(tgText)).toEqual({ ok: false, error_code: 503, description: expect.stringMatching(/^Service Unavailable: the file store failed to store an upload: \w+( \(403\))?; retry later$/) });
+      expect(await bucket.keys()).toEqual([]);
+      // The start-up check said so, by bucket and endpoint.
+      expect(logs.lines.some((l) => l.msg === 'blob store: S3 bucket does not answer' && l.bucket === bucket.name)).toBe(true);
+      for (const line of [text, JSON.stringify(done.body), tgText, ...logs.raw]) {
+        expect(line).not.toContain(secret);
+        expect(line).not.toMatch(/X-Amz-Signature|Signature=|AWS4-HMAC-SHA256 Credential/);
+      }
     } finally {
       await h.close();
       await bucket.drop();

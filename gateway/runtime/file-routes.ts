@@ -42,11 +42,12 @@ export function registerFileRoutes(app: FastifyInstance, opts: FileRoutesOptions
       try {
         await opts.blobs.put(stagingKey(grant.id), request.raw, { size: grant.size, sha256: grant.sha256 });
       } catch (err) {
-        if (err instanceof BlobMismatch) {
-          reply.header('connection', 'close');
-          throw ApiError.invalid('body', err.reason, `${err.message}; nothing was kept`);
-        }
-        if (clientGone(request)) throw ApiError.invalid('body', 'INTERRUPTED', 'the upload was interrupted; nothing was kept');
+        // A body not read to its end (the store refused it early) leaves the connection unable
+        // to carry a next request (seen: the client's next call on it waited forever): close it.
+        if (err instanceof BlobMismatch || !request.raw.complete) reply.header('connection', 'close');
+        if (err instanceof BlobMismatch) throw ApiError.invalid('body', err.reason, `${err.message}; nothing was kept`);
+        // The store's own refusal (an ApiError: 503) is said as it is, though its end broke the body's pipe too.
+        if (!(err instanceof ApiError) && clientGone(request)) throw ApiError.invalid('body', 'INTERRUPTED', 'the upload was interrupted; nothing was kept');
         throw err;
       }
       return reply.code(200).send({ ok: true, result: { file_size: grant.size, checksum: grant.sha256 } });

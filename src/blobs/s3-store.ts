@@ -192,9 +192,12 @@ export function createS3Store(opts: S3StoreOptions): BlobStore & { client: S3Cli
           ...(verify ? { ChecksumSHA256: Buffer.from(expected.sha256, 'hex').toString('base64') } : {}),
         }), { abortSignal: abort.signal });
       } catch (err) {
+        // Failed before the source did: the store refused or went away. Ending the body then
+        // breaks the pipe from the source, which is no failure of the upload's client.
+        const source = failure;
         body.destroy();
         await piped;
-        if (failure) throw failure;
+        if (source) throw source;
         if ((err as { name?: string }).name === 'BadDigest') throw new BlobMismatch('CHECKSUM_MISMATCH', 'the SHA-256 of the bytes does not match checksum');
         throw unavailable('store an upload', err);
       }
@@ -234,9 +237,10 @@ export function createS3Store(opts: S3StoreOptions): BlobStore & { client: S3Cli
       try {
         await upload.done();
       } catch (err) {
+        const source = failure; // as in put: a pipe broken by ending the body is not the source's failure
         body.destroy();
         await piped;
-        throw failure ?? unavailable('store an upload', err);
+        throw source ?? unavailable('store an upload', err);
       }
       await piped;
       if (failure) {
