@@ -6,6 +6,7 @@
  * Real HTTPS servers on loopback, one per origin. The cap is held under the process's
  * open-file limit at start (openFileLimit / socketCapWithin).
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookClient } from '../src/dispatch/webhook-client.js';
 import { openFileLimit, RESERVED_FDS, socketCapWithin } from '../src/net/fd-limit.js';
 import { parseCidrs } from '../src/net/ssrf.js';
+import { TEST_SECRET_KEY } from './helpers/harness.js';
+import { freePort } from './helpers/ports.js';
 import { createTestPki } from './helpers/tls.js';
 
 interface Origin { port: number; connections: number; live: number; server: https.Server; hang: boolean }
@@ -117,4 +120,32 @@ describe('webhook connections under a cap, least recently used evicted', () => {
     expect(openFileLimit()).toBeGreaterThan(0); // this machine's own
     fs.rmSync(dir, { recursive: true, force: true });
   });
+
+  it('a service started with a low open-file limit raises its soft limit to the hard one, lowers the cap within it, and says so', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-fdlimit-'));
+    const port = await freePort();
+    // Soft 1100, hard 1600: Node raises the soft limit to 1600 at start; the cap leaves 1024 of it free.
+    const child = spawn('prlimit', ['--nofile=1100:1600', process.execPath, '--import', 'tsx', 'src/main.ts'], {
+      cwd: path.resolve(import.meta.dirname, '..'),
+      env: { ...process.env, ROLE: 'all', DATA_DIR: dir, PORT: String(port), GRPC_PORT: String(await freePort()), SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'warn', WEBHOOK_MAX_SOCKETS: '8192' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      for (let i = 0; i < 450 && child.exitCode === null; i++) {
+        if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      const lowered = out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => String(l.msg).startsWith('WEBHOOK_MAX_SOCKETS lowered'));
+      expect(lowered).toMatchObject({ level: 40, wanted: 8192, cap: 1600 - RESERVED_FDS, openFileLimit: 1600, msg: `WEBHOOK_MAX_SOCKETS lowered to ${1600 - RESERVED_FDS}: the process may open 1600 files` });
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode === null ? child.once('exit', r) : r(null)));
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
