@@ -339,7 +339,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
    * public base URL as metadata, cancelled when the client goes away or at shutdown.
    * Answers the core's response message.
    */
-  async function invokeCore(
+  function invokeCore(
     spec: RouteSpec, message: unknown, extra: Record<string, string>, request: FastifyRequest, reply: FastifyReply,
   ): Promise<Record<string, unknown>> {
     // Every call's metadata is built here: native and console routes (handle) and the
@@ -347,7 +347,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     // not printable ASCII is a 401 whatever the role, and its value is never repeated.
     const authorization = extra.authorization;
     if (authorization !== undefined && !PRINTABLE_ASCII.test(authorization)) {
-      throw ApiError.unauthenticated('the credential must be printable ASCII: look for a stray character around it (a line break, a no-break space)');
+      return Promise.reject(ApiError.unauthenticated('the credential must be printable ASCII: look for a stray character around it (a line break, a no-break space)'));
     }
     const metadata: Record<string, string> = {
       ...extra,
@@ -362,20 +362,31 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     };
     // on, not once: 'close' comes once, and once() would wrap onClose (held while the call waits).
     reply.raw.on('close', onClose);
-    let response: Record<string, unknown>;
-    try {
-      // At the end of a shutdown's grace period, a call still waiting (a long poll on a
-      // core that is not stopping) is answered 503 instead of having its connection cut:
-      // cancelInFlight rejects it (no listener or race per call).
-      response = await new Promise<Record<string, unknown>>((resolve, reject) => {
-        inFlight.set(abort, reject);
-        opts.invoker.invoke(spec, message, metadata, abort, logSinkOf(request)).then(resolve as (v: unknown) => void, reject);
+    // No async frame of its own: a long poll waits here by the thousand, each holding
+    // only this promise and its two reactions. At the end of a shutdown's grace period, a
+    // call still waiting (a long poll on a core that is not stopping) is answered 503
+    // instead of having its connection cut: cancelInFlight rejects it (no listener or race
+    // per call).
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      const settle = () => {
+        reply.raw.off('close', onClose);
+        inFlight.delete(abort);
+      };
+      inFlight.set(abort, (err) => {
+        settle();
+        reject(err);
       });
-    } finally {
-      reply.raw.off('close', onClose);
-      inFlight.delete(abort);
-    }
-    return response;
+      opts.invoker.invoke(spec, message, metadata, abort, logSinkOf(request)).then(
+        (response) => {
+          settle();
+          resolve(response as Record<string, unknown>);
+        },
+        (err: unknown) => {
+          settle();
+          reject(err);
+        },
+      );
+    });
   }
 
   return Object.assign(app, {

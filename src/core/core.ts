@@ -1,10 +1,10 @@
 /**
  * The transport-agnostic core: every RPC is a plain async function behind one
  * interceptor chain, one list of `(next) => (call) => …` steps that unary and
- * streaming calls both run (chain.ts): record (metrics, usage, the log line) → failure
- * (anything thrown becomes the caller's ApiError) → route → undecodable → auth →
- * limits → the handler. A stream's parts (CallContext.part) run the chain's first two
- * steps as calls of their own. The gRPC server and the in-process gateway invoker are
+ * streaming calls both run (chain.ts): account (anything thrown becomes the caller's
+ * ApiError; metrics, usage, the log line) → route → undecodable → auth → limits → the
+ * handler. A stream's parts (CallContext.part) run the chain's first step as calls of
+ * their own. The gRPC server and the in-process gateway invoker are
  * both adapters over `invoke` and `stream`, so behaviour — limits included — cannot
  * differ.
  */
@@ -150,22 +150,25 @@ export function createCore(deps: CoreDeps): Core {
     deps.logger.info(withCaller({ requestId: call.requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent }, call.principal), 'rpc stream');
   }
 
-  /** Every call's outcome recorded once it is over (a stream's: when its responses stop). */
-  const record: Interceptor = (next) => (call) => {
+  /**
+   * Every call's outcome, once it is over (a stream's: when its responses stop): anything
+   * thrown, before the first response or after, becomes the ApiError the caller gets
+   * (logged when it is the service's fault), and the call is counted, in the bot's usage
+   * and in one log line. One step, so a call waits in one frame of it, not two.
+   */
+  const account: Interceptor = (next) => (call) => {
     const started = performance.now();
     return onOutcome(next, call, (failed, err, sent) => {
-      let code = !failed ? Code.OK : err instanceof ApiError ? err.code : Code.INTERNAL;
+      const apiError = failed ? toApiError(err, call) : undefined;
+      let code = apiError ? apiError.code : Code.OK;
       // The caller left first (its transport aborted with the status it answered): that is the outcome.
       if (call.signal.aborted && call.signal.reason instanceof ApiError) code = call.signal.reason.code;
       const ms = performance.now() - started;
       if (call.streaming) recordStream(call, code, ms, sent);
       else recordCall(call, code, ms);
-      return err;
+      return apiError;
     });
   };
-
-  /** Anything thrown, before the first response or after, as the ApiError the caller gets; logged when it is the service's fault. */
-  const failure: Interceptor = (next) => (call) => onOutcome(next, call, (failed, err) => (failed ? toApiError(err, call) : undefined));
 
   function toApiError(err: unknown, call: Call): ApiError {
     const apiError = isStorageUnavailable(err) ? storageUnavailable(err) : ApiError.from(err);
@@ -231,16 +234,15 @@ export function createCore(deps: CoreDeps): Core {
     return Symbol.asyncIterator in (out as object) ? Promise.resolve(out) : (out as Promise<unknown>).then(single);
   };
 
-  /** The steps that account for a call, which a stream's parts run too. */
-  const accounting = [record, failure];
-  const run = compose([...accounting, route, undecodable, auth, ...(deps.limiter ? [limits(deps.limiter)] : [])], handle);
+  /** The step that accounts for a call, which a stream's parts run too. */
+  const run = compose([account, route, undecodable, auth, ...(deps.limiter ? [limits(deps.limiter)] : [])], handle);
 
   /**
    * CallContext.part of a stream: one part run through the accounting steps as a unary
    * call of the stream's method by its caller (its own `rpc` line with `fields`).
    */
   const partOf = (stream: Call) => <T>(fields: Record<string, unknown>, fn: () => Promise<T>): Promise<T> =>
-    compose(accounting, fn)({
+    compose([account], fn)({
       path: stream.path, method: stream.method, streaming: false, input: undefined, metadata: stream.metadata, signal: never,
       requestId: stream.requestId, fields, principal: stream.principal,
     }) as Promise<T>;
