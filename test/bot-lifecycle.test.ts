@@ -8,7 +8,7 @@
 import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConsoleServiceClient, type DeleteBotResponse } from '../src/gen/botplatform/v1/console_service.js';
+import { ConsoleServiceClient, type CreateApplicationResponse, type DeleteBotResponse } from '../src/gen/botplatform/v1/console_service.js';
 import { createDb } from '../src/storage/db.js';
 import { approvedBot, call, client, startHarness, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
@@ -58,11 +58,13 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
     const changed = await edit(id, { name: 'Life, renamed', description: 'now described', scopes: ['send'], username: 'life_renamed_bot' });
     expect(changed.status).toBe(200);
     expect(changed.body).toMatchObject({ name: 'Life, renamed', description: 'now described', scopes: ['send'], username: 'life_renamed_bot', review_status: 'pending' });
-    // An edit's empty list is refused, not taken for both (a creation's is the default, both, as api.md says).
-    expect((await owner.post('/api/v1/bots/applications', { name: 'Life', username: 'life_no_scopes_bot', scopes: [] })).body.scopes).toEqual(['send', 'receive']);
-    const none = await edit(id, { scopes: [] });
-    expect(none.status).toBe(400);
-    expect(none.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', message: 'scopes: needs at least one of send, receive' });
+    // An edit's empty list (or null) is refused, not taken for both.
+    for (const scopes of [[], null]) {
+      const none = await edit(id, { scopes });
+      expect(none.status).toBe(400);
+      expect(none.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', message: 'scopes: must name at least one of send, receive, or be left out' });
+    }
+    expect((await owner.get(`/api/v1/bots/my/${id}`)).body.scopes).toEqual(['send']);
     const bad = await edit(id, { username: 'Bad Name!' });
     expect(bad.status).toBe(400);
     expect(bad.body.error.details[0].field).toBe('username');
@@ -79,6 +81,27 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
     const refused = await edit(approved.id, { name: 'Too late' });
     expect(refused.status).toBe(409);
     expect(refused.body.error.message).toMatch(/the bot is approved: change its profile/);
+  });
+
+  it('an application created with scopes: [] over HTTP is refused naming the field; none given asks for both (gRPC cannot tell the two: both)', async () => {
+    const none = await owner.post('/api/v1/bots/applications', { name: 'Life', username: 'life_no_scopes_bot', scopes: [] });
+    expect(none.status).toBe(400);
+    expect(none.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', message: 'scopes: must name at least one of send, receive, or be left out' });
+    expect(none.body.error.details).toEqual([expect.objectContaining({ field: 'scopes', reason: 'TOO_FEW' })]);
+    // Nothing was created: the username is still free.
+    expect((await apply('life_no_scopes_bot')).id).toBeTruthy();
+    expect((await owner.post('/api/v1/bots/applications', { name: 'Life', username: 'life_one_scope_bot', scopes: ['receive'] })).body.scopes).toEqual(['receive']);
+    expect((await owner.post('/api/v1/bots/applications', { name: 'Life', username: 'life_default_scopes_bot' })).body.scopes).toEqual(['send', 'receive']);
+    const c = new ConsoleServiceClient(h.grpcAddress, grpc.credentials.createInsecure());
+    try {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${ownerJwt}`);
+      const created = await new Promise<CreateApplicationResponse>((resolve, reject) =>
+        c.createApplication({ name: 'Life', username: 'life_grpc_scopes_bot', scopes: [] }, md, (err, r) => (err ? reject(err) : resolve(r))));
+      expect(created.bot!.scopes).toEqual(['send', 'receive']);
+    } finally {
+      c.close();
+    }
   });
 
   it('a rejected application is changed and resubmitted, and the reviewer approves it', async () => {

@@ -28,7 +28,7 @@ interface Case {
   text?: (n: number) => string;
   /** A value the pattern refuses (its length within the limits). */
   mismatch?: string;
-  /** An otherwise valid entry number i of the list (max_items). */
+  /** An otherwise valid entry number i of the list (max_items, min_items). */
   item?: (i: number) => unknown;
   /** The field's value of one of its allowed values (allowed_values): the value, or a list of it. */
   value?: (v: string) => unknown;
@@ -42,6 +42,7 @@ interface Case {
   acceptsInside?: boolean;
 }
 
+const SCOPES = ['send', 'receive'];
 const sha256 = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 let seq = 0;
 /** A unique string of exactly n characters from `alphabet` (n >= 1). */
@@ -279,14 +280,14 @@ describe('constraints declared in the protos are the limits the API enforces', (
       },
       description: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ description: v })), path: 'description', text: (n) => 'd'.repeat(n), ...text },
       avatar: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ avatar: v })), path: 'avatar', text: url() },
-      scopes: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]' },
+      scopes: { send: consoleCall('post', () => '/api/v1/bots/applications', (v) => app({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]', item: (i) => SCOPES[i] },
     },
     'botplatform.v1.ApplicationFields': {
       name: { send: editApp((v) => ({ name: v })), path: 'name', text: (n) => 'N'.repeat(n), ...line },
       username: { send: editApp((v) => ({ username: v })), path: 'username', text: (n) => unique(n, 'e', 'x'), mismatch: 'bad-name' },
       description: { send: editApp((v) => ({ description: v })), path: 'description', text: (n) => 'd'.repeat(n), ...text },
       avatar: { send: editApp((v) => ({ avatar: v })), path: 'avatar', text: url() },
-      scopes: { send: editApp((v) => ({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]' },
+      scopes: { send: editApp((v) => ({ scopes: v })), path: 'scopes', value: (v) => [v], valuePath: 'scopes[0]', item: (i) => SCOPES[i] },
     },
     'botplatform.v1.ListMyBotsRequest': {
       page: { send: consoleCall('get', () => '/api/v1/bots/my?page='), path: 'page' },
@@ -597,6 +598,8 @@ describe('constraints declared in the protos are the limits the API enforces', (
     if (c.minimum !== undefined) list.push({ name: `minimum ${c.minimum}`, entry, outside: () => c.minimum! - 1, inside: () => c.minimum! });
     if (c.maximum !== undefined) list.push({ name: `maximum ${c.maximum}`, entry, outside: () => c.maximum! + 1, inside: () => c.maximum! });
     if (c.maxItems !== undefined) list.push({ name: `max_items ${c.maxItems}`, entry, outside: items(c.maxItems + 1), inside: items(c.maxItems) });
+    // A list given with fewer entries (the HTTP JSON shows it given; gRPC cannot tell an empty list from none).
+    if (c.minItems !== undefined) list.push({ name: `min_items ${c.minItems}`, entry, outside: items(c.minItems - 1), inside: items(c.minItems) });
     if (c.allowedValues) {
       const wrap = (k: Case, v: string) => (k.value ? k.value(v) : v);
       list.push({
@@ -630,7 +633,7 @@ describe('constraints declared in the protos are the limits the API enforces', (
       for (const k of cases) {
         if ((c.minLength !== undefined || c.maxLength !== undefined || c.pattern) && !k.text) missing.push(`${key}: text`);
         if (c.pattern && k.mismatch === undefined) missing.push(`${key}: mismatch`);
-        if (c.maxItems !== undefined && !k.item) missing.push(`${key}: item`);
+        if ((c.maxItems !== undefined || c.minItems !== undefined) && !k.item) missing.push(`${key}: item`);
         if (c.nonZero && k.valid === undefined) missing.push(`${key}: valid`);
         if (c.conflictsWith && !k.withOther) missing.push(`${key}: withOther`);
       }

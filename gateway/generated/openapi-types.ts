@@ -637,7 +637,7 @@ export interface components {
       description?: string;
       /** @description https URL of the avatar image. */
       avatar?: string;
-      /** @description Scopes asked for: "send", "receive". Default both: an empty list is the same as none given (a protobuf list has no presence, so gRPC cannot tell them apart); the console refuses an application with no scope ticked rather than send one. */
+      /** @description Scopes asked for: "send", "receive". Default (none given) both. Over HTTP a list given empty is refused (min_items); over gRPC it is the same as none given, both (a protobuf list has no presence, so gRPC cannot tell them apart). */
       scopes?: ("send" | "receive")[];
     };
     /** @description CreateApplicationResponse carries the new bot. */
@@ -2412,7 +2412,7 @@ export interface operations {
           description?: string;
           /** @description https URL of the avatar image. */
           avatar?: string;
-          /** @description Scopes asked for: "send", "receive". Default both: an empty list is the same as none given (a protobuf list has no presence, so gRPC cannot tell them apart); the console refuses an application with no scope ticked rather than send one. */
+          /** @description Scopes asked for: "send", "receive". Default (none given) both. Over HTTP a list given empty is refused (min_items); over gRPC it is the same as none given, both (a protobuf list has no presence, so gRPC cannot tell them apart). */
           scopes?: ("send" | "receive")[];
         };
       };
@@ -2793,7 +2793,7 @@ export interface operations {
           /** @description https URL of the avatar image. */
           avatar?: string | null;
           /** @description Scopes asked for: "send", "receive"; at least one when named. */
-          scopes?: (("send" | "receive")[]) | null;
+          scopes?: ("send" | "receive")[];
         };
       };
     };

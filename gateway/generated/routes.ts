@@ -828,7 +828,14 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": true,
-          "optional": false
+          "optional": false,
+          "minItems": {
+            "count": 1,
+            "values": [
+              "send",
+              "receive"
+            ]
+          }
         }
       ]
     },
@@ -1235,7 +1242,14 @@ export const routeTable: RouteTable = {
             "scalar": "string"
           },
           "repeated": true,
-          "optional": false
+          "optional": false,
+          "minItems": {
+            "count": 1,
+            "values": [
+              "send",
+              "receive"
+            ]
+          }
         }
       ]
     },

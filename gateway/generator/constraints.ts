@@ -14,6 +14,7 @@ export interface ImageConstraints {
   minLength?: number; maxLength?: number; pattern?: string;
   minimum?: string | number; maximum?: string | number;
   maxItems?: number;
+  minItems?: number;
   allowedValues?: string[];
   conflictsWith?: string;
   maximumSetting?: string;
@@ -76,6 +77,12 @@ export function buildConstraints(index: ImageIndex, option: string): string {
         if (!repeated) throw new Error(`${where}: max_items applies to repeated fields`);
         bound('maxItems', c.maxItems);
       }
+      if (c.minItems !== undefined) {
+        if (!repeated) throw new Error(`${where}: min_items applies to repeated fields`);
+        if (c.minItems < 1) throw new Error(`${where}: min_items must be at least 1`);
+        if (c.maxItems !== undefined && c.minItems > c.maxItems) throw new Error(`${where}: min_items > max_items`);
+        bound('minItems', c.minItems);
+      }
       if (c.allowedValues?.length) {
         if (f.type === 'TYPE_ENUM') {
           // A subset of the enum's values, by their wire names ("dead_letter" for DELIVERY_STATUS_DEAD_LETTER).
@@ -128,6 +135,8 @@ export function buildConstraints(index: ImageIndex, option: string): string {
     '  readonly minimum?: number;\n' +
     '  readonly maximum?: number;\n' +
     '  readonly maxItems?: number;\n' +
+    '  /** Fewest entries when the list is given: the HTTP gateway refuses a shorter one (gRPC cannot tell an empty list from none). */\n' +
+    '  readonly minItems?: number;\n' +
     '  /** The only values of the field (of each entry, when repeated). */\n' +
     '  readonly allowedValues?: readonly string[];\n' +
     '  /** Another field (proto name) of the message that may not be given with this one. */\n' +

@@ -145,6 +145,9 @@ function main() {
           optional: Boolean(f.proto3Optional),
           ...(f.options?.[NULL_WHEN_UNSET_OPTION] === true ? { nullWhenUnset: true } : {}),
           ...(behavior?.includes('REQUIRED') ? { required: true } : {}),
+          ...(constraints?.minItems !== undefined
+            ? { minItems: { count: constraints.minItems, ...(constraints.allowedValues?.length ? { values: constraints.allowedValues } : {}) } }
+            : {}),
         };
       }),
     };

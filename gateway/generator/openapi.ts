@@ -9,6 +9,7 @@ export interface FieldOptions {
     /** int64 in the JSON image: a string. */
     minimum?: string | number; maximum?: string | number;
     maxItems?: number;
+    minItems?: number;
     allowedValues?: string[];
     conflictsWith?: string;
     maximumSetting?: string;
@@ -92,7 +93,11 @@ function constraintKeywords(options: FieldOptions | undefined): { value: Json; a
   if (c.nonZero) value.not = { const: 0 };
   // Counted after parsing (parse_mode, entities), as Telegram counts a text: no JSON Schema keyword says it.
   if (c.parsedMaxLength !== undefined) value['x-parsed-max-length'] = c.parsedMaxLength;
-  return { value, array: c.maxItems !== undefined ? { maxItems: c.maxItems } : {} };
+  const array: Json = {};
+  // JSON Schema's minItems holds only for a property present: a list left out takes the method's default.
+  if (c.minItems !== undefined) array.minItems = c.minItems;
+  if (c.maxItems !== undefined) array.maxItems = c.maxItems;
+  return { value, array };
 }
 
 /**
@@ -120,6 +125,8 @@ function clearable(f: FieldSchema, options: FieldOptions | undefined): boolean {
   if (options?.behavior.includes('REQUIRED')) return false;
   // null unsets an optional field, and empties a list, a map or a message.
   const c = options?.constraints;
+  // A list of at least min_items when given: null (an empty list) does not clear it.
+  if (f.repeated && (c?.minItems ?? 0) > 0) return false;
   if (!c || f.optional || f.repeated || f.type.kind !== 'scalar' || f.type.scalar !== 'string') return true;
   if ((c.minLength ?? 0) > 0) return false;
   return !c.pattern || new RegExp(c.pattern, 'u').test('');

@@ -18,6 +18,17 @@ const INT_RANGE = {
 
 const bad = (field: string, description: string, reason = 'INVALID_TYPE') => ApiError.invalid(field, reason, description);
 
+/**
+ * A list given with fewer entries than its min_items (or cleared by null in an update): the
+ * JSON shows it was given, so it is refused rather than read as absent (the default).
+ */
+function tooFew(field: string, min: { count: number; values?: readonly string[] }): ApiError {
+  const what = min.values
+    ? `name at least ${min.count === 1 ? 'one' : min.count} of ${min.values.join(', ')}`
+    : `have at least ${min.count} ${min.count === 1 ? 'entry' : 'entries'}`;
+  return ApiError.invalid(field, 'TOO_FEW', `must ${what}, or be left out`);
+}
+
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 
 const RFC3339 = /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.\d{1,9})?(?:[Zz]|[+-](\d\d):(\d\d))$/;
@@ -216,6 +227,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
     for (const [key, value] of Object.entries(json)) {
       const f = fields.get(key);
       if (!f) throw bad(join(path, key), 'is not a known field', 'UNKNOWN_FIELD');
+      if (f.minItems && (Array.isArray(value) ? value.length < f.minItems.count : value === null && opts.nullClears)) throw tooFew(join(path, f.json), f.minItems);
       into[f.ts] = value === null && opts.nullClears ? defaultOf(f) : decodeField(f, value, join(path, f.json), false, strict);
     }
     // An update's body is partial: what it does not name is left as it is.

@@ -31,6 +31,13 @@ export interface FieldSchema {
   nullWhenUnset?: boolean;
   /** (google.api.field_behavior) = REQUIRED: a request's JSON must give it (not null). */
   required?: boolean;
+  /**
+   * (botplatform.v1.constraints).min_items of a repeated field: a request's JSON that gives
+   * the list gives at least this many entries (a list left out takes the method's default;
+   * gRPC, without presence, cannot tell the two apart). `values`: its allowed_values, named
+   * in the refusal.
+   */
+  minItems?: { count: number; values?: readonly string[] };
 }
 
 /**

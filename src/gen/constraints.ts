@@ -12,6 +12,8 @@ export interface FieldConstraints {
   readonly minimum?: number;
   readonly maximum?: number;
   readonly maxItems?: number;
+  /** Fewest entries when the list is given: the HTTP gateway refuses a shorter one (gRPC cannot tell an empty list from none). */
+  readonly minItems?: number;
   /** The only values of the field (of each entry, when repeated). */
   readonly allowedValues?: readonly string[];
   /** Another field (proto name) of the message that may not be given with this one. */
@@ -40,7 +42,7 @@ const table = {
     "username": { minLength: 3, maxLength: 64, pattern: new RegExp("^[a-z][a-z0-9_]*$", 'u') },
     "description": { maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "avatar": { minLength: 1, maxLength: 2048 },
-    "scopes": { allowedValues: ["send","receive"] },
+    "scopes": { minItems: 1, allowedValues: ["send","receive"] },
   },
   "botplatform.v1.BotCommand": {
     "command": { minLength: 1, maxLength: 32, pattern: new RegExp("^[a-z0-9_]*$", 'u') },
@@ -96,7 +98,7 @@ const table = {
     "username": { minLength: 3, maxLength: 64, pattern: new RegExp("^[a-z][a-z0-9_]*$", 'u') },
     "description": { maxLength: 4096, pattern: new RegExp("^[^\\u0000]*$", 'u') },
     "avatar": { minLength: 1, maxLength: 2048 },
-    "scopes": { allowedValues: ["send","receive"] },
+    "scopes": { minItems: 1, allowedValues: ["send","receive"] },
   },
   "botplatform.v1.CreateTestCallbackQueryRequest": {
     "chat_id": { nonZero: true },

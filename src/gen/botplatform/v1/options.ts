@@ -98,7 +98,17 @@ export interface FieldConstraints {
    * (the OpenAPI document's `x-parsed-max-length`). The field's max_length then bounds the
    * raw input, markup included (markup tags do not count towards this one).
    */
-  parsedMaxLength?: number | undefined;
+  parsedMaxLength?:
+    | number
+    | undefined;
+  /**
+   * Fewest entries of a repeated field when it is given (minItems, which JSON Schema applies
+   * only to a property present). A protobuf list has no presence, so only the HTTP gateway,
+   * which sees the JSON, can tell a list given empty from none given: it refuses the first
+   * (and, in an update's body, null) and leaves the second to the method's default. Over
+   * gRPC an empty list is the same as none given.
+   */
+  minItems?: number | undefined;
 }
 
 function createBaseServiceSettings(): ServiceSettings {
@@ -181,6 +191,7 @@ function createBaseFieldConstraints(): FieldConstraints {
     maximumSetting: "",
     nonZero: false,
     parsedMaxLength: undefined,
+    minItems: undefined,
   };
 }
 
@@ -218,6 +229,9 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
     }
     if (message.parsedMaxLength !== undefined) {
       writer.uint32(88).uint32(message.parsedMaxLength);
+    }
+    if (message.minItems !== undefined) {
+      writer.uint32(96).uint32(message.minItems);
     }
     return writer;
   },
@@ -323,6 +337,14 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
             message.parsedMaxLength = reader.uint32();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.minItems = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -351,6 +373,7 @@ export const FieldConstraints: MessageFns<FieldConstraints> = {
     message.maximumSetting = object.maximumSetting ?? "";
     message.nonZero = object.nonZero ?? false;
     message.parsedMaxLength = object.parsedMaxLength ?? undefined;
+    message.minItems = object.minItems ?? undefined;
     return message;
   },
 };

@@ -809,7 +809,7 @@ class CreateApplicationRequest(BaseModel):
     """
     scopes: list[Literal["send", "receive"]] | None = None
     """
-    Scopes asked for: "send", "receive". Default both: an empty list is the same as none given (a protobuf list has no presence, so gRPC cannot tell them apart); the console refuses an application with no scope ticked rather than send one.
+    Scopes asked for: "send", "receive". Default (none given) both. Over HTTP a list given empty is refused (min_items); over gRPC it is the same as none given, both (a protobuf list has no presence, so gRPC cannot tell them apart).
     """
 
 
