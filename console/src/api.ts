@@ -3,6 +3,8 @@
  * the user signed in with (kept in sessionStorage, sent only as a Bearer header).
  */
 
+import { tokens } from './tokens';
+
 const KEY = 'botplatform.console.jwt';
 
 export interface FieldError {
@@ -53,6 +55,8 @@ export const session = {
   },
   signOut() {
     sessionStorage.removeItem(KEY);
+    // Tokens held for another session's bots are not this one's to see.
+    tokens.clear();
   },
   /** Called when the API refuses the JWT (expired, revoked, malformed). */
   onExpired(fn: (message: string) => void) {

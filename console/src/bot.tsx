@@ -3,6 +3,7 @@ import { api, ApiFailure, type ListDeliveryAttemptsResponse, type Bot, type BotC
 import { noteForBotsPage } from './bots';
 import { LineChart, Bars } from './charts';
 import { TestChat } from './test-chat';
+import { tokens, type Token } from './tokens';
 import { Alert, Badge, CopyButton, ErrorAlert, Field, fieldError, fmtTime, Page, Pager } from './ui';
 
 const TABS = [
@@ -25,8 +26,18 @@ function usePoll(f: () => void, ms: number, deps: unknown[]) {
 export function BotPage({ id, tab }: { id: string; tab: string }) {
   const [bot, setBot] = useState<Bot>();
   const [error, setError] = useState<unknown>();
-  // The token read with the bot (first read after approval), with its Telegram form; kept in memory only.
-  const [token, setToken] = useState<Token>();
+  // The token the API handed over (first read after approval, or a regeneration), with its
+  // Telegram form: in memory only (tokens.ts), shown when revealed by a click.
+  const [token, setTokenState] = useState(() => tokens.get(id));
+  const setToken = (t: Token | undefined, revealed = false) => {
+    if (t) tokens.hold(id, t, revealed);
+    else tokens.forget(id);
+    setTokenState(tokens.get(id) && { ...tokens.get(id)! });
+  };
+  const reveal = () => {
+    tokens.reveal(id);
+    setTokenState(tokens.get(id) && { ...tokens.get(id)! });
+  };
   const load = () =>
     api.getBot(id).then((b) => {
       if (b.one_time_token) setToken({ token: b.one_time_token, telegram: b.telegram_token });
@@ -34,6 +45,7 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
     }, setError);
   useEffect(() => {
     setBot(undefined);
+    setTokenState(tokens.get(id));
     void load();
   }, [id]);
   // State that stays true: read again when a tab opens and every 10 s while the page is
@@ -61,13 +73,14 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
           {bot.webhook?.disabled && <a href={`${base}/webhook`} class="badge b-dead_letter" id="header-webhook-disabled">webhook disabled</a>}
         </div>
       </div>
-      {token && <TokenReveal token={token} onDismiss={() => setToken(undefined)} />}
+      {token && !token.revealed && <TokenWaiting onReveal={reveal} />}
+      {token?.revealed && <TokenReveal token={token} onDismiss={() => setToken(undefined)} />}
       <nav class="tabs" aria-label="Bot sections">
         {TABS.map(([k, label]) => (
           <a key={k} href={k === 'overview' ? base : `${base}/${k}`} aria-current={tab === k ? 'page' : undefined}>{label}</a>
         ))}
       </nav>
-      {tab === 'overview' && <Overview bot={bot} onChange={setBot} onToken={setToken} />}
+      {tab === 'overview' && <Overview bot={bot} onChange={setBot} onToken={(t) => setToken(t, true)} />}
       {tab === 'webhook' && <WebhookTab bot={bot} onChange={setBot} />}
       {tab === 'deliveries' && <DeliveriesTab bot={bot} />}
       {tab === 'metrics' && <MetricsTab bot={bot} />}
@@ -76,8 +89,24 @@ export function BotPage({ id, tab }: { id: string; tab: string }) {
   );
 }
 
-/** A token as shown once: as issued, and in Telegram's "<bot user id>:<token>" form. */
-type Token = { token: string; telegram?: string };
+/**
+ * The first token after approval, handed over by the API on the page's first read and held
+ * in memory: revealed on a click (so it is not on the screen of whoever looks, nor drawn
+ * where the developer is not looking). What happens when one leaves first is said here.
+ */
+function TokenWaiting({ onReveal }: { onReveal: () => void }) {
+  return (
+    <section class="reveal" aria-labelledby="token-waiting-title" id="token-waiting">
+      <h2 id="token-waiting-title">Your bot token is ready</h2>
+      <p>
+        <strong>It is shown only once.</strong> The service has handed it to this page and keeps only its hash: reveal it
+        and copy it now. It waits here while this tab stays open, on other pages of the console too; reloading or closing
+        the tab, or signing out, loses it (you are asked first), and then only regenerating gives a new one.
+      </p>
+      <button type="button" class="primary" onClick={onReveal}>Reveal token</button>
+    </section>
+  );
+}
 
 function TokenReveal({ token, onDismiss }: { token: Token; onDismiss: () => void }) {
   // Shown once: moved into view and focused (so a screen reader reads it out), whatever

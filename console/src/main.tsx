@@ -5,6 +5,7 @@ import { BotsPage, CreateBotPage } from './bots';
 import { BotPage } from './bot';
 import { ReviewPage } from './review';
 import { Alert } from './ui';
+import { tokens } from './tokens';
 import './styles.css';
 
 /** The hash route: "#/bots/abc/webhook" → ["bots", "abc", "webhook"]. */
@@ -143,6 +144,9 @@ function App() {
   if (exchanging) return <main class="narrow" id="main"><p>Signing in…</p></main>;
 
   const signOut = () => {
+    // A token the API handed over and not yet revealed would be lost: asked first.
+    const waiting = tokens.unrevealed();
+    if (waiting && !confirm(`A bot token waits to be revealed and is shown only once: signing out loses it. Sign out anyway?`)) return;
     session.signOut();
     setJwt(null);
     setAdmin(false);

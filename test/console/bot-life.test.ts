@@ -1,6 +1,7 @@
 /**
  * A bot's life in the console (issue 35), in Chromium against the real service: the token
- * revealed in view and focused on a 390×844 phone (first read and regeneration), a
+ * revealed in view and focused on a 390×844 phone (first read, on a click, and regeneration),
+ * the first token not lost silently when one leaves before revealing it, a
  * quickstart after approval, a rejected application changed and resubmitted, a pending one
  * withdrawn, an approved one deleted (its token refused, the date its data goes said from
  * the API's answer), a webhook the platform disabled
@@ -10,7 +11,7 @@
  * sign-in, titles that say where one is, no 403 on a developer's pages, and axe-core with
  * no critical, serious or moderate finding.
  */
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Dialog, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axeFindings, buildConsole, launchChromium } from '../helpers/browser.js';
 import { approvedBot, call, client, startHarness, type Harness } from '../helpers/harness.js';
@@ -110,11 +111,20 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     await signIn(page);
     await page.getByRole('heading', { name: 'My bots' }).waitFor();
     await page.goto(`/#/bots/${created.body.id}`);
+    // The token the API handed over on this first read waits for a click: not on the screen until then.
+    await page.getByRole('button', { name: 'Reveal token' }).waitFor();
+    expect(await inView(page, '#token-waiting')).toBe(true);
+    expect(await page.locator('#one-time-token').count()).toBe(0);
+    const beforeClick = (await page.locator('body').textContent())!;
+    expect(await page.locator('#token-waiting').textContent()).toContain('It is shown only once.');
+    findings.phoneTokenWaiting = await axeFindings(page);
+    await page.getByRole('button', { name: 'Reveal token' }).click();
     await page.locator('#one-time-token').waitFor();
     await expect.poll(() => inView(page, '#reveal-title')).toBe(true);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('token-reveal');
     expect(await page.getByRole('status').filter({ hasText: 'Your bot token is shown below' }).count()).toBe(1);
     const first = (await page.locator('#one-time-token').textContent())!;
+    expect(beforeClick).not.toContain(first);
     expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token: first })).status).toBe(200);
     await page.getByRole('button', { name: 'I have saved it' }).click();
     // The quickstart: the API base and a first call.
@@ -133,6 +143,55 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     await expect.poll(() => inView(page, '#reveal-title')).toBe(true);
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('token-reveal');
     expect(await page.locator('#one-time-token').textContent()).not.toBe(first);
+  });
+
+  it('the first token, not yet revealed, is not lost silently: kept while moving around the console; a reload and signing out ask first', async () => {
+    const created = await client(h.url, devJwt).post('/api/v1/bots/applications', { name: 'Waiting', username: 'life_waiting_bot' });
+    expect((await client(h.url, adminJwt).post(`/api/v1/admin/bots/${created.body.id}/approve`, {})).status).toBe(200);
+    const page = await open();
+    await page.goto('/');
+    await signIn(page);
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    await page.goto(`/#/bots/${created.body.id}`);
+    const revealButton = page.getByRole('button', { name: 'Reveal token' });
+    await revealButton.waitFor();
+    expect(await page.locator('#token-waiting').textContent()).toMatch(/reloading or closing\s+the tab, or signing out, loses it \(you are asked first\)/);
+    findings.tokenWaiting = await axeFindings(page);
+    // The API handed it over once: another read has none. The page keeps it while one moves around the console.
+    expect((await client(h.url, devJwt).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token).toBeUndefined();
+    await page.getByRole('link', { name: '← My bots' }).click();
+    await page.getByRole('heading', { name: 'My bots' }).waitFor();
+    await page.getByRole('link', { name: 'Waiting' }).click();
+    await revealButton.waitFor();
+    // A reload would lose it: the browser asks first (beforeunload); staying keeps it.
+    const reloadAsked = new Promise<Dialog>((resolve) => page.once('dialog', resolve));
+    void page.evaluate(() => location.reload()).catch(() => undefined);
+    const asked = await reloadAsked;
+    expect(asked.type()).toBe('beforeunload');
+    await asked.dismiss();
+    await revealButton.waitFor();
+    // Signing out would lose it: asked first; cancelled, still signed in.
+    const signOutAsked = new Promise<Dialog>((resolve) => page.once('dialog', resolve));
+    const clicked = page.getByRole('button', { name: 'Sign out' }).click();
+    const confirmation = await signOutAsked;
+    expect([confirmation.type(), confirmation.message()]).toEqual(['confirm', 'A bot token waits to be revealed and is shown only once: signing out loses it. Sign out anyway?']);
+    await confirmation.dismiss();
+    await clicked;
+    await revealButton.click();
+    await page.locator('#one-time-token').waitFor();
+    await expect.poll(() => inView(page, '#reveal-title')).toBe(true);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('token-reveal');
+    expect(await page.getByRole('status').filter({ hasText: 'Your bot token is shown below' }).count()).toBe(1);
+    const token = (await page.locator('#one-time-token').textContent())!;
+    expect((await call(h.url, 'POST', '/api/v1/bots/getMe', { token })).status).toBe(200);
+    // Revealed: leaving no longer asks, and nothing of it is kept (a reload shows none).
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => { dialogs.push(d.type()); void d.accept(); });
+    await page.reload();
+    await page.getByRole('heading', { name: 'Token' }).waitFor();
+    expect(dialogs).toEqual([]);
+    expect(await page.locator('#one-time-token').count()).toBe(0);
+    expect(await revealButton.count()).toBe(0);
   });
 
   it('a rejected application is changed and resubmitted; a pending one withdrawn', async () => {
@@ -283,6 +342,6 @@ describe('console: a bot\'s whole life, on a phone and a desktop', () => {
     expect(forbidden).toEqual([]);
     expect(pageErrors).toEqual([]);
     expect(Object.entries(findings).filter(([, f]) => f.length > 0)).toEqual([]);
-    expect(Object.keys(findings)).toHaveLength(3 + 2 * 8);
+    expect(Object.keys(findings)).toHaveLength(5 + 2 * 8);
   });
 });

@@ -203,6 +203,7 @@ describe('console: a developer and a reviewer', () => {
     const { page } = dev;
     await page.goto(`/#/bots/${botId}`);
     const reveal = page.locator('#one-time-token');
+    await page.getByRole('button', { name: 'Reveal token' }).click();
     await reveal.waitFor();
     await expect.poll(() => page.getByText('you will not see this again').count()).toBe(1);
     token = (await reveal.textContent())!;
