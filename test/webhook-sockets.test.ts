@@ -93,6 +93,24 @@ describe('webhook connections under a cap, least recently used evicted', () => {
     c.close();
   });
 
+  it('never closes for room the idle connection a request has just been given (it is busy from then on)', async () => {
+    const c = client(2);
+    // Two connections, both idle; origin 0's is the least recently used.
+    expect((await send(c, origins[0]!, 5000)).ok).toBe(true);
+    expect((await send(c, origins[1]!, 5001)).ok).toBe(true);
+    // Origin 0's request takes its idle connection; origin 2's, which needs room, comes in the
+    // same turn of the event loop, before the first request's 'socket' event (a tick later).
+    const reuse = send(c, origins[0]!, 5002);
+    let hops: Promise<unknown> = Promise.resolve();
+    for (let i = 0; i < 20; i++) hops = hops.then(() => undefined);
+    const room = hops.then(() => send(c, origins[2]!, 5003));
+    const [a, b] = await Promise.all([reuse, room]);
+    expect(a).toMatchObject({ ok: true, error: null });
+    expect(b).toMatchObject({ ok: true, error: null });
+    expect(c.sockets().peak).toBeLessThanOrEqual(2);
+    c.close();
+  });
+
   it('with every connection busy, a request waits for one to end instead of opening more', async () => {
     const c = client(3);
     seen.max = 0;

@@ -220,6 +220,13 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       });
       return socket;
     };
+    // A free connection handed to a request is busy from that moment (the request's 'socket'
+    // event comes a tick later): slot() must not close it for room in between.
+    const reuse = agent.reuseSocket.bind(agent);
+    agent.reuseSocket = (socket, req) => {
+      busy(socket as Socket);
+      reuse(socket, req);
+    };
     // After the agent's own handler: a socket it kept is idle now; one it closed is not.
     agent.on('free', (socket: Socket) => {
       if (socket.destroyed) return;
