@@ -247,10 +247,10 @@ describe('a store that refuses the service', () => {
       expect(res.status).toBe(503);
       // The code is the store's (SignatureDoesNotMatch), or the SDK's when the store answered before the body was sent.
       expect(JSON.parse(text)).toMatchObject({ ok: false, error_code: 503, description: expect.stringMatching(/^Service Unavailable: the file store failed to store an upload: \w+( \(403\))?; retry later$/) });
-      // complete cannot look at the store either: 503 too (the gateway says "core unavailable" for any
-      // UNAVAILABLE from its core), and nothing issued.
+      // complete, on the core, cannot look at the store either: the core's 503 as it said it, through the gateway.
       const done = await call(h.url, 'POST', '/api/v1/bots/files/complete', { token, body: { checksum: sha256(bytes) } });
       expect(done.status).toBe(503);
+      expect(done.body).toEqual({ ok: false, error_code: 503, description: expect.stringMatching(/^Service Unavailable: the file store failed to read an object: \w+ \(403\); retry later$/) });
       // The Telegram surface's multipart upload likewise; through the same client, which had the PUT's
       // connection to reuse had the gateway not closed it (left open, the next call on it never got an answer).
       const form = new FormData();

@@ -21,6 +21,8 @@ export function toGrpcStatus(err: ApiError): Partial<StatusObject> {
 export function fromServiceError(err: ServiceError): ApiError {
   const code = (err.code ?? Code.UNKNOWN) as number as Code;
   const options: ConstructorParameters<typeof ApiError>[2] = { cause: err };
+  /** The status is an ApiError the core answered with (its ErrorInfo in our domain), not grpc-js's own. */
+  let fromCore = false;
   const raw = err.metadata?.get(DETAILS_KEY)[0];
   if (raw instanceof Buffer) {
     try {
@@ -34,6 +36,7 @@ export function fromServiceError(err: ServiceError): ApiError {
         } else if (any.typeUrl === ERROR_INFO) {
           const info = ErrorInfo.decode(any.value);
           if (info.domain === ERROR_DOMAIN) {
+            fromCore = true;
             options.reason = info.reason;
             options.metadata = info.metadata;
           }
@@ -43,6 +46,8 @@ export function fromServiceError(err: ServiceError): ApiError {
       // Undecodable details: keep code and message.
     }
   }
-  if (code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED) return new ApiError(code, 'core unavailable', options);
+  // grpc-js's own (no connection, deadline passed) say transport details a caller cannot use;
+  // the core's own (its database or file store unavailable) keep their message.
+  if (!fromCore && (code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED)) return new ApiError(code, 'core unavailable', options);
   return new ApiError(code, err.details || 'error', options);
 }
