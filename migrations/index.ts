@@ -22,6 +22,7 @@ import * as deliveryAttempts from './20261228000400_delivery_attempts.js';
 import * as attemptTrigger from './20261228000500_attempt_trigger.js';
 import * as deletedBots from './20261228000600_deleted_bots.js';
 import * as messagesChatSent from './20261228000700_messages_chat_sent.js';
+import * as blobSweep from './20261228000800_blob_sweep.js';
 
 const migrations: Record<string, Knex.Migration> = {
   '20261121000001_bots': bots,
@@ -43,6 +44,7 @@ const migrations: Record<string, Knex.Migration> = {
   '20261228000500_attempt_trigger': attemptTrigger,
   '20261228000600_deleted_bots': deletedBots,
   '20261228000700_messages_chat_sent': messagesChatSent,
+  '20261228000800_blob_sweep': blobSweep,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

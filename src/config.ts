@@ -140,6 +140,7 @@ export const settingsSchema = z.object({
   INTERNAL_API_TOKEN: optionalText.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters'),
   UPDATE_RETENTION: duration('24h').refine((ms) => ms >= 1000, 'must be at least 1s'),
   DELETED_BOT_RETENTION: duration('30d').refine((ms) => ms >= 1000 && ms <= 365 * 86_400_000, 'must be from 1s to 365d'),
+  UNREFERENCED_BLOB_RETENTION: duration('1d').refine((ms) => ms >= 1000 && ms <= 365 * 86_400_000, 'must be from 1s to 365d'),
   DELIVERY_LOG_RETENTION: duration('3d').refine((ms) => ms >= 1000 && ms <= 90 * 86_400_000, 'must be from 1s to 90d'),
   OUTBOX_LINGER: duration('5ms').refine((ms) => ms <= 1000, 'must be at most 1s'),
   FEED_MAX_GROUP_MEMBERS: int(100, 1, 10_000),
@@ -281,6 +282,8 @@ const schema = settingsSchema
       deliveryLogRetentionMs: c.DELIVERY_LOG_RETENTION,
       /** How long a deleted bot's data (and an approved one's username) is kept before the sweep removes it. */
       deletedBotRetentionMs: c.DELETED_BOT_RETENTION,
+      /** How long content no file refers to any more keeps its bytes before the blob sweep removes them. */
+      unreferencedBlobRetentionMs: c.UNREFERENCED_BLOB_RETENTION,
       /** How long an ingest idempotency key is remembered. */
       ingestIdempotencyWindowMs: c.INGEST_IDEMPOTENCY_WINDOW,
       /** How long after its ingest a callback or inline query may be answered. */

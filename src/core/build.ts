@@ -40,8 +40,8 @@ export interface BuiltCore {
   core: Core;
   /** Set when the embedded default created its own JWT signing secret. */
   localJwtSecret?: string;
-  /** The files service: its sweep drops uploads never completed. */
-  files: { sweep(): Promise<void> };
+  /** The files service: its sweeps drop uploads never completed, and content no file refers to after its retention. */
+  files: { sweep(): Promise<void>; sweepUnreferencedBlobs(limit?: number): Promise<number> };
   /** The rate limiter, when limits are on. */
   limiter?: Limiter;
 }
@@ -86,6 +86,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     urlTtlMs: config.fileUrlTtlMs,
     publicBaseUrl: config.publicBaseUrl,
     possession: config.possession,
+    unreferencedBlobRetentionMs: config.unreferencedBlobRetentionMs,
   });
   const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
   const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)

@@ -12,7 +12,7 @@ import { ApiError, Code } from '../errors.js';
 import type { File } from '../gen/botplatform/v1/update.js';
 import type { UploadCredentials } from '../gen/botplatform/v1/runtime_service.js';
 import { constraintsOf } from '../gen/constraints.js';
-import type { FileRecord, FileSpec, FilesRepo, ImageSize } from '../storage/files-repo.js';
+import { BlobGone, type FileRecord, type FileSpec, type FilesRepo, type ImageSize } from '../storage/files-repo.js';
 import { PUBLIC_BASE_URL_METADATA, type CallMetadata, type RuntimeRpc } from './rpc.js';
 import * as check from './validation.js';
 
@@ -27,6 +27,8 @@ export interface FilesDeps {
   publicBaseUrl?: string;
   /** Possession challenges an account may be handed per content and window; default 5 per hour. */
   possession?: { maxTries: number; tryWindowMs: number };
+  /** UNREFERENCED_BLOB_RETENTION: how long content no file refers to keeps its bytes (default a day). */
+  unreferencedBlobRetentionMs?: number;
   now?: () => number;
 }
 
@@ -84,6 +86,15 @@ function sampleRanges(size: number): { offset: number; length: number }[] {
 }
 
 const newFileId = () => `file_${randomBase62(24)}`;
+
+/**
+ * A blob sweep's claim older than this is taken to be of a sweep that stopped (a crash
+ * between its claim and the row's removal): another sweep finishes the removal.
+ */
+const STALE_BLOB_CLAIM_MS = 10 * 60_000;
+/** How long a completion waits for the blob sweep to finish removing the same content (then 503, retry). */
+const BLOB_REMOVAL_WAIT_MS = 3000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Same for every file with this content; not usable to send or download. */
 export const fileUniqueId = (checksum: string) =>
@@ -152,6 +163,7 @@ type FilesRpc = Pick<RuntimeRpc, 'createUploadCredentials' | 'completeUpload' | 
 export function createFilesService(deps: FilesDeps): FilesRpc & {
   fileForSend(botId: string, fileId: string, field?: string): Promise<FileRecord>;
   sweep(): Promise<void>;
+  sweepUnreferencedBlobs(limit?: number): Promise<number>;
 } {
   const now = deps.now ?? Date.now;
   const tries = deps.possession ?? { maxTries: 5, tryWindowMs: 3_600_000 };
@@ -182,6 +194,20 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
       possessionRequired: true,
       possessionChallenge: { challengeId: id, nonce, ranges, expiresAt: Math.floor(expiresAt / 1000) },
     };
+  }
+
+  /** A new file on stored content, or undefined when the blob sweep has removed it or is removing it. */
+  async function reuse(spec: FileSpec): Promise<FileRecord | undefined> {
+    try {
+      const image = await readImageSize(deps.blobs, blobKey(spec.checksum), spec.mimeType, spec.size).catch(async (err) => {
+        if (await deps.blobs.size(blobKey(spec.checksum)) === undefined) throw new BlobGone(spec.checksum, true);
+        throw err;
+      });
+      return await deps.files.addFile(newFileId(), spec, now(), image);
+    } catch (err) {
+      if (err instanceof BlobGone) return undefined;
+      throw err;
+    }
   }
 
   return {
@@ -221,10 +247,13 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
         if (size !== undefined) {
           if (size !== spec.size) throw ApiError.invalid('fileSize', 'SIZE_MISMATCH', 'does not match the size of the content with this checksum');
           if (await deps.files.isBlobOwner(checksum, principal.ownerId)) {
-            const image = await readImageSize(deps.blobs, blobKey(checksum), mimeType, spec.size);
-            return { result: hit(await deps.files.addFile(newFileId(), spec, now(), image)) };
+            // Content the blob sweep removes meanwhile (no file referred to it for
+            // UNREFERENCED_BLOB_RETENTION) is no hit: its bytes are asked for below.
+            const file = await reuse(spec);
+            if (file) return { result: hit(file) };
+          } else {
+            return { result: await challenge(spec) };
           }
-          return { result: await challenge(spec) };
         }
       }
 
@@ -271,8 +300,26 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
       const image = await readImageSize(deps.blobs, stagingKey(upload.id), upload.mimeType, staged);
       // The staged bytes go to their content address before the transaction (no store call
       // inside it) and leave staging only after it commits: a failed commit can be retried.
-      await deps.blobs.copy(stagingKey(upload.id), blobKey(checksum));
-      const file = await deps.files.completeUpload(upload, newFileId(), now(), image);
+      // While the blob sweep removes the same content (claimed: no file referred to it for
+      // UNREFERENCED_BLOB_RETENTION), the copy may have found its old bytes: wait for the
+      // removal, then copy again.
+      let file: FileRecord | undefined;
+      for (const waitUntil = now() + BLOB_REMOVAL_WAIT_MS; !file;) {
+        await deps.blobs.copy(stagingKey(upload.id), blobKey(checksum));
+        try {
+          file = await deps.files.completeUpload(upload, newFileId(), now(), image);
+        } catch (err) {
+          if (!(err instanceof BlobGone)) throw err;
+          if (now() >= waitUntil) {
+            throw new ApiError(Code.UNAVAILABLE, 'the same content is being removed from storage just now: complete the upload again in a few seconds', { retryAfterSeconds: 5 });
+          }
+          await sleep(100);
+        }
+      }
+      // A file refers to the content from the commit on, so no sweep claims it any more; one
+      // that removed it between the copy and the commit (its claim ended before the
+      // transaction) took the bytes the copy found there: they are copied again.
+      if (await deps.blobs.size(blobKey(checksum)) === undefined) await deps.blobs.copy(stagingKey(upload.id), blobKey(checksum));
       await deps.blobs.delete(stagingKey(upload.id));
       return { result: { fileId: file.id, file: toFile(file) } };
     },
@@ -289,14 +336,22 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
         throw ApiError.failedPrecondition('this challenge was already tried, or replaced by a newer one: ask files/upload-credentials for a new one');
       }
       if (c === 'EXPIRED') throw ApiError.failedPrecondition('this challenge expired: ask files/upload-credentials for a new one');
+      const gone = () => ApiError.failedPrecondition('the content is no longer stored (no file referred to it): upload the bytes (reuseExisting: false)');
       const hash = crypto.createHash('sha256').update(Buffer.from(c.nonce, 'hex'));
-      await hashRanges(deps.blobs, blobKey(c.checksum), c.ranges, hash);
+      try {
+        await hashRanges(deps.blobs, blobKey(c.checksum), c.ranges, hash);
+      } catch (err) {
+        if (await deps.blobs.size(blobKey(c.checksum)) === undefined) throw gone();
+        throw err;
+      }
       const expected = hash.digest();
       const given = Buffer.from(req.proof.toLowerCase(), 'hex');
       if (!crypto.timingSafeEqual(expected, given)) {
         throw ApiError.invalid('proof', 'PROOF_MISMATCH', 'does not prove possession of the file; the challenge is used up');
       }
-      return { result: hit(await deps.files.addFile(newFileId(), c, now(), await readImageSize(deps.blobs, blobKey(c.checksum), c.mimeType, c.size))) };
+      const file = await reuse(c);
+      if (!file) throw gone();
+      return { result: hit(file) };
     },
 
     async getFile(req, { principal, metadata }) {
@@ -319,6 +374,25 @@ export function createFilesService(deps: FilesDeps): FilesRpc & {
     async sweep(): Promise<void> {
       await deps.files.purgeExpired(now(), now() - tries.tryWindowMs);
       await deps.blobs.sweepStaging(now() - 2 * deps.urlTtlMs);
+    },
+
+    /**
+     * Removes content no file has referred to for UNREFERENCED_BLOB_RETENTION (a deleted
+     * bot's, once purged, when no other file shares it), up to `limit` a run: claimed under
+     * its row's lock (still no file; from then on no reuse or completion makes one on it),
+     * its bytes deleted from the store, then its row. Answers how many were removed.
+     */
+    async sweepUnreferencedBlobs(limit = 100): Promise<number> {
+      const at = now();
+      const before = at - (deps.unreferencedBlobRetentionMs ?? 86_400_000);
+      let removed = 0;
+      for (const checksum of await deps.files.blobsUnreferencedBefore(before, limit)) {
+        const claimer = randomBase62(16);
+        if (!(await deps.files.claimUnreferencedBlob(checksum, before, at, claimer, at - STALE_BLOB_CLAIM_MS))) continue;
+        await deps.blobs.delete(blobKey(checksum));
+        if (await deps.files.dropClaimedBlob(checksum, claimer)) removed += 1;
+      }
+      return removed;
     },
   };
 }

@@ -24,8 +24,8 @@ export interface SweepTargets {
   attemptsLog: Pick<AttemptsRepo, 'purgeOlderThan'>;
   /** Deleted bots whose DELETED_BOT_RETENTION has ended, and removing what is left of one. */
   deletedBots: { due(now: number, limit: number): Promise<string[]>; purge(botId: string): Promise<void> };
-  /** Uploads never completed, and their staged bytes. */
-  files: { sweep(): Promise<void> };
+  /** Uploads never completed, and their staged bytes; content no file has referred to for UNREFERENCED_BLOB_RETENTION. */
+  files: { sweep(): Promise<void>; sweepUnreferencedBlobs(limit?: number): Promise<number> };
   /** The rate limiter, when limits are on: its unused allowances. */
   limiter?: { release(): Promise<unknown> };
 }
@@ -44,6 +44,10 @@ export function startSweeps(config: Config, logger: Logger, t: SweepTargets): ()
       await t.queries.purgeOlderThan(Date.now() - Math.max(config.ingestIdempotencyWindowMs, config.queryAnswerTimeoutMs));
     }, logger, 'update retention sweep'),
     every(Math.min(60_000, Math.max(1000, config.fileUrlTtlMs / 2)), () => t.files.sweep(), logger, 'upload sweep'),
+    // Content no file refers to (a deleted bot's, purged): its bytes and row after their retention.
+    every(Math.min(60_000, Math.max(1000, config.unreferencedBlobRetentionMs / 2)), async () => {
+      while (await t.files.sweepUnreferencedBlobs(100) === 100);
+    }, logger, 'blob sweep'),
     // The delivery log: attempts, and closed deliveries, whose last attempt is older than its retention.
     every(Math.min(60_000, Math.max(1000, config.deliveryLogRetentionMs / 2)), async () => {
       const before = Date.now() - config.deliveryLogRetentionMs;

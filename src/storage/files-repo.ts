@@ -58,6 +58,16 @@ export interface TryLimit {
   windowMs: number;
 }
 
+/**
+ * The content has no bytes a file may be made on: gone (the blob sweep removed it), or
+ * going (`deleting`: a sweep claimed it and is deleting its bytes).
+ */
+export class BlobGone extends Error {
+  constructor(readonly checksum: string, readonly deleting: boolean) {
+    super(deleting ? 'the content is being removed from the blob store' : 'no such content in the blob store');
+  }
+}
+
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const fileOf = (r: any): FileRecord => ({
   id: r.id, botId: r.bot_id, checksum: r.checksum, size: Number(r.size), fileName: r.file_name, mimeType: r.mime_type,
@@ -94,6 +104,21 @@ export function createFilesRepo(db: Db) {
     };
     await exec(tx, knex('files').insert(row));
     return fileOf(row);
+  }
+
+  /**
+   * The content's row, locked (MySQL: FOR UPDATE; SQLite's units run one at a time) against
+   * the blob sweep, which claims a row under the same lock only when no file refers to it.
+   * A file made while holding it is seen by every later claim. Clears the row's
+   * unreferenced mark: the content has a file again.
+   */
+  async function lockLiveBlob(tx: Tx, checksum: string): Promise<void> {
+    let q = knex('blobs').where({ checksum }).first('deleting_by', 'unreferenced_since');
+    if (mysql) q = q.forUpdate();
+    const r = await exec(tx, q);
+    if (!r) throw new BlobGone(checksum, false);
+    if (r.deleting_by != null) throw new BlobGone(checksum, true);
+    if (r.unreferenced_since != null) await exec(tx, knex('blobs').where({ checksum }).update({ unreferenced_since: null }));
   }
 
   /** A transaction of its own, or a savepoint in the caller's: its writes are undone together. */
@@ -142,9 +167,16 @@ export function createFilesRepo(db: Db) {
       return Boolean(await exec(on(tx), knex('blob_owners').where({ checksum, account_id: accountId }).first('checksum')));
     },
 
-    /** A new logical file on an existing blob (a trusted reuse hit or a passed challenge), with its image size when it is an image. */
+    /**
+     * A new logical file on an existing blob (a trusted reuse hit or a passed challenge), with
+     * its image size when it is an image. BlobGone when the content was removed, or is being
+     * removed, by the blob sweep: no file is ever made on bytes that are going.
+     */
     async addFile(id: string, spec: FileSpec, now: number, image?: ImageSize, outer?: Tx): Promise<FileRecord> {
-      return idempotent(spec, () => atomically(outer, (tx) => insertFile(tx, id, spec, now, image)), outer);
+      return idempotent(spec, () => atomically(outer, async (tx) => {
+        await lockLiveBlob(tx, spec.checksum);
+        return insertFile(tx, id, spec, now, image);
+      }), outer);
     },
 
     async createUpload(u: Omit<UploadRecord, 'fileId'>, tx?: Tx): Promise<void> {
@@ -188,7 +220,10 @@ export function createFilesRepo(db: Db) {
           const done = await exec(tx, knex('files').where({ id: current.file_id }).first());
           if (done) return fileOf(done);
         }
-        await exec(tx, knex('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').ignore());
+        // The content's row, created or locked either way (concurrent completions queue here):
+        // BlobGone (deleting) while the blob sweep removes these bytes; the caller waits for it.
+        await exec(tx, knex('blobs').insert({ checksum: upload.checksum, size: upload.size, created_at: now }).onConflict('checksum').merge(['checksum']));
+        await lockLiveBlob(tx, upload.checksum);
         const file = await insertFile(tx, fileId, upload, now, image);
         await exec(tx, knex('uploads').where({ id: upload.id }).update({ file_id: fileId }));
         return file;
@@ -241,6 +276,47 @@ export function createFilesRepo(db: Db) {
       const taken = await exec(on(tx), knex('possession_challenges').where({ id, bot_id: botId, used: false }).update({ used: true }));
       if (taken === 0) return 'USED';
       return { ...specOf(r), id: r.id, nonce: r.nonce, ranges: JSON.parse(r.ranges), used: true, expiresAt: Number(r.expires_at) };
+    },
+
+    /** Content no file has referred to since before `before` (claimed or not), oldest first. */
+    async blobsUnreferencedBefore(before: number, limit: number, tx?: Tx): Promise<string[]> {
+      return exec(on(tx), knex('blobs').whereNotNull('unreferenced_since').andWhere('unreferenced_since', '<', before)
+        .orderBy('unreferenced_since').limit(limit).pluck('checksum'));
+    },
+
+    /**
+     * The blob sweep's claim on content to remove, under the row's lock: true when it has
+     * been unreferenced since before `before` and still no file refers to it (a locking read:
+     * a file committed by a reuse or completion that held the lock first is seen), and no
+     * other sweep holds a claim made since `staleBefore`. The row then says deleting
+     * (`claimer`): from here on no file is made on it until it is gone. A file found clears
+     * the unreferenced mark instead.
+     */
+    async claimUnreferencedBlob(checksum: string, before: number, now: number, claimer: string, staleBefore: number): Promise<boolean> {
+      return sql.unit(async (tx) => {
+        let q = knex('blobs').where({ checksum }).first('unreferenced_since', 'deleting_by', 'deleting_since');
+        if (mysql) q = q.forUpdate();
+        const r = await exec(tx, q);
+        if (!r || r.unreferenced_since == null || Number(r.unreferenced_since) >= before) return false;
+        if (r.deleting_by != null && Number(r.deleting_since) >= staleBefore) return false;
+        let f = knex('files').where({ checksum }).first('id');
+        if (mysql) f = f.forShare();
+        if (await exec(tx, f)) {
+          await exec(tx, knex('blobs').where({ checksum }).update({ unreferenced_since: null, deleting_by: null, deleting_since: null }));
+          return false;
+        }
+        await exec(tx, knex('blobs').where({ checksum }).update({ deleting_by: claimer, deleting_since: now }));
+        return true;
+      });
+    },
+
+    /** After its bytes are deleted: the content's row (if still this claimer's) and its owners go. */
+    async dropClaimedBlob(checksum: string, claimer: string): Promise<boolean> {
+      return sql.unit(async (tx) => {
+        const gone = await exec(tx, knex('blobs').where({ checksum, deleting_by: claimer }).delete());
+        if (gone) await exec(tx, knex('blob_owners').where({ checksum }).delete());
+        return gone > 0;
+      });
     },
 
     /** Forgets expired uploads that never completed, expired challenges, and tries last made before `triesBefore`. */

@@ -380,8 +380,16 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * the outbound feed's, whose positions its consumers hold), then its tombstone; one
      * transaction.
      */
-    async purgeDeletedBot(botId: string): Promise<void> {
+    async purgeDeletedBot(botId: string, now = Date.now()): Promise<void> {
       await sql.unit(async (w) => {
+        // Content whose last file goes with the bot starts its UNREFERENCED_BLOB_RETENTION: the
+        // blob sweep removes its bytes then, if still no file refers to it (checked again under
+        // the row's lock; a reuse meanwhile clears the mark).
+        w.queue(
+          'UPDATE blobs SET unreferenced_since = ? WHERE unreferenced_since IS NULL'
+          + ' AND checksum IN (SELECT checksum FROM files WHERE bot_id = ?)'
+          + ' AND NOT EXISTS (SELECT 1 FROM files f WHERE f.checksum = blobs.checksum AND f.bot_id <> ?)',
+          [now, botId, botId]);
         for (const table of PURGED_TABLES) w.queue(`DELETE FROM ${table} WHERE bot_id = ?`, [botId]);
         bots.dropTombstone(botId, w);
       });
