@@ -57,6 +57,12 @@ const IDLE_ONLY = ONLY.has('idle');
 const HEAP_SNAPSHOTS = process.env.BENCH_HEAP_SNAPSHOTS;
 /** BENCH_GATEWAY=1: on MariaDB + Kafka, the polls go through a gateway process (ROLE=gateway) to core B (ROLE=core). */
 const GATEWAY = process.env.BENCH_GATEWAY === '1';
+/**
+ * BENCH_IDLE_RESTART=1 (with BENCH_ONLY=idle): the embedded process is restarted on its data
+ * between the bots' creation and the polls, so that, as core B on MariaDB + Kafka, the process
+ * that holds them has served nothing else (a deploy's restart, the bots polling again).
+ */
+const IDLE_RESTART = process.env.BENCH_IDLE_RESTART === '1';
 const ONLY_WAKE = ONLY.has('wake');
 const WAKE_SAMPLES = Number(process.env.BENCH_WAKE_SAMPLES ?? (ONLY_WAKE ? 200 : 50));
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
@@ -444,6 +450,12 @@ async function run(name: string, envA: Record<string, string>, envB: Record<stri
   const prefix = `u${crypto.randomBytes(3).toString('hex')}`;
   if (IDLE_ONLY) {
     const idleBots = await makeBots(A.http, IDLE_POLLS, `${prefix}i`);
+    if (IDLE_RESTART && !envB) {
+      process.kill(A.pid, 'SIGTERM');
+      while (fs.existsSync(`/proc/${A.pid}`) && !fs.readFileSync(`/proc/${A.pid}/stat`, 'utf8').includes(') Z')) await new Promise((r) => setTimeout(r, 50));
+      const { A: again } = await instances(envA, null);
+      return { name: `${name}, restarted after its bots' creation`, idle: await idlePolls(again, idleBots) };
+    }
     return { name, idle: await idlePolls(B, idleBots) };
   }
   const workBots = await makeBots(A.http, 50, `${prefix}w`);
