@@ -1,16 +1,18 @@
 /**
  * The service across hosts: Linux network namespaces on this machine
  * (scripts/netns-hosts.sh), each with its own address on one private switch, no shared
- * loopback, each process with its own DATA_DIR, files in an S3-compatible bucket:
+ * loopback, and its own mount namespace in which the hosts' data root (this test's directory)
+ * holds only that host's disk: no shared disk; files in an S3-compatible bucket:
  *
  *   infra 10.77.0.10  MariaDB, Kafka, s3proxy (the project's own scripts, bound to that address)
  *   a     10.77.0.11  core + gateway          b  10.77.0.12  core + gateway
  *   disp  10.77.0.13  dispatcher              world 10.77.0.20  the test's client, the bots' webhook receiver
  *
- * Through both gateways: a file uploaded on one host downloads on the other; a token
- * regenerated on one is refused on the other; a long poll on one is woken by ingest on the
- * other; webhooks flow; host a's processes killed -9, host b keeps serving with nothing
- * acknowledged lost. Needs root and `ip` (CI runs as root); bounded: a few minutes at most.
+ * No host sees another's files. Through both gateways: a file uploaded on one host downloads
+ * on the other; a token regenerated on one is refused on the other; a long poll on one is
+ * woken by ingest on the other; webhooks flow; host a's processes killed -9, host b keeps
+ * serving with nothing acknowledged lost. Needs root, `ip`, `unshare` and `nsenter` (CI runs as root); bounded: a
+ * few minutes at most.
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -33,15 +35,22 @@ const REPO = path.resolve(import.meta.dirname, '../..');
 const PREFIX = `bph${process.pid % 100000}`;
 const NET = '10.77.0';
 const ADDR = { infra: `${NET}.10`, a: `${NET}.11`, b: `${NET}.12`, disp: `${NET}.13`, world: `${NET}.20` };
+type Host = keyof typeof ADDR;
+const HOSTS = Object.keys(ADDR) as Host[];
+const NETNS_HOSTS = path.join(REPO, 'scripts/netns-hosts.sh');
 const sha256 = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 
 interface Reply { status: number; body: any } // eslint-disable-line @typescript-eslint/no-explicit-any
 
 describe('two hosts, a dispatcher host and an infrastructure host (network namespaces)', () => {
+  // The hosts' data root: <dir>/<host> is that host's disk, the only thing a host sees under
+  // <dir> (its own mount namespace); this process, the machine, sees all of them, and keeps
+  // the processes' logs in <dir> itself, where no host looks.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-multihost-'));
-  const sock = (name: string) => path.join(dir, `${name}.sock`);
+  const disk = (host: Host, ...rest: string[]) => path.join(dir, host, ...rest);
+  const sock = (name: string) => disk('world', `${name}.sock`); // the world agent's forwarders
   const procs: Record<string, ChildProcess> = {};
-  const infraEnv = { INFRA_DIR: path.join(dir, 'infra') };
+  const infraEnv = { INFRA_DIR: disk('infra') };
   let owner: string;
   let admin: string;
 
@@ -89,16 +98,17 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
       }));
   }
 
-  const netns = (host: keyof typeof ADDR) => ['netns', 'exec', `${PREFIX}-${host}`];
+  /** argv run on `host`: in its network and mount namespaces (the command keeps the process id). */
+  const on = (host: Host, argv: string[]) => [NETNS_HOSTS, 'exec', PREFIX, host, ...argv];
   async function infra(script: string, env: Record<string, string>) {
-    await run('ip', [...netns('infra'), 'env', ...Object.entries({ ...infraEnv, ...env }).map(([k, v]) => `${k}=${v}`), 'bash', path.join(REPO, 'scripts', script), 'up'],
+    await run('bash', on('infra', ['env', ...Object.entries({ ...infraEnv, ...env }).map(([k, v]) => `${k}=${v}`), 'bash', path.join(REPO, 'scripts', script), 'up']),
       { timeout: 240_000 });
   }
 
-  /** A process in `host`'s namespace; its output goes to <dir>/<name>.log. */
-  function start(name: string, host: keyof typeof ADDR, argv: string[], env: Record<string, string>): ChildProcess {
+  /** A process in `host`'s namespaces; its output goes to <dir>/<name>.log. */
+  function start(name: string, host: Host, argv: string[], env: Record<string, string>): ChildProcess {
     const log = fs.openSync(path.join(dir, `${name}.log`), 'a');
-    const child = spawn('ip', [...netns(host), ...argv], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', log, log] });
+    const child = spawn('bash', on(host, argv), { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', log, log] });
     procs[name] = child;
     return child;
   }
@@ -118,7 +128,8 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
     // Jars fetched here, where Maven Central is reachable; the namespaces reach nothing outside.
     const kafkaLibs = execFileSync('bash', [path.join(REPO, 'scripts/kafka.sh'), 'libs'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 600_000 }).trim();
     const s3Libs = execFileSync('bash', [path.join(REPO, 'scripts/s3proxy.sh'), 'libs'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 600_000 }).trim();
-    execFileSync('bash', [path.join(REPO, 'scripts/netns-hosts.sh'), 'up', PREFIX], { stdio: 'ignore' });
+    for (const h of HOSTS) fs.mkdirSync(disk(h));
+    execFileSync('bash', [NETNS_HOSTS, 'up', PREFIX], { stdio: 'ignore', env: { ...process.env, HOSTS_DATA_ROOT: dir } });
 
     await Promise.all([
       infra('mariadb.sh', { MARIADB_HOST: ADDR.infra }),
@@ -127,16 +138,18 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
     ]);
 
     const pki = createTestPki(`IP:${ADDR.world}`);
-    fs.writeFileSync(path.join(dir, 'hook.key'), pki.key);
-    fs.writeFileSync(path.join(dir, 'hook.pem'), pki.cert);
+    fs.writeFileSync(disk('world', 'hook.key'), pki.key);
+    fs.writeFileSync(disk('world', 'hook.pem'), pki.cert);
+    // The receiver's CA, trusted by every service process (each reads it at start), on each host's disk.
+    for (const h of ['a', 'b', 'disp'] as const) fs.copyFileSync(pki.caFile, disk(h, 'webhook-ca.pem'));
     const bucket = `bp-multihost-${crypto.randomBytes(4).toString('hex')}`;
     const agent = start('agent', 'world', [process.execPath, '--import', 'tsx', path.join(REPO, 'test/helpers/netns-agent.ts')], {
-      AGENT_DIR: dir,
+      AGENT_DIR: disk('world'),
       AGENT_FORWARD: JSON.stringify({
         gwA: `${ADDR.a}:8080`, gwB: `${ADDR.b}:8080`, coreA: `${ADDR.a}:50051`, coreB: `${ADDR.b}:50051`,
         healthA: `${ADDR.a}:9001`, healthB: `${ADDR.b}:9001`, healthD: `${ADDR.disp}:9003`,
       }),
-      AGENT_RECEIVER: `${ADDR.world}:8443`, AGENT_TLS_KEY: path.join(dir, 'hook.key'), AGENT_TLS_CERT: path.join(dir, 'hook.pem'),
+      AGENT_RECEIVER: `${ADDR.world}:8443`, AGENT_TLS_KEY: disk('world', 'hook.key'), AGENT_TLS_CERT: disk('world', 'hook.pem'),
       AGENT_BUCKET: bucket, AGENT_S3_ENDPOINT: `http://${ADDR.infra}:19400`,
     });
     await until(async () => fs.readFileSync(path.join(dir, 'agent.log'), 'utf8'), (t) => t.includes('ready') || agent.exitCode !== null, 60_000);
@@ -147,21 +160,22 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
       BLOB_STORE: 's3', S3_ENDPOINT: `http://${ADDR.infra}:19400`, S3_BUCKET: bucket, S3_FORCE_PATH_STYLE: 'true',
       S3_ACCESS_KEY_ID: TEST_S3_CREDENTIALS.accessKeyId, S3_SECRET_ACCESS_KEY: TEST_S3_CREDENTIALS.secretAccessKey,
       AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY,
-      LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', WEBHOOK_ALLOWED_CIDRS: `${NET}.0/24`, WEBHOOK_CA_FILE: pki.caFile,
+      LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', WEBHOOK_ALLOWED_CIDRS: `${NET}.0/24`,
       WEBHOOK_RETRY_SCHEDULE: '200ms,500ms,1s', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     };
     const node = () => [process.execPath, '--import', 'tsx', path.join(REPO, 'src/main.ts')];
-    const data = (name: string) => {
-      fs.mkdirSync(path.join(dir, name), { recursive: true });
-      return path.join(dir, name);
+    // Each process's DATA_DIR and CA on its own host's disk.
+    const local = (host: Host, name: string) => {
+      fs.mkdirSync(disk(host, name), { recursive: true });
+      return { DATA_DIR: disk(host, name), WEBHOOK_CA_FILE: disk(host, 'webhook-ca.pem') };
     };
     // Core a first: it migrates the database; the others find it migrated.
-    start('coreA', 'a', node(), { ...common, ROLE: 'core', HOST: ADDR.a, GRPC_PORT: '50051', PORT: '9001', DATA_DIR: data('coreA') });
+    start('coreA', 'a', node(), { ...common, ...local('a', 'coreA'), ROLE: 'core', HOST: ADDR.a, GRPC_PORT: '50051', PORT: '9001' });
     await healthy('coreA', 'healthA');
-    start('coreB', 'b', node(), { ...common, ROLE: 'core', HOST: ADDR.b, GRPC_PORT: '50051', PORT: '9001', DATA_DIR: data('coreB') });
-    start('gwA', 'a', node(), { ...common, ROLE: 'gateway', HOST: ADDR.a, PORT: '8080', CORE_GRPC_ADDRESS: `${ADDR.a}:50051`, DATA_DIR: data('gwA') });
-    start('gwB', 'b', node(), { ...common, ROLE: 'gateway', HOST: ADDR.b, PORT: '8080', CORE_GRPC_ADDRESS: `${ADDR.b}:50051`, DATA_DIR: data('gwB') });
-    start('disp', 'disp', node(), { ...common, ROLE: 'dispatcher', HOST: ADDR.disp, PORT: '9003', DATA_DIR: data('disp') });
+    start('coreB', 'b', node(), { ...common, ...local('b', 'coreB'), ROLE: 'core', HOST: ADDR.b, GRPC_PORT: '50051', PORT: '9001' });
+    start('gwA', 'a', node(), { ...common, ...local('a', 'gwA'), ROLE: 'gateway', HOST: ADDR.a, PORT: '8080', CORE_GRPC_ADDRESS: `${ADDR.a}:50051` });
+    start('gwB', 'b', node(), { ...common, ...local('b', 'gwB'), ROLE: 'gateway', HOST: ADDR.b, PORT: '8080', CORE_GRPC_ADDRESS: `${ADDR.b}:50051` });
+    start('disp', 'disp', node(), { ...common, ...local('disp', 'disp'), ROLE: 'dispatcher', HOST: ADDR.disp, PORT: '9003' });
     await Promise.all([healthy('coreB', 'healthB'), healthy('gwA', 'gwA'), healthy('gwB', 'gwB'), healthy('disp', 'healthD')]);
 
     owner = await mintAccountJwt(TEST_JWT_SECRET, { sub: 'multihost-owner' });
@@ -179,7 +193,7 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
       }
     }
     await new Promise((r) => setTimeout(r, 500)); // the killed leave their namespaces
-    execFileSync('bash', [path.join(REPO, 'scripts/netns-hosts.sh'), 'down', PREFIX], { stdio: 'ignore' });
+    execFileSync('bash', [NETNS_HOSTS, 'down', PREFIX], { stdio: 'ignore' });
     fs.rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
@@ -192,6 +206,28 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
     const token = (await request(other, 'GET', `/api/v1/bots/my/${created.body.id}`, { token: owner })).body.one_time_token as string;
     return { id: created.body.id as string, token };
   }
+
+  it('no shared disk: a file written on host a is not there for host b, nor for any other host', async () => {
+    const written = disk('a', 'coreA', 'written-on-a');
+    await run('bash', on('a', ['sh', '-c', `echo from host a > ${written}`]));
+    expect(fs.readFileSync(written, 'utf8')).toBe('from host a\n'); // on a's disk, seen by the machine
+    // As the service processes themselves see the filesystem (/proc/<pid>/root: through their mount namespace).
+    const seen = (name: string, file: string) => fs.existsSync(`/proc/${procs[name]!.pid}/root${file}`);
+    expect(seen('coreA', written)).toBe(true);
+    expect(seen('gwA', written)).toBe(true); // another process on the same host shares its disk
+    for (const name of ['coreB', 'gwB', 'disp', 'agent']) expect(seen(name, written), name).toBe(false);
+    // Every host's view of the data root: its own disk, nothing of the others'.
+    for (const h of HOSTS) {
+      const { stdout } = await run('bash', on(h, ['ls', '-A', dir]));
+      expect(stdout.split('\n').filter(Boolean), h).toEqual([h]);
+    }
+    for (const h of ['b', 'disp', 'infra', 'world'] as const) await expect(run('bash', on(h, ['cat', written])), h).rejects.toThrow();
+    // The database's files are on the infrastructure host's disk, for it alone.
+    const db = disk('infra', 'mariadb', 'data');
+    expect(fs.existsSync(db)).toBe(true);
+    await expect(run('bash', on('infra', ['test', '-d', db]))).resolves.toBeDefined();
+    for (const h of ['a', 'b', 'disp', 'world'] as const) await expect(run('bash', on(h, ['test', '-e', db])), h).rejects.toThrow();
+  });
 
   it('a file uploaded through host a downloads through host b (one bucket, no shared disk)', async () => {
     const { token } = await bot('mh_files', 'gwA');
