@@ -149,13 +149,24 @@ export function createDispatcher(opts: DispatcherOptions) {
 
   /** max_connections of each bot (its limits read in one query for those not read in the last limitTtlMs). */
   async function maxConnections(botIds: string[]): Promise<Map<string, number>> {
-    const stale = botIds.filter((b) => !(bots.has(b) && fresh(bots.get(b)!, Date.now())));
+    // Each bot's max as read here: forgetIdle(true) below may drop the state of a bot of
+    // this very round (read fresh before, nothing in flight), which must not read as 0 (a
+    // bot with a due delivery left out of the round, and of the waiting ones, for good).
+    const out = new Map<string, number>();
+    const stale: string[] = [];
+    const at = Date.now();
+    for (const b of botIds) {
+      const s = bots.get(b);
+      if (s && fresh(s, at)) out.set(b, s.max);
+      else stale.push(b);
+    }
     if (stale.length > 0) {
       const found = await opts.webhooks.limitsOf(stale);
       const readAt = Date.now();
       if (bots.size + stale.length > MAX_IDLE_BOTS) forgetIdle(true);
       for (const b of stale) {
         const { max, perSecond } = found.get(b) ?? { max: 0, perSecond: null };
+        out.set(b, max);
         const s = bots.get(b);
         if (!s) bots.set(b, newBotState(max, readAt, perSecond));
         else {
@@ -165,7 +176,7 @@ export function createDispatcher(opts: DispatcherOptions) {
         }
       }
     }
-    return new Map(botIds.map((b) => [b, bots.get(b)?.max ?? 0]));
+    return out;
   }
 
   function launch(d: LeasedDelivery, claimedAt: number) {
@@ -209,16 +220,41 @@ export function createDispatcher(opts: DispatcherOptions) {
     running.add(p);
   }
 
-  /** Bots left without a slot when the budget ran out get the next freed one. */
+  /**
+   * Bots left without a slot when the budget ran out get the next freed ones, first come
+   * first served: as many are kicked as the budget has room for, not all of them (with
+   * 100,000 bots waiting, each freed slot kicked them all, and the rounds that found no
+   * budget for them kept the thread's event loop from ever reading an answer).
+   */
   const starved = new Set<string>();
+  /**
+   * Where the next kickWaiting goes on from: a live iterator of `starved` (it sees bots added
+   * after it), so each call starts at the oldest waiting bot without walking the entries
+   * deleted before it (a new `for…of` would, the whole set's worth per freed slot).
+   */
+  let starvedAt: Iterator<string> | undefined;
   function kickWaiting() {
-    const bots = [...starved];
-    starved.clear();
-    for (const b of bots) kick(b);
+    let room = opts.maxInFlight - total;
+    while (room > 0 && starved.size > 0) {
+      starvedAt ??= starved.values();
+      const next = starvedAt.next();
+      if (next.done) {
+        starvedAt = undefined;
+        continue;
+      }
+      starved.delete(next.value);
+      if (kick(next.value)) room--;
+    }
   }
 
   /** Claims and starts what is due for these bots, each up to its free slots, in one round. */
-  async function runBots(botIds: string[]) {
+  async function runBots(round: string[]) {
+    // Each bot that starts needs a slot of the budget: bots past the budget's room wait for
+    // a freed slot, without their limits read for nothing.
+    const room = opts.maxInFlight - total;
+    const botIds = round.length > room ? round.slice(0, Math.max(0, room)) : round;
+    for (let i = botIds.length; i < round.length; i++) starved.add(round[i]!);
+    if (botIds.length === 0) return;
     const max = await maxConnections(botIds);
     let budget = opts.maxInFlight - total;
     const free = new Map<string, number>();
@@ -235,7 +271,12 @@ export function createDispatcher(opts: DispatcherOptions) {
       } else if (own > 0) starved.add(b); // its own slots are free, the budget is not
       else if (slots > 0 && s) wakeForToken(b, s, at); // its slots are free, its rate is used up
     }
-    if (free.size === 0 || stopped) return;
+    if (stopped) return;
+    if (free.size === 0) {
+      // Budget left and none of these could use it: it goes to waiting bots.
+      if (budget > 0 && starved.size > 0) kickWaiting();
+      return;
+    }
     const woken = new Map([...free.keys()].map((b) => [b, bots.get(b)?.woken]));
     const now = Date.now();
     const claimed = await opts.deliveries.claimForBots({ now, leaseMs, holder, free });
@@ -255,6 +296,8 @@ export function createDispatcher(opts: DispatcherOptions) {
       const s = bots.get(b);
       if (s && s.perSecond !== null && s.tokens < 1) wakeForToken(b, s, now);
     }
+    // Budget this round left over (bots with nothing due, or no slot of their own) goes to waiting ones.
+    if (starved.size > 0) kickWaiting();
   }
 
   /** Kicks the bot again once its bucket holds a whole token. */
@@ -271,18 +314,21 @@ export function createDispatcher(opts: DispatcherOptions) {
     wakers.add(t);
   }
 
-  /** Runs the bot's due deliveries in the next round. `wake`: from outside (bus, sweep), it may have new ones. */
-  function kick(botId: string, wake = false) {
-    if (stopped) return;
+  /**
+   * Runs the bot's due deliveries in the next round. `wake`: from outside (bus, sweep), it
+   * may have new ones. Answers whether the bot is in the next round (not when drained).
+   */
+  function kick(botId: string, wake = false): boolean {
+    if (stopped) return false;
     const s = bots.get(botId);
     if (s) {
       if (wake) {
         s.drained = false;
         s.woken++;
-      } else if (s.drained) return;
+      } else if (s.drained) return false;
     }
     kicked.add(botId);
-    if (kicking) return;
+    if (kicking) return true;
     kicking = (async () => {
       try {
         while (kicked.size > 0 && !stopped) {
@@ -290,11 +336,15 @@ export function createDispatcher(opts: DispatcherOptions) {
           const round = [...kicked].slice(0, 500);
           for (const b of round) kicked.delete(b);
           await runBots(round).catch((err) => opts.logger.warn({ err }, 'dispatch failed'));
+          // A turn of the event loop between rounds: the SQLite driver answers without one,
+          // and answers, timers and the bus must get their turn while many bots are kicked.
+          if (kicked.size > 0) await new Promise<void>((resolve) => setImmediate(resolve));
         }
       } finally {
         kicking = null;
       }
     })();
+    return true;
   }
 
   async function sweepLoop() {
