@@ -372,20 +372,15 @@ export function buildGateway(opts: GatewayOptions): Gateway {
         reply.raw.off('close', onClose);
         inFlight.delete(abort);
       };
-      inFlight.set(abort, (err) => {
+      const fail = (err: unknown) => {
         settle();
         reject(err);
-      });
-      opts.invoker.invoke(spec, message, metadata, abort, logSinkOf(request)).then(
-        (response) => {
-          settle();
-          resolve(response as Record<string, unknown>);
-        },
-        (err: unknown) => {
-          settle();
-          reject(err);
-        },
-      );
+      };
+      inFlight.set(abort, fail);
+      opts.invoker.invoke(spec, message, metadata, abort, logSinkOf(request)).then((response) => {
+        settle();
+        resolve(response as Record<string, unknown>);
+      }, fail);
     });
   }
 

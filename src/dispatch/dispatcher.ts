@@ -252,7 +252,7 @@ export function createDispatcher(opts: DispatcherOptions) {
     // Each bot that starts needs a slot of the budget: bots past the budget's room wait for
     // a freed slot, without their limits read for nothing.
     const room = opts.maxInFlight - total;
-    const botIds = round.length > room ? round.slice(0, Math.max(0, room)) : round;
+    const botIds = round.slice(0, Math.max(0, room));
     for (let i = botIds.length; i < round.length; i++) starved.add(round[i]!);
     if (botIds.length === 0) return;
     const max = await maxConnections(botIds);
@@ -273,8 +273,8 @@ export function createDispatcher(opts: DispatcherOptions) {
     }
     if (stopped) return;
     if (free.size === 0) {
-      // Budget left and none of these could use it: it goes to waiting bots.
-      if (budget > 0 && starved.size > 0) kickWaiting();
+      // None of these could use the budget: what is left of it goes to waiting bots.
+      if (starved.size > 0) kickWaiting();
       return;
     }
     const woken = new Map([...free.keys()].map((b) => [b, bots.get(b)?.woken]));

@@ -4,6 +4,7 @@
  * brought the content) and getFile with a signed download URL. Contract §6.
  */
 import crypto from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { imageSize } from 'image-size';
 import { randomBase62 } from '../auth/bot-token.js';
 import { blobKey, hashRanges, stagingKey, type BlobStore } from '../blobs/blob-store.js';
@@ -94,7 +95,6 @@ const newFileId = () => `file_${randomBase62(24)}`;
 const STALE_BLOB_CLAIM_MS = 10 * 60_000;
 /** How long a completion waits for the blob sweep to finish removing the same content (then 503, retry). */
 const BLOB_REMOVAL_WAIT_MS = 3000;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Same for every file with this content; not usable to send or download. */
 export const fileUniqueId = (checksum: string) =>

@@ -18,6 +18,41 @@ import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { call, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type TestDatabase } from '../helpers/harness.js';
 
+
+/**
+ * `token` polled with getMe on `base` every few ms, before, during and after `act` (run
+ * elsewhere): accepted throughout before it, then refused (401) within 100 ms of its
+ * answer, and never accepted again after the first refusal. Answers `act`'s answer.
+ */
+async function refusedAfter<T extends { status: number }>(base: string, token: string, what: string, act: () => Promise<T>): Promise<T> {
+  const seen: { at: number; status: number }[] = [];
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      const res = await call(base, 'POST', '/api/v1/bots/getMe', { token });
+      seen.push({ at: performance.now(), status: res.status });
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 150));
+  expect(seen.length).toBeGreaterThan(5);
+  expect(seen.every((s) => s.status === 200)).toBe(true);
+  const answer = await act();
+  const answered = performance.now();
+  expect(answer.status).toBe(200);
+  await new Promise((r) => setTimeout(r, 400));
+  polling = false;
+  await poller;
+  const accepted = seen.filter((s) => s.status === 200 && s.at > answered).map((s) => Math.round(s.at - answered));
+  const refused = seen.filter((s) => s.status !== 200);
+  expect(refused.length).toBeGreaterThan(0);
+  expect(refused.map((s) => s.status).filter((st) => st !== 401)).toEqual([]);
+  // Accepted only in the first 100 ms after the answer, and never once refused.
+  expect(accepted.every((ms) => ms < 100), `accepted ${accepted.join(', ')} ms after ${what}`).toBe(true);
+  expect(seen.some((s) => s.status === 200 && s.at > refused[0]!.at)).toBe(false);
+  return answer;
+}
+
 describe('two core instances on MariaDB + Kafka', () => {
   let a: App;
   let b: App;
@@ -105,32 +140,7 @@ describe('two core instances on MariaDB + Kafka', () => {
     let old: string = (await client(a.httpUrl!, owner).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token;
     for (let round = 0; round < 3; round++) {
       // B polls getMe with the token every few ms, before, during and after the regeneration on A.
-      const seen: { at: number; status: number }[] = [];
-      let polling = true;
-      const poller = (async () => {
-        while (polling) {
-          const res = await call(b.httpUrl!, 'POST', '/api/v1/bots/getMe', { token: old });
-          seen.push({ at: performance.now(), status: res.status });
-          await new Promise((r) => setTimeout(r, 2));
-        }
-      })();
-      await new Promise((r) => setTimeout(r, 150));
-      expect(seen.length).toBeGreaterThan(5);
-      expect(seen.every((s) => s.status === 200)).toBe(true);
-      const regen = await client(a.httpUrl!, owner).post(`/api/v1/bots/my/${created.body.id}/regenerate-token`);
-      const answered = performance.now();
-      expect(regen.status).toBe(200);
-      await new Promise((r) => setTimeout(r, 400));
-      polling = false;
-      await poller;
-      const accepted = seen.filter((s) => s.status === 200 && s.at > answered).map((s) => Math.round(s.at - answered));
-      const refused = seen.filter((s) => s.status !== 200);
-      expect(refused.length).toBeGreaterThan(0);
-      expect(refused.map((s) => s.status).filter((st) => st !== 401)).toEqual([]);
-      // Accepted only in the first 100 ms after A answered, and never once refused.
-      expect(accepted.every((ms) => ms < 100), `accepted ${accepted.join(', ')} ms after regeneration`).toBe(true);
-      const firstRefusal = refused[0]!.at;
-      expect(seen.some((s) => s.status === 200 && s.at > firstRefusal)).toBe(false);
+      const regen = await refusedAfter(b.httpUrl!, old, 'regeneration', () => client(a.httpUrl!, owner).post(`/api/v1/bots/my/${created.body.id}/regenerate-token`));
       old = regen.body.one_time_token;
     }
   });
@@ -140,30 +150,7 @@ describe('two core instances on MariaDB + Kafka', () => {
     const created = await client(a.httpUrl!, owner).post('/api/v1/bots/applications', { name: 'Doomed', username: 'multi_deleted' });
     await client(a.httpUrl!, await mintAccountJwt(TEST_JWT_SECRET, { sub: 'r', roles: ['admin'] })).post(`/api/v1/admin/bots/${created.body.id}/approve`);
     const doomed: string = (await client(a.httpUrl!, owner).get(`/api/v1/bots/my/${created.body.id}`)).body.one_time_token;
-    const seen: { at: number; status: number }[] = [];
-    let polling = true;
-    const poller = (async () => {
-      while (polling) {
-        const res = await call(b.httpUrl!, 'POST', '/api/v1/bots/getMe', { token: doomed });
-        seen.push({ at: performance.now(), status: res.status });
-        await new Promise((r) => setTimeout(r, 2));
-      }
-    })();
-    await new Promise((r) => setTimeout(r, 150));
-    expect(seen.length).toBeGreaterThan(5);
-    expect(seen.every((s) => s.status === 200)).toBe(true);
-    const deleted = await call(a.httpUrl!, 'DELETE', `/api/v1/bots/my/${created.body.id}`, { token: owner, body: {} });
-    const answered = performance.now();
-    expect(deleted.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 400));
-    polling = false;
-    await poller;
-    const accepted = seen.filter((s) => s.status === 200 && s.at > answered).map((s) => Math.round(s.at - answered));
-    const refused = seen.filter((s) => s.status !== 200);
-    expect(refused.length).toBeGreaterThan(0);
-    expect(refused.map((s) => s.status).filter((st) => st !== 401)).toEqual([]);
-    expect(accepted.every((ms) => ms < 100), `accepted ${accepted.join(', ')} ms after the deletion`).toBe(true);
-    expect(seen.some((s) => s.status === 200 && s.at > refused[0]!.at)).toBe(false);
+    await refusedAfter(b.httpUrl!, doomed, 'the deletion', () => call(a.httpUrl!, 'DELETE', `/api/v1/bots/my/${created.body.id}`, { token: owner, body: {} }));
     expect((await client(b.httpUrl!, owner).get(`/api/v1/bots/my/${created.body.id}`)).status).toBe(404);
   });
 });
