@@ -200,9 +200,11 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
     expect((await call(h.url, 'POST', '/api/v1/bots/files/complete', { token: bot.token, body: { checksum } })).status).toBe(200);
     // What the operator's database holds of the bot, table by table.
     const db = createDb(h.apps[0]!.config.database);
+    // The tombstone read first: the purge removes every row in the transaction that drops it,
+    // so once a read finds it gone, the reads after it see the purge whole.
     const rowsOf = async () => {
       const n: Record<string, number> = {};
-      for (const table of ['chats', 'messages', 'files', 'uploads', 'bot_stats', 'deleted_bots']) {
+      for (const table of ['deleted_bots', 'chats', 'messages', 'files', 'uploads', 'bot_stats']) {
         const key = table === 'deleted_bots' ? 'id' : 'bot_id';
         n[table] = Number((await db.query(db.knex(table).where(key, bot.id).count({ n: '*' })))[0]!.n);
       }
@@ -228,7 +230,7 @@ describe('a bot\'s whole life: edit, withdraw, resubmit, delete', () => {
       expect(later.status).toBe(201);
       // The purge removed its rows with the tombstone (the outbound feed keeps its messages).
       // (The username is free at data_removed_at; the sweep comes by within a second or so.)
-      expect(await until(rowsOf, (n) => n.deleted_bots === 0, 10_000)).toEqual({ chats: 0, messages: 0, files: 0, uploads: 0, bot_stats: 0, deleted_bots: 0 });
+      expect(await until(rowsOf, (n) => n.deleted_bots === 0, 10_000)).toEqual({ deleted_bots: 0, chats: 0, messages: 0, files: 0, uploads: 0, bot_stats: 0 });
     } finally {
       await db.destroy();
     }
