@@ -78,7 +78,7 @@ const ROLES: Record<Config['role'], Role> = {
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, files);
     const localSignIn = localJwtSecret ? createLocalSignIn() : undefined;
     const invoker = createDirectInvoker(core, backend.ready);
-    runWebhookAnswers(root, backend, invoker);
+    runWebhookAnswers(root, backend, () => invoker);
     let dispatcherThreads: DispatcherThreads | undefined;
     if (threads > 0) {
       // On the in-process bus the threads start once a webhook delivery is open (each new update asks):
@@ -104,7 +104,7 @@ const ROLES: Record<Config['role'], Role> = {
     const backend = await openBackend(root);
     const { core, localJwtSecret, grpcPort, degraded } = await serveCore(root, backend, await openFileStore(root));
     // The console's manual retry of a delivery runs here: its answer's method too.
-    runWebhookAnswers(root, backend, createDirectInvoker(core, backend.ready));
+    runWebhookAnswers(root, backend, () => createDirectInvoker(core, backend.ready));
     const httpUrl = await serveHttp(root, healthServer(root.logger), { ready: backend.ready, degraded });
     return { db: backend.db, bus: backend.bus, core, grpcPort, localJwtSecret, httpUrl };
   },
@@ -115,7 +115,7 @@ const ROLES: Record<Config['role'], Role> = {
     // Methods in webhook answers are calls of the bot: run by a core, reached over gRPC.
     const invoker = createGrpcInvoker(root.config.coreGrpcAddress);
     root.shutdown.add('webhook-client', 'gRPC invoker for webhook answers', () => invoker.close());
-    runWebhookAnswers(root, backend, invoker);
+    runWebhookAnswers(root, backend, () => invoker);
     const httpUrl = await serveHttp(root, healthServer(root.logger), { ready: backend.ready, degraded: () => [] });
     return { db: backend.db, bus: backend.bus, dispatcher, httpUrl };
   },

@@ -7,13 +7,8 @@
 import type { Backend } from './backend.js';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
 import type { Root } from './process.js';
+import type { AnswerHandler } from './dispatch/attempts.js';
 import type { Invoker } from '../gateway/runtime/invoker.js';
-import { createCodec } from '../gateway/runtime/codec.js';
-import { createTelegramMethods } from '../gateway/runtime/telegram.js';
-import { createWebhookAnswers } from '../gateway/runtime/telegram-webhook-answers.js';
-import { createBotGrants } from './auth/bot-grants.js';
-import { secretKeyOf } from './auth/secret-key.js';
-import { routeTable } from '../gateway/generated/routes.js';
 
 /**
  * The webhook dispatcher: delivers what the deliveries table holds, until shutdown.
@@ -39,16 +34,37 @@ export async function startDispatcher({ config, logger, telemetry, shutdown }: R
 
 /**
  * Methods bots return in answers to their Telegram-surface webhooks, run as the bot through
- * `invoker` (gateway/runtime/telegram-webhook-answers.ts).
+ * the invoker `invokerOf` gives (gateway/runtime/telegram-webhook-answers.ts). What runs them
+ * (the route table, the codec, the Telegram surface's methods, and in a dispatcher thread the
+ * gRPC client) is loaded at the first answer with a body, not at start: a dispatcher thread
+ * whose bots answer nothing never holds it (about 8 MB of code and heap per thread).
  */
-export function runWebhookAnswers({ config, logger, telemetry }: Root, b: Backend, invoker: Invoker): void {
-  b.attempts.handleAnswers(createWebhookAnswers({
-    methods: createTelegramMethods(routeTable, createCodec(routeTable)),
-    invoker,
-    grants: createBotGrants(secretKeyOf(config)),
-    logger,
-    maxBodyBytes: config.maxBodyBytes,
-    timeoutMs: config.requestTimeoutMs,
-    onOutcome: (outcome) => telemetry.webhookAnswer(outcome),
-  }));
+export function runWebhookAnswers({ config, logger, telemetry }: Root, b: Backend, invokerOf: () => Invoker | Promise<Invoker>): void {
+  let loading: Promise<AnswerHandler> | undefined;
+  const load = async (): Promise<AnswerHandler> => {
+    const [{ createWebhookAnswers }, { createTelegramMethods }, { createCodec }, { routeTable }, { createBotGrants }, { secretKeyOf }] = await Promise.all([
+      import('../gateway/runtime/telegram-webhook-answers.js'), import('../gateway/runtime/telegram.js'), import('../gateway/runtime/codec.js'),
+      import('../gateway/generated/routes.js'), import('./auth/bot-grants.js'), import('./auth/secret-key.js'),
+    ]);
+    return createWebhookAnswers({
+      methods: createTelegramMethods(routeTable, createCodec(routeTable)),
+      invoker: await invokerOf(),
+      grants: createBotGrants(secretKeyOf(config)),
+      logger,
+      maxBodyBytes: config.maxBodyBytes,
+      timeoutMs: config.requestTimeoutMs,
+      onOutcome: (outcome) => telemetry.webhookAnswer(outcome),
+    });
+  };
+  b.attempts.handleAnswers(async (botId, answer) => {
+    let handler: AnswerHandler;
+    try {
+      handler = await (loading ??= load());
+    } catch (err) {
+      loading = undefined;
+      logger.error({ err, bot: botId }, 'webhook answer not run: what runs its method could not be loaded');
+      return;
+    }
+    return handler(botId, answer);
+  });
 }

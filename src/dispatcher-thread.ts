@@ -17,7 +17,7 @@ import { runWebhookAnswers, startDispatcher } from './dispatcher-role.js';
 import { createLogger } from './logger.js';
 import { createShutdown } from './process.js';
 import { createThreadTelemetry } from './telemetry/thread-telemetry.js';
-import { createGrpcInvoker } from '../gateway/runtime/invoker.js';
+import type { Invoker } from '../gateway/runtime/invoker.js';
 
 export interface DispatcherThreadData {
   config: Config;
@@ -43,9 +43,10 @@ async function start() {
   const backend = await openBackend(root, { bus, migrate: false, share: data.slots });
   const owns = data.busPort ? (botId: string) => slotOf(botId, data.slots) === data.slot : undefined;
   const dispatcher = await startDispatcher(root, backend, owns);
-  const invoker = createGrpcInvoker(data.coreGrpcAddress);
-  shutdown.add('webhook-client', 'gRPC invoker for webhook answers', () => invoker.close());
-  runWebhookAnswers(root, backend, invoker);
+  // The gRPC client for methods in webhook answers, made at the first answer with a body.
+  let invoker: Invoker | undefined;
+  shutdown.add('webhook-client', 'gRPC invoker for webhook answers', async () => invoker?.close());
+  runWebhookAnswers(root, backend, async () => (invoker ??= (await import('../gateway/runtime/invoker.js')).createGrpcInvoker(data.coreGrpcAddress)));
   return dispatcher;
 }
 
