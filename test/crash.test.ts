@@ -38,20 +38,34 @@ describe('kill -9 during ingest', () => {
       const acked: string[] = [];
       let n = 0;
       let stop = false;
+      let running = 8;
+      let firstError: Error | undefined;
+      // Each worker ingests until a call fails (the kill ends them all). The deadline is
+      // generous: a busy machine must not end a worker before the kill.
       const worker = async () => {
-        while (!stop) {
-          const text = `m${n++}`;
-          const ok = await new Promise<boolean>((resolve) =>
-            ingestClient.ingestUpdates(IngestUpdatesRequest.fromPartial({
-              updates: [{ botId: created.body.id, message: { messageId: 0, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, isBot: false }, text } }],
-            }), md, { deadline: Date.now() + 2000 }, (err) => resolve(!err)),
-          );
-          if (ok) acked.push(text);
-          else return;
+        try {
+          while (!stop) {
+            const text = `m${n++}`;
+            const ok = await new Promise<boolean>((resolve) =>
+              ingestClient.ingestUpdates(IngestUpdatesRequest.fromPartial({
+                updates: [{ botId: created.body.id, message: { messageId: 0, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, isBot: false }, text } }],
+              }), md, { deadline: Date.now() + 15_000 }, (err) => {
+                if (err) firstError ??= err;
+                resolve(!err);
+              }),
+            );
+            if (ok) acked.push(text);
+            else return;
+          }
+        } finally {
+          running--;
         }
       };
-      const workers = Array.from({ length: 8 }, worker);
-      while (acked.length < 300) await new Promise((r) => setTimeout(r, 5));
+      const workers = Array.from({ length: running }, worker);
+      while (acked.length < 300) {
+        if (running === 0) throw new Error(`every ingest failed before the kill, after ${acked.length} acknowledged: ${firstError?.message}`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
       server.kill('SIGKILL');
       stop = true;
       await Promise.all(workers);
