@@ -136,6 +136,9 @@ function webhookOf(r: any): WebhookTarget | null {
     };
 }
 
+/** A bot without a webhook row, as webhookOf reads it. */
+const NO_WEBHOOK = { webhook_url: null };
+
 function leasedOf(r: any, leaseToken: string, webhook: WebhookTarget | null): LeasedDelivery {
   const d = fromRow(r) as LeasedDelivery;
   d.leaseToken = leaseToken;
@@ -213,29 +216,35 @@ const compareIds = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 export function createDeliveriesRepo(db: Db) {
   const { sql, knex } = db;
   /* eslint-disable @typescript-eslint/no-explicit-any */
-  /** claimForBots' statements on each engine (see SQL): the leased rows, each with its bot's webhook (webhook_* columns). */
+  /**
+   * claimForBots' statements on each engine (see SQL): the leased rows, and where each
+   * bot's webhook is read (webhook_* columns): its own row in `hooks` (SQLite: one per
+   * bot, not merged into each delivery's row, a copy of every column per delivery), or
+   * the delivery's row itself (MySQL: read with a join).
+   */
   const claim = sql.dialect === 'sqlite'
     ? (free: Map<string, number>, now: number, leaseMs: number, token: string) => sql.unit(async (w) => {
       // Padded with a bot id no bot has (a repeated bot would be joined twice).
       const list = padded<[string, number]>(sql, [...free], ['', 0]);
       const rows = await w.all<any>(SQL.sqliteClaim(list.length), [...list.flat(), now + leaseMs, token, now, now]);
-      if (rows.length === 0) return [];
+      if (rows.length === 0) return { rows, hooks: null };
       rows.sort((a, b) => compareIds(a.bot_id, b.bot_id) || Number(a.update_seq) - Number(b.update_seq));
       const bots = padded(sql, [...new Set(rows.map((r) => r.bot_id as string))]);
       const hooks = new Map((await w.all<any>(SQL.webhooksOf(bots.length), bots)).map((h) => [h.bot_id as string, h]));
-      return rows.map((r) => ({ ...r, ...hooks.get(r.bot_id) }));
+      return { rows, hooks };
     }, { transaction: false })
     : async (free: Map<string, number>, now: number, leaseMs: number, token: string) => {
       const bots = [...free.keys()];
       const ranked = await sql.all<{ id: string; bot_id: string; rn: number | string }>(SQL.mysqlRanked(bots.length), [...bots, now, now, Math.max(...free.values())]);
       const ids = ranked.filter((r) => Number(r.rn) <= (free.get(r.bot_id) ?? 0)).map((r) => r.id);
-      if (ids.length === 0) return [];
+      if (ids.length === 0) return { rows: [], hooks: null };
       // The lease and the read back in one round trip. This can meet an outcome write of
       // another dispatcher: a deadlock victim is rolled back whole, and run again.
-      return sql.unit(async (w) => {
+      const rows = await sql.unit(async (w) => {
         w.queue(SQL.lease(ids.length), [now + leaseMs, token, ...ids, now]);
         return w.all<any>(SQL.leased(ids.length), [...ids, token]);
       }, { transaction: false });
+      return { rows, hooks: null };
     };
   /* eslint-enable @typescript-eslint/no-explicit-any */
 
@@ -248,11 +257,12 @@ export function createDeliveriesRepo(db: Db) {
     async claimForBots(opts: { now: number; leaseMs: number; holder: string; free: Map<string, number> }): Promise<LeasedDelivery[]> {
       if (opts.free.size === 0) return [];
       const token = `${opts.holder}:${crypto.randomBytes(6).toString('hex')}`;
-      const rows = await claim(opts.free, opts.now, opts.leaseMs, token);
+      const { rows, hooks } = await claim(opts.free, opts.now, opts.leaseMs, token);
       const webhooks = new Map<string, WebhookTarget | null>();
       return rows.map((r) => {
-        if (!webhooks.has(r.bot_id)) webhooks.set(r.bot_id, webhookOf(r));
-        return leasedOf(r, token, webhooks.get(r.bot_id)!);
+        let webhook = webhooks.get(r.bot_id);
+        if (webhook === undefined) webhooks.set(r.bot_id, (webhook = webhookOf(hooks ? hooks.get(r.bot_id) ?? NO_WEBHOOK : r)));
+        return leasedOf(r, token, webhook);
       });
     },
 

@@ -7,7 +7,18 @@
  * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
 import { exec, inTransaction, isDeadlockOrLockWait, type Db, type Tx } from './db.js';
-import { marks } from './statement-texts.js';
+import { marks, powerOfTwoChunks, valuesList } from './statement-texts.js';
+
+/** SQLite's upsert of `rows` statistics rows (addStats), by size: each chunk's text made once. */
+const statsUpserts = new Map<number, string>();
+function sqliteStatsUpsert(rows: number): string {
+  let text = statsUpserts.get(rows);
+  if (text === undefined) {
+    statsUpserts.set(rows, (text = `INSERT INTO bot_stats (bot_id, minute, name, "count", sum_ms, max_ms) VALUES ${valuesList(6, rows)}
+      ON CONFLICT (bot_id, minute, name) DO UPDATE SET "count" = "count" + excluded."count", sum_ms = sum_ms + excluded.sum_ms, max_ms = max(max_ms, excluded.max_ms)`));
+  }
+  return text;
+}
 
 /** One counter a call must fit in: at most `limit` admissions per window. */
 export interface CounterRule {
@@ -249,6 +260,20 @@ export function createLimitsRepo(db: Db) {
 
     /** Adds increments to the per-minute statistics (one statement per 500). */
     async addStats(items: StatIncrement[], tx?: Tx): Promise<void> {
+      if (sql.dialect === 'sqlite') {
+        // One transaction, a prepared upsert per power-of-two chunk (a dispatcher flushes
+        // thousands of increments a second during a burst: building each statement with
+        // knex cost more than running it).
+        const rows = items.map((s) => [s.botId, s.minute, s.name, s.count, s.sumMs, s.maxMs]);
+        await inTransaction(db, tx, async (w) => {
+          let at = 0;
+          for (const size of powerOfTwoChunks(rows.length)) {
+            w.queue(sqliteStatsUpsert(size), rows.slice(at, at + size).flat());
+            at += size;
+          }
+        });
+        return;
+      }
       // Knex writes the upsert; the merged values are each dialect's own.
       const merge = sql.dialect === 'mysql'
         ? { count: knex.raw('`count` + VALUES(`count`)'), sum_ms: knex.raw('`sum_ms` + VALUES(`sum_ms`)'), max_ms: knex.raw('GREATEST(`max_ms`, VALUES(`max_ms`))') }
