@@ -19,6 +19,7 @@ import { parseCidrs } from './net/ssrf.js';
 import type { Root } from './process.js';
 import { createBotsRepo, type BotsRepo } from './storage/bots-repo.js';
 import { createDb, migrateLatest, pingDb, type Db } from './storage/db.js';
+import type { Checkpoints } from './storage/sqlite/driver.js';
 import { createAttemptsRepo, type AttemptsRepo } from './storage/attempts-repo.js';
 import { createDeliveriesRepo, type DeliveriesRepo } from './storage/deliveries-repo.js';
 import { createLimitsRepo, type LimitsRepo } from './storage/limits-repo.js';
@@ -57,7 +58,8 @@ export interface Backend {
  * WEBHOOK_MAX_SOCKETS), each taking its part, so the process as a whole keeps them.
  */
 export async function openBackend({ config, logger, telemetry, shutdown }: Root, opts: { bus?: Bus; migrate?: boolean; share?: number } = {}): Promise<Backend> {
-  const db = await openDatabase(config, logger, telemetry, opts.migrate ?? true);
+  // SQLite: a dispatcher thread (`share`) leaves WAL checkpoints to its process's main thread (sqlite/driver.ts).
+  const db = await openDatabase(config, logger, telemetry, opts.migrate ?? true, opts.share === undefined ? 'timer' : 'backstop');
   shutdown.add('db', 'database', () => db.destroy());
   const secretBox = createSecretBox(secretKeyOf(config));
   const bus = opts.bus ?? await openBus(config, logger, telemetry);
@@ -110,8 +112,8 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root,
 }
 
 /** The pool, its statement counter, and the schema migrated; a failed migration closes the pool again. */
-async function openDatabase(config: Config, logger: Logger, telemetry: Telemetry, migrate: boolean): Promise<Db> {
-  const db = createDb(config.database, logger);
+async function openDatabase(config: Config, logger: Logger, telemetry: Telemetry, migrate: boolean, checkpoints: Checkpoints): Promise<Db> {
+  const db = createDb(config.database, logger, { checkpoints });
   // Statements this process sends to the database (transaction BEGIN and COMMIT included).
   let statements = 0;
   db.on('query', () => statements++);

@@ -13,7 +13,7 @@ import { migrationSource } from '../../migrations/index.js';
 import type { Config } from '../config.js';
 import { createMysqlDriver } from './mysql/driver.js';
 import type { Dialect, Reads, Sql, Writer } from './port.js';
-import { createSqliteDriver } from './sqlite/driver.js';
+import { createSqliteDriver, type Checkpoints } from './sqlite/driver.js';
 
 export { isDeadlock, isDeadlockOrLockWait, isUniqueViolation, retryingDeadlocks } from './errors.js';
 export type { Dialect, Reads, Sql, Writer } from './port.js';
@@ -110,7 +110,7 @@ const connections = new WeakMap<Db, { config: Knex.Config; log: Knex.Config['log
  * keeps a writer and a reader connection of its own, and each `:memory:` connection
  * would be a database of its own.
  */
-export function createDb(database: Config['database'], logger?: DbLogger): Db {
+export function createDb(database: Config['database'], logger?: DbLogger, opts: { checkpoints?: Checkpoints } = {}): Db {
   const emitter = new EventEmitter();
   const events = {
     statement: (sql: string, bindings: readonly unknown[]) => emitter.emit('query', { sql, bindings }),
@@ -128,7 +128,7 @@ export function createDb(database: Config['database'], logger?: DbLogger): Db {
     // file's mode). Existing ones keep theirs.
     fs.mkdirSync(path.dirname(database.filename), { recursive: true, mode: 0o700 });
     fs.closeSync(fs.openSync(database.filename, 'a', 0o600));
-    sql = createSqliteDriver(database.filename, events);
+    sql = createSqliteDriver(database.filename, events, opts);
     connection = {
       ...builders.sqlite,
       connection: { filename: database.filename },

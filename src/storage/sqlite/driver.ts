@@ -54,8 +54,26 @@ function inChunks(rows: unknown[][], each: (size: number, params: unknown[]) => 
   }
 }
 
-export function createSqliteDriver(filename: string, events: DriverEvents): Sql {
+/**
+ * Who copies the WAL back into the database file (a checkpoint: a copy of the pages
+ * written since the last one and two fsyncs). SQLite's default: the writer whose commit
+ * takes the WAL past 1,000 pages, on whichever thread committed. A process's dispatcher
+ * threads write most of the pages during a webhook burst, and their event loop is what
+ * the burst waits for; so they leave checkpoints to the main thread (`backstop`: theirs
+ * only past BACKSTOP_PAGES, should the main thread stall), whose writer keeps SQLite's
+ * default and also runs a passive checkpoint every CHECKPOINT_MS (`timer`: the WAL
+ * stays short when only the threads write).
+ */
+export type Checkpoints = 'default' | 'timer' | 'backstop';
+
+/** A dispatcher thread's writer checkpoints only past this many WAL pages (4 KiB each). */
+export const BACKSTOP_PAGES = 16_384;
+/** How often the main thread's writer runs a passive checkpoint (`timer`). */
+export const CHECKPOINT_MS = 250;
+
+export function createSqliteDriver(filename: string, events: DriverEvents, opts: { checkpoints?: Checkpoints } = {}): Sql {
   let closed = false;
+  const checkpoints = opts.checkpoints ?? 'default';
   const open = (readonly: boolean) => {
     if (closed) throw new Error('the database is closed');
     const conn = new Database(filename, readonly ? { readonly: true, fileMustExist: true } : { fileMustExist: true });
@@ -63,6 +81,7 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
       conn.pragma('journal_mode = WAL');
       conn.pragma('synchronous = NORMAL');
       conn.pragma('foreign_keys = ON');
+      if (checkpoints === 'backstop') conn.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
     }
     conn.pragma('busy_timeout = 5000');
     return conn;
@@ -159,6 +178,20 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
   const unit = <T>(body: (w: Writer) => Promise<T>, opts: UnitOptions = {}) =>
     retryingDeadlocks(() => once(body, opts), opts.attempts ?? 4, opts.retryable ?? isDeadlock);
 
+  // `timer`: a passive checkpoint (it never waits for, nor blocks, other connections) on
+  // this writer between units, once it is open; nothing to copy costs a few microseconds.
+  const checkpointTimer = checkpoints === 'timer'
+    ? setInterval(() => {
+      if (!writer || busy || closed) return;
+      try {
+        writer.pragma('wal_checkpoint(PASSIVE)');
+      } catch {
+        // Busy or failed: the writers' own autocheckpoint and the next tick stand in.
+      }
+    }, CHECKPOINT_MS)
+    : undefined;
+  checkpointTimer?.unref();
+
   return {
     dialect: 'sqlite',
     async one<R>(sql: string, params: readonly unknown[] = []) {
@@ -173,6 +206,7 @@ export function createSqliteDriver(filename: string, events: DriverEvents): Sql 
     unit,
     async close() {
       closed = true;
+      clearInterval(checkpointTimer);
       // A unit under way finishes first (its body awaits only the writer's answers).
       await exclusive(async () => {
         reads.clear();
