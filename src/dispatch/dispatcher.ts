@@ -5,7 +5,7 @@
  * (retries, deliveries whose dispatcher died mid-attempt) so nothing depends on
  * the bus for correctness. Each attempt runs under a short lease (LEASE_MS) that a
  * heartbeat renews every HEARTBEAT_MS, in one statement for all of this process's
- * attempts, until the outcome is written: a dispatcher killed mid-attempt leaves its
+ * attempts whose lease is past its first half second, until the outcome is written: a dispatcher killed mid-attempt leaves its
  * deliveries due again within LEASE_MS. The outcome write checks the lease token, so a
  * holder that lost its lease cannot overwrite the next one's. A bot never has more
  * than its max_connections attempts in flight, and first attempts start in
@@ -76,6 +76,8 @@ export interface DispatcherOptions {
 }
 
 export const DISPATCHER_GROUP = 'botplatform-dispatchers';
+/** The heartbeat renews the leases with less than this left (ms; see heartbeat). */
+const RENEW_WITHIN_MS = LEASE_MS - HEARTBEAT_MS / 2;
 /** Parked (slow) attempts allowed per budget slot. */
 const PARKED_PER_SLOT = 4;
 /** Idle bots whose limit may stay cached; past this, idle ones are dropped at once. */
@@ -359,15 +361,21 @@ export function createDispatcher(opts: DispatcherOptions) {
   }
 
   /**
-   * Renews the leases of every attempt running here, in one statement. A renewal that
+   * Renews the leases of the attempts running here (those past RENEW_WITHIN_MS), in one statement. A renewal that
    * fails is tried again on the next beat; leases not renewed in time are no longer
    * trusted (an attempt not yet sent is skipped), and an outcome is written only under
    * a lease still held.
    */
   async function heartbeat() {
     if (held.size === 0) return;
-    const leases = [...held];
-    const until = Date.now() + leaseMs;
+    const now = Date.now();
+    // A lease with more than RENEW_WITHIN_MS left is renewed by a later beat (1.5 s before
+    // it runs out at the latest): the attempts of a burst, answered within half a second
+    // of their claim, are never renewed (renewing all of them cost a statement naming
+    // every attempt in flight each second).
+    const leases = [...held].filter(([, l]) => l.until - now < RENEW_WITHIN_MS);
+    if (leases.length === 0) return;
+    const until = now + leaseMs;
     try {
       await opts.deliveries.renewLeases(leases.map(([id, l]) => ({ id, leaseToken: l.token })), until);
       for (const [, l] of leases) l.until = Math.max(l.until, until);
