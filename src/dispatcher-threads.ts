@@ -93,6 +93,9 @@ const THREAD_SEMI_SPACE_MB = 16;
 const semiSpaceFlag = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)]
   .map((a) => /^--max[-_]semi[-_]space[-_]size=(\d+)$/.exec(a)?.[1]).filter((v) => v !== undefined).pop();
 
+/** Threads being started with the thread's semi-space size (the flag goes back when none is). */
+let pendingSemi = 0;
+
 /**
  * Runs `spawn` (which starts a thread) with V8's --max-semi-space-size at the thread's size
  * until the thread is online: the flag, given to the process, applies to every isolate and
@@ -121,7 +124,6 @@ function withSemiSpace(spawn: () => Worker): Worker {
     throw err;
   }
 }
-let pendingSemi = 0;
 
 /** When the threads start: once `due()` answers true, asked at start, on each `nudge` (throttled) and every second. */
 export interface StartWhen {

@@ -7,7 +7,7 @@
  * statement records many increments; on SQLite a batch whose calls all fit is one statement.
  */
 import { exec, inTransaction, isDeadlockOrLockWait, type Db, type Tx } from './db.js';
-import { marks, powerOfTwoChunks, valuesList } from './statement-texts.js';
+import { inChunks, marks, valuesList } from './statement-texts.js';
 
 /** SQLite's upsert of `rows` statistics rows (addStats), by size: each chunk's text made once. */
 const statsUpserts = new Map<number, string>();
@@ -265,13 +265,7 @@ export function createLimitsRepo(db: Db) {
         // thousands of increments a second during a burst: building each statement with
         // knex cost more than running it).
         const rows = items.map((s) => [s.botId, s.minute, s.name, s.count, s.sumMs, s.maxMs]);
-        await inTransaction(db, tx, async (w) => {
-          let at = 0;
-          for (const size of powerOfTwoChunks(rows.length)) {
-            w.queue(sqliteStatsUpsert(size), rows.slice(at, at + size).flat());
-            at += size;
-          }
-        });
+        await inTransaction(db, tx, async (w) => inChunks(rows, (size, params) => w.queue(sqliteStatsUpsert(size), params)));
         return;
       }
       // Knex writes the upsert; the merged values are each dialect's own.

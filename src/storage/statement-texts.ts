@@ -18,6 +18,15 @@ export function powerOfTwoChunks(n: number, max = 256): number[] {
   return sizes;
 }
 
+/** `rows` in power-of-two chunks (powerOfTwoChunks): each chunk's size and its rows' values in one list. */
+export function inChunks(rows: readonly unknown[][], each: (size: number, params: unknown[]) => void): void {
+  let at = 0;
+  for (const size of powerOfTwoChunks(rows.length)) {
+    each(size, rows.slice(at, at + size).flat());
+    at += size;
+  }
+}
+
 /**
  * A function making a row object of a statement's values, as the drivers would (a key
  * per column, in order; a repeated name keeps the last value), but as one object literal

@@ -17,7 +17,7 @@
 import Database from 'better-sqlite3';
 import { isDeadlock, retryingDeadlocks } from '../errors.js';
 import type { DriverEvents, OnConflict, Sql, UnitOptions, Writer } from '../port.js';
-import { boundedCache, powerOfTwoChunks, rowMaker, selectTexts, valuesList } from '../statement-texts.js';
+import { boundedCache, inChunks, rowMaker, selectTexts, valuesList } from '../statement-texts.js';
 
 /** A BEGIN IMMEDIATE taking longer than this (ms) waited for the write lock (it takes microseconds otherwise). */
 const LOCK_WAIT_MS = 0.5;
@@ -43,15 +43,6 @@ function updateText(table: string, keyColumn: string, columns: readonly string[]
   const set = columns.map((c, i) => `${c} = v.column${i + 2}`).join(', ');
   return multiRowTexts.get(key)
     ?? multiRowTexts.set(key, `UPDATE ${table} SET ${set} FROM (VALUES ${valuesList(columns.length + 1, rows)}) AS v WHERE ${table}.${keyColumn} = v.column1`);
-}
-
-/** `rows` in power-of-two chunks: each chunk's size and its rows' values in one list. */
-function inChunks(rows: unknown[][], each: (size: number, params: unknown[]) => void): void {
-  let at = 0;
-  for (const size of powerOfTwoChunks(rows.length)) {
-    each(size, rows.slice(at, at + size).flat());
-    at += size;
-  }
 }
 
 /**
