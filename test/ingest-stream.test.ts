@@ -5,6 +5,7 @@
  * control (a caller that stops reading stops the service reading), and the per-batch
  * log lines and metrics of the unary call.
  */
+import http2 from 'node:http2';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
@@ -274,6 +275,71 @@ describe('StreamIngestUpdates', () => {
     expect(status.code).toBe(grpc.status.UNAVAILABLE);
     expect(acks.map((a) => a.sequence)).toEqual(Array.from({ length: acks.length }, (_, i) => i + 1));
     expect(acks.every((a) => !a.error)).toBe(true);
+  }, 60_000);
+
+  it('on shutdown, acknowledgements the caller has not taken yet still reach it, in order, before UNAVAILABLE', async () => {
+    // A caller that stops writing but keeps the stream open and reads nothing: past its window
+    // (1 KiB), the service's acknowledgements wait on it. The service has read every batch and
+    // waits for the next when it shuts down, so its stream ends with acknowledgements still to
+    // send; the caller reads them afterwards. Plain HTTP/2 with gRPC's framing: a grpc-js client
+    // whose caller reads nothing still takes every message off the connection into its own buffer.
+    const own = await startHarness('in-process', { SHUTDOWN_TIMEOUT: '30s' });
+    const { id, token } = await approvedBot(own, await own.jwt('stream-owner'), 'stream_unread_bot');
+    const session = http2.connect(`http://${own.grpcAddress}`, { settings: { initialWindowSize: 1024 } });
+    await new Promise((resolve) => session.once('localSettings', resolve)); // the service applies the window from the first byte
+    const req = session.request({
+      ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${TEST_INTERNAL_TOKEN}`,
+    });
+    req.pause();
+    session.on('error', () => {});
+    req.on('error', () => {});
+    // The status, or nothing if the stream closes without one (as when the server is forced closed).
+    const trailers = new Promise<http2.IncomingHttpHeaders>((resolve) => {
+      req.once('trailers', resolve);
+      req.once('close', () => resolve({}));
+    });
+    const frame = (m: StreamIngestUpdatesRequest) => {
+      const bytes = StreamIngestUpdatesRequest.encode(m).finish();
+      const out = Buffer.alloc(5 + bytes.length);
+      out.writeUInt32BE(bytes.length, 1);
+      out.set(bytes, 5);
+      return out;
+    };
+    const BATCHES = 12; // fewer than the service holds at once (IN_FLIGHT): it reads every one
+    const PER_BATCH = 500; // about 4 KiB an acknowledgement: 48 KiB in all
+    for (let i = 0; i < BATCHES; i++) {
+      req.write(frame({ sequence: i + 1, updates: Array.from({ length: PER_BATCH }, (_, k) => update(id, message(`u${i}.${k}`))) }));
+    }
+    const stored = await until(
+      async () => (await call(own.url, 'POST', '/api/v1/bots/getWebhookInfo', { token })).body.result.pending_update_count as number,
+      (n) => n === BATCHES * PER_BATCH,
+    );
+    expect(stored).toBe(BATCHES * PER_BATCH);
+    const goaway = new Promise((resolve) => session.once('goaway', resolve));
+    const t0 = Date.now();
+    const closing = own.close();
+    await goaway; // the gRPC server is closing (after the HTTP server): it has told the stream to end
+    await new Promise((r) => setTimeout(r, 100)); // and the stream has ended by now, acknowledgements still to send
+    const chunks: Buffer[] = [];
+    const drain = () => {
+      for (let chunk: Buffer | null; (chunk = req.read()) !== null;) chunks.push(chunk);
+    };
+    req.on('readable', drain);
+    drain();
+    const status = await trailers;
+    const endedAfter = Date.now() - t0;
+    req.close(); // as a gRPC client does once it has the status
+    await closing;
+    session.close();
+    const body = Buffer.concat(chunks);
+    const acks: StreamIngestUpdatesResponse[] = [];
+    for (let at = 0; at < body.length; at += 5 + body.readUInt32BE(at + 1)) {
+      acks.push(StreamIngestUpdatesResponse.decode(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1))));
+    }
+    expect(Number(status['grpc-status'])).toBe(grpc.status.UNAVAILABLE);
+    expect(acks.map((a) => a.sequence)).toEqual(Array.from({ length: BATCHES }, (_, i) => i + 1));
+    expect(acks.every((a) => !a.error && a.results.length === PER_BATCH)).toBe(true);
+    expect(endedAfter).toBeLessThan(10_000); // not at SHUTDOWN_TIMEOUT
   }, 60_000);
 
   it('logs and counts each batch as a call of the method, and the stream once when it ends', async () => {

@@ -127,45 +127,57 @@ type StreamCall = (grpc.ServerDuplexStream<unknown, unknown> | grpc.ServerWritab
 };
 
 /**
- * The caller's messages as an async iterable that reads one message per step (grpc-js
- * reads from HTTP/2 only as messages are taken: a handler that stops taking stops the
- * caller by flow control) and ends when the caller half-closes or leaves.
+ * The caller's messages, one per step (grpc-js reads from HTTP/2 only as messages are
+ * taken: a handler that stops taking stops the caller by flow control), ending when the
+ * caller half-closes or leaves, or the signal aborts.
+ *
+ * Not Node's async iterator of the stream (`call.iterator()`), even with
+ * `destroyOnReturn: false`: its `return()` waits behind a pending `next()`, which only a
+ * message, the end or an error settles, and meanwhile its end-of-stream watcher stays on
+ * the call. When the call then ended with an error status (`emit('error')`, in
+ * serveStream) while responses were still buffered, the watcher took that for a failed
+ * stream, woke the iterator, and the iterator destroyed the call on its way out: the
+ * buffered responses and the status were dropped, and the caller's stream ended only
+ * when shutdown forced the server closed. This one listens to the call only while it
+ * waits, stops the moment the signal aborts, and never destroys the call.
  */
 async function* incoming(call: grpc.ServerReadableStream<unknown, unknown>, signal: AbortSignal): AsyncGenerator<unknown> {
-  // Not destroyed when the iteration stops: that would destroy the response side too.
-  const it = call.iterator({ destroyOnReturn: false });
-  try {
-    for (;;) {
-      const next = await nextOrLeft(it, signal);
-      if (next === 'left' || next.done) return;
-      yield next.value;
+  for (;;) {
+    if (signal.aborted) return;
+    const message: unknown = call.read();
+    if (message !== null) {
+      yield message;
+      continue;
     }
-  } finally {
-    void it.return?.().catch(() => {});
+    if (call.readableEnded || call.destroyed) return;
+    if (!(await moved(call, signal))) return;
   }
 }
 
 /**
- * The iterator's next message, or 'left' once the signal aborts. Its abort listener
- * lasts one step: a promise raced at every step would keep every message of the
- * stream in its reactions for as long as it is pending — and the caller's signal
- * (with shutdown's, for the server's life) kept it pending after the stream ended.
+ * Settles true when the call has a message or has ended, false once the signal aborts (at
+ * once: the call is not listened to after). Its listeners last one wait: a promise kept
+ * across steps would keep every message of the stream in its reactions, and the caller's
+ * signal (with shutdown's, for the server's life) would keep it after the stream ended.
  */
-function nextOrLeft<T>(it: AsyncIterator<T>, signal: AbortSignal): Promise<IteratorResult<T> | 'left'> {
+function moved(call: grpc.ServerReadableStream<unknown, unknown>, signal: AbortSignal): Promise<boolean> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return resolve('left');
-    const left = () => resolve('left');
+    const settle = (then: () => void) => {
+      call.off('readable', ready);
+      call.off('end', ready);
+      call.off('close', ready);
+      call.off('error', failed);
+      signal.removeEventListener('abort', left);
+      then();
+    };
+    const ready = () => settle(() => resolve(true));
+    const left = () => settle(() => resolve(false));
+    const failed = (err: unknown) => settle(() => reject(err));
+    call.on('readable', ready);
+    call.on('end', ready);
+    call.on('close', ready);
+    call.on('error', failed);
     signal.addEventListener('abort', left, { once: true });
-    it.next().then(
-      (next) => {
-        signal.removeEventListener('abort', left);
-        resolve(next);
-      },
-      (err) => {
-        signal.removeEventListener('abort', left);
-        reject(err);
-      },
-    );
   });
 }
 
