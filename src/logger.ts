@@ -81,8 +81,8 @@ function reqSerializer(req: { method?: string; url?: string; id?: unknown } | un
   return { method: req.method, url: typeof req.url === 'string' ? scrubSecrets(req.url) : undefined, id: req.id };
 }
 
-/** Gathered text is written once it reaches this many characters. */
-const CHUNK_CHARS = 64 * 1024;
+/** Gathered lines are written once they fill a chunk of this many bytes. */
+const CHUNK_BYTES = 64 * 1024;
 /** A line gathered is written at the latest this long after it was logged (ms). */
 const LINGER_MS = 100;
 /** A destination that cannot take more now (a full pipe) is tried again after this long (ms). */
@@ -91,7 +91,7 @@ const BUSY_RETRY_MS = 20;
 const isBusy = (err: unknown) => ['EAGAIN', 'EWOULDBLOCK', 'EBUSY'].includes((err as NodeJS.ErrnoException).code ?? '');
 
 /**
- * Log lines to stdout, gathered in memory and written about 64 KB at a time, at the
+ * Log lines to stdout, gathered in memory (as UTF-8) and written 64 KB at a time, at the
  * latest LINGER_MS after the first line of a chunk, and at exit (a crash's included).
  *
  * The writes are made on the event loop's thread, and never wait: stdout is put in
@@ -107,10 +107,17 @@ const isBusy = (err: unknown) => ['EAGAIN', 'EWOULDBLOCK', 'EBUSY'].includes((er
  * lines in memory until it takes them (as sonic-boom does); a closed one (EPIPE) drops them.
  */
 export class GatheringDestination implements DestinationStream {
-  private lines: string[] = [];
-  private chars = 0;
-  /** What of the chunk being written the destination has not taken yet. */
-  private rest: Buffer | null = null;
+  /**
+   * The chunk being filled: each line is encoded into it as it is logged, so the line's
+   * string is garbage at once (kept as strings until the chunk is written, a busy
+   * service's lines lived through young-generation GCs and were promoted).
+   */
+  private chunk: Buffer = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  private used = 0;
+  /** Filled chunks not yet taken by the destination, oldest first (the first may be partly written). */
+  private readonly full: Buffer[] = [];
+  /** A written chunk's memory, kept for the next one. */
+  private spare: Buffer | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly waiting: (() => void)[] = [];
   private closed = false;
@@ -123,10 +130,17 @@ export class GatheringDestination implements DestinationStream {
 
   write(line: string): boolean {
     if (this.closed) return true;
-    this.lines.push(line);
-    this.chars += line.length;
-    if (this.rest === null && this.chars >= CHUNK_CHARS) this.writeOut();
-    else this.timer ??= setTimeout(() => this.writeOut(), this.rest === null ? LINGER_MS : BUSY_RETRY_MS).unref();
+    const room = this.chunk.length - this.used;
+    // A line's UTF-8 takes at most three bytes per UTF-16 unit: measured only when that may not fit.
+    if (line.length * 3 > room && Buffer.byteLength(line) > room) {
+      // The chunk is full: written now, unless earlier ones still wait for the destination.
+      if (this.full.length === 0) this.writeOut();
+      else this.seal();
+      const need = Buffer.byteLength(line);
+      if (need > this.chunk.length) this.chunk = Buffer.allocUnsafeSlow(need);
+    }
+    this.used += this.chunk.write(line, this.used);
+    this.timer ??= setTimeout(() => this.writeOut(), LINGER_MS).unref();
     return true;
   }
 
@@ -141,27 +155,37 @@ export class GatheringDestination implements DestinationStream {
     for (let waits = 0; !this.writeOut() && waits < 250; waits++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, BUSY_RETRY_MS);
   }
 
+  /** The chunk being filled joins the ones to write, and a new one (the spare's memory) is started. */
+  private seal(): void {
+    if (this.used === 0) return;
+    this.full.push(this.chunk.subarray(0, this.used));
+    this.chunk = this.spare ?? Buffer.allocUnsafeSlow(CHUNK_BYTES);
+    this.spare = null;
+    this.used = 0;
+  }
+
   /** Writes what is pending and what is gathered, as far as the destination takes it: whether all of it went. */
   private writeOut(): boolean {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    for (;;) {
-      if (this.rest === null) {
-        if (this.lines.length === 0 || this.closed) break;
-        this.rest = Buffer.from(this.lines.join(''));
-        this.lines = [];
-        this.chars = 0;
-      }
+    if (!this.closed) this.seal();
+    while (this.full.length > 0 && !this.closed) {
+      const next = this.full[0]!;
       try {
-        const written = fs.writeSync(this.fd, this.rest);
-        this.rest = written < this.rest.length ? this.rest.subarray(written) : null;
+        const written = fs.writeSync(this.fd, next);
+        if (written < next.length) {
+          this.full[0] = next.subarray(written);
+          continue;
+        }
+        this.full.shift();
+        // A whole chunk's memory (not a larger line's) is used again.
+        if (next.buffer.byteLength === CHUNK_BYTES && this.spare === null) this.spare = Buffer.from(next.buffer, 0, CHUNK_BYTES);
       } catch (err) {
         if (!isBusy(err)) {
           // Nowhere to write to (stdout closed): nothing more is kept.
           this.closed = true;
-          this.rest = null;
-          this.lines = [];
-          this.chars = 0;
+          this.full.length = 0;
+          this.used = 0;
           break;
         }
         this.timer = setTimeout(() => this.writeOut(), BUSY_RETRY_MS).unref();
