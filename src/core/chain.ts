@@ -93,17 +93,25 @@ export type OutcomeHandler = (failed: boolean, error: unknown, sent: number) => 
  * responses taken to the last, or failed (before the first or between two), or left by
  * the transport (its `return`: the caller went away).
  */
-export async function onOutcome(next: Next, call: Call, end: OutcomeHandler): Promise<unknown> {
-  // Awaited, not chained with then(): a response is no thenable, so nothing is adopted (fewer turns per call).
-  let answer: unknown;
+export function onOutcome(next: Next, call: Call, end: OutcomeHandler): Promise<unknown> {
+  // Chained with then(), not awaited in an async function: a call waiting (a long poll, by
+  // the thousand) holds a reaction and its two callbacks here, not a suspended frame with
+  // its register file, promise and resume closures. A response is no thenable, so
+  // nothing is adopted (no more turns per call than an await).
+  let answer: Promise<unknown>;
   try {
-    answer = await next(call);
+    answer = next(call);
   } catch (err) {
-    throw end(true, err, 0);
+    return Promise.reject(end(true, err, 0));
   }
-  if (call.streaming) return observed(answer as AsyncIterable<unknown>, end);
-  end(false, undefined, 1);
-  return answer;
+  const failed = (err: unknown): never => {
+    throw end(true, err, 0);
+  };
+  if (call.streaming) return answer.then((responses) => observed(responses as AsyncIterable<unknown>, end), failed);
+  return answer.then((response) => {
+    end(false, undefined, 1);
+    return response;
+  }, failed);
 }
 
 /** A stream's responses, passed through one by one, with `end` called once when they stop. */

@@ -206,18 +206,21 @@ export function createCore(deps: CoreDeps): Core {
     );
   };
 
-  /** The principal the method's credential proves, or UNAUTHENTICATED / PERMISSION_DENIED. */
-  const auth: Interceptor = (next) => async (call) => {
-    call.principal = await deps.authenticator.authenticate(call.method!.credential, call.metadata);
-    return await next(call);
-  };
+  /**
+   * The principal the method's credential proves, or UNAUTHENTICATED / PERMISSION_DENIED.
+   * Chained, not an async function: a waiting call (a long poll) holds no suspended frame
+   * here, only the adoption of the rest of the chain's promise.
+   */
+  const auth: Interceptor = (next) => (call) =>
+    deps.authenticator.authenticate(call.method!.credential, call.metadata).then((principal) => {
+      call.principal = principal;
+      return next(call);
+    });
 
   /** A bot's call of one request (unary, or a server stream's) is admitted as a call; a client stream's parts decide their own. */
   const limits = (limiter: Limiter): Interceptor => (next) => {
-    const admitted = async (call: Call, botId: string) => {
-      await limiter.check(botId, call.path, call.input);
-      return await next(call);
-    };
+    // Chained, as auth: no suspended frame per waiting call.
+    const admitted = (call: Call, botId: string) => limiter.check(botId, call.path, call.input).then(() => next(call));
     return (call) => {
       const principal = call.principal!;
       const kind = call.method!.kind;

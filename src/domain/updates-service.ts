@@ -9,18 +9,19 @@ import { ApiError, Code } from '../errors.js';
 import { constraintsOf } from '../gen/constraints.js';
 import type { WebhookSummary } from '../gen/botplatform/v1/bot.js';
 import { IncomingUpdate, type IngestUpdatesRequest, type IngestUpdatesResponse } from '../gen/botplatform/v1/internal_service.js';
-import type { WebhookInfo } from '../gen/botplatform/v1/update.js';
+import type { Update, WebhookInfo } from '../gen/botplatform/v1/update.js';
+import type { GetUpdatesRequest } from '../gen/botplatform/v1/runtime_service.js';
 import { checkTarget, DEFAULT_WEBHOOK_PORTS, isValidIpOrCidr, type Cidr, type Lookup } from '../net/ssrf.js';
 import type { BotsRepo } from '../storage/bots-repo.js';
 import { toBotMessage } from './bot-view.js';
-import { SURFACE_METADATA, type ConsoleRpc, type InternalRpc, type RuntimeRpc } from './rpc.js';
+import { SURFACE_METADATA, type CallSignal, type ConsoleRpc, type InternalRpc, type RuntimeRpc } from './rpc.js';
 import type { UsageRecorder } from './usage.js';
-import type { UpdatesRepo } from '../storage/updates-repo.js';
+import type { StoredUpdate, UpdatesRepo } from '../storage/updates-repo.js';
 import { createIngestStream } from './ingest-stream.js';
 import { createOwnBots, NOT_APPROVED } from './own-bot.js';
 import type { IngestOutcome, NewUpdate, UnitsOfWork } from '../storage/units.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
-import type { UpdateWaiters } from '../pipeline/update-waiters.js';
+import type { Claim, Parked, UpdateWaiters } from '../pipeline/update-waiters.js';
 import { webhookActive } from '../pipeline/update-waiters.js';
 import type { UpdateWriter } from '../pipeline/update-writer.js';
 import * as check from './validation.js';
@@ -141,6 +142,97 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
   const now = deps.now ?? Date.now;
 
   const own = createOwnBots(deps.bots);
+  /** A round that skipped its read. */
+  const NO_ROWS: StoredUpdate[] = [];
+
+  /**
+   * One getUpdates call, from its claim to its answer. Its reads run as the call's own
+   * steps; while it waits it is this record, parked on its claim (no suspended async
+   * frame: a process holds its long polls by the ten thousand).
+   */
+  class Poll implements Parked {
+    private offset = 0;
+    private until = 0;
+    /** Whether a read may find something (the first read is skipped when the bot row says nothing is there). */
+    private mayHave = true;
+
+    constructor(
+      private readonly waiter: Claim,
+      private readonly limit: number,
+      private readonly timeoutMs: number,
+      private readonly signal: CallSignal,
+      private readonly resolve: (response: { result: Update[] }) => void,
+      private readonly reject: (err: unknown) => void,
+    ) {}
+
+    begin(req: GetUpdatesRequest) {
+      this.prepare(req).then(() => this.round(), (err) => this.failed(err));
+    }
+
+    /**
+     * What the call asked, applied: one cheap read of the bot row (its delivery mode and
+     * newest update_seq), after the claim, so what it does not show yet marks the waiter
+     * dirty; allowed_updates kept, and the updates before the offset confirmed.
+     */
+    private async prepare(req: GetUpdatesRequest): Promise<void> {
+      const botId = this.waiter.botId;
+      let offset = req.offset ?? 0;
+      const state = (await deps.bots.pollingState(botId))!;
+      if (state.deliveryMode === 'webhook') throw webhookActive();
+      if (req.allowedUpdates.length > 0) await deps.bots.setAllowedUpdates(botId, [...new Set(req.allowedUpdates)]);
+      if (req.tail !== undefined) {
+        // Telegram's negative offset: the newest `tail`, everything before them confirmed.
+        offset = Math.max(1, state.lastUpdateSeq + 1 - req.tail);
+        await deps.updates.confirmBelow(botId, offset);
+      } else if (offset > 1) {
+        const last = state.lastUpdateSeq;
+        if (offset > last + 1) {
+          throw ApiError.invalid('offset', 'OUT_OF_RANGE', `is past the newest update (update_seq ${last}); use at most ${last + 1}`);
+        }
+        await deps.updates.confirmBelow(botId, offset);
+      }
+      this.offset = offset;
+      this.until = now() + this.timeoutMs;
+      // Nothing at or past the offset yet (the bot row's newest update_seq says so):
+      // the first read is skipped, and a commit since the state read wakes the waiter.
+      this.mayHave = Math.max(offset, 1) <= state.lastUpdateSeq;
+    }
+
+    /** Reads what may have arrived, then answers or parks. */
+    private round() {
+      const mayHave = this.waiter.takeDirty() || this.mayHave;
+      this.mayHave = true;
+      if (!mayHave) return this.found(NO_ROWS);
+      deps.updates.read(this.waiter.botId, this.offset, this.limit).then((rows) => this.found(rows), (err) => this.failed(err));
+    }
+
+    private found(rows: StoredUpdate[]) {
+      try {
+        if (rows.length > 0 || this.timeoutMs === 0 || now() >= this.until) {
+          deps.usage?.delivered(this.waiter.botId, rows.length);
+          this.answer(rows.map(toUpdateMessage));
+        } else this.waiter.park(this.until, this.signal, this);
+      } catch (err) {
+        this.failed(err);
+      }
+    }
+
+    /** Its claim's wait ended: woken (something may have arrived: read again), or its time is up. */
+    woken(dirty: boolean) {
+      if (dirty) this.round();
+      else this.answer([]);
+    }
+
+    private answer(result: Update[]) {
+      this.waiter.release();
+      this.resolve({ result });
+    }
+
+    failed(err: unknown) {
+      this.waiter.release();
+      this.reject(err);
+    }
+  }
 
   function refuseOutcome(o: IngestOutcome, field: string) {
     if ('error' in o) {
@@ -324,7 +416,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       return { updateId, updateSeq, callbackQueryId: items[0]!.query!.id };
     },
 
-    async getUpdates(req, { principal, signal }) {
+    getUpdates(req, { principal, signal }) {
       const v = new check.Violations();
       const limits = LIMITS.getUpdates;
       check.inRange(v, 'offset', req.offset, limits.offset);
@@ -333,48 +425,13 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       check.inRange(v, 'limit', req.limit, limits.limit);
       check.inRange(v, 'timeout', req.timeout, limits.timeout);
       checkKinds(v, 'allowed_updates', req.allowedUpdates);
-      v.throwIfAny();
-      const bot = { id: principal.botId };
-      const limit = req.limit ?? 100;
-      const timeoutMs = (req.timeout ?? 0) * 1000;
-      let offset = req.offset ?? 0;
-
-      // Newest call wins: claim before reading, so an update committed meanwhile wakes us.
-      const waiter = deps.waiters.claim(bot.id, true);
-      try {
-        // One cheap read of the bot row: its delivery mode and newest update_seq. Read
-        // after the claim, so what it does not show yet marks the waiter dirty.
-        const state = (await deps.bots.pollingState(bot.id))!;
-        if (state.deliveryMode === 'webhook') throw webhookActive();
-        if (req.allowedUpdates.length > 0) await deps.bots.setAllowedUpdates(bot.id, [...new Set(req.allowedUpdates)]);
-        if (req.tail !== undefined) {
-          // Telegram's negative offset: the newest `tail`, everything before them confirmed.
-          offset = Math.max(1, state.lastUpdateSeq + 1 - req.tail);
-          await deps.updates.confirmBelow(bot.id, offset);
-        } else if (offset > 1) {
-          const last = state.lastUpdateSeq;
-          if (offset > last + 1) {
-            throw ApiError.invalid('offset', 'OUT_OF_RANGE', `is past the newest update (update_seq ${last}); use at most ${last + 1}`);
-          }
-          await deps.updates.confirmBelow(bot.id, offset);
-        }
-        const until = now() + timeoutMs;
-        // Nothing at or past the offset yet (the bot row's newest update_seq says so):
-        // the first read is skipped, and a commit since the state read wakes the waiter.
-        let mayHave = Math.max(offset, 1) <= state.lastUpdateSeq;
-        for (;;) {
-          mayHave = waiter.takeDirty() || mayHave;
-          const rows = mayHave ? await deps.updates.read(bot.id, offset, limit) : [];
-          mayHave = true;
-          if (rows.length > 0 || timeoutMs === 0 || now() >= until) {
-            deps.usage?.delivered(bot.id, rows.length);
-            return { result: rows.map(toUpdateMessage) };
-          }
-          if (!(await waiter.wait(until, signal))) return { result: [] };
-        }
-      } finally {
-        waiter.release();
-      }
+      // A throw in the executor rejects the call (its violations, or a claim refused at shutdown).
+      return new Promise<{ result: Update[] }>((resolve, reject) => {
+        v.throwIfAny();
+        // Newest call wins: claim before reading, so an update committed meanwhile wakes us.
+        const poll = new Poll(deps.waiters.claim(principal.botId, true), req.limit ?? 100, (req.timeout ?? 0) * 1000, signal, resolve, reject);
+        poll.begin(req);
+      });
     },
 
     async setWebhook(req, { principal, metadata }) {

@@ -33,6 +33,12 @@ export const superseded = () =>
 export const webhookActive = () =>
   new ApiError(Code.FAILED_PRECONDITION, "can't use getUpdates while a webhook is active; use deleteWebhook first");
 
+/** Who a parked claim tells how its wait ended (Claim.park). */
+export interface Parked {
+  woken(dirty: boolean): void;
+  failed(err: ApiError): void;
+}
+
 const clientGone = () => new ApiError(Code.CANCELLED, 'client went away');
 
 /** A wait's timer: its time is up (resolves with what it has). */
@@ -100,39 +106,38 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   /**
    * One getUpdates call's hold on its bot's long poll, from its claim to its release:
    * what it waits on. A class, not closures per call: a waiting poll holds one object
-   * (its methods are shared), its promise's two functions and its timer.
+   * (its methods are shared), its listener (the call's own record) and its timer.
    */
   class Claim {
     /** Set when something may have arrived since the last read. */
     dirty = false;
     /** Why the claim ended, if it did (made only if the caller still waits: a stack trace costs). */
     private ended: (() => ApiError) | null = null;
-    /** While the call waits: what settles it, its timer, and the caller's signal with this claim's listener on it. */
-    private resolve: ((woken: boolean) => void) | null = null;
-    private reject: ((err: ApiError) => void) | null = null;
+    /** While the call waits: who is told, its timer, and the caller's signal with this claim's listener on it. */
+    private parked: Parked | null = null;
     private timer: NodeJS.Timeout | undefined = undefined;
     private signal: Gone | null = null;
     private onAbort: (() => void) | null = null;
 
     constructor(readonly botId: string, readonly generation: number) {}
 
-    /** Ends the claim: its wait, now or when it begins, rejects with `reason`. */
+    /** Ends the claim: its wait, now or when it begins, fails with `reason`. */
     end(reason: () => ApiError) {
       this.ended = reason;
       if (waiters.get(this.botId) === this) waiters.delete(this.botId);
       this.wake();
     }
 
-    /** Settles the wait in progress, if any: rejected if ended, else resolved with `dirty`. */
+    /** Settles the wait in progress, if any: failed if ended, else woken with `dirty`. */
     wake() {
-      const { resolve, reject } = this;
-      if (!resolve || !reject) return;
+      const parked = this.parked;
+      if (!parked) return;
       clearTimeout(this.timer);
       this.signal?.removeEventListener('abort', this.onAbort!);
-      this.resolve = this.reject = this.signal = null;
+      this.parked = this.signal = null;
       this.timer = undefined;
-      if (this.ended) reject(this.ended());
-      else resolve(this.dirty);
+      if (this.ended) parked.failed(this.ended());
+      else parked.woken(this.dirty);
     }
 
     /** Whether an update may have arrived since the last call; clears the flag. */
@@ -143,24 +148,27 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     }
 
     /**
-     * Waits until woken, `until` (epoch ms) or abort. Resolves false on timeout or
-     * shutdown; rejects with 409 when ended by a newer poll or a webhook.
+     * Waits until woken, `until` (epoch ms) or abort, then tells `parked` (at once if
+     * there is nothing to wait for): woken(false) on timeout or shutdown, woken(true) when
+     * something may have arrived; failed with 409 when ended by a newer poll or a webhook.
      */
-    wait(until: number, signal: Gone): Promise<boolean> {
+    park(until: number, signal: Gone, parked: Parked): void {
       // The client may have left before the wait began: its abort event has already fired.
       if (signal.aborted && !this.ended) this.end(clientGone);
-      if (this.ended) return Promise.reject(this.ended());
+      if (this.ended) return parked.failed(this.ended());
       // Shutdown began while the call was reading (between its claim and this wait, or
       // between two waits): it answers now with what it has, as waiting polls did.
-      if (closed) return Promise.resolve(false);
-      if (this.dirty) return Promise.resolve(true);
-      return new Promise<boolean>((resolve, reject) => {
-        this.resolve = resolve;
-        this.reject = reject;
-        this.timer = setTimeout(wakeClaim, Math.max(0, until - Date.now()), this);
-        this.signal = signal;
-        signal.addEventListener('abort', (this.onAbort ??= () => this.end(clientGone)), { once: true });
-      });
+      if (closed) return parked.woken(false);
+      if (this.dirty) return parked.woken(true);
+      this.parked = parked;
+      this.timer = setTimeout(wakeClaim, Math.max(0, until - Date.now()), this);
+      this.signal = signal;
+      signal.addEventListener('abort', (this.onAbort ??= () => this.end(clientGone)), { once: true });
+    }
+
+    /** park() as a promise: resolves false on timeout or shutdown, true when woken; rejects with 409 when ended. */
+    wait(until: number, signal: Gone): Promise<boolean> {
+      return new Promise<boolean>((resolve, reject) => this.park(until, signal, { woken: resolve, failed: reject }));
     }
 
     release() {
@@ -242,3 +250,5 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
 }
 
 export type UpdateWaiters = ReturnType<typeof createUpdateWaiters>;
+/** One getUpdates call's hold on its bot's long poll (UpdateWaiters.claim). */
+export type Claim = ReturnType<UpdateWaiters['claim']>;
