@@ -109,8 +109,32 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       if (kept.size >= maxKept) kept.delete(kept.keys().next().value!);
       const at = now();
       kept.set(hash, { principal, expires: at + ttl, touched: at });
+      sweepLater();
     }
     return principal;
+  }
+
+  /**
+   * Expired principals are dropped a TTL after they were kept, not only when looked up
+   * again: 10,000 bots polling once each would otherwise stay kept (the map's bound) for
+   * good. One timer, not holding the process open, while anything is kept; each round
+   * drops from the least recently used end up to the first principal still valid (one
+   * moved behind it expires, and goes, by the next round).
+   */
+  let sweeping: NodeJS.Timeout | undefined;
+  function sweepLater() {
+    if (sweeping) return;
+    sweeping = setTimeout(sweep, ttl);
+    sweeping.unref();
+  }
+  function sweep() {
+    sweeping = undefined;
+    const at = now();
+    for (const [hash, k] of kept) {
+      if (k.expires > at) break;
+      kept.delete(hash);
+    }
+    if (kept.size > 0) sweepLater();
   }
 
   /** A bot grant's bot, read now (grants are rare and short-lived: nothing is kept). */
