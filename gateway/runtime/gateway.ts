@@ -59,7 +59,7 @@ export type Gateway = FastifyInstance & { cancelInFlight(): void };
 const SHUTDOWN = Symbol('shutdown');
 
 /** A request's log state: the `rpc` fields of its core call, and whether its `http` line is written. */
-type LoggedRequest = FastifyRequest & {
+type LoggedRequest = FastifyRequest & RpcLogSink & {
   rpcLog: { written: boolean; fields: Record<string, unknown> | undefined } | null;
   /**
    * The route template, set by the route table's handler: Fastify's `routeOptions` builds
@@ -226,19 +226,18 @@ export function buildGateway(opts: GatewayOptions): Gateway {
   });
 
   /**
-   * Where the core puts a call's `rpc` log fields for this request's line. Once that line
-   * is written (the client left before the call ended), or for a request's second call,
-   * the core's fields get a line of their own.
+   * Where the core puts a call's `rpc` log fields for this request's line: the request
+   * itself (a method of every request, not a closure per call). Once that line is written
+   * (the client left before the call ended), or for a request's second call, the core's
+   * fields get a line of their own.
    */
-  function logSinkOf(request: FastifyRequest): RpcLogSink {
-    const logged = request as LoggedRequest;
-    return (fields) => {
-      const state = (logged.rpcLog ??= { written: false, fields: undefined });
-      if (state.written || state.fields) return false;
-      state.fields = fields;
-      return true;
-    };
-  }
+  app.decorateRequest('takeRpcLog', function takeRpcLog(this: FastifyRequest, fields: Record<string, unknown>) {
+    const state = ((this as LoggedRequest).rpcLog ??= { written: false, fields: undefined });
+    if (state.written || state.fields) return false;
+    state.fields = fields;
+    return true;
+  });
+  const logSinkOf = (request: FastifyRequest) => request as LoggedRequest;
 
   // JSON only; an empty body is an empty request. Malformed JSON is a 400 in the route's envelope.
   app.removeAllContentTypeParsers();

@@ -34,7 +34,10 @@ export type CallKind = 'unary' | StreamingHandler['streaming'];
  * in-process gateway adds them to its request's one `http` line. Answers false when it
  * can no longer take them (its line is already written): the core then writes its own.
  */
-export type RpcLogSink = (fields: Record<string, unknown>) => boolean;
+export interface RpcLogSink {
+  /** An object's method, not a closure per call: the in-process gateway's request is the sink (held while a long poll waits). */
+  takeRpcLog(fields: Record<string, unknown>): boolean;
+}
 
 /** An RPC as the chain knows it, worked out once per path. */
 export interface Method {

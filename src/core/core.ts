@@ -137,7 +137,7 @@ export function createCore(deps: CoreDeps): Core {
     const line: Record<string, unknown> = { requestId: call.requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10 };
     if (call.fields) Object.assign(line, call.fields);
     withCaller(line, principal);
-    if (call.logSink?.(line)) return;
+    if (call.logSink?.takeRpcLog(line)) return;
     deps.logger.info(line, 'rpc');
   }
 

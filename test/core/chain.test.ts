@@ -229,10 +229,10 @@ describe('the core chain (unary and streaming alike)', () => {
   it('gives a unary call\'s rpc fields to the log sink that takes them, and logs them itself when it does not', async () => {
     const { core, rpcLines } = setup();
     const taken: Record<string, unknown>[] = [];
-    await core.invoke(GET_ME, {}, good, undefined, (fields) => (taken.push(fields), true));
+    await core.invoke(GET_ME, {}, good, undefined, { takeRpcLog: (fields) => (taken.push(fields), true) });
     expect(taken).toMatchObject([{ rpc: 'GetMe', code: 'OK', bot: 'bot_1' }]);
     expect(rpcLines()).toEqual([]);
-    await core.invoke(GET_ME, {}, good, undefined, () => false);
+    await core.invoke(GET_ME, {}, good, undefined, { takeRpcLog: () => false });
     expect(rpcLines()).toMatchObject([{ msg: 'rpc', rpc: 'GetMe', code: 'OK' }]);
   });
 });
