@@ -70,6 +70,8 @@ export interface Call {
   readonly fields?: Record<string, unknown>;
   /** Who the credential proves: set by the auth step (by the undecodable step when it holds). */
   principal?: Principal;
+  /** When the call began (performance.now()): set by the step that accounts for it. */
+  started: number;
 }
 
 /** The rest of the chain from a step's point of view: a unary call's response, or a stream's responses. */
@@ -88,7 +90,7 @@ export function compose(steps: readonly Interceptor[], last: Next): Next {
  * `sent`, the responses given out. What it returns in a failure is thrown in the
  * error's place.
  */
-export type OutcomeHandler = (failed: boolean, error: unknown, sent: number) => unknown;
+export type OutcomeHandler = (call: Call, failed: boolean, error: unknown, sent: number) => unknown;
 
 /**
  * What `next` answers for `call`, with `end` called when the call is over: a unary
@@ -105,27 +107,27 @@ export function onOutcome(next: Next, call: Call, end: OutcomeHandler): Promise<
   try {
     answer = next(call);
   } catch (err) {
-    return Promise.reject(end(true, err, 0));
+    return Promise.reject(end(call, true, err, 0));
   }
   const failed = (err: unknown): never => {
-    throw end(true, err, 0);
+    throw end(call, true, err, 0);
   };
-  if (call.streaming) return answer.then((responses) => observed(responses as AsyncIterable<unknown>, end), failed);
+  if (call.streaming) return answer.then((responses) => observed(responses as AsyncIterable<unknown>, call, end), failed);
   return answer.then((response) => {
-    end(false, undefined, 1);
+    end(call, false, undefined, 1);
     return response;
   }, failed);
 }
 
 /** A stream's responses, passed through one by one, with `end` called once when they stop. */
-function observed(responses: AsyncIterable<unknown>, end: OutcomeHandler): AsyncIterableIterator<unknown> {
+function observed(responses: AsyncIterable<unknown>, call: Call, end: OutcomeHandler): AsyncIterableIterator<unknown> {
   const it = responses[Symbol.asyncIterator]();
   let sent = 0;
   let ended = false;
   const finish = (failed: boolean, error: unknown) => {
     if (ended) return error;
     ended = true;
-    return end(failed, error, sent);
+    return end(call, failed, error, sent);
   };
   const step = (r: IteratorResult<unknown>) => {
     if (r.done) finish(false, undefined);
