@@ -70,9 +70,12 @@ export type CallMetadata = Record<string, string | undefined>;
 export interface CallSignal {
   readonly aborted: boolean;
   readonly reason: unknown;
-  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: 'abort', listener: () => void): void;
+  addEventListener(type: 'abort', listener: AbortListener, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: AbortListener): void;
 }
+
+/** A function, or (as EventTarget takes it) an object whose handleEvent is called: a record waiting needs no closure to listen. */
+export type AbortListener = (() => void) | { handleEvent(): void };
 
 /**
  * A call's abort signal as its transport makes it: aborted when the caller goes away (or
@@ -84,14 +87,14 @@ export interface CallSignal {
 export class CallAbort implements CallSignal {
   aborted = false;
   reason: unknown = undefined;
-  private listeners: (() => void)[] | null = null;
+  private listeners: AbortListener[] | null = null;
 
-  addEventListener(_type: 'abort', listener: () => void): void {
+  addEventListener(_type: 'abort', listener: AbortListener): void {
     // As AbortSignal: a listener added once aborted is never called.
     if (!this.aborted) (this.listeners ??= []).push(listener);
   }
 
-  removeEventListener(_type: 'abort', listener: () => void): void {
+  removeEventListener(_type: 'abort', listener: AbortListener): void {
     const i = this.listeners?.indexOf(listener) ?? -1;
     if (i >= 0) this.listeners!.splice(i, 1);
   }
@@ -103,7 +106,7 @@ export class CallAbort implements CallSignal {
     this.reason = reason;
     const listeners = this.listeners;
     this.listeners = null;
-    if (listeners) for (const listener of listeners) listener();
+    if (listeners) for (const listener of listeners) typeof listener === 'function' ? listener() : listener.handleEvent();
   }
 }
 

@@ -18,8 +18,8 @@ import { CONTROL_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 /** The caller's going away, as the wait reads it (an AbortSignal, or the gateway's lighter CallSignal). */
 interface Gone {
   readonly aborted: boolean;
-  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: 'abort', listener: () => void): void;
+  addEventListener(type: 'abort', listener: { handleEvent(): void }, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: { handleEvent(): void }): void;
 }
 
 type Signal =
@@ -117,7 +117,6 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     private parked: Parked | null = null;
     private timer: NodeJS.Timeout | undefined = undefined;
     private signal: Gone | null = null;
-    private onAbort: (() => void) | null = null;
 
     constructor(readonly botId: string, readonly generation: number) {}
 
@@ -133,11 +132,16 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       const parked = this.parked;
       if (!parked) return;
       clearTimeout(this.timer);
-      this.signal?.removeEventListener('abort', this.onAbort!);
+      this.signal?.removeEventListener('abort', this);
       this.parked = this.signal = null;
       this.timer = undefined;
       if (this.ended) parked.failed(this.ended());
       else parked.woken(this.dirty);
+    }
+
+    /** The caller went away (its signal's abort event, while the claim waits). */
+    handleEvent() {
+      this.end(clientGone);
     }
 
     /** Whether an update may have arrived since the last call; clears the flag. */
@@ -163,7 +167,8 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       this.parked = parked;
       this.timer = setTimeout(wakeClaim, Math.max(0, until - Date.now()), this);
       this.signal = signal;
-      signal.addEventListener('abort', (this.onAbort ??= () => this.end(clientGone)), { once: true });
+      // The claim itself listens (handleEvent), as EventTarget allows: no closure per waiting poll.
+      signal.addEventListener('abort', this, { once: true });
     }
 
     /** park() as a promise: resolves false on timeout or shutdown, true when woken; rejects with 409 when ended. */
