@@ -69,7 +69,7 @@ async function startRelay(topic: string, opts: OutboxRelayOptions, publishMs = 0
     },
     /**
      * Commits one outbox row claimed by this process, as ingest does: its id and message
-     * where the engine answers the insert's ids (MariaDB), else undefined (left unclaimed).
+     * where the engine answers the insert's ids (SQLite, MariaDB), else undefined (left unclaimed: MySQL).
      */
     async commitClaimed(key: string) {
       const now = Date.now();

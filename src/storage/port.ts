@@ -61,7 +61,8 @@ export interface Writer extends Reads {
    * Inserts rows as `insert` does, held back with the unit's next statements as `insert`
    * is, and answers the ids the table's auto-increment key gave them (in row order) once
    * that statement has run. Only where the engine answers them in the same round trip
-   * (MariaDB's INSERT … RETURNING): absent otherwise. Await it after the unit, never in it
+   * (INSERT … RETURNING: MariaDB's, sent with the unit's next statement or its COMMIT;
+   * SQLite's, at once): absent otherwise (MySQL). Await it after the unit, never in it
    * (it may be sent with the COMMIT).
    */
   insertIds?(table: string, columns: readonly string[], rows: unknown[][]): Promise<number[]>;

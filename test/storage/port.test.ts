@@ -91,4 +91,20 @@ describe.each(engines)('the storage port on $name', ({ open }) => {
     })).rejects.toThrow(/no_such_table/);
     expect(await members('g4')).toEqual([]);
   });
+
+  it('an insert answers the ids its rows got, in row order, once its unit is over (insertIds: SQLite and MariaDB)', async () => {
+    const columns = ['topic', 'msg_key', 'payload', 'created_at', 'claimed_until'];
+    // 3 rows: two multi-row statements (2 + 1), as inserts are split.
+    const rows = [['t', 'ids-a', '{}', 1, 5], ['t', 'ids-b', '{}', 2, 5], ['t', 'ids-c', '{}', 3, 5]];
+    let ids: Promise<number[]> | undefined;
+    await db.sql.unit(async (w) => {
+      w.insert('outbox', columns.slice(0, 4), [['t', 'ids-before', '{}', 0]]);
+      ids = w.insertIds?.('outbox', columns, rows);
+    });
+    expect(ids).toBeDefined();
+    const stored = await db.sql.all<{ id: number | string; msg_key: string }>(
+      "SELECT id, msg_key FROM outbox WHERE msg_key IN ('ids-a', 'ids-b', 'ids-c') ORDER BY id");
+    expect(stored.map((r) => r.msg_key)).toEqual(['ids-a', 'ids-b', 'ids-c']);
+    expect(await ids).toEqual(stored.map((r) => Number(r.id)));
+  });
 });

@@ -24,6 +24,8 @@ const LOCK_WAIT_MS = 0.5;
 
 /** Multi-row statement texts, by what makes them. */
 const multiRowTexts = boundedCache<string>(4096);
+/** Writer.insertIds's texts (INSERT … RETURNING id), by table, columns and rows. */
+const insertIdsTexts = boundedCache<string>(256);
 
 function conflictText(c: OnConflict | undefined): string {
   if (!c) return '';
@@ -131,6 +133,18 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
     },
     update(table, key, columns, rows) {
       inChunks(rows, (size, params) => writeStatement(updateText(table, key, columns, size), params).run(...params));
+    },
+    // INSERT … RETURNING (SQLite 3.35+): the new rows' ids at once. SQLite does not promise
+    // RETURNING's order, but one statement's new keys ascend in its rows' order.
+    insertIds(table, columns, rows) {
+      const ids: number[] = [];
+      inChunks(rows, (size, params) => {
+        const key = `${table}\n${columns.join(',')}\n${size}`;
+        const sql = insertIdsTexts.get(key) ?? insertIdsTexts.set(key, `${insertText(table, columns, size, undefined)} RETURNING id`);
+        const chunk = (writeStatement(sql, params).raw(true).all(...params) as [number | bigint][]).map((r) => Number(r[0]));
+        ids.push(...chunk.sort((a, b) => a - b));
+      });
+      return Promise.resolve(ids);
     },
   };
 
