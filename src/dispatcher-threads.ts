@@ -19,9 +19,9 @@
  *
  * Started when there is webhook work (`startWhen`, on the in-process bus): a process whose
  * bots all poll never pays a thread's memory (about 30 MB each). Until then, whether any
- * delivery is open is asked at the process's start, on each new update (at most every 100
- * ms) and every second; the first open delivery starts every thread, which sweeps what is
- * due at once. With Kafka the threads start with the process.
+ * delivery is open is asked at the process's start, on each new update (10 ms after it, at
+ * most every 100 ms) and every second; the first open delivery starts every thread, which
+ * sweeps what is due at once. With Kafka the threads start with the process.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -135,6 +135,12 @@ export interface StartWhen {
 
 /** Least time between two `due()` questions while the threads wait for work. */
 const NUDGE_MS = 100;
+/**
+ * How long a nudge's question waits at least: the update that nudged is still being
+ * answered (its ingest call, the poll it woke), and a query on the event loop meanwhile
+ * would hold those answers back.
+ */
+const NUDGE_AFTER_MS = 10;
 
 export async function startDispatcherThreads(
   { config, logger, telemetry }: Root,
@@ -286,7 +292,7 @@ export async function startDispatcherThreads(
           log.warn({ err }, 'could not tell whether webhook deliveries are open');
         },
       );
-    }, Math.max(0, askedAt + NUDGE_MS - Date.now()));
+    }, Math.max(NUDGE_AFTER_MS, askedAt + NUDGE_MS - Date.now()));
   }
   function startOnWork() {
     if (poll) clearInterval(poll);
