@@ -22,10 +22,11 @@
  * reaching the client, once the ingest's own answer is in too (as the full run measures it).
  * It prints p50 / p90 / p99 / max of those, the same for the poll's answer alone (its
  * arrival, whichever answer came first), the service's CPU per cycle (/proc), and a
- * baseline: the same ingest call with no poll waiting. First, the same measurement of the
- * wake-up's floor (bench/wake-floor.ts, a process of its own: Fastify holding the poll, the
- * service's own gRPC ingest method storing the update in SQLite and answering the poll
- * from it, nothing else): what this machine allows with the same clients and idle pattern.
+ * baseline: the same ingest call with no poll waiting. Beside it, sample for sample (one of
+ * each in turn, so both see the same minutes' load), the same measurement of the wake-up's
+ * floor (bench/wake-floor.ts, a process of its own: Fastify holding the poll, the service's
+ * own gRPC ingest method storing the update in SQLite and answering the poll from it,
+ * nothing else): what this machine allows with the same clients and idle pattern.
  * With BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS it also measures the floor across two
  * processes (bench/wake-floor-kafka.ts: the update stored in MariaDB and produced to Kafka
  * by one, consumed by the other, which reads it and answers the poll).
@@ -208,41 +209,61 @@ async function latency(ingestAt: Instance, pollAt: Instance, bot: { id: string; 
   return { p50: percentile(samples, 50), p99: percentile(samples, 99), n: samples.length, sent: total };
 }
 
+/** Where a wake-up is measured: the poll held by `pollAt`, the update ingested on `ingestAt`, for `bot`. */
+interface WakeTarget { ingestAt: Instance; pollAt: Instance; bot: { id: string; token: string } }
+
 /** A poll waits on one instance; the update is ingested on another: time from ingest to answer. */
 async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; token: string }) {
-  let offset = 0;
-  for (;;) {
-    const r = await json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, limit: 100 });
-    if (r.body.result.length === 0) break;
-    offset = r.body.result.at(-1).update_seq + 1;
-  }
-  const ing = ingester(ingestAt.grpc);
-  /** Both answers in (the ingest's and the poll's): the figure bench:updates has always printed. */
-  const samples: number[] = [];
-  /** The poll's answer alone, from the ingest call's start. */
-  const pollOnly: number[] = [];
-  const cpu0 = cpuOf(ingestAt) + (pollAt === ingestAt ? 0 : cpuOf(pollAt));
+  return (await wakeUps([{ ingestAt, pollAt, bot }]))[0]!;
+}
+
+/**
+ * wakeUp on several targets at once, one sample of each in turn (which goes first rotates),
+ * so that each sees the machine's load of the same minutes: a service and its floor
+ * measured side by side rather than one after the other.
+ */
+async function wakeUps(targets: WakeTarget[]) {
+  const runs = await Promise.all(targets.map(async ({ ingestAt, pollAt, bot }) => {
+    let offset = 0;
+    for (;;) {
+      const r = await json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, limit: 100 });
+      if (r.body.result.length === 0) break;
+      offset = r.body.result.at(-1).update_seq + 1;
+    }
+    const cpu = () => cpuOf(ingestAt) + (pollAt === ingestAt ? 0 : cpuOf(pollAt));
+    /** Both answers in (the ingest's and the poll's): the figure bench:updates has always printed. */
+    const samples: number[] = [];
+    /** The poll's answer alone, from the ingest call's start. */
+    const pollOnly: number[] = [];
+    return { ingestAt, pollAt, bot, offset, ing: ingester(ingestAt.grpc), cpu, cpu0: 0, samples, pollOnly };
+  }));
+  for (const r of runs) r.cpu0 = r.cpu();
   for (let i = 0; i < WAKE_SAMPLES; i++) {
-    // When the poll's own answer arrived, whether before or after the ingest's.
-    const waiting = json('POST', `${pollAt.http}/api/v1/bots/getUpdates`, bot.token, { offset, timeout: 10 })
-      .then((res) => ({ res, at: performance.now() }));
-    await new Promise((r) => setTimeout(r, 100)); // the poll is waiting
-    const t0 = performance.now();
-    await ing.send([{ botId: bot.id, text: 'wake' }]);
-    const { res: r, at } = await waiting;
-    samples.push(performance.now() - t0);
-    pollOnly.push(at - t0);
-    offset = r.body.result.at(-1).update_seq + 1;
+    for (let k = 0; k < runs.length; k++) {
+      const r = runs[(i + k) % runs.length]!;
+      // When the poll's own answer arrived, whether before or after the ingest's.
+      const waiting = json('POST', `${r.pollAt.http}/api/v1/bots/getUpdates`, r.bot.token, { offset: r.offset, timeout: 10 })
+        .then((res) => ({ res, at: performance.now() }));
+      await new Promise((resolve) => setTimeout(resolve, 100)); // the poll is waiting
+      const t0 = performance.now();
+      await r.ing.send([{ botId: r.bot.id, text: 'wake' }]);
+      const { res, at } = await waiting;
+      r.samples.push(performance.now() - t0);
+      r.pollOnly.push(at - t0);
+      r.offset = res.body.result.at(-1).update_seq + 1;
+    }
   }
-  // The service's CPU per cycle (the ingest, the woken poll's answer, the relay's round, the next poll's start).
-  const cpuMs = ((cpuOf(ingestAt) + (pollAt === ingestAt ? 0 : cpuOf(pollAt)) - cpu0) * 1000) / WAKE_SAMPLES;
-  ing.close();
-  samples.sort((a, b) => a - b);
-  pollOnly.sort((a, b) => a - b);
-  return {
-    cpuMs, p50: percentile(samples, 50), p90: percentile(samples, 90), p99: percentile(samples, 99), max: samples.at(-1)!, n: samples.length,
-    poll: { p50: percentile(pollOnly, 50), p90: percentile(pollOnly, 90), p99: percentile(pollOnly, 99), max: pollOnly.at(-1)! },
-  };
+  return runs.map((r) => {
+    // The service's CPU per cycle (the ingest, the woken poll's answer, the relay's round, the next poll's start).
+    const cpuMs = ((r.cpu() - r.cpu0) * 1000) / WAKE_SAMPLES;
+    r.ing.close();
+    r.samples.sort((a, b) => a - b);
+    r.pollOnly.sort((a, b) => a - b);
+    return {
+      cpuMs, p50: percentile(r.samples, 50), p90: percentile(r.samples, 90), p99: percentile(r.samples, 99), max: r.samples.at(-1)!, n: r.samples.length,
+      poll: { p50: percentile(r.pollOnly, 50), p90: percentile(r.pollOnly, 90), p99: percentile(r.pollOnly, 99), max: r.pollOnly.at(-1)! },
+    };
+  });
 }
 
 async function heapSnapshot(pid: number) {
@@ -344,57 +365,54 @@ async function instances(envA: Record<string, string>, envB: Record<string, stri
 /**
  * Baseline of the wake-up: the same single-update ingest call, 100 ms apart, with no poll
  * waiting: the time to its answer (the wake-up's sample includes it, as it awaits both).
+ * With several targets, one call to each in turn, as wakeUps does.
  */
-async function ingestAlone(at: Instance, bot: { id: string }) {
-  const ing = ingester(at.grpc);
-  const samples: number[] = [];
+async function ingestAlone(targets: { at: Instance; bot: { id: string } }[]) {
+  const runs = targets.map(({ at, bot }) => ({ ing: ingester(at.grpc), bot, samples: [] as number[] }));
   for (let i = 0; i < WAKE_SAMPLES; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    const t0 = performance.now();
-    await ing.send([{ botId: bot.id, text: 'alone' }]);
-    samples.push(performance.now() - t0);
+    for (let k = 0; k < runs.length; k++) {
+      const r = runs[(i + k) % runs.length]!;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const t0 = performance.now();
+      await r.ing.send([{ botId: r.bot.id, text: 'alone' }]);
+      r.samples.push(performance.now() - t0);
+    }
   }
-  ing.close();
-  samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p90: percentile(samples, 90), p99: percentile(samples, 99), max: samples.at(-1)! };
+  return runs.map((r) => {
+    r.ing.close();
+    r.samples.sort((a, b) => a - b);
+    return { p50: percentile(r.samples, 50), p90: percentile(r.samples, 90), p99: percentile(r.samples, 99), max: r.samples.at(-1)! };
+  });
 }
 
 /** The wake-up's floor (bench/wake-floor.ts) in a process of its own, as an Instance with its one bot. */
 async function startWakeFloor() {
   const { info, pid, stop } = await startHelper<{ http: string; grpc: string; botId: string; token: string }>('wake-floor.ts');
-  return { at: { http: info.http, grpc: info.grpc, pid } satisfies Instance, bot: { id: info.botId, token: info.token }, stop };
-}
-
-/** The wake-up measurement and its ingest-alone baseline on the wake floor. */
-async function floorWake() {
-  const floor = await startWakeFloor();
-  try {
-    return { name: 'baseline: floor of the wake-up (bench/wake-floor.ts)', wake: await wakeUp(floor.at, floor.at, floor.bot), alone: await ingestAlone(floor.at, floor.bot) };
-  } finally {
-    floor.stop();
-  }
+  const at: Instance = { http: info.http, grpc: info.grpc, pid };
+  return { name: 'baseline: floor of the wake-up (bench/wake-floor.ts)', ingestAt: at, pollAt: at, bot: { id: info.botId, token: info.token }, stop: async () => stop() };
 }
 
 /**
  * The wake-up's floor across two processes on MariaDB + Kafka (bench/wake-floor-kafka.ts:
  * the poll held by one, the update stored and produced by the other, a consumer of the
- * poll's process waking it), in a fresh database, with its ingest-alone baseline.
+ * poll's process waking it), in a fresh database.
  */
-async function floorWakeKafka(server: string, brokers: string) {
+async function startWakeFloorKafka(server: string, brokers: string) {
   const db = await createMysqlDatabase(server, 'bp_bench_floor');
   const env = { WAKE_FLOOR_DATABASE_URL: db.url, WAKE_FLOOR_KAFKA_BROKERS: brokers, WAKE_FLOOR_TOPIC: `bench-wake-floor-${crypto.randomBytes(4).toString('hex')}`, KAFKAJS_NO_PARTITIONER_WARNING: '1' };
   const poll = await startHelper<{ http: string; botId: string; token: string }>('wake-floor-kafka.ts', { ...env, WAKE_FLOOR_ROLE: 'poll' });
   const ingest = await startHelper<{ grpc: string }>('wake-floor-kafka.ts', { ...env, WAKE_FLOOR_ROLE: 'ingest' });
-  try {
-    const A: Instance = { http: '', grpc: ingest.info.grpc, pid: ingest.pid };
-    const B: Instance = { http: poll.info.http, grpc: '', pid: poll.pid };
-    const bot = { id: poll.info.botId, token: poll.info.token };
-    return { name: 'baseline: floor of the wake-up across two processes, MariaDB + Kafka (bench/wake-floor-kafka.ts)', wake: await wakeUp(A, B, bot), alone: await ingestAlone(A, bot) };
-  } finally {
-    ingest.stop();
-    poll.stop();
-    await db.drop();
-  }
+  return {
+    name: 'baseline: floor of the wake-up across two processes, MariaDB + Kafka (bench/wake-floor-kafka.ts)',
+    ingestAt: { http: '', grpc: ingest.info.grpc, pid: ingest.pid } satisfies Instance,
+    pollAt: { http: poll.info.http, grpc: '', pid: poll.pid } satisfies Instance,
+    bot: { id: poll.info.botId, token: poll.info.token },
+    async stop() {
+      ingest.stop();
+      poll.stop();
+      await db.drop();
+    },
+  };
 }
 
 /** A process's botplatform_db_statements gauge (statements it has sent to its database). */
@@ -428,11 +446,18 @@ async function runIngestCost(name: string, envA: Record<string, string>, envB: R
   return { name, rows };
 }
 
-/** BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, with its baseline (the ingest call alone). */async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null) {
+type WakeFloor = Awaited<ReturnType<typeof startWakeFloor>>;
+
+/**
+ * BENCH_ONLY=wake: the wake-up measurement alone, on a fresh service, beside its floor (a
+ * sample of each in turn), with their baselines (the ingest call alone, in turn too).
+ */
+async function runWake(name: string, envA: Record<string, string>, envB: Record<string, string> | null, floor: WakeFloor) {
   const { A, B } = await instances(envA, envB);
   const [bot, other] = await makeBots(A.http, 2, `u${crypto.randomBytes(3).toString('hex')}k`);
-  const wake = await wakeUp(A, B, bot!);
-  return { name, wake, alone: await ingestAlone(A, other!) };
+  const [floorWake, wake] = await wakeUps([floor, { ingestAt: A, pollAt: B, bot: bot! }]);
+  const [floorAlone, alone] = await ingestAlone([{ at: floor.ingestAt, bot: floor.bot }, { at: A, bot: other! }]);
+  return [{ name: floor.name, wake: floorWake!, alone: floorAlone! }, { name, wake: wake!, alone: alone! }];
 }
 
 interface Result {
@@ -508,12 +533,16 @@ async function main() {
   if (ONLY_WAKE) {
     const server = process.env.BENCH_DATABASE_URL;
     const brokers = process.env.BENCH_KAFKA_BROKERS;
-    const wakes = [
-      ...(ONLY.has('mysql') ? [] : [await floorWake()]),
-      ...(server && brokers ? [await floorWakeKafka(server, brokers)] : []),
-      ...(await setups(runWake)),
-    ];
-    console.log(`\nbench:updates, wake-up only — ${WAKE_SAMPLES} samples, a poll waiting 100 ms before each ingest`);
+    const floor = ONLY.has('mysql') ? undefined : await startWakeFloor();
+    const kafkaFloor = server && brokers ? await startWakeFloorKafka(server, brokers) : undefined;
+    let wakes;
+    try {
+      wakes = (await setups((name, envA, envB) => runWake(name, envA, envB, envB ? kafkaFloor! : floor!))).flat();
+    } finally {
+      await floor?.stop();
+      await kafkaFloor?.stop();
+    }
+    console.log(`\nbench:updates, wake-up only — ${WAKE_SAMPLES} samples, a poll waiting 100 ms before each ingest; each setup's samples alternate with its floor's`);
     console.log(`machine: ${machine()}\n`);
     const ms = (p: { p50: number; p90: number; p99: number; max: number }) => [p.p50, p.p90, p.p99, p.max].map((x) => x.toFixed(2)).join(' / ');
     console.log('| setup | waiting poll woken (both answers in): p50 / p90 / p99 / max ms | the poll\'s answer alone | service CPU ms per cycle | baseline: the ingest call alone |');
