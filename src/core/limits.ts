@@ -51,6 +51,9 @@ function chatOf(path: string, request: unknown): string | undefined {
   return chat === undefined || chat === null || chat === '' || chat === 0 ? undefined : String(chat);
 }
 
+/** What admits a call at once. */
+const ADMITTED: Promise<void> = Promise.resolve();
+
 /** How much of a counter's recent demand a transaction reserves ahead: its rate over this long. */
 const RESERVE_AHEAD_MS = 100;
 /** The shortest span a demand's rate is measured over (a burst in one millisecond is not a rate of thousands a second). */
@@ -192,56 +195,65 @@ export function createLimiter(deps: {
     return new ApiError(Code.RESOURCE_EXHAUSTED, message, { retryAfterSeconds });
   }
 
+  /** A call some of whose counters the database decides (`spent`: what it took of allowances). */
+  async function decideInDatabase(botId: string, rest: CounterRule[], spent: Allowance[], at: number): Promise<void> {
+    let result: AdmitResult;
+    try {
+      [result] = (await commit.write([{ botId, rules: rest }])) as [AdmitResult];
+    } catch (err) {
+      // A counter store outage does not become a service outage: the call goes through.
+      deps.logger.warn({ err }, 'rate limiter unavailable; call admitted unchecked');
+      return;
+    }
+    if (!result.ok) {
+      // A refused call takes nothing: what it spent of allowances is theirs again, or
+      // (an allowance given back meanwhile) the counter's.
+      const back: { key: string; windowStart: number; n: number }[] = [];
+      for (const a of spent) {
+        if (allowances.get(a.rule.key) === a) {
+          a.left++;
+          a.used--;
+        } else back.push({ key: a.rule.key, windowStart: a.rule.windowStart, n: 1 });
+      }
+      if (back.length > 0) await deps.repo.release(back).catch((err) => deps.logger.warn({ err }, 'limiter: giving back an admission failed'));
+      throw refuse(result.rule, at);
+    }
+  }
+
   return {
-    /** Admits one runtime call of `botId` or throws RESOURCE_EXHAUSTED with a retry delay. */
-    async check(botId: string, path: string, request: unknown): Promise<void> {
+    /**
+     * Admits one runtime call of `botId`, or rejects with RESOURCE_EXHAUSTED and a retry
+     * delay. Not an async function: a call decided here (the busy case) gets the turn's
+     * one promise itself, with no frame or promise of its own.
+     */
+    check(botId: string, path: string, request: unknown): Promise<void> {
       const at = now();
       const rules = rulesOf(botId, path, request, at);
-      if (rules.length === 0) return;
+      if (rules.length === 0) return ADMITTED;
       for (const r of rules) {
         const recheckAt = full.get(r.key);
         if (recheckAt !== undefined) {
-          if (recheckAt > at) throw refuse(r, at);
+          if (recheckAt > at) return Promise.reject(refuse(r, at));
           full.delete(r.key);
         }
       }
       // Counters with an allowance in this window are decided here; the database decides the others.
-      const spent: Allowance[] = [];
-      const rest: CounterRule[] = [];
+      let spent: Allowance[] | undefined;
+      let rest: CounterRule[] | undefined;
       for (const r of rules) {
         const a = allowances.get(r.key);
         if (a && a.left > 0 && a.rule.windowStart === r.windowStart) {
           a.left--;
           a.used++;
-          spent.push(a);
-        } else rest.push(r);
+          (spent ??= []).push(a);
+        } else (rest ??= []).push(r);
       }
       // Decided here. The call goes on with the others of this turn of the event loop, as it
       // would from a batch: the reads after it are grouped per turn, and together they cost
       // less. A send goes on at once: its write waits for the turn's end anyway (the send
       // writer's group commit), and a turn more measurably costs it.
-      if (rest.length === 0) return methodSettings[path]?.chatLimited ? undefined : turnEnd();
-      let result: AdmitResult;
-      try {
-        [result] = (await commit.write([{ botId, rules: rest }])) as [AdmitResult];
-      } catch (err) {
-        // A counter store outage does not become a service outage: the call goes through.
-        deps.logger.warn({ err }, 'rate limiter unavailable; call admitted unchecked');
-        return;
-      }
-      if (!result.ok) {
-        // A refused call takes nothing: what it spent of allowances is theirs again, or
-        // (an allowance given back meanwhile) the counter's.
-        const back: { key: string; windowStart: number; n: number }[] = [];
-        for (const a of spent) {
-          if (allowances.get(a.rule.key) === a) {
-            a.left++;
-            a.used--;
-          } else back.push({ key: a.rule.key, windowStart: a.rule.windowStart, n: 1 });
-        }
-        if (back.length > 0) await deps.repo.release(back).catch((err) => deps.logger.warn({ err }, 'limiter: giving back an admission failed'));
-        throw refuse(result.rule, at);
-      }
+      if (rest === undefined) return methodSettings[path]?.chatLimited ? ADMITTED : turnEnd();
+      return decideInDatabase(botId, rest, spent ?? [], at);
     },
 
     /** Gives back what was reserved ahead and not used, on every counter (every STATS_FLUSH_INTERVAL, and on shutdown). */
