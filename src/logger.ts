@@ -132,12 +132,14 @@ export class GatheringDestination implements DestinationStream {
     if (this.closed) return true;
     const room = this.chunk.length - this.used;
     // A line's UTF-8 takes at most three bytes per UTF-16 unit: measured only when that may not fit.
-    if (line.length * 3 > room && Buffer.byteLength(line) > room) {
-      // The chunk is full: written now, unless earlier ones still wait for the destination.
-      if (this.full.length === 0) this.writeOut();
-      else this.seal();
+    if (line.length * 3 > room) {
       const need = Buffer.byteLength(line);
-      if (need > this.chunk.length) this.chunk = Buffer.allocUnsafeSlow(need);
+      if (need > room) {
+        // The chunk is full: written now, unless earlier ones still wait for the destination.
+        if (this.full.length === 0) this.writeOut();
+        else this.seal();
+        if (need > this.chunk.length) this.chunk = Buffer.allocUnsafeSlow(need);
+      }
     }
     this.used += this.chunk.write(line, this.used);
     this.timer ??= setTimeout(() => this.writeOut(), LINGER_MS).unref();

@@ -24,8 +24,6 @@ const LOCK_WAIT_MS = 0.5;
 
 /** Multi-row statement texts, by what makes them. */
 const multiRowTexts = boundedCache<string>(4096);
-/** Writer.insertIds's texts (INSERT … RETURNING id), by table, columns and rows. */
-const insertIdsTexts = boundedCache<string>(256);
 
 function conflictText(c: OnConflict | undefined): string {
   if (!c) return '';
@@ -33,10 +31,10 @@ function conflictText(c: OnConflict | undefined): string {
   return ` ON CONFLICT (${c.keys.join(', ')}) ${set.length === 0 ? 'DO NOTHING' : `DO UPDATE SET ${set.map((s) => `${s} = excluded.${s}`).join(', ')}`}`;
 }
 
-function insertText(table: string, columns: readonly string[], rows: number, onConflict: OnConflict | undefined): string {
-  const key = `insert\n${table}\n${columns.join(',')}\n${rows}\n${onConflict?.keys.join(',')}\n${onConflict?.set?.join(',')}`;
+function insertText(table: string, columns: readonly string[], rows: number, onConflict: OnConflict | undefined, returningId = false): string {
+  const key = `insert\n${table}\n${columns.join(',')}\n${rows}\n${onConflict?.keys.join(',')}\n${onConflict?.set?.join(',')}\n${returningId}`;
   return multiRowTexts.get(key)
-    ?? multiRowTexts.set(key, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${conflictText(onConflict)}`);
+    ?? multiRowTexts.set(key, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${conflictText(onConflict)}${returningId ? ' RETURNING id' : ''}`);
 }
 
 /** Several rows' columns set by one statement joining a VALUES list by key (a CASE per column would scan its branches per row). */
@@ -139,9 +137,7 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
     insertIds(table, columns, rows) {
       const ids: number[] = [];
       inChunks(rows, (size, params) => {
-        const key = `${table}\n${columns.join(',')}\n${size}`;
-        const sql = insertIdsTexts.get(key) ?? insertIdsTexts.set(key, `${insertText(table, columns, size, undefined)} RETURNING id`);
-        const chunk = (writeStatement(sql, params).raw(true).all(...params) as [number | bigint][]).map((r) => Number(r[0]));
+        const chunk = (writeStatement(insertText(table, columns, size, undefined, true), params).raw(true).all(...params) as [number | bigint][]).map((r) => Number(r[0]));
         ids.push(...chunk.sort((a, b) => a - b));
       });
       return Promise.resolve(ids);
