@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createLogger, infoLine } from '../src/logger.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -75,5 +76,36 @@ describe('log lines on stdout', () => {
     const { code, out } = await logging(20_000, 'exit', { pauseReaderMs: 500 });
     expect(code).toBe(0);
     expect(numbers(out)).toEqual(upTo(20_000));
+  });
+});
+
+describe('request lines (infoLine)', () => {
+  /** The lines a logger at `level` writes, parsed, and their text. */
+  function capture(level = 'info') {
+    const lines: string[] = [];
+    const logger = createLogger(level, { write: (s: string) => void lines.push(s) });
+    return { logger, lines };
+  }
+
+  it('are the line pino writes for the same fields, field for field and in order', () => {
+    const { logger, lines } = capture();
+    const fields = { requestId: 'r-1', method: 'POST', route: '/api/v1/bots/getMe', status: 200, ms: 0.7, rpc: 'GetMe', quote: 'a "b" \\ c\n', none: undefined, ok: true, nan: NaN };
+    logger.info(fields, 'http');
+    infoLine(logger, fields, 'http');
+    expect(lines).toHaveLength(2);
+    const [viaPino, viaLine] = lines.map((l) => l.replace(/"time":\d+/, '"time":0'));
+    expect(viaLine).toBe(viaPino);
+    expect(JSON.parse(viaLine!)).toMatchObject({ level: 30, service: 'botplatform', requestId: 'r-1', status: 200, quote: 'a "b" \\ c\n', nan: null, msg: 'http' });
+  });
+
+  it('redact a credential field as pino does, and write nothing below info', () => {
+    const { logger, lines } = capture();
+    infoLine(logger, { requestId: 'r-2', token: 'sbot_secretsecretsecret' }, 'http');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).not.toContain('sbot_secret');
+    expect(JSON.parse(lines[0]!).token).toBe('[redacted]');
+    const quiet = capture('warn');
+    infoLine(quiet.logger, { requestId: 'r-3' }, 'http');
+    expect(quiet.lines).toHaveLength(0);
   });
 });

@@ -11,6 +11,7 @@ import { ApiError, Code } from '../../src/errors.js';
 import { CallAbort, PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
 import type { Telemetry } from '../../src/telemetry/metrics.js';
 import { requestIdOf } from '../../src/telemetry/request-id.js';
+import { infoLine } from '../../src/logger.js';
 import { bindRequest, parseJsonBody } from './binding.js';
 import { createCodec } from './codec.js';
 import { renderError, surfaceOfPath } from './envelopes.js';
@@ -220,7 +221,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
       const line: Record<string, unknown> = { requestId: request.id, method: request.method, route, status: reply.statusCode, ms: Math.round(elapsed * 10) / 10 };
       const rpc = state?.fields;
       if (rpc) for (const key in rpc) if (key !== 'requestId') line[key === 'ms' ? 'rpcMs' : key] = rpc[key];
-      request.log.info(line, 'http');
+      infoLine(request.log as Logger, line, 'http');
     }
     done();
   });

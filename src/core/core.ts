@@ -16,6 +16,7 @@ import type { UsageRecorder } from '../domain/usage.js';
 import { isStorageUnavailable } from '../storage/errors.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import { requestIdOf } from '../telemetry/request-id.js';
+import { infoLine } from '../logger.js';
 import type { Authenticator } from './authenticate.js';
 import {
   compose, onOutcome, type BoundMethod, type Call, type Interceptor, type Method, type Next, type RpcLogSink, type StreamingHandler,
@@ -138,7 +139,7 @@ export function createCore(deps: CoreDeps): Core {
     if (call.fields) Object.assign(line, call.fields);
     withCaller(line, principal);
     if (call.logSink?.takeRpcLog(line)) return;
-    deps.logger.info(line, 'rpc');
+    infoLine(deps.logger, line, 'rpc');
   }
 
   /** A stream ended: counted, and one `rpc stream` line with the responses it sent. */
@@ -147,7 +148,7 @@ export function createCore(deps: CoreDeps): Core {
     const status = Code[code] ?? 'UNKNOWN';
     deps.telemetry?.stream(method, status, ms / 1000);
     if (!deps.logger.isLevelEnabled('info')) return;
-    deps.logger.info(withCaller({ requestId: call.requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent }, call.principal), 'rpc stream');
+    infoLine(deps.logger, withCaller({ requestId: call.requestId, rpc: method, code: status, ms: Math.round(ms * 10) / 10, sent }, call.principal), 'rpc stream');
   }
 
   /**
