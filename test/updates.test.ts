@@ -318,6 +318,21 @@ describe('updates', () => {
       expect((await poll(a.token)).body.result).toEqual([]);
     });
 
+    it('a refused request stores nothing while the requests arriving with it are stored', async () => {
+      const a = await approvedBot(h, ownerJwt, 'ingest_whole_c');
+      const b = await approvedBot(h, ownerJwt, 'ingest_whole_d');
+      // Sent together, so that the writer can take them into one transaction.
+      const calls = await Promise.allSettled([
+        ingest([{ botId: b.id, message: message('b1') }]),
+        ingest([{ botId: a.id, message: message('lost') }, { botId: 'bot_nope', message: message('y') }]),
+        ingest([{ botId: a.id, message: message('a1') }, { botId: b.id, message: message('b2') }]),
+      ]);
+      expect(calls.map((c) => c.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect((calls[1] as PromiseRejectedResult).reason).toMatchObject({ code: grpc.status.NOT_FOUND, details: expect.stringContaining('updates[1].bot_id') });
+      expect((await poll(a.token)).body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual(['a1']);
+      expect((await poll(b.token)).body.result.map((u: { message: { text: string } }) => u.message.text).sort()).toEqual(['b1', 'b2']);
+    });
+
     it('refuses a NUL in a text, caption or sender name, naming the update and field, writing nothing', async () => {
       const a = await approvedBot(h, ownerJwt, 'ingest_nul');
       const bad = [

@@ -314,9 +314,21 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     return { ...toBotMessage(bot, { webhookDisabled: webhook?.disabled ?? false }), webhook };
   }
 
+  /** Unknown or unapproved bots refuse the whole request (the first such update names it); else the bots' ingest states. */
+  const refuseUnknownBots = async (req: IngestUpdatesRequest) => {
+    const bots = await deps.bots.ingestStateOf(req.updates.map((u) => u.botId));
+    for (const [i, u] of req.updates.entries()) {
+      const bot = bots.get(u.botId);
+      if (!bot) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
+      else if (bot.reviewStatus !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
+    }
+    return bots;
+  };
+
   /**
    * Internal ingest, first step: the request checked whole (unknown or unapproved bots
-   * refuse it whole, before anything is written), and what the writer is to store.
+   * refuse it whole, and nothing of it is written), and what the writer is to store,
+   * each update tagged with its request (the writer stores a request all or none).
    */
   const checkIngest = async (req: IngestUpdatesRequest): Promise<NewUpdate[]> => {
     const v = new check.Violations();
@@ -324,29 +336,43 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
     check.maxItems(v, 'updates', req.updates, LIMITS.ingest.updates, 'updates');
     checkShapes(v, req.updates);
     v.throwIfAny();
-    // Unknown or unapproved bots refuse the whole request before anything is written.
-    const bots = await deps.bots.ingestStateOf(req.updates.map((u) => u.botId));
-    for (const [i, u] of req.updates.entries()) {
-      const bot = bots.get(u.botId);
-      if (!bot) refuseOutcome({ error: 'NO_BOT' }, `updates[${i}].bot_id`);
-      else if (bot.reviewStatus !== 'approved') refuseOutcome({ error: 'NOT_APPROVED' }, `updates[${i}].bot_id`);
+    const at = Math.floor(now() / 1000);
+    let items: NewUpdate[];
+    if (req.updates.every((u) => u.message && !u.message.replyToMessageId)) {
+      // New messages replying to nothing (the common case) are prepared without reading
+      // anything: their bots are checked by the writer's transaction, which locks their rows
+      // anyway and refuses the request whole, not by a read of its own before it (a round
+      // trip on MySQL). A request refused for its updates' shapes is still refused for its
+      // bots first, as when they were read first.
+      try {
+        items = await prepareIncoming(deps, req.updates, () => false, at);
+      } catch (err) {
+        await refuseUnknownBots(req);
+        throw err;
+      }
+    } else {
+      const bots = await refuseUnknownBots(req);
+      items = await prepareIncoming(deps, req.updates, (botId) => bots.get(botId)!.supportsInlineQueries, at);
     }
-    return prepareIncoming(deps, req.updates, (botId) => bots.get(botId)!.supportsInlineQueries, Math.floor(now() / 1000));
+    for (const item of items) item.request = req;
+    return items;
   };
 
   /**
    * Second step: the checked updates handed to the writer (queued in its group commit at
-   * once, in call order) and answered once committed.
+   * once, in call order) and answered once committed; a request with an update of an
+   * unknown or unapproved bot is refused whole (nothing of it was stored).
    */
   const writeIngest = async (items: NewUpdate[]): Promise<IngestUpdatesResponse> => {
     const outcomes = await deps.writer.write(items);
+    const refused = outcomes.findIndex((o) => 'error' in o);
+    if (refused >= 0) refuseOutcome(outcomes[refused]!, `updates[${refused}].bot_id`);
     return {
-      results: outcomes.map((o, i) => {
+      results: outcomes.map((o) => {
         if ('ok' in o) return { updateId: o.ok.updateId, updateSeq: o.ok.updateSeq, filtered: false, duplicate: false };
         if ('duplicate' in o) return { updateId: o.duplicate.updateId, updateSeq: o.duplicate.updateSeq, filtered: false, duplicate: true };
         if ('filtered' in o) return { updateId: 0, updateSeq: 0, filtered: true, duplicate: false };
-        refuseOutcome(o, `updates[${i}].bot_id`);
-        throw new Error('unreachable');
+        throw new Error(`ingest outcome ${JSON.stringify(o)} in a request not refused`);
       }),
     };
   };

@@ -43,6 +43,12 @@ export interface NewUpdate {
    * can answer it (queries-repo.ts). Its update has no chat of its own to record.
    */
   query?: { id: string; chatId: number | null; messageId: number | null; userId: number };
+  /**
+   * The ingest request it came in (any object, the same for each of its updates): a
+   * request is stored all or none, so an update of it refused (no bot, not approved)
+   * withdraws the others.
+   */
+  request?: object;
 }
 
 /** Per item: its stored update, the ids it already had (a known idempotency key), or why it was not stored. */
@@ -50,7 +56,9 @@ export type IngestOutcome =
   | { ok: StoredUpdate }
   | { duplicate: { updateId: number; updateSeq: number } }
   | { filtered: true }
-  | { error: 'NO_BOT' | 'NOT_APPROVED' };
+  | { error: 'NO_BOT' | 'NOT_APPROVED' }
+  /** Not stored: another update of its request was refused. */
+  | { withdrawn: true };
 
 export interface UnitsOptions {
   /** How long an ingest idempotency key is remembered (ms). */
@@ -78,7 +86,7 @@ export interface SendItem {
   build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>;
 }
 
-/** Ingest's first step: each item refused (no bot, not approved), filtered out, or accepted; which accepted ones carry a key. */
+/** Ingest's first step: each item refused (no bot, not approved), withdrawn with its request, filtered out, or accepted; which accepted ones carry a key. */
 interface Screened {
   outcomes: IngestOutcome[];
   /** Items to store, in order. */
@@ -102,7 +110,18 @@ function screen(items: NewUpdate[], counters: Map<string, BotCounters>): Screene
     else if (bot.allowedUpdates && !bot.allowedUpdates.includes(item.kind)) outcomes[i] = { filtered: true };
     else accepted.push(i);
   });
-  return { outcomes, accepted, keyed: accepted.filter((i) => items[i]!.idempotencyKey), counters, repeats: [], staleKeys: [] };
+  // A request is stored all or none: an update refused withdraws the others of its request.
+  const refused = new Set<object>();
+  items.forEach((item, i) => {
+    if (item.request && outcomes[i] && 'error' in outcomes[i]) refused.add(item.request);
+  });
+  const kept = refused.size === 0 ? accepted : accepted.filter((i) => {
+    const request = items[i]!.request;
+    if (!request || !refused.has(request)) return true;
+    outcomes[i] = { withdrawn: true };
+    return false;
+  });
+  return { outcomes, accepted: kept, keyed: kept.filter((i) => items[i]!.idempotencyKey), counters, repeats: [], staleKeys: [] };
 }
 
 /** The keyed items' keys, by bot. */
