@@ -19,8 +19,8 @@
  *
  * Started when there is webhook work (`startWhen`, on the in-process bus): a process whose
  * bots all poll never pays a thread's memory (about 30 MB each). Until then, whether any
- * delivery is open is asked at the process's start, on each new update (10 ms after it, at
- * most every 100 ms) and every second; the first open delivery starts every thread, which
+ * delivery is open is asked at the process's start, on each new update of a bot in webhook
+ * mode (10 ms after it, at most every 100 ms) and every second; the first open delivery starts every thread, which
  * sweeps what is due at once. With Kafka the threads start with the process.
  */
 import { createRequire } from 'node:module';

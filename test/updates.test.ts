@@ -7,7 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InternalServiceClient, type IngestUpdatesResponse, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import type { BusMessage } from '../src/bus/bus.js';
-import { UPDATES_TOPIC } from '../src/bus/topics.js';
+import { NO_DELIVERY, UPDATES_TOPIC } from '../src/bus/topics.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { until } from './helpers/until.js';
 
@@ -243,7 +243,7 @@ describe('updates', () => {
   });
 
   describe('internal ingest', () => {
-    it('announces a batch on the updates topic by one empty message per bot, keyed by it', async () => {
+    it('announces a batch on the updates topic by one message per bot, keyed by it, saying that no delivery was written for a polling bot', async () => {
       const seen: BusMessage[] = [];
       await h.apps[0]!.bus!.subscribeAll([UPDATES_TOPIC], (m) => seen.push(m));
       const a = await approvedBot(h, ownerJwt, 'ingest_topic_a');
@@ -259,7 +259,7 @@ describe('updates', () => {
       await new Promise((r) => setTimeout(r, 300));
       const ours = seen.filter((m) => m.key === a.id || m.key === b.id);
       expect(ours.map((m) => ({ topic: m.topic, value: m.value })).sort((x, y) => x.topic.localeCompare(y.topic))).toEqual([
-        { topic: UPDATES_TOPIC, value: '' }, { topic: UPDATES_TOPIC, value: '' },
+        { topic: UPDATES_TOPIC, value: NO_DELIVERY }, { topic: UPDATES_TOPIC, value: NO_DELIVERY },
       ]);
       expect(new Set(ours.map((m) => m.key))).toEqual(new Set([a.id, b.id]));
       // The updates themselves are in the database.

@@ -121,7 +121,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await ready;
     },
 
-    async subscribeGroup(group, topics, handler) {
+    async subscribeGroup(group, topics, handler, except) {
       const consumer = kafka.consumer({
         groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: FETCH_WAIT_MS, heartbeatInterval: 1000, sessionTimeout: 10_000,
         retry: { retries: 5, restartOnFailure: async () => !closing },
@@ -137,7 +137,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       consumer.run({
         // Offsets commit as batches are handled: the database, not the log, says what is due.
         eachBatch: async ({ batch }) => {
-          handler([...new Set(batch.messages.map((m) => m.key?.toString() ?? ''))].filter(Boolean));
+          const keys = new Set<string>();
+          for (const m of batch.messages) if (m.key && (except === undefined || m.value?.toString() !== except)) keys.add(m.key.toString());
+          if (keys.size > 0) handler([...keys]);
         },
       }).catch((err) => log.error({ err, group }, 'consumer group stopped'));
       consumers.push(consumer);

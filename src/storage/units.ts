@@ -15,7 +15,7 @@
  * between those is retried whole). Sending locks the bot's row, then its chat's feed
  * partition row.
  */
-import { MESSAGES_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
+import { MESSAGES_TOPIC, NO_DELIVERY, UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
 import type { Db, Writer } from './db.js';
 import { createAttemptsRepo } from './attempts-repo.js';
@@ -270,18 +270,21 @@ export interface FeedEventItem {
   event: Record<string, unknown>;
 }
 
-/**
- * The outbox messages announcing stored updates: one per bot on the updates topic, keyed
- * by it, empty (its consumers read the key and then the database, not the update).
- */
 /** Outbox messages a unit added claimed by its caller (to publish at once), with their ids. */
 export interface ClaimedOutbox {
   ids: number[];
   messages: NewOutboxMessage[];
 }
 
-const outboxMessages = (stored: StoredUpdate[]) =>
-  [...new Set(stored.map((u) => u.botId))].map((botId) => ({ topic: UPDATES_TOPIC, key: botId, payload: '' }));
+/**
+ * The outbox messages announcing stored updates: one per bot on the updates topic, keyed
+ * by it (its consumers read the key and then the database, not the update): empty for a
+ * bot whose updates got deliveries, NO_DELIVERY for one whose got none (dispatchers skip it).
+ */
+const outboxMessages = (stored: StoredUpdate[], delivered: StoredUpdate[]) => {
+  const webhook = new Set(delivered.map((u) => u.botId));
+  return [...new Set(stored.map((u) => u.botId))].map((botId) => ({ topic: UPDATES_TOPIC, key: botId, payload: webhook.has(botId) ? '' : NO_DELIVERY }));
+};
 
 /** The tables a deleted bot's rows are purged from (DELETED_BOT_RETENTION after its deletion). */
 const PURGED_TABLES = [
@@ -330,7 +333,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       const plan = assign(items, screened, firstId, now);
       bots.advanceCounters(plan.advanced, w);
       updates.insert(plan.stored, w);
-      const announce = outboxMessages(plan.stored);
+      const announce = outboxMessages(plan.stored, plan.toDeliver);
       const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
       if (ids) claimed = { ids, messages: announce };
       else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
