@@ -198,12 +198,15 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
       this.mayHave = Math.max(offset, 1) <= state.lastUpdateSeq;
     }
 
-    /** Reads what may have arrived, then answers or parks. */
-    private round() {
+    /**
+     * Reads what may have arrived, then answers or parks. `woken`: after a wait, woken by
+     * an arrival: its read goes out at once (an urgent read), not after the event loop's turn.
+     */
+    private round(woken = false) {
       const mayHave = this.waiter.takeDirty() || this.mayHave;
       this.mayHave = true;
       if (!mayHave) return this.found(NO_ROWS);
-      deps.updates.read(this.waiter.botId, this.offset, this.limit).then((rows) => this.found(rows), (err) => this.failed(err));
+      deps.updates.read(this.waiter.botId, this.offset, this.limit, undefined, woken).then((rows) => this.found(rows), (err) => this.failed(err));
     }
 
     private found(rows: StoredUpdate[]) {
@@ -219,7 +222,7 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
     /** Its claim's wait ended: woken (something may have arrived: read again), or its time is up. */
     woken(dirty: boolean) {
-      if (dirty) this.round();
+      if (dirty) this.round(true);
       else this.answer([]);
     }
 

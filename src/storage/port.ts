@@ -16,8 +16,12 @@ export interface Reads {
   readonly dialect: Dialect;
   /** The first row the statement returns, or undefined (a statement of at most one row: `LIMIT 1`, an aggregate). */
   one<R>(sql: string, params?: readonly unknown[]): Promise<R | undefined>;
-  /** Every row the statement returns. */
-  all<R>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  /**
+   * Every row the statement returns. `urgent`: a caller waiting to be answered from it (a
+   * woken long poll): sent as soon as the current step's reads are asked (MySQL, a
+   * microtask), rather than after the event loop's turn, ahead of what else the turn does.
+   */
+  all<R>(sql: string, params?: readonly unknown[], urgent?: boolean): Promise<R[]>;
   /**
    * Rows of many columns, `SELECT <columns> <tail>`: each driver fetches wide rows its
    * cheapest way (SQLite's reader: one JSON array per row, cheaper than converting each value).

@@ -102,9 +102,12 @@ export function createUpdatesRepo(db: Db, opts: UpdatesRepoOptions = {}) {
       w.insert('updates', UPDATE_COLUMNS, updates.map(updateRow));
     },
 
-    /** Updates of a bot from update_seq `from` on, in order. */
-    async read(botId: string, from: number, limit: number, tx?: Tx): Promise<StoredUpdate[]> {
-      return (await on(tx).all(SQL.read(limit), [botId, from])).map(updateOf);
+    /**
+     * Updates of a bot from update_seq `from` on, in order. `urgent`: a long poll woken by
+     * their arrival waits on them (Reads.all's urgent read).
+     */
+    async read(botId: string, from: number, limit: number, tx?: Tx, urgent = false): Promise<StoredUpdate[]> {
+      return (await on(tx).all(SQL.read(limit), [botId, from], urgent)).map(updateOf);
     },
 
     /** The bot's queued updates that have no delivery row (not handed to a webhook yet), in order. */

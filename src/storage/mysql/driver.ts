@@ -148,8 +148,12 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
   /** Asked reads by kind ('1' one, '*' all) and text, sent after this turn. */
   let asked = new Map<string, AskedRead[]>();
   let scheduled = false;
+  /** A flush is due in a microtask (an urgent read was asked). */
+  let hurried = false;
   function flush() {
     scheduled = false;
+    hurried = false;
+    if (asked.size === 0) return;
     const now = asked;
     asked = new Map();
     for (const [key, reads] of now) {
@@ -169,7 +173,7 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
       }
     }
   }
-  function ask(kind: '1' | '*', sql: string, params: readonly unknown[]): Promise<unknown[]> {
+  function ask(kind: '1' | '*', sql: string, params: readonly unknown[], urgent = false): Promise<unknown[]> {
     return new Promise((resolve, reject) => {
       const key = kind + sql;
       let reads = asked.get(key);
@@ -177,14 +181,21 @@ export function createMysqlDriver(opts: MysqlOptions, events: DriverEvents): Sql
       const same = reads.find((r) => sameValues(r.params, params));
       if (same) same.waiting.push({ resolve, reject });
       else reads.push({ params, waiting: [{ resolve, reject }] });
-      if (!scheduled) {
+      if (urgent) {
+        // Sent with what this step asked, before the rest of the turn's work (a woken long
+        // poll's read goes out ahead of, say, the Kafka consumer's next fetch).
+        if (!hurried) {
+          hurried = true;
+          queueMicrotask(flush);
+        }
+      } else if (!scheduled) {
         scheduled = true;
         setImmediate(flush);
       }
     });
   }
   const one = async <R>(sql: string, params: readonly unknown[] = []) => (await ask('1', sql, params))[0] as R | undefined;
-  const all = <R>(sql: string, params: readonly unknown[] = []) => ask('*', sql, params) as Promise<R[]>;
+  const all = <R>(sql: string, params: readonly unknown[] = [], urgent = false) => ask('*', sql, params, urgent) as Promise<R[]>;
 
   // --- Units of work.
   const once = async <T>(body: (w: Writer) => Promise<T>, o: UnitOptions): Promise<T> => {
