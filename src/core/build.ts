@@ -62,7 +62,11 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     webhooks: b.webhooks,
     units: b.units,
     waiters,
-    writer: createIngestWriter({ units: b.units, relay, waiters, telemetry }),
+    writer: createIngestWriter({
+      units: b.units, relay, waiters, telemetry, logger,
+      // The embedded default: its updates announced with no outbox row (pipeline/ingest.ts).
+      inProcessBus: config.database.kind === 'sqlite' && config.kafkaBrokers.length === 0 ? b.bus : undefined,
+    }),
     secretBox: b.secretBox,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
     allowedPorts: config.webhookAllowedPorts,

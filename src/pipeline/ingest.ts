@@ -3,6 +3,9 @@
  * outcomes counted, and the polls waiting in this process woken by each commit
  * directly rather than only through the bus.
  */
+import type { Logger } from 'pino';
+import type { Bus } from '../bus/bus.js';
+import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import type { UnitsOfWork } from '../storage/units.js';
 import type { OutboxRelay } from './outbox-relay.js';
@@ -14,14 +17,29 @@ export function createIngestWriter(deps: {
   relay: Pick<OutboxRelay, 'nudge' | 'claimUntil' | 'publishClaimed'>;
   waiters: Pick<UpdateWaiters, 'committed'>;
   telemetry: Pick<Telemetry, 'ingested'>;
+  /**
+   * Set on the embedded default (SQLite, the in-process bus): each commit's announcements go
+   * to this bus straight from the commit, with no outbox row. That bus ends with the process
+   * and every subscriber of it (long polls, the dispatcher and its threads) reads the
+   * database when it starts, so a row kept for after a crash would be published to no one
+   * who needs it.
+   */
+  inProcessBus?: Pick<Bus, 'publish'>;
+  logger?: Pick<Logger, 'warn'>;
 }): UpdateWriter {
-  const { relay, waiters, telemetry } = deps;
+  const { relay, waiters, telemetry, inProcessBus } = deps;
   // Each committed batch's outbox messages go to the bus at once: published straight
   // from the commit where the engine answers their ids (claimed by this process as they
   // are written), else by the relay's round, which the commit nudges.
   const groupWriter = createUpdateWriter(deps.units, () => relay.nudge(), undefined, undefined, {
     claimUntil: (now) => relay.claimUntil(now),
     publish: (claimed) => void relay.publishClaimed(claimed),
+    ...(inProcessBus ? {
+      announce: (messages: NewOutboxMessage[]) => {
+        inProcessBus.publish(messages.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })))
+          .catch((err) => deps.logger?.warn({ err }, 'updates not announced on the in-process bus'));
+      },
+    } : {}),
   });
   return {
     async write(items) {

@@ -3,16 +3,21 @@
  * throughput is not bounded by one durable commit per update.
  */
 import { createGroupCommit } from '../group-commit.js';
+import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import type { ClaimedOutbox, IngestOutcome, NewUpdate, UnitsOfWork } from '../storage/units.js';
 
 /**
  * Where a commit's outbox messages go at once: the writer adds them claimed until
  * `claimUntil(now)` and hands them to `publish` once committed (where the engine answers
- * their ids; otherwise they are left to the relay, which onCommitted nudges).
+ * their ids; otherwise they are left to the relay, which onCommitted nudges). With
+ * `announce`, no outbox row is written at all: each commit's messages go to it once
+ * committed (a bus no more durable than this process, whose subscribers read the database
+ * when they start: the embedded default's in-process bus).
  */
 export interface DirectPublish {
   claimUntil(now: number): number;
   publish(claimed: ClaimedOutbox): void;
+  announce?(messages: NewOutboxMessage[]): void;
 }
 
 /**
@@ -30,6 +35,11 @@ export function createUpdateWriter(
     const at = now();
     const quiet = at - lastCommitAt >= DIRECT_AFTER_QUIET_MS;
     lastCommitAt = at;
+    if (direct?.announce) {
+      const { outcomes, announce } = await units.ingestClaiming(items, at, undefined, true);
+      if (announce) direct.announce(announce);
+      return outcomes;
+    }
     const { outcomes, claimed } = await units.ingestClaiming(items, at, quiet ? direct?.claimUntil(at) : undefined);
     if (claimed) direct!.publish(claimed);
     else onCommitted();

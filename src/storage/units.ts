@@ -313,12 +313,17 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
    * engine answers their ids with the insert (OutboxRepo.insertClaimed): then `claimed`
    * has them and their ids, for the caller to publish at once and delete; otherwise (or
    * with no `claimOutboxUntil`) they are left to the relay, and `claimed` is undefined.
+   * `withoutOutbox`: none is written, and `announce` has them, for the caller to publish once
+   * committed (a bus no more durable than the caller's process: the in-process one).
    */
-  const ingestClaiming = async (items: NewUpdate[], now: number, claimOutboxUntil?: number): Promise<{ outcomes: IngestOutcome[]; claimed?: ClaimedOutbox }> => {
+  const ingestClaiming = async (
+    items: NewUpdate[], now: number, claimOutboxUntil?: number, withoutOutbox = false,
+  ): Promise<{ outcomes: IngestOutcome[]; claimed?: ClaimedOutbox; announce?: NewOutboxMessage[] }> => {
     const botIds = [...new Set(items.map((i) => i.botId))];
     let claimed: { ids: Promise<number[]>; messages: NewOutboxMessage[] } | undefined;
+    let announced: NewOutboxMessage[] | undefined;
     const outcomes = await sql.unit(async (w) => {
-      claimed = undefined;
+      claimed = announced = undefined;
       // The bots' rows locked and the update ids taken in one round trip (MySQL): ids for
       // every item, those of items not stored (refused, filtered, duplicates) left unused.
       const counters = bots.lockCountersLater(botIds, w);
@@ -334,9 +339,12 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       bots.advanceCounters(plan.advanced, w);
       updates.insert(plan.stored, w);
       const announce = outboxMessages(plan.stored, plan.toDeliver);
-      const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
-      if (ids) claimed = { ids, messages: announce };
-      else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
+      if (withoutOutbox) announced = announce;
+      else {
+        const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
+        if (ids) claimed = { ids, messages: announce };
+        else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
+      }
       deliveries.insertFor(plan.toDeliver, now, w);
       // Keys past the window are forgotten (the retention sweep may not have run yet).
       for (const { botId, key } of screened.staleKeys) updates.forgetIngestKey(botId, key, w);
@@ -347,7 +355,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       queries.insert(plan.queries, w);
       return screened.outcomes;
     });
-    return { outcomes, claimed: claimed && { ids: await claimed.ids, messages: claimed.messages } };
+    return { outcomes, claimed: claimed && { ids: await claimed.ids, messages: claimed.messages }, announce: announced };
   };
 
   return {
