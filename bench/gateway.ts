@@ -7,7 +7,11 @@
  * the goal of issue 37, CPU per request ≤ 1.3 × the floor's, as met or not): getMe's
  * (Fastify + SHA-256 of the bearer + a prepared better-sqlite3 lookup, kept 1 s), GET /bots/my's
  * and /bots/my/{id}'s, getUpdates' and getWebhookInfo's, sendMessage's, and gRPC
- * getMe's (grpc-js + the generated codec) — bench/baselines.ts, a process of its own — beside the
+ * getMe's (grpc-js + the generated codec) — bench/baselines.ts, a process of its own; with a
+ * MySQL/MariaDB BENCH_DATABASE_URL the floors of the reading calls and sendMessage read and
+ * write there (mysql2, a database of their own on the same server), getMe's stays on SQLite;
+ * before the rounds each HTTP floor's answer is checked to have its call's status and body
+ * shape, and a difference is printed under the table — beside the
  * service (role=all, limits and metrics on, as shipped, LOG_LEVEL=info to /dev/null). For each call: throughput, the service's
  * CPU per request (its process's own CPU time, /proc/PID/stat), and the ratios to
  * the baselines, rounds alternated so that load from elsewhere hits all alike
@@ -33,7 +37,9 @@
  * names contain one of these comma-separated strings), BENCH_CPU_PROF (a directory: each
  * service process writes a V8 CPU profile there when it exits), BENCH_ENV (calls: a JSON
  * object of settings for the service under test, over the shipped ones, for ablations:
- * '{"LIMITS_ENABLED":"false"}', '{"LOG_LEVEL":"warn"}').
+ * '{"LIMITS_ENABLED":"false"}', '{"LOG_LEVEL":"warn"}'), BENCH_FLOOR_SHARED_READS (1: on MySQL/MariaDB the
+ * reading floors' identical reads of one event-loop turn share one statement, as the
+ * service's driver shares them; by default each request sends its own, as a raw client).
  */
 import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -236,11 +242,29 @@ interface Target {
    */
   floor?: Target;
   /**
-   * Its floor does the call's database work on the service's database (sendMessage on
-   * MySQL/MariaDB): that floor's CPU less raw Fastify's is what the database costs the
-   * call on the client's side, and the service's CPU less that is what the service adds.
+   * Its floor does the call's database work on the service's database (the reading calls'
+   * and sendMessage's floors on MySQL/MariaDB): that floor's CPU less raw Fastify's is what
+   * the database costs the call on the client's side, and the service's CPU less that is
+   * what the service adds.
    */
   floorOnServiceDb?: boolean;
+  /** An HTTP target's answer to one request, "<status> <body>" (a floor's must have its call's shape). */
+  answer?: () => Promise<string>;
+}
+
+/**
+ * An answer's shape: its status, and its body's keys in their order with each value's type
+ * (ids, names and times differ between the service and a floor; nothing else may).
+ */
+function shapeOf(answer: string): string {
+  const [status, body] = [answer.slice(0, answer.indexOf(' ')), answer.slice(answer.indexOf(' ') + 1)];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return `${status} (not JSON) ${body}`;
+  }
+  return `${status} ${JSON.stringify(parsed, (_k, v) => (typeof v === 'string' ? 's' : typeof v === 'number' ? 0 : typeof v === 'boolean' ? 'b' : v))}`;
 }
 
 async function calls() {
@@ -249,7 +273,7 @@ async function calls() {
   const server = process.env.BENCH_DATABASE_URL;
   const mysql = server ? await createMysqlDatabase(server, 'bp_bench') : undefined;
   const database = mysql?.url ?? `sqlite:${path.join(dataDir, 'bench.sqlite')}`;
-  // The send floor's own database on the same server (its tables are its own).
+  // The floors' own database on the same server (their tables are their own).
   const floorDb = server ? await createMysqlDatabase(server, 'bp_floor') : undefined;
   const baselines = await startBaselines(floorDb ? { BASELINE_DATABASE_URL: floorDb.url } : {});
   const port = String(await freePort());
@@ -292,32 +316,42 @@ async function calls() {
   const identity = (b: Buffer) => b;
 
   // The baselines, each named, so that a call's ratios name the baseline they divide by.
-  const raw: Target = { name: 'baseline: raw Fastify, constant JSON', run: (w) => benchHttp(`${baselines.http}/const`, 'x', 'GET', baselines.pid, undefined, w) };
-  const getMeFloor: Target = { name: 'baseline: floor of getMe (Fastify + SHA-256 + prepared SQLite lookup, kept 1 s as the service keeps it)', run: (w) => benchHttp(`${baselines.http}/floor`, baselines.token, 'POST', baselines.pid, undefined, w) };
+  /** An HTTP target: its bench, and its answer to one request (for the shapes' check). */
+  const http = (url: string, auth: string, method: 'GET' | 'POST', of: number, body?: unknown) => ({
+    run: (w: number) => benchHttp(url, auth, method, of, body, w),
+    answer: () => fetch(url, { method, headers: { authorization: `Bearer ${auth}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body) }).then(async (r) => `${r.status} ${await r.text()}`),
+  });
+  const b = baselines.http;
+  /** Where the floors of the reading calls and sendMessage do their database work (getMe's stays on SQLite: it reads about once a second). */
+  const floorDbName = floorDb ? 'MySQL/MariaDB, mysql2' : 'SQLite, prepared';
+  const raw: Target = { name: 'baseline: raw Fastify, constant JSON', ...http(`${b}/const`, 'x', 'GET', baselines.pid) };
+  const getMeFloor: Target = { name: 'baseline: floor of getMe (Fastify + SHA-256 + prepared SQLite lookup, kept 1 s as the service keeps it)', ...http(`${b}/floor`, baselines.token, 'POST', baselines.pid) };
   const echoServer: Target = { name: 'baseline: raw grpc-js echo', run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
     echo.makeUnaryRequest('/bench.Echo/Echo', identity, identity, payload, (err) => resolve(!err))), baselines.pid, w) };
-  const listFloor: Target = { name: 'baseline: floor of GET /bots/my (Fastify + kept JWT principal + prepared page and count, same JSON)', run: (w) =>
-    benchHttp(`${baselines.http}/floor/my`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
-  const detailFloor: Target = { name: 'baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + prepared bot and webhook reads, same JSON)', run: (w) =>
-    benchHttp(`${baselines.http}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid, undefined, w) };
-  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its outbox and feed rows, one transaction per batch, the outbox relayed, ${floorDb ? 'mysql2' : 'SQLite'})`, run: (w) =>
-    benchHttp(`${baselines.http}/floor/send`, baselines.token, 'POST', baselines.pid, { chat_id: 4242, text: 'bench' }, w) };
-  const updatesFloor: Target = { name: 'baseline: floor of getUpdates (Fastify + kept principal + the polling state read, the offset confirmed, same JSON)', run: (w) =>
-    benchHttp(`${baselines.http}/floor/updates`, baselines.token, 'POST', baselines.pid, { offset: 2, timeout: 0 }, w) };
-  const webhookInfoFloor: Target = { name: "baseline: floor of getWebhookInfo (Fastify + kept principal + the bot's state, webhook and pending count read, same JSON)", run: (w) =>
-    benchHttp(`${baselines.http}/floor/webhook-info`, baselines.token, 'POST', baselines.pid, undefined, w) };
+  const listFloor: Target = { name: `baseline: floor of GET /bots/my (Fastify + kept JWT principal + the page read, same JSON; ${floorDbName})`,
+    ...http(`${b}/floor/my`, baselines.jwt, 'GET', baselines.pid) };
+  const detailFloor: Target = { name: `baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + the bot and its webhook read, same JSON; ${floorDbName})`,
+    ...http(`${b}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid) };
+  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its outbox and feed rows, one transaction per batch, the outbox relayed; ${floorDbName})`,
+    ...http(`${b}/floor/send`, baselines.token, 'POST', baselines.pid, { chat_id: 4242, text: 'bench' }) };
+  const updatesFloor: Target = { name: `baseline: floor of getUpdates (Fastify + kept principal + the polling state read, the offset confirmed, same JSON; ${floorDbName})`,
+    ...http(`${b}/floor/updates`, baselines.token, 'POST', baselines.pid, { offset: 2, timeout: 0 }) };
+  const webhookInfoFloor: Target = { name: `baseline: floor of getWebhookInfo (Fastify + kept principal + the bot's state, webhook and pending count read, same JSON; ${floorDbName})`,
+    ...http(`${b}/floor/webhook-info`, baselines.token, 'POST', baselines.pid) };
   const grpcClient = new RuntimeServiceClient(baselines.grpc, grpc.credentials.createInsecure());
   const grpcFloorMd = new grpc.Metadata();
   grpcFloorMd.set('authorization', `Bearer ${baselines.token}`);
   const grpcGetMeFloor: Target = { name: 'baseline: floor of gRPC getMe (grpc-js + generated codec + kept principal)', run: (w) =>
     benchUnary(() => new Promise<boolean>((resolve) => grpcClient.getMe({}, grpcFloorMd, (err) => resolve(!err))), baselines.pid, w) };
   const serviceCalls: Target[] = [
-    { name: 'POST /bots/getMe', floor: getMeFloor, run: (w) => benchHttp(`${base}/api/v1/bots/getMe`, token, 'POST', pid, undefined, w) },
-    { name: 'GET /bots/my (6 bots)', floor: listFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my`, jwt, 'GET', pid, undefined, w) },
-    { name: 'GET /bots/my/{id}', floor: detailFloor, run: (w) => benchHttp(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid, undefined, w) },
-    { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', floor: updatesFloor, run: (w) => benchHttp(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }, w) },
-    { name: 'POST /bots/getWebhookInfo', floor: webhookInfoFloor, run: (w) => benchHttp(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid, undefined, w) },
-    { name: 'POST /bots/sendMessage', floor: sendFloor, floorOnServiceDb: !!floorDb, run: (w) => benchHttp(`${base}/api/v1/bots/sendMessage`, token, 'POST', pid, { chat_id: 4242, text: 'bench' }, w) },
+    { name: 'POST /bots/getMe', floor: getMeFloor, ...http(`${base}/api/v1/bots/getMe`, token, 'POST', pid) },
+    { name: 'GET /bots/my (6 bots)', floor: listFloor, floorOnServiceDb: !!floorDb, ...http(`${base}/api/v1/bots/my`, jwt, 'GET', pid) },
+    { name: 'GET /bots/my/{id}', floor: detailFloor, floorOnServiceDb: !!floorDb, ...http(`${base}/api/v1/bots/my/${botId}`, jwt, 'GET', pid) },
+    { name: 'POST /bots/getUpdates (timeout 0, nothing pending)', floor: updatesFloor, floorOnServiceDb: !!floorDb,
+      ...http(`${base}/api/v1/bots/getUpdates`, token, 'POST', pid, { offset, timeout: 0 }) },
+    { name: 'POST /bots/getWebhookInfo', floor: webhookInfoFloor, floorOnServiceDb: !!floorDb, ...http(`${base}/api/v1/bots/getWebhookInfo`, token, 'POST', pid) },
+    { name: 'POST /bots/sendMessage', floor: sendFloor, floorOnServiceDb: !!floorDb, ...http(`${base}/api/v1/bots/sendMessage`, token, 'POST', pid, { chat_id: 4242, text: 'bench' }) },
     { name: 'gRPC getMe direct (grpc-js client -> core)', grpc: true, floor: grpcGetMeFloor, run: (w) => benchUnary(() => new Promise<boolean>((resolve) =>
       runtime.getMe({}, md, (err) => resolve(!err))), pid, w) },
   ];
@@ -331,6 +365,13 @@ async function calls() {
     ...baselineTargets.filter((b) => b === raw || b === echoServer || chosen.some((t) => t.floor === b)),
     ...chosen,
   ];
+  // Each floor answers as its call does: one request to each, their shapes compared.
+  const unlike: string[] = [];
+  for (const t of chosen) {
+    if (!t.answer || !t.floor?.answer) continue;
+    const [call, floor] = [shapeOf(await t.answer()), shapeOf(await t.floor.answer())];
+    if (call !== floor) unlike.push(`${t.name}:\n  the service: ${call}\n  its floor:   ${floor}`);
+  }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const results = targets.map(() => [] as Figures[]);
   for (let i = 0; i < rounds; i++) {
@@ -358,6 +399,10 @@ async function calls() {
     }
     console.log(`| ${t.name} | ${med(j, 'rps').toFixed(0)} | ${med(j, 'cpuMs').toFixed(3)} | ${med(j, 'p50').toFixed(1)} / ${med(j, 'p99').toFixed(1)} | ${errors} | ${tput.toFixed(2)}${t.grpc || t === echoServer ? ' (× echo)' : ''} | ${floorCpu} | ${own} | ${goal} | ${met} |`);
   }
+  const compared = chosen.filter((t) => t.answer && t.floor?.answer).length;
+  console.log(unlike.length === 0
+    ? `\nanswers: each of the ${compared} HTTP floors answers with its call's status and body shape (keys in order, value types)`
+    : `\nanswers: ${unlike.length} of ${compared} HTTP floors do NOT answer as their calls (shapes: keys in order, value types):\n${unlike.join('\n')}`);
   if (mysql) {
     // The issue's goal on MySQL/MariaDB: the service adds at most 0.15 ms of CPU per call to
     // what the database costs. Where a floor did the call's database work on the same
