@@ -11,13 +11,14 @@ import type { Bus } from './bus.js';
 import './kafkajs-idle-fix.js';
 
 /**
- * How long the broker holds a consumer's fetch while it has nothing for it: how often
- * an idle consumer asks again (ten times a second, not fifty). A single message is
- * answered at once whatever the wait (kafkajs's minBytes is 1), but a steady stream to
- * one bot reached its polls later with a longer wait: p50 20 ms at 500 ms, 9 ms at 100
- * and at the former 20 (bench:updates, MariaDB + Kafka, 50 updates/s). Well under STALL_MS.
+ * How long the broker holds a consumer's fetch while it has nothing for it: how often an
+ * idle consumer asks again (once a second). A message is answered at once whatever the
+ * wait (kafkajs's minBytes is 1); each empty answer costs kafkajs CPU and garbage (a
+ * batch per partition, their lag, a heartbeat's check), which at 100 ms, with a process's
+ * two consumers, was most of an idle core's CPU on MariaDB + Kafka (bench:idle, three
+ * 30 s windows: 4.2% of a core at 100, 1.9% at 1000). Well under STALL_MS.
  */
-const FETCH_WAIT_MS = 100;
+const FETCH_WAIT_MS = 1000;
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -98,8 +99,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       const consumer = kafka.consumer({
         groupId: `${opts.clientId}-fanout-${crypto.randomUUID()}`,
         maxWaitTimeInMs: FETCH_WAIT_MS,
+        // A group of one: its heartbeat only keeps its session (kafkajs's default, a third
+        // of the session; it goes between fetches, as their answers come).
         sessionTimeout: 10_000,
-        heartbeatInterval: 1000,
+        heartbeatInterval: 3000,
         rebalanceTimeout: 10_000,
       });
       await consumer.connect();
@@ -112,8 +115,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       consumer.on(consumer.events.GROUP_JOIN, () => joined());
       await consumer.run({
         autoCommit: false,
-        eachMessage: async ({ topic, message }) => {
-          handler({ topic, key: message.key?.toString() ?? '', value: message.value?.toString() ?? '' });
+        // By batch: a message costs the handler's call, not kafkajs's round of promises
+        // for each (its call, its offset, a heartbeat's check: about 2 KB of garbage).
+        eachBatch: async ({ batch }) => {
+          const { topic } = batch;
+          for (const message of batch.messages) handler({ topic, key: message.key?.toString() ?? '', value: message.value?.toString() ?? '' });
         },
       });
       consumers.push(consumer);
