@@ -139,7 +139,11 @@ describe('poll takeover signals between instances', () => {
     };
     return { bus, publishes };
   }
-  const polls = (batch: BusMessage[]) => batch.map((m) => JSON.parse(m.value) as { type: string; botId: string; generation: number });
+  /** The poll signals a publish carried (a message of them: `polls`, [bot id, generation] pairs). */
+  const polls = (batch: BusMessage[]) => batch.flatMap((m) => {
+    const value = JSON.parse(m.value) as { polls?: [string, number][] };
+    return (value.polls ?? []).map(([botId, generation]) => ({ type: 'poll', botId, generation }));
+  });
 
   it("a burst of polls for one bot goes out as its newest poll alone, and still ends the other instance's older poll", async () => {
     const { bus, publishes } = slowBus(200);
@@ -168,5 +172,34 @@ describe('poll takeover signals between instances', () => {
     expect(publishes).toHaveLength(3);
     here.close();
     there.close();
+  });
+
+  it("a burst of polls for 1,200 bots goes out in three messages and ends each bot's older poll on the other instance", async () => {
+    const { bus, publishes } = slowBus(0);
+    const here = createUpdateWaiters(bus, createLogger('silent'));
+    const there = createUpdateWaiters(bus, createLogger('silent'));
+    await here.start();
+    await there.start();
+    const bots = Array.from({ length: 1200 }, (_, i) => `bot-${i}`);
+    const held = bots.map((b) => there.claim(b, false).wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err) => err));
+    for (const b of bots) here.claim(b, true);
+    const ended = await Promise.all(held);
+    expect(ended.every((e) => (e as { code?: number }).code === Code.ABORTED)).toBe(true);
+    // Publishes of at most 500 signals (the group commit's batch), each in one message.
+    expect(publishes.map((p) => p.length)).toEqual([1, 1, 1]);
+    expect(publishes.flatMap(polls).map((s) => s.botId).sort()).toEqual([...bots].sort());
+    here.close();
+    there.close();
+  });
+
+  it('a poll signal sent alone, as instances before poll packs sent them, still ends an older poll here', async () => {
+    const bus = createMemoryBus();
+    const here = createUpdateWaiters(bus, createLogger('silent'));
+    await here.start();
+    const claim = here.claim('bot-old', false);
+    const waiting = claim.wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err) => err);
+    await bus.publish([{ topic: 'botplatform.control', key: 'bot-old', value: JSON.stringify({ type: 'poll', botId: 'bot-old', generation: claim.generation + 1, origin: 'an-older-instance' }) }]);
+    expect(await waiting).toMatchObject({ code: Code.ABORTED });
+    here.close();
   });
 });

@@ -27,6 +27,20 @@ type Signal =
   | { type: 'mode'; botId: string; mode: 'webhook' | 'polling' }
   | { type: 'credentials'; botId: string };
 export type ControlSignal = Signal & { origin: string };
+/**
+ * The poll signals of one publish in one control message (keyed by their origin): each
+ * bot's newest generation, as [bot id, generation]. One message, not one per poll: a
+ * Kafka message costs kafkajs about 16 KB of garbage to produce and consume, and every
+ * process reads every control message (a burst of 10,000 polls was most of a core's
+ * allocations). Mode and credential signals go one per message, as before.
+ */
+interface PollPack {
+  origin: string;
+  polls: [botId: string, generation: number][];
+}
+
+/** Most polls one control message carries (about 60 bytes each). */
+const POLLS_PER_MESSAGE = 500;
 
 export const superseded = () =>
   new ApiError(Code.ABORTED, 'terminated by other getUpdates request; make sure that only one bot instance is running');
@@ -59,10 +73,14 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       for (const listener of credentialListeners) listener(s.botId);
       return;
     }
-    const w = waiters.get(s.botId);
-    if (!w) return;
-    if (s.type === 'poll' && s.generation > w.generation) w.end(superseded);
-    if (s.type === 'mode' && s.mode === 'webhook') w.end(webhookActive);
+    if (s.type === 'poll') return endOlder(s.botId, s.generation);
+    if (s.type === 'mode' && s.mode === 'webhook') waiters.get(s.botId)?.end(webhookActive);
+  }
+
+  /** A poll of generation `generation` began for the bot (here or elsewhere): an older one here ends. */
+  function endOlder(botId: string, generation: number) {
+    const w = waiters.get(botId);
+    if (w && generation > w.generation) w.end(superseded);
   }
 
   /** Something may have arrived for the bot: its waiter reads again (a duplicate costs one read). */
@@ -80,8 +98,13 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
         poke(m.key);
         return;
       }
-      const signal = JSON.parse(m.value) as ControlSignal;
-      if (signal.origin !== origin) onSignal(signal);
+      // This process's own poll packs (keyed by its origin) were applied as they were raised.
+      if (m.key === origin) return;
+      const signal = JSON.parse(m.value) as ControlSignal | PollPack;
+      if (signal.origin === origin) return;
+      if ('polls' in signal) {
+        for (const [botId, generation] of signal.polls) endOlder(botId, generation);
+      } else onSignal(signal);
     });
   }
 
@@ -89,12 +112,22 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   // or while the previous publish is on its way, go together in the next. Of one bot's
   // poll signals in a publish only the newest goes, since it ends whatever an older one
   // would. A burst of polls (every client reconnecting at once, or one client's many
-  // connections) costs one bus round trip and one message per bot, not one each.
+  // connections) costs one bus round trip and one message per POLLS_PER_MESSAGE bots
+  // (a PollPack), not one each.
   const publishing = createGroupCommit<ControlSignal, void>(async (signals) => {
-    const newestPoll = new Map<string, ControlSignal>();
-    for (const s of signals) if (s.type === 'poll') newestPoll.set(s.botId, s);
-    const batch = signals.filter((s) => s.type !== 'poll' || newestPoll.get(s.botId) === s);
-    await bus.publish(batch.map((s) => ({ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(s) })));
+    /** Each bot's newest poll generation (a process's generations only grow). */
+    const newestPoll = new Map<string, number>();
+    const messages: BusMessage[] = [];
+    for (const s of signals) {
+      if (s.type === 'poll') newestPoll.set(s.botId, s.generation);
+      else messages.push({ topic: CONTROL_TOPIC, key: s.botId, value: JSON.stringify(s) });
+    }
+    const polls = [...newestPoll];
+    for (let at = 0; at < polls.length; at += POLLS_PER_MESSAGE) {
+      const pack: PollPack = { origin, polls: polls.slice(at, at + POLLS_PER_MESSAGE) };
+      messages.push({ topic: CONTROL_TOPIC, key: origin, value: JSON.stringify(pack) });
+    }
+    await bus.publish(messages);
     return signals.map(() => undefined);
   }, { gather: 'turn' });
   function signal(s: Signal): Promise<void> {
