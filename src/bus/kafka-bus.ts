@@ -120,6 +120,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         eachBatch: async ({ batch }) => {
           const { topic } = batch;
           for (const message of batch.messages) handler({ topic, key: message.key?.toString() ?? '', value: message.value?.toString() ?? '' });
+          // A turn of the event loop before kafkajs goes on to write its next fetch: what the
+          // handlers started (a woken long poll's read: mysql2 hands out a pooled connection
+          // on process.nextTick, after every promise job) is written first, not after it.
+          await new Promise<void>((resolve) => setImmediate(resolve));
         },
       });
       consumers.push(consumer);
