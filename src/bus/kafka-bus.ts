@@ -20,6 +20,9 @@ import './kafkajs-idle-fix.js';
  */
 const FETCH_WAIT_MS = 1000;
 
+/** How often a consumer group's member commits the offsets it has handled (subscribeGroup). */
+const GROUP_COMMIT_MS = 5000;
+
 export interface KafkaBusOptions {
   brokers: string[];
   clientId: string;
@@ -73,6 +76,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   });
   await producer.connect();
   const consumers: Consumer[] = [];
+  /** Per group member: commits the offsets it handled since its last commit (at close). */
+  const finalCommits = new Map<Consumer, () => Promise<void>>();
   /** When each fan-out consumer last completed a fetch (it fetches every few ms while the broker answers). */
   const lastFetch = new Map<Consumer, number>();
   const STALL_MS = 3000;
@@ -144,12 +149,25 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       // The process serves meanwhile; members of a group must not depend on its messages
       // for correctness (the dispatcher's sweep finds what is due). kafkajs retries the
       // join and restarts a crashed consumer by itself.
+      // On close, what was handled since the last commit is committed before leaving the group.
+      const handled = new Map<string, { topic: string; partition: number; offset: string }>();
+      finalCommits.set(consumer, () => (handled.size > 0 ? consumer.commitOffsets([...handled.values()]) : Promise.resolve()));
+      // Partitions handled before a rebalance may be another member's now.
+      consumer.on(consumer.events.GROUP_JOIN, () => handled.clear());
       consumer.run({
-        // Offsets commit as batches are handled: the database, not the log, says what is due.
-        eachBatch: async ({ batch }) => {
+        // Offsets commit at most every GROUP_COMMIT_MS, as batches are handled, not after each
+        // batch (an OffsetCommit request and its answer per update message, on a core that is
+        // busy with the update's wake-up): a member taking over after a crash or a rebalance
+        // may get up to that much again, which costs its handler a repeated kick. The database,
+        // not the log, says what is due.
+        autoCommit: false,
+        autoCommitInterval: GROUP_COMMIT_MS,
+        eachBatch: async ({ batch, commitOffsetsIfNecessary }) => {
           const keys = new Set<string>();
           for (const m of batch.messages) if (m.key && (except === undefined || m.value?.toString() !== except)) keys.add(m.key.toString());
           if (keys.size > 0) handler([...keys]);
+          handled.set(`${batch.topic}\n${batch.partition}`, { topic: batch.topic, partition: batch.partition, offset: String(BigInt(batch.lastOffset()) + 1n) });
+          await commitOffsetsIfNecessary();
         },
       }).catch((err) => log.error({ err, group }, 'consumer group stopped'));
       consumers.push(consumer);
@@ -163,6 +181,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async close() {
       closing = true;
+      await Promise.allSettled([...finalCommits.values()].map((commit) => commit()));
       await Promise.allSettled(consumers.map((c) => c.disconnect()));
       await producer.disconnect();
     },
