@@ -35,7 +35,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
-import Fastify from 'fastify';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
 import { EventEmitter } from 'node:events';
 import { createGroupCommit } from '../src/group-commit.js';
@@ -493,11 +493,17 @@ const keptBot = (authorization: string | undefined) => {
 };
 const isInt = (v: unknown, min: number, max: number) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max);
 type UpdatesBody = { Body: { offset?: unknown; limit?: unknown; timeout?: unknown } | undefined };
-/** getUpdates' fields, or undefined when one is out of its range. */
-const updatesArgs = (body: UpdatesBody['Body']) => {
-  const { offset = 0, limit = 100, timeout = 0 } = body ?? {};
-  return isInt(offset, -(2 ** 31), 2 ** 31 - 1) && isInt(limit, 1, 100) && isInt(timeout, 0, 50) ? { from: offset as number, limit: limit as number } : undefined;
-};
+/**
+ * A getUpdates floor's call: its bot (the kept principal) and fields, or undefined once the
+ * refusal is sent (401 without a known bearer, 400 with a field out of its range).
+ */
+function updatesCall(request: FastifyRequest<UpdatesBody>, reply: FastifyReply) {
+  const principal = keptBot(request.headers.authorization);
+  if (!principal) return void reply.code(401).send({ ok: false, error_code: 401 });
+  const { offset = 0, limit = 100, timeout = 0 } = request.body ?? {};
+  if (!(isInt(offset, -(2 ** 31), 2 ** 31 - 1) && isInt(limit, 1, 100) && isInt(timeout, 0, 50))) return void reply.code(400).send({ ok: false, error_code: 400 });
+  return { botId: principal.botId, from: offset as number, limit: limit as number };
+}
 interface PollWebhook { url: string; max_connections: number; allowed_ips: string; last_error_date: number | null; last_error_message: string | null; disabled_at: number | null }
 /** getWebhookInfo's answer from the bot's mode and allowed updates, its webhook and its pending count. */
 const webhookInfoJson = (mode: string, allowed: string | null, hook: PollWebhook | undefined, pending: number) => JSON.stringify({
@@ -522,20 +528,18 @@ if (mysql) {
   const infoSql = `select b.delivery_mode, b.allowed_updates, w.url, w.max_connections, w.allowed_ips, w.last_error_date, w.last_error_message,
     w.disabled_at, (select count(*) from poll_updates u where u.bot_id = b.id) from poll_bots b left join poll_webhooks w on w.bot_id = b.id where b.id = ?`;
   app.post<UpdatesBody>('/floor/updates', async (request, reply) => {
-    const principal = keptBot(request.headers.authorization);
-    if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
-    const args = updatesArgs(request.body);
-    if (!args) return reply.code(400).send({ ok: false, error_code: 400 });
-    const { from, limit } = args;
-    const [[mode, last]] = (await myRows<[string, number]>(stateSql, [principal.botId])) as [[string, number]];
+    const call = updatesCall(request, reply);
+    if (!call) return reply;
+    const { botId, from, limit } = call;
+    const [[mode, last]] = (await myRows<[string, number]>(stateSql, [botId])) as [[string, number]];
     if (mode === 'webhook') return reply.code(409).send({ ok: false, error_code: 409 });
     if (from > last + 1) return reply.code(400).send({ ok: false, error_code: 400 });
-    if (from > 1 && (confirmedBelow.get(principal.botId) ?? 0) < from) {
-      const ids = (await myRows<[number]>(belowSql, [principal.botId, from])).map((r) => r[0]);
+    if (from > 1 && (confirmedBelow.get(botId) ?? 0) < from) {
+      const ids = (await myRows<[number]>(belowSql, [botId, from])).map((r) => r[0]);
       if (ids.length > 0) await myQuery(`delete from poll_updates where update_id in (${ids.map(() => '?').join(', ')})`, ids);
-      confirmedBelow.set(principal.botId, from);
+      confirmedBelow.set(botId, from);
     }
-    const rows = Math.max(from, 1) <= last ? (await myRows<[string]>(readSql, [principal.botId, from, limit])).map((r) => r[0]) : [];
+    const rows = Math.max(from, 1) <= last ? (await myRows<[string]>(readSql, [botId, from, limit])).map((r) => r[0]) : [];
     return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":[${rows.join(',')}]}`);
   });
   app.post('/floor/webhook-info', async (request, reply) => {
@@ -550,19 +554,17 @@ if (mysql) {
   });
 } else {
   app.post<UpdatesBody>('/floor/updates', async (request, reply) => {
-    const principal = keptBot(request.headers.authorization);
-    if (!principal) return reply.code(401).send({ ok: false, error_code: 401 });
-    const args = updatesArgs(request.body);
-    if (!args) return reply.code(400).send({ ok: false, error_code: 400 });
-    const { from, limit } = args;
-    const [mode, last] = pollState.get(principal.botId) as [string, number];
+    const call = updatesCall(request, reply);
+    if (!call) return reply;
+    const { botId, from, limit } = call;
+    const [mode, last] = pollState.get(botId) as [string, number];
     if (mode === 'webhook') return reply.code(409).send({ ok: false, error_code: 409 });
     if (from > last + 1) return reply.code(400).send({ ok: false, error_code: 400 });
-    if (from > 1 && (confirmedBelow.get(principal.botId) ?? 0) < from) {
-      for (const id of pollBelow.all(principal.botId, from) as number[]) pollDelete.run(id);
-      confirmedBelow.set(principal.botId, from);
+    if (from > 1 && (confirmedBelow.get(botId) ?? 0) < from) {
+      for (const id of pollBelow.all(botId, from) as number[]) pollDelete.run(id);
+      confirmedBelow.set(botId, from);
     }
-    const rows = Math.max(from, 1) <= last ? (pollRead.all(principal.botId, from, limit) as string[]) : [];
+    const rows = Math.max(from, 1) <= last ? (pollRead.all(botId, from, limit) as string[]) : [];
     return reply.type('application/json; charset=utf-8').send(`{"ok":true,"result":[${rows.join(',')}]}`);
   });
   app.post('/floor/webhook-info', async (request, reply) => {
