@@ -18,7 +18,7 @@ import { buildCore } from './core/build.js';
 import type { Core } from './core/core.js';
 import { createMemoryBus } from './bus/memory-bus.js';
 import { createThreadBusHub } from './bus/thread-bus.js';
-import { NO_DELIVERY, UPDATES_TOPIC } from './bus/topics.js';
+import { WEBHOOK_UPDATES_TOPIC } from './bus/topics.js';
 import { runWebhookAnswers, startDispatcher } from './dispatcher-role.js';
 import { startDispatcherThreads, type DispatcherThreads, type StartWhen } from './dispatcher-threads.js';
 import { every } from './every.js';
@@ -85,10 +85,8 @@ const ROLES: Record<Config['role'], Role> = {
       // a process whose bots poll runs none. On Kafka (threads only when set) they start with the process.
       const startWhen: StartWhen | undefined = hub && {
         due: async () => (await backend.deliveries.botsWithDue(Number.MAX_SAFE_INTEGER, 1)).length > 0,
-        // A polling bot's updates (NO_DELIVERY) open no delivery: no question for them.
-        nudges: (nudge) => void hub.bus.subscribeAll([UPDATES_TOPIC], (m) => {
-          if (m.value !== NO_DELIVERY) nudge();
-        }),
+        // Webhook bots' updates only: a polling bot's open no delivery, no question for them.
+        nudges: (nudge) => void hub.bus.subscribeAll([WEBHOOK_UPDATES_TOPIC], () => nudge()),
       };
       const started = await startDispatcherThreads(root, { threads, hub, startWhen, coreGrpcAddress: loopbackAddress(root.config.host, grpcPort) });
       dispatcherThreads = started;

@@ -9,7 +9,7 @@ import { secretKeyOf } from './auth/secret-key.js';
 import { createSecretBox, type SecretBox } from './auth/secret-box.js';
 import type { Bus } from './bus/bus.js';
 import { createMemoryBus } from './bus/memory-bus.js';
-import { CONTROL_TOPIC, MESSAGES_TOPIC, UPDATES_TOPIC } from './bus/topics.js';
+import { CONTROL_TOPIC, MESSAGES_TOPIC, UPDATES_TOPIC, WEBHOOK_UPDATES_TOPIC } from './bus/topics.js';
 import type { Config } from './config.js';
 import { createAttempts, type Attempts } from './dispatch/attempts.js';
 import { createWebhookClient } from './dispatch/webhook-client.js';
@@ -140,7 +140,7 @@ async function openBus(config: Config, logger: Logger, telemetry: Telemetry): Pr
   return (await import('./bus/kafka-bus.js')).createKafkaBus({
     brokers: config.kafkaBrokers,
     clientId: config.kafkaClientId,
-    topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
+    topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: WEBHOOK_UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
     logger,
     onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
   });

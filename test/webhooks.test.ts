@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusMessage } from '../src/bus/bus.js';
-import { NO_DELIVERY, UPDATES_TOPIC } from '../src/bus/topics.js';
+import { NO_DELIVERY, UPDATES_TOPIC, WEBHOOK_UPDATES_TOPIC } from '../src/bus/topics.js';
 import { InternalServiceClient, IngestUpdatesRequest } from '../src/gen/botplatform/v1/internal_service.js';
 import { approvedBot, call, client, startHarness, TEST_INTERNAL_TOKEN, type Harness } from './helpers/harness.js';
 import { startReceiver, type Receiver } from './helpers/receiver.js';
@@ -78,17 +78,17 @@ describe('webhook delivery', () => {
     expect(info.body.result.pending_update_count).toBe(0);
   });
 
-  it("announces a webhook bot's updates to the dispatchers (an empty value), a polling bot's as having no delivery", async () => {
+  it("announces a webhook bot's updates to the dispatchers (their own topic, an empty value), a polling bot's to the long polls as having no delivery", async () => {
     const seen: BusMessage[] = [];
-    await h.apps[0]!.bus!.subscribeAll([UPDATES_TOPIC], (m) => seen.push(m));
+    await h.apps[0]!.bus!.subscribeAll([UPDATES_TOPIC, WEBHOOK_UPDATES_TOPIC], (m) => seen.push(m));
     const hooked = await botWithReceiver('hook_announced');
     const polling = await approvedBot(h, ownerJwt, 'hook_not_announced');
     await inject(hooked.id, 'to the webhook');
     await inject(polling.id, 'to the polls');
     await hooked.receiver.waitFor(1);
     await until(async () => seen.filter((m) => m.key === polling.id).length, (n) => n === 1);
-    expect(seen.filter((m) => m.key === hooked.id).map((m) => m.value)).toEqual(['']);
-    expect(seen.filter((m) => m.key === polling.id).map((m) => m.value)).toEqual([NO_DELIVERY]);
+    expect(seen.filter((m) => m.key === hooked.id).map((m) => [m.topic, m.value])).toEqual([[WEBHOOK_UPDATES_TOPIC, '']]);
+    expect(seen.filter((m) => m.key === polling.id).map((m) => [m.topic, m.value])).toEqual([[UPDATES_TOPIC, NO_DELIVERY]]);
   });
 
   it('a receiver failing 5 times walks the whole schedule to dead_letter; a manual retry after it recovers succeeds', async () => {

@@ -20,12 +20,11 @@ export interface Bus {
   subscribeAll(topics: string[], handler: (message: BusMessage) => void): Promise<void>;
   /**
    * The group's members share the topics' messages (a Kafka consumer group): each
-   * key's messages reach one member. The handler gets the keys of a batch, but for
-   * messages whose value is `except` (they are not the group's business).
+   * key's messages reach one member. The handler gets the keys of a batch.
    * Resolves once subscribed, possibly before the group is joined: a member must
    * not rely on the group's messages alone.
    */
-  subscribeGroup(group: string, topics: string[], handler: (keys: string[]) => void, except?: string): Promise<void>;
+  subscribeGroup(group: string, topics: string[], handler: (keys: string[]) => void): Promise<void>;
   /**
    * Why the bus is not delivering right now (e.g. the broker is unreachable), or
    * undefined. Subscribers may miss messages meanwhile and should read the database.

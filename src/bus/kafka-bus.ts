@@ -136,7 +136,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await ready;
     },
 
-    async subscribeGroup(group, topics, handler, except) {
+    async subscribeGroup(group, topics, handler) {
       const consumer = kafka.consumer({
         groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: FETCH_WAIT_MS, heartbeatInterval: 1000, sessionTimeout: 10_000,
         retry: { retries: 5, restartOnFailure: async () => !closing },
@@ -164,7 +164,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         autoCommitInterval: GROUP_COMMIT_MS,
         eachBatch: async ({ batch, commitOffsetsIfNecessary }) => {
           const keys = new Set<string>();
-          for (const m of batch.messages) if (m.key && (except === undefined || m.value?.toString() !== except)) keys.add(m.key.toString());
+          for (const m of batch.messages) if (m.key) keys.add(m.key.toString());
           if (keys.size > 0) handler([...keys]);
           handled.set(`${batch.topic}\n${batch.partition}`, { topic: batch.topic, partition: batch.partition, offset: String(BigInt(batch.lastOffset()) + 1n) });
           await commitOffsetsIfNecessary();

@@ -32,7 +32,7 @@ export function slotOf(key: string, slots: number): number {
 type ToHub =
   | { t: 'publish'; messages: BusMessage[] }
   | { t: 'all'; topics: string[] }
-  | { t: 'group'; group: string; topics: string[]; slot: number; except?: string };
+  | { t: 'group'; group: string; topics: string[]; slot: number };
 
 /** What the hub sends to a thread's bus. */
 type ToThread = { t: 'deliver'; messages: BusMessage[]; groups: [group: string, keys: string[]][] };
@@ -42,7 +42,7 @@ interface Member {
   /** Topics it takes every message of. */
   all: Set<string>;
   /** Groups it is a member of: topics, and its slot. */
-  groups: Map<string, { topics: Set<string>; slot: number; except?: string }>;
+  groups: Map<string, { topics: Set<string>; slot: number }>;
 }
 
 export interface ThreadBusHub {
@@ -70,7 +70,7 @@ export function createThreadBusHub(local: Bus, slots: number): ThreadBusHub {
       const groups: [string, string[]][] = [];
       for (const [group, g] of m.groups) {
         const keys = new Set<string>();
-        for (const x of messages) if (g.topics.has(x.topic) && x.value !== g.except && slotOf(x.key, slots) === g.slot) keys.add(x.key);
+        for (const x of messages) if (g.topics.has(x.topic) && slotOf(x.key, slots) === g.slot) keys.add(x.key);
         if (keys.size > 0) groups.push([group, [...keys]]);
       }
       if (fanned.length > 0 || groups.length > 0) m.port.postMessage({ t: 'deliver', messages: fanned, groups } satisfies ToThread);
@@ -81,7 +81,7 @@ export function createThreadBusHub(local: Bus, slots: number): ThreadBusHub {
     bus: {
       publish,
       subscribeAll: (topics, handler) => local.subscribeAll(topics, handler),
-      subscribeGroup: (group, topics, handler, except) => local.subscribeGroup(group, topics, handler, except),
+      subscribeGroup: (group, topics, handler) => local.subscribeGroup(group, topics, handler),
       problem: () => local.problem?.(),
       async close() {
         for (const port of [...members.keys()]) detach(port);
@@ -95,7 +95,7 @@ export function createThreadBusHub(local: Bus, slots: number): ThreadBusHub {
         if (msg.t === 'publish') void publish(msg.messages);
         else if (msg.t === 'all') for (const t of msg.topics) member.all.add(t);
         else if (msg.t === 'group') {
-          member.groups.set(msg.group, { topics: new Set(msg.topics), slot: msg.slot, except: msg.except });
+          member.groups.set(msg.group, { topics: new Set(msg.topics), slot: msg.slot });
           const list = slotted.get(msg.group) ?? [];
           list[msg.slot] = member;
           slotted.set(msg.group, list);
@@ -137,9 +137,9 @@ export function createPortBus(port: MessagePort, slot: number): Bus {
       all.push({ topics: new Set(topics), handler });
       send({ t: 'all', topics });
     },
-    async subscribeGroup(group, topics, handler, except) {
+    async subscribeGroup(group, topics, handler) {
       groups.set(group, handler);
-      send({ t: 'group', group, topics, slot, except });
+      send({ t: 'group', group, topics, slot });
     },
     async close() {
       all.length = 0;

@@ -48,7 +48,7 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
 import type { DeliveriesRepo, LeasedDelivery } from '../storage/deliveries-repo.js';
-import { NO_DELIVERY, UPDATES_TOPIC } from '../bus/topics.js';
+import { WEBHOOK_UPDATES_TOPIC } from '../bus/topics.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import { HEARTBEAT_MS, isCongestion, LEASE_MS, type Attempts } from './attempts.js';
 
@@ -401,10 +401,10 @@ export function createDispatcher(opts: DispatcherOptions) {
 
   return {
     async start() {
-      // A polling bot's updates (NO_DELIVERY) are not the dispatchers' business.
-      await opts.bus.subscribeGroup(DISPATCHER_GROUP, [UPDATES_TOPIC], (keys) => {
+      // Webhook bots' updates only: a polling bot's (the updates topic) are not the dispatchers' business.
+      await opts.bus.subscribeGroup(DISPATCHER_GROUP, [WEBHOOK_UPDATES_TOPIC], (keys) => {
         for (const botId of keys) kick(botId, true);
-      }, NO_DELIVERY);
+      });
       void sweepLoop();
       heartbeatTimer = setTimeout(() => void heartbeatLoop(), HEARTBEAT_MS);
     },

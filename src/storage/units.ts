@@ -15,7 +15,7 @@
  * between those is retried whole). Sending locks the bot's row, then its chat's feed
  * partition row.
  */
-import { MESSAGES_TOPIC, NO_DELIVERY, UPDATES_TOPIC } from '../bus/topics.js';
+import { MESSAGES_TOPIC, NO_DELIVERY, UPDATES_TOPIC, WEBHOOK_UPDATES_TOPIC } from '../bus/topics.js';
 import { createBotsRepo, type BotCounters, type MessageCounter } from './bots-repo.js';
 import type { Db, Writer } from './db.js';
 import { createAttemptsRepo } from './attempts-repo.js';
@@ -277,13 +277,16 @@ export interface ClaimedOutbox {
 }
 
 /**
- * The outbox messages announcing stored updates: one per bot on the updates topic, keyed
- * by it (its consumers read the key and then the database, not the update): empty for a
- * bot whose updates got deliveries, NO_DELIVERY for one whose got none (dispatchers skip it).
+ * The outbox messages announcing stored updates: one per bot, keyed by it (its consumers
+ * read the key and then the database): for a bot whose updates got deliveries, an empty one
+ * on the webhook updates topic (the dispatchers'), for one whose got none NO_DELIVERY on the
+ * updates topic (the long polls').
  */
 const outboxMessages = (stored: StoredUpdate[], delivered: StoredUpdate[]) => {
   const webhook = new Set(delivered.map((u) => u.botId));
-  return [...new Set(stored.map((u) => u.botId))].map((botId) => ({ topic: UPDATES_TOPIC, key: botId, payload: webhook.has(botId) ? '' : NO_DELIVERY }));
+  return [...new Set(stored.map((u) => u.botId))].map((botId) => (webhook.has(botId)
+    ? { topic: WEBHOOK_UPDATES_TOPIC, key: botId, payload: '' }
+    : { topic: UPDATES_TOPIC, key: botId, payload: NO_DELIVERY }));
 };
 
 /** The tables a deleted bot's rows are purged from (DELETED_BOT_RETENTION after its deletion). */
