@@ -9,7 +9,8 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Bus, BusMessage } from '../src/bus/bus.js';
 import { createMemoryBus } from '../src/bus/memory-bus.js';
-import { createUpdateWaiters } from '../src/pipeline/update-waiters.js';
+import { createUpdateWaiters, encodeArrived } from '../src/pipeline/update-waiters.js';
+import { NO_DELIVERY, UPDATES_TOPIC } from '../src/bus/topics.js';
 import { Code } from '../src/errors.js';
 import { createLogger } from '../src/logger.js';
 import { approvedBot, client, startHarness, type Harness } from './helpers/harness.js';
@@ -201,5 +202,55 @@ describe('poll takeover signals between instances', () => {
     await bus.publish([{ topic: 'botplatform.control', key: 'bot-old', value: JSON.stringify({ type: 'poll', botId: 'bot-old', generation: claim.generation + 1, origin: 'an-older-instance' }) }]);
     expect(await waiting).toMatchObject({ code: Code.ABORTED });
     here.close();
+  });
+});
+
+describe('a woken poll answered from what the wake-ups carried', () => {
+  const update = (seq: number) => ({ updateId: 100 + seq, botId: 'bot-c', updateSeq: seq, kind: 'message', message: { text: `u${seq}` }, createdAt: 1 });
+  const texts = (rows: { updateSeq: number; message: Record<string, unknown> }[] | undefined) => rows?.map((u) => `${u.updateSeq}:${String(u.message.text)}`);
+
+  it('answers the updates from its offset on when the carried ones hold them with no gap, else asks for a read', async () => {
+    const waiters = createUpdateWaiters(createMemoryBus(), createLogger('silent'));
+    await waiters.start();
+    // Two commits' arrivals (the second repeating one, as the bus and the local wake-up both bring it): 5, 6, 7.
+    const a = waiters.claim('bot-c', false);
+    waiters.committed(['bot-c'], () => encodeArrived([update(5), update(6)]));
+    waiters.committed(['bot-c'], () => encodeArrived([update(6), update(7)]));
+    expect(texts(a.takeArrived(5, 100))).toEqual(['5:u5', '6:u6', '7:u7']);
+    // Taken: nothing is left to answer from, and nothing flagged.
+    expect(a.takeArrived(5, 100)).toBeUndefined();
+    expect(a.takeDirty()).toBe(false);
+    // From a later offset, and up to the limit.
+    waiters.committed(['bot-c'], () => encodeArrived([update(5), update(6), update(7)]));
+    expect(texts(a.takeArrived(6, 1))).toEqual(['6:u6']);
+    // A gap before the carried ones (update 8 announced elsewhere, not yet here): a read.
+    waiters.committed(['bot-c'], () => encodeArrived([update(9)]));
+    expect(a.takeArrived(8, 100)).toBeUndefined();
+    expect(a.takeDirty()).toBe(true);
+    // A wake-up that did not say what arrived (an older core's, the relay's, a recheck): a read, whatever else came.
+    waiters.committed(['bot-c'], () => encodeArrived([update(8)]));
+    waiters.recheckAll();
+    waiters.committed(['bot-c'], () => encodeArrived([update(9)]));
+    expect(a.takeArrived(8, 100)).toBeUndefined();
+    expect(a.takeDirty()).toBe(true);
+    // Too long to carry: said without them.
+    expect(encodeArrived([{ ...update(10), message: { text: 'x'.repeat(20_000) } }])).toBeUndefined();
+    a.release();
+    waiters.close();
+  });
+
+  it('over the bus: a message carrying the updates wakes the waiter with them; one saying only NO_DELIVERY asks for a read', async () => {
+    const bus = createMemoryBus();
+    const waiters = createUpdateWaiters(bus, createLogger('silent'));
+    await waiters.start();
+    const a = waiters.claim('bot-c', false);
+    const woken = a.wait(Date.now() + 5000, new AbortController().signal);
+    await bus.publish([{ topic: UPDATES_TOPIC, key: 'bot-c', value: encodeArrived([update(3)])! }]);
+    expect(await woken).toBe(true);
+    expect(texts(a.takeArrived(3, 100))).toEqual(['3:u3']);
+    await bus.publish([{ topic: UPDATES_TOPIC, key: 'bot-c', value: encodeArrived([update(4)])! }, { topic: UPDATES_TOPIC, key: 'bot-c', value: NO_DELIVERY }]);
+    expect(a.takeArrived(4, 100)).toBeUndefined();
+    a.release();
+    waiters.close();
   });
 });

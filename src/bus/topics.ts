@@ -2,10 +2,13 @@
 
 /**
  * Polling bots with newly stored updates (key: bot id; one message per bot per ingest):
- * wakes their long polls, which read the updates from the database. Its value is
- * NO_DELIVERY (the ingest wrote no delivery for the bot). Every core's fan-out consumer
- * reads it; the webhook dispatchers do not (a webhook bot's go to WEBHOOK_UPDATES_TOPIC).
- * Cores from before that topic also sent webhook bots' here, with an empty value.
+ * wakes their long polls. Its value is NO_DELIVERY (the ingest wrote no delivery for the
+ * bot: the polls read the updates from the database), or, published by the committing
+ * core itself, the updates as stored (a JSON array: update-waiters.ts's encodeArrived),
+ * which a poll waiting for exactly those answers without a read. Every core's fan-out
+ * consumer reads it; the webhook dispatchers do not (a webhook bot's go to
+ * WEBHOOK_UPDATES_TOPIC). Cores from before that topic also sent webhook bots' here, with an
+ * empty value.
  */
 export const UPDATES_TOPIC = 'botplatform.updates';
 /**

@@ -200,9 +200,13 @@ export function createUpdatesService(deps: UpdatesDeps): UpdatesRpc & {
 
     /**
      * Reads what may have arrived, then answers or parks. `woken`: after a wait, woken by
-     * an arrival: its read goes out at once (an urgent read), not after the event loop's turn.
+     * an arrival: answered from what the arrivals carried when they hold the updates from
+     * the offset on (Claim.takeArrived: committed, as the read would find them), else its
+     * read goes out at once (an urgent read), not after the event loop's turn.
      */
     private round(woken = false) {
+      const arrived = woken ? this.waiter.takeArrived(this.offset, this.limit) : undefined;
+      if (arrived) return this.found(arrived);
       const mayHave = this.waiter.takeDirty() || this.mayHave;
       this.mayHave = true;
       if (!mayHave) return this.found(NO_ROWS);

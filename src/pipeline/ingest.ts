@@ -30,10 +30,12 @@ export function createIngestWriter(deps: {
   const { relay, waiters, telemetry, inProcessBus } = deps;
   // Each committed batch's outbox messages go to the bus at once: published straight
   // from the commit where the engine answers their ids (claimed by this process as they
-  // are written), else by the relay's round, which the commit nudges.
+  // are written), else by the relay's round, which the commit nudges. Polls waiting here
+  // are woken by each commit directly, not only through the bus, with what arrived.
   const groupWriter = createUpdateWriter(deps.units, () => relay.nudge(), undefined, undefined, {
     claimUntil: (now) => relay.claimUntil(now),
     publish: (claimed) => void relay.publishClaimed(claimed),
+    stored: (botIds, arrived) => waiters.committed(botIds, arrived),
     ...(inProcessBus ? {
       announce: (messages: NewOutboxMessage[]) => {
         inProcessBus.publish(messages.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })))
@@ -47,8 +49,6 @@ export function createIngestWriter(deps: {
       const counts = { stored: 0, duplicate: 0, filtered: 0, rejected: 0 };
       for (const o of outcomes) counts['ok' in o ? 'stored' : 'duplicate' in o ? 'duplicate' : 'filtered' in o ? 'filtered' : 'rejected']++;
       for (const [outcome, n] of Object.entries(counts)) if (n > 0) telemetry.ingested(outcome, n);
-      // Polls waiting here are woken directly, not only through the bus.
-      waiters.committed(new Set(outcomes.flatMap((o) => ('ok' in o ? [o.ok.botId] : []))));
       return outcomes;
     },
   };

@@ -14,6 +14,7 @@ import { ApiError, Code } from '../errors.js';
 import type { Bus, BusMessage } from '../bus/bus.js';
 import { createGroupCommit } from '../group-commit.js';
 import { CONTROL_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
+import type { StoredUpdate } from '../storage/updates-repo.js';
 
 /** The caller's going away, as the wait reads it (an AbortSignal, or the gateway's lighter CallSignal). */
 interface Gone {
@@ -46,6 +47,32 @@ export const superseded = () =>
   new ApiError(Code.ABORTED, 'terminated by other getUpdates request; make sure that only one bot instance is running');
 export const webhookActive = () =>
   new ApiError(Code.FAILED_PRECONDITION, "can't use getUpdates while a webhook is active; use deleteWebhook first");
+
+/**
+ * Most characters of one commit's updates of a bot carried to its waiters (encodeArrived);
+ * more, and the announcement says only that they arrived (the waiter reads them).
+ */
+const ARRIVED_MAX_CHARS = 16_384;
+
+/**
+ * One commit's stored updates of one bot, as they travel to its long polls (the value of its
+ * updates-topic message, and the local wake-up): a JSON array of [update_id, update_seq,
+ * kind, created_at, message], the message as the updates table stores it. Undefined when
+ * too long to carry. Sent only once committed: the database has them, and stays the source
+ * a waiter reads whenever these do not cover what it waits for.
+ */
+export function encodeArrived(updates: StoredUpdate[]): string | undefined {
+  const text = JSON.stringify(updates.map((u) => [u.updateId, u.updateSeq, u.kind, u.createdAt, u.message]));
+  return text.length <= ARRIVED_MAX_CHARS ? text : undefined;
+}
+
+/** Whether a value is encodeArrived's (NO_DELIVERY and the empty value of older cores are not). */
+const isArrived = (value: string) => value.charCodeAt(0) === 0x5b; // '['
+
+function decodeArrived(botId: string, text: string): StoredUpdate[] {
+  return (JSON.parse(text) as [number, number, string, number, Record<string, unknown>][])
+    .map(([updateId, updateSeq, kind, createdAt, message]) => ({ updateId, botId, updateSeq, kind, message, createdAt }));
+}
 
 /** Who a parked claim tells how its wait ended (Claim.park). */
 export interface Parked {
@@ -83,11 +110,16 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     if (w && generation > w.generation) w.end(superseded);
   }
 
-  /** Something may have arrived for the bot: its waiter reads again (a duplicate costs one read). */
-  function poke(botId: string) {
+  /**
+   * Something may have arrived for the bot: its waiter reads again (a duplicate costs one
+   * read), or, with `arrived` (encodeArrived's: what arrived), may answer from it.
+   */
+  function poke(botId: string, arrived?: string) {
     const w = waiters.get(botId);
     if (w) {
       w.dirty = true;
+      if (arrived === undefined) w.arrived = null;
+      else if (w.arrived !== null) (w.arrived ??= []).push(arrived);
       w.wake();
     }
   }
@@ -95,7 +127,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   async function start() {
     await bus.subscribeAll([UPDATES_TOPIC, CONTROL_TOPIC], (m: BusMessage) => {
       if (m.topic === UPDATES_TOPIC) {
-        poke(m.key);
+        poke(m.key, isArrived(m.value) ? m.value : undefined);
         return;
       }
       // This process's own poll packs (keyed by its origin) were applied as they were raised.
@@ -144,6 +176,11 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   class Claim {
     /** Set when something may have arrived since the last read. */
     dirty = false;
+    /**
+     * What arrived since the last read, as the pokes carried it (encodeArrived's texts);
+     * null when a poke did not say (a read is needed); undefined when none did yet.
+     */
+    arrived: string[] | null | undefined = undefined;
     /** Why the claim ended, if it did (made only if the caller still waits: a stack trace costs). */
     private ended: (() => ApiError) | null = null;
     /** While the call waits: who is told, its timer, and the caller's signal with this claim's listener on it. */
@@ -181,7 +218,27 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     takeDirty(): boolean {
       const d = this.dirty;
       this.dirty = false;
+      this.arrived = undefined;
       return d;
+    }
+
+    /**
+     * The updates from update_seq `from` on (at most `limit`), when every poke since the
+     * last read carried what arrived and those hold `from` and what follows it with no gap:
+     * what a read would answer now, or a prefix of it (a commit whose poke is still on its
+     * way follows). Then the flag is cleared as by takeDirty. Otherwise undefined: read.
+     */
+    takeArrived(from: number, limit: number): StoredUpdate[] | undefined {
+      const texts = this.arrived;
+      if (!this.dirty || !texts) return undefined;
+      const bySeq = new Map<number, StoredUpdate>();
+      for (const text of texts) for (const u of decodeArrived(this.botId, text)) if (u.updateSeq >= from) bySeq.set(u.updateSeq, u);
+      const run: StoredUpdate[] = [];
+      for (let seq = from; run.length < limit && bySeq.has(seq); seq++) run.push(bySeq.get(seq)!);
+      if (run.length === 0) return undefined;
+      this.dirty = false;
+      this.arrived = undefined;
+      return run;
     }
 
     /**
@@ -259,9 +316,13 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       credentialListeners.push(listener);
     },
 
-    /** Updates of these bots were committed by this process: their waiters here read again, bus or no bus. */
-    committed(botIds: Iterable<string>) {
-      for (const botId of botIds) poke(botId);
+    /**
+     * Updates of these bots were committed by this process: their waiters here read again,
+     * bus or no bus, or answer from what arrived (`arrived`: encodeArrived's, asked only of
+     * bots with a waiter here).
+     */
+    committed(botIds: Iterable<string>, arrived?: (botId: string) => string | undefined) {
+      for (const botId of botIds) if (waiters.has(botId)) poke(botId, arrived?.(botId));
     },
 
     /** Every waiter reads again (the bus may have missed updates committed by other instances). */

@@ -2,9 +2,12 @@
  * Ingest's group commit: updates of concurrent calls share one transaction, so
  * throughput is not bounded by one durable commit per update.
  */
+import { NO_DELIVERY, UPDATES_TOPIC } from '../bus/topics.js';
 import { createGroupCommit } from '../group-commit.js';
 import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import type { ClaimedOutbox, IngestOutcome, NewUpdate, UnitsOfWork } from '../storage/units.js';
+import type { StoredUpdate } from '../storage/updates-repo.js';
+import { encodeArrived } from './update-waiters.js';
 
 /**
  * Where a commit's outbox messages go at once: the writer adds them claimed until
@@ -13,11 +16,19 @@ import type { ClaimedOutbox, IngestOutcome, NewUpdate, UnitsOfWork } from '../st
  * `announce`, no outbox row is written at all: each commit's messages go to it once
  * committed (a bus no more durable than this process, whose subscribers read the database
  * when they start: the embedded default's in-process bus).
+ *
+ * The messages a commit hands over itself (`publish`, `announce`) carry each polling bot's
+ * updates of the commit (encodeArrived's) in place of NO_DELIVERY, for its long polls to
+ * answer from; the outbox row keeps NO_DELIVERY (what the relay publishes if this process
+ * does not). `stored` is told, after the messages are handed over, of every bot with updates
+ * in the commit, and how to get what arrived for one (encodeArrived's, made once per bot and
+ * only when asked): this process's waiters.
  */
 export interface DirectPublish {
   claimUntil(now: number): number;
   publish(claimed: ClaimedOutbox): void;
   announce?(messages: NewOutboxMessage[]): void;
+  stored?(botIds: Iterable<string>, arrived: (botId: string) => string | undefined): void;
 }
 
 /**
@@ -26,6 +37,33 @@ export interface DirectPublish {
  * their messages to the relay's rounds, whose linger carries several commits per publish.
  */
 const DIRECT_AFTER_QUIET_MS = 50;
+
+/** A commit's stored updates by bot, and each bot's as its waiters get them (encodeArrived, made when first asked). */
+function arrivalsOf(outcomes: IngestOutcome[]) {
+  const byBot = new Map<string, StoredUpdate[]>();
+  for (const o of outcomes) {
+    if (!('ok' in o)) continue;
+    const list = byBot.get(o.ok.botId);
+    if (list) list.push(o.ok);
+    else byBot.set(o.ok.botId, [o.ok]);
+  }
+  const texts = new Map<string, string | undefined>();
+  const arrived = (botId: string): string | undefined => {
+    if (texts.has(botId)) return texts.get(botId);
+    const updates = byBot.get(botId);
+    const text = updates && encodeArrived(updates);
+    texts.set(botId, text);
+    return text;
+  };
+  return { bots: byBot.keys(), arrived };
+}
+
+/** The messages with each polling bot's NO_DELIVERY replaced by what arrived for it. */
+const carrying = <M extends NewOutboxMessage>(messages: M[], arrived: (botId: string) => string | undefined): M[] =>
+  messages.map((m) => {
+    const text = m.topic === UPDATES_TOPIC && m.payload === NO_DELIVERY ? arrived(m.key) : undefined;
+    return text === undefined ? m : { ...m, payload: text };
+  });
 
 export function createUpdateWriter(
   units: Pick<UnitsOfWork, 'ingestClaiming'>, onCommitted: () => void, maxBatch = 2000, now = Date.now, direct?: DirectPublish,
@@ -37,12 +75,20 @@ export function createUpdateWriter(
     lastCommitAt = at;
     if (direct?.announce) {
       const { outcomes, announce } = await units.ingestClaiming(items, at, undefined, true);
-      if (announce) direct.announce(announce);
+      const { bots, arrived } = arrivalsOf(outcomes);
+      if (announce) direct.announce(carrying(announce, arrived));
+      direct.stored?.(bots, arrived);
       return outcomes;
     }
     const { outcomes, claimed } = await units.ingestClaiming(items, at, quiet ? direct?.claimUntil(at) : undefined);
-    if (claimed) direct!.publish(claimed);
+    if (!direct) {
+      onCommitted();
+      return outcomes;
+    }
+    const { bots, arrived } = arrivalsOf(outcomes);
+    if (claimed) direct.publish({ ids: claimed.ids, messages: carrying(claimed.messages, arrived) });
     else onCommitted();
+    direct.stored?.(bots, arrived);
     return outcomes;
   }, { maxBatch });
 }

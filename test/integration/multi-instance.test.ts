@@ -1,7 +1,7 @@
 /**
  * Several core instances on one MariaDB and one Kafka (run by the integration pass:
  * TEST_DATABASE_URL and TEST_KAFKA_BROKERS). A getUpdates waiting on one instance
- * wakes when the update was ingested on another; the newest poll wins across
+ * wakes when the update was ingested on another, and answers what a read would; the newest poll wins across
  * instances; a webhook set on one instance ends a poll waiting on another; a token
  * regenerated on one instance, or its bot deleted there, is refused by the other within
  * 100 ms.
@@ -108,6 +108,8 @@ describe('two core instances on MariaDB + Kafka', () => {
       const res = await waiting;
       latencies.push(performance.now() - t0);
       expect(res.body.result.map((u: { message: { text: string } }) => u.message.text)).toEqual([`cross ${i}`]);
+      // What the woken poll answered (from the Kafka message's updates, or a read) is what a read of the same offset answers.
+      expect((await call(b.httpUrl!, 'POST', '/api/v1/bots/getUpdates', { token, body: { offset } })).body).toEqual(res.body);
       offset = res.body.result[0].update_seq + 1;
     }
     nextOffset = offset;
