@@ -12,6 +12,7 @@ import { CallAbort, PUBLIC_BASE_URL_METADATA } from '../../src/core/context.js';
 import type { Telemetry } from '../../src/telemetry/metrics.js';
 import { requestIdOf } from '../../src/telemetry/request-id.js';
 import { infoLine } from '../../src/logger.js';
+import { Slots } from '../../src/slots.js';
 import { bindRequest, parseJsonBody } from './binding.js';
 import { createCodec } from './codec.js';
 import { renderError, surfaceOfPath } from './envelopes.js';
@@ -126,8 +127,11 @@ const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; re
 
 export function buildGateway(opts: GatewayOptions): Gateway {
   const codec = createCodec(opts.table);
-  /** Calls waiting on the core: their abort, and what answers them 503 at shutdown's last resort. */
-  const inFlight = new Map<CallAbort, (err: ApiError) => void>();
+  /**
+   * Calls waiting on the core: what answers each 503 at shutdown's last resort (its abort
+   * signalled first). Slots, not a Map: see src/slots.ts.
+   */
+  const inFlight = new Slots<(err: unknown, shutdown?: true) => void>();
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.maxBodyBytes,
@@ -392,15 +396,16 @@ export function buildGateway(opts: GatewayOptions): Gateway {
     // instead of having its connection cut: cancelInFlight rejects it (no listener or race
     // per call).
     return new Promise<unknown>((resolve, reject) => {
-      const fail = (err: unknown) => {
+      const fail = (err: unknown, shutdown?: true) => {
+        if (shutdown) abort.abort(SHUTDOWN);
         reply.raw.off('close', onClose);
-        inFlight.delete(abort);
+        inFlight.delete(slot, fail);
         reject(err);
       };
-      inFlight.set(abort, fail);
+      const slot = inFlight.add(fail);
       opts.invoker.invoke(spec, message, metadata, abort, logSinkOf(request)).then((response) => {
         reply.raw.off('close', onClose);
-        inFlight.delete(abort);
+        inFlight.delete(slot, fail);
         if (!then) return resolve(response);
         try {
           resolve(then(spec, reply, response as Record<string, unknown>));
@@ -413,10 +418,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
 
   return Object.assign(app, {
     cancelInFlight() {
-      for (const [a, reject] of inFlight) {
-        a.abort(SHUTDOWN);
-        reject(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'));
-      }
+      for (const fail of inFlight.values()) fail(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'), true);
     },
   });
 }
