@@ -29,7 +29,11 @@ export async function startService(env: Record<string, string>, opts: { compiled
   // BENCH_NODE_ARGS: more node/V8 flags for every service process (space-separated), to try one.
   const extra = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean) : [];
   const nodeArgs = [...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof, ...interval] : []), ...extra, ...(opts.nodeArgs ?? [])];
-  const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', 'ignore', 'inherit'], { compiled, nodeArgs });
+  // BENCH_SERVICE_STDOUT=prefix: each service process's stdout (its log lines, and what V8's
+  // --trace-gc* flags print, given by BENCH_NODE_ARGS) to prefix.<n>, not discarded.
+  const out = process.env.BENCH_SERVICE_STDOUT ? fs.openSync(`${process.env.BENCH_SERVICE_STDOUT}.${children.length + 1}`, 'w') : 'ignore';
+  const child = await startServiceProcess({ LOG_LEVEL: 'warn', LIMITS_ENABLED: 'false', ...env }, ['ignore', out, 'inherit'], { compiled, nodeArgs });
+  if (typeof out === 'number') fs.closeSync(out);
   children.push(child);
   return child;
 }

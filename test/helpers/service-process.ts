@@ -1,5 +1,5 @@
 /** The service as a real child process (what `npm start` runs), for crash tests and benchmarks. */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -22,7 +22,7 @@ export const START_NODE_FLAGS: string[] = (() => {
  */
 export async function startServiceProcess(
   env: Record<string, string>,
-  stdio: 'ignore' | 'inherit' | ['ignore', 'ignore', 'inherit'] = 'ignore',
+  stdio: StdioOptions = 'ignore',
   opts: { compiled?: boolean; nodeArgs?: string[] } = {},
 ): Promise<ChildProcess> {
   // compiled: dist/ as `npm start` runs it (built by buildService), without tsx's
