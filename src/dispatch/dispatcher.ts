@@ -51,6 +51,7 @@ import type { DeliveriesRepo, LeasedDelivery } from '../storage/deliveries-repo.
 import { WEBHOOK_UPDATES_TOPIC } from '../bus/topics.js';
 import type { WebhooksRepo } from '../storage/webhooks-repo.js';
 import { HEARTBEAT_MS, isCongestion, LEASE_MS, type Attempts } from './attempts.js';
+import { Slots } from '../slots.js';
 
 export interface DispatcherOptions {
   deliveries: DeliveriesRepo;
@@ -128,7 +129,8 @@ export function createDispatcher(opts: DispatcherOptions) {
   let beating: Promise<void> | null = null;
   const bots = new Map<string, BotState>();
   const limitTtlMs = opts.limitTtlMs ?? 5000;
-  const running = new Set<Promise<void>>();
+  /** The attempts under way here, for stop() to wait on (Slots, not a Set: see src/slots.ts). */
+  const running = new Slots<Promise<void>>();
   const slowMs = opts.slowMs ?? Math.min(1000, Math.floor(opts.timeoutMs / 4));
   let total = 0; // attempts counted against the budget
   let parked = 0; // slow attempts, outside it
@@ -214,12 +216,12 @@ export function createDispatcher(opts: DispatcherOptions) {
         if (bot.inFlight === 0 && !fresh(bot, Date.now()) && bots.get(d.botId) === bot) bots.delete(d.botId);
         if (isParked) parked--;
         else total--;
-        running.delete(p);
+        running.delete(slot, p);
         // A slot of this bot is free: its next due delivery may go.
         kick(d.botId);
         if (starved.size > 0) kickWaiting();
       });
-    running.add(p);
+    const slot = running.add(p);
   }
 
   /**
@@ -421,7 +423,7 @@ export function createDispatcher(opts: DispatcherOptions) {
       if (sweepTimer) clearTimeout(sweepTimer);
       for (const t of wakers) clearTimeout(t);
       await kicking;
-      await Promise.allSettled([...running]);
+      await Promise.allSettled(running.values());
       // Leases were renewed until the last outcome was written.
       if (heartbeatTimer) clearTimeout(heartbeatTimer);
       heartbeatTimer = null;

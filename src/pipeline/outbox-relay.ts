@@ -32,6 +32,7 @@ import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
 import { createGroupCommit } from '../group-commit.js';
 import type { NewOutboxMessage, OutboxRepo } from '../storage/outbox-repo.js';
+import { Slots } from '../slots.js';
 
 export interface OutboxRelayOptions {
   /** The poll's interval while the relay has had work recently. */
@@ -148,8 +149,8 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
     if (directArrived && lingerMs > 0) await new Promise((r) => setTimeout(r, lingerMs));
     return items.map(() => undefined);
   });
-  /** Direct publishes in progress (stop waits for them). */
-  const direct = new Set<Promise<void>>();
+  /** Direct publishes in progress (stop waits for them; Slots, not a Set: see src/slots.ts). */
+  const direct = new Slots<Promise<void>>();
 
   function nudge() {
     nudged = true;
@@ -219,8 +220,8 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
       if (directInFlight) directArrived = true;
       const done: Promise<void> = publishing.write(claimed.ids.map((id, i) => ({ id, message: claimed.messages[i]! })))
         .then(() => undefined, (err) => logger.debug({ err }, 'outbox relay: direct publish failed; the relay takes it'))
-        .finally(() => direct.delete(done));
-      direct.add(done);
+        .finally(() => direct.delete(slot, done));
+      const slot = direct.add(done);
       return done;
     },
     /** Why the relay cannot publish, while it cannot; undefined when it can. */
@@ -231,7 +232,7 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
       running = false;
       wake?.();
       await loop;
-      await Promise.allSettled([...direct]);
+      await Promise.allSettled(direct.values());
     },
   };
 }
