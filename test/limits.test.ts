@@ -243,8 +243,8 @@ describe('per-chat send limit (limiter against the real counter store)', () => {
     const into = Date.now() % 3_600_000;
     if (into > 3_600_000 - 10_000) await sleep(3_600_000 - into + 50);
     const getMe = (l: typeof a) => l.check('bot-small', '/botplatform.v1.RuntimeService/GetMe', {}).then(() => true, () => false);
-    // Two calls back to back on A: the second looks like a rate of 100 a second, 10 in the
-    // next 100 ms, and reserves what it can (at most 40 / 8 = 5).
+    // Two calls back to back on A: the second looks like a rate of 100 a second, 100 in the
+    // next second, and reserves what it can (at most 40 / 8 = 5).
     expect(await getMe(a)).toBe(true);
     expect(await getMe(a)).toBe(true);
     // B is admitted until the counter is full: all but A's two calls and what A holds.

@@ -94,7 +94,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
   });
   const limitSettings = config.limits.enabled ? config.limits : { botRate: null, chatRate: null, dailyQuota: 0 };
   const limiter = config.limits.enabled && (limitSettings.botRate || limitSettings.chatRate || limitSettings.dailyQuota > 0)
-    ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger, recheckFullMs: config.statsFlushMs })
+    ? createLimiter({ repo: b.limits, settings: limitSettings, telemetry, logger, recheckFullMs: config.statsFlushMs, reserveAheadMs: config.statsFlushMs })
     : undefined;
   const feedWaker = createFeedWaker();
   // Concurrent sends share a transaction (group commit); each committed batch wakes this

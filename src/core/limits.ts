@@ -10,7 +10,8 @@
  * instances held in reserve comes back within it).
  *
  * A busy counter is decided in memory: with its calls, a transaction reserves on each
- * counter about RESERVE_AHEAD_MS of this instance's recent demand more, at most an
+ * counter about `reserveAheadMs` (STATS_FLUSH_INTERVAL: until the next give-back) of this
+ * instance's recent demand more, at most an
  * eighth of its limit (an allowance, counted in the database at once), and later calls
  * spend the allowance without asking the database. So no counter ever goes past its limit, however many instances share
  * it. A counter reserves nothing on its first decision in a window, nor when a call of
@@ -54,8 +55,6 @@ function chatOf(path: string, request: unknown): string | undefined {
 /** What admits a call at once. */
 const ADMITTED: Promise<void> = Promise.resolve();
 
-/** How much of a counter's recent demand a transaction reserves ahead: its rate over this long. */
-const RESERVE_AHEAD_MS = 100;
 /** The shortest span a demand's rate is measured over (a burst in one millisecond is not a rate of thousands a second). */
 const MIN_SPAN_MS = 10;
 /**
@@ -80,9 +79,17 @@ export function createLimiter(deps: {
   repo: LimitsRepo; settings: LimitSettings; telemetry: Telemetry; logger: Logger; now?: () => number;
   /** How long a counter found full is refused here without asking the database again, within its window (STATS_FLUSH_INTERVAL). */
   recheckFullMs?: number;
+  /**
+   * How much of a counter's recent demand a transaction reserves ahead: its rate over this
+   * long (STATS_FLUSH_INTERVAL: what is reserved and unused goes back that often). At 100 ms
+   * a busy bot's counters went to the database ten times a second, and its calls cost 8% more
+   * CPU (getMe and getWebhookInfo at 1 s against 100 ms, side by side, docs/benchmarks/results.md).
+   */
+  reserveAheadMs?: number;
 }) {
   const now = deps.now ?? Date.now;
   const recheckFullMs = deps.recheckFullMs ?? 1000;
+  const reserveAheadMs = deps.reserveAheadMs ?? 1000;
   const { botRate, chatRate, dailyQuota } = deps.settings;
   /**
    * Counters known full: when to ask the database again (at most recheckFullMs on, never
@@ -108,10 +115,10 @@ export function createLimiter(deps: {
     const reservations: Reservation[] = [];
     for (const [key, { rule, calls: n }] of counters) {
       const a = allowances.get(key);
-      // A counter this instance decided before in this window: its demand since then, as a rate, over RESERVE_AHEAD_MS.
+      // A counter this instance decided before in this window: its demand since then, as a rate, over reserveAheadMs.
       if (!a || a.rule.windowStart !== rule.windowStart) continue;
       const ahead = Math.min(
-        Math.floor(((a.used + n) * RESERVE_AHEAD_MS) / Math.max(MIN_SPAN_MS, at - a.since)),
+        Math.floor(((a.used + n) * reserveAheadMs) / Math.max(MIN_SPAN_MS, at - a.since)),
         Math.floor(rule.limit * MAX_RESERVED_SHARE),
       );
       if (ahead > 0) reservations.push({ rule, n: ahead });
