@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { ApiError, Code } from '../errors.js';
 import type { Bus, BusMessage } from '../bus/bus.js';
 import { createGroupCommit } from '../group-commit.js';
+import { createBurstTrim } from '../heap-trim.js';
 import { CONTROL_TOPIC, UPDATES_TOPIC } from '../bus/topics.js';
 import type { StoredUpdate } from '../storage/updates-repo.js';
 
@@ -42,6 +43,10 @@ interface PollPack {
 
 /** Most polls one control message carries (about 60 bytes each). */
 const POLLS_PER_MESSAGE = 500;
+
+/** How many more polls held make a burst, and how long no new one must arrive before its garbage is collected. */
+const BURST_POLLS = 1000;
+const BURST_QUIET_MS = 1000;
 
 export const superseded = () =>
   new ApiError(Code.ABORTED, 'terminated by other getUpdates request; make sure that only one bot instance is running');
@@ -91,6 +96,11 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   let lastGeneration = 0;
   let closed = false;
   const credentialListeners: ((botId: string) => void)[] = [];
+  /**
+   * After a burst of polls (bots reconnecting at once), a full collection once they stop
+   * arriving: what their requests left in the heap goes back now (src/heap-trim.ts).
+   */
+  const trim = createBurstTrim({ burst: BURST_POLLS, quietMs: BURST_QUIET_MS, held: () => waiters.size });
 
   /** Hybrid clock: microseconds of wall time, strictly increasing within the process. */
   const nextGeneration = () => (lastGeneration = Math.max(lastGeneration + 1, Date.now() * 1000));
@@ -283,6 +293,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       const claim = new Claim(botId, nextGeneration());
       waiters.get(botId)?.end(superseded);
       waiters.set(botId, claim);
+      trim.note(waiters.size);
       // Not awaited: the local takeover is done, other instances hear of it shortly.
       if (signalOthers) signal({ type: 'poll', botId, generation: claim.generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
       return claim;
@@ -339,6 +350,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
      */
     close() {
       closed = true;
+      trim.close();
       for (const w of [...waiters.values()]) {
         w.dirty = false;
         w.wake();
