@@ -122,6 +122,13 @@ function withSettings(document: unknown, settings: Readonly<Record<string, numbe
   return walk(document);
 }
 
+/** A request's body has ended (or the request closed): its socket's idle limit is lifted (limitBodyIdle). */
+function bodyEnded(this: IncomingMessage) {
+  this.off('end', bodyEnded);
+  this.off('close', bodyEnded);
+  this.socket?.setTimeout(0);
+}
+
 /** The answer to a request that arrives while the gateway is closing. */
 const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call');
 
@@ -186,11 +193,12 @@ export function buildGateway(opts: GatewayOptions): Gateway {
    * has ended (read, or drained after the answer). Waiting for the answer is not limited.
    */
   function limitBodyIdle(req: IncomingMessage) {
-    const socket = req.socket;
-    socket.setTimeout(opts.bodyIdleTimeoutMs);
-    const clear = () => socket.setTimeout(0);
-    req.once('end', clear);
-    req.once('close', clear);
+    req.socket.setTimeout(opts.bodyIdleTimeoutMs);
+    // One function for every request (the request is its `this`), added with on(), not
+    // once(): no closure and no once() wrapper per request, held by a waiting long poll's
+    // request until it ends.
+    req.on('end', bodyEnded);
+    req.on('close', bodyEnded);
   }
 
   /** Whether a request has a body to receive (else the message ends with its headers). */
