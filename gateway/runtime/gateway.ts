@@ -129,7 +129,7 @@ function bodyEnded(this: IncomingMessage) {
   this.socket?.setTimeout(0);
 }
 
-/** The answer to a request that arrives while the gateway is closing. */
+/** The answer to a request that arrives while the gateway is closing, and to a call still waiting at its end. */
 const CLOSING = new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call');
 
 export function buildGateway(opts: GatewayOptions): Gateway {
@@ -426,7 +426,7 @@ export function buildGateway(opts: GatewayOptions): Gateway {
 
   return Object.assign(app, {
     cancelInFlight() {
-      for (const fail of inFlight.values()) fail(new ApiError(Code.UNAVAILABLE, 'the service is shutting down; retry the call'), true);
+      for (const fail of inFlight.values()) fail(CLOSING, true);
     },
   });
 }
