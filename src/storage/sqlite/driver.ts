@@ -37,12 +37,15 @@ function insertText(table: string, columns: readonly string[], rows: number, onC
     ?? multiRowTexts.set(key, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${conflictText(onConflict)}${returningId ? ' RETURNING id' : ''}`);
 }
 
-/** Several rows' columns set by one statement joining a VALUES list by key (a CASE per column would scan its branches per row). */
-function updateText(table: string, keyColumn: string, columns: readonly string[], rows: number): string {
-  const key = `update\n${table}\n${keyColumn}\n${columns.join(',')}\n${rows}`;
-  const set = columns.map((c, i) => `${c} = v.column${i + 2}`).join(', ');
+/**
+ * One row's columns set by its key. Several rows are set by running it once per row: with
+ * no round trips to save, that is the cheapest (an UPDATE … FROM (VALUES …) join costs
+ * about 15 µs more per statement, a CASE per column scans its branches per row).
+ */
+function updateText(table: string, keyColumn: string, columns: readonly string[]): string {
+  const key = `update\n${table}\n${keyColumn}\n${columns.join(',')}`;
   return multiRowTexts.get(key)
-    ?? multiRowTexts.set(key, `UPDATE ${table} SET ${set} FROM (VALUES ${valuesList(columns.length + 1, rows)}) AS v WHERE ${table}.${keyColumn} = v.column1`);
+    ?? multiRowTexts.set(key, `UPDATE ${table} SET ${columns.map((c) => `${c} = ?`).join(', ')} WHERE ${keyColumn} = ?`);
 }
 
 /**
@@ -130,7 +133,11 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
       inChunks(rows, (size, params) => writeStatement(insertText(table, columns, size, onConflict), params).run(...params));
     },
     update(table, key, columns, rows) {
-      inChunks(rows, (size, params) => writeStatement(updateText(table, key, columns, size), params).run(...params));
+      const text = updateText(table, key, columns);
+      for (const [keyValue, ...values] of rows) {
+        values.push(keyValue);
+        writeStatement(text, values).run(...values);
+      }
     },
     // INSERT … RETURNING (SQLite 3.35+): the new rows' ids at once. SQLite does not promise
     // RETURNING's order, but one statement's new keys ascend in its rows' order.
