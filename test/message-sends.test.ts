@@ -133,6 +133,11 @@ describe('copies, forwards, albums, chat actions and chats', () => {
     expect(await refusal(Array.from({ length: 11 }, () => ({ type: 'photo', media: a })))).toMatch(/^Bad Request: media: too many messages to send as an album/);
     const docs = await b.rt(token, 'sendMediaGroup', { chat_id: 6301, media: [{ type: 'document', media: doc }, { type: 'document', media: doc, caption: 'two' }] });
     expect(docs.body.result.map((m: { document: { file_name: string } }) => m.document.file_name)).toEqual(['d.txt', 'd.txt']);
+    // An album to a chat that has not written to the bot stores none of its messages.
+    const nowhere = await b.rt(token, 'sendMediaGroup', { chat_id: 6399, media: [{ type: 'photo', media: a }, { type: 'photo', media: c }] });
+    expect(nowhere.body).toEqual({ ok: false, error_code: 400, description: 'Bad Request: chat not found' });
+    const after = (await b.rt(token, 'sendMessage', { chat_id: 6301, text: 'after' })).body.result;
+    expect(after.message_id).toBe(docs.body.result[1].message_id + 1);
   });
 
   it('sendMediaGroup on the Telegram surface: attach://<name> parts of a multipart body beside file_ids, PhotoSize with the image\'s width and height', async () => {

@@ -109,6 +109,25 @@ describe('messages', () => {
     expect(inserts).toBeLessThan(N / 2);
   });
 
+  it('refuses a chat that has not written to the bot in a batch of sends, storing the others with consecutive ids', async () => {
+    const { id, token } = await approvedBot(h, ownerJwt, 'msg_unknown');
+    await testUpdate(id, 'hi', 7151);
+    const [u] = (await rt(token, 'getUpdates', {})).body.result;
+    // Sent together (one group commit): the unknown chat stores nothing and takes no id.
+    const answers = await Promise.all([7151, 7159, 7151, 7159].map((chatId, k) => rt(token, 'sendMessage', { chat_id: chatId, text: `m${k}` })));
+    expect(answers.map((a) => a.status)).toEqual([200, 400, 200, 400]);
+    for (const a of [answers[1]!, answers[3]!]) expect(a.body).toEqual({ ok: false, error_code: 400, description: 'Bad Request: chat not found' });
+    expect([answers[0]!.body.result.message_id, answers[2]!.body.result.message_id]).toEqual([u.message.message_id + 1, u.message.message_id + 2]);
+    expect(answers[0]!.body.result.chat).toEqual(u.message.chat);
+    // An unknown chat is the refusal before a reply to nothing, with or without allow_sending_without_reply.
+    for (const allow of [false, true]) {
+      const reply = await rt(token, 'sendMessage', { chat_id: 7159, text: 'x', reply_to_message_id: 5, allow_sending_without_reply: allow });
+      expect(reply.body.description).toBe('Bad Request: chat not found');
+    }
+    const next = (await rt(token, 'sendMessage', { chat_id: 7151, text: 'last' })).body.result;
+    expect(next.message_id).toBe(u.message.message_id + 3);
+  });
+
   it('replies only to a message of the same chat', async () => {
     const { id, token } = await approvedBot(h, ownerJwt, 'msg_reply');
     await testUpdate(id, 'one', 7101);

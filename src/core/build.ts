@@ -54,6 +54,8 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
 
   const messages = createMessagesRepo(b.db);
   const queries = createQueriesRepo(b.db);
+  /** The embedded default's bus (SQLite, no Kafka): in this process only. */
+  const inProcessBus = config.database.kind === 'sqlite' && config.kafkaBrokers.length === 0 ? b.bus : undefined;
   const updates = createUpdatesService({
     bots: b.bots,
     messages,
@@ -65,7 +67,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     writer: createIngestWriter({
       units: b.units, relay, waiters, telemetry, logger,
       // The embedded default: its updates announced with no outbox row (pipeline/ingest.ts).
-      inProcessBus: config.database.kind === 'sqlite' && config.kafkaBrokers.length === 0 ? b.bus : undefined,
+      inProcessBus,
     }),
     secretBox: b.secretBox,
     allowedCidrs: parseCidrs(config.webhookAllowedCidrs),
@@ -98,13 +100,19 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     : undefined;
   const feedWaker = createFeedWaker();
   // Concurrent sends share a transaction (group commit); each committed batch wakes this
-  // instance's feed streams at once (others poll), and its relay (the batch's outbox messages).
+  // instance's feed streams at once (others poll), and its outbox messages go to the bus
+  // from the commit or by the relay (pipeline/send-writer.ts).
+  const sendWriter = createSendWriter({
+    units: b.units, relay, committed: () => feedWaker.sent(),
+    // The in-process bus: each commit's messages published from it (no claim statement a round).
+    publishEveryCommit: inProcessBus !== undefined,
+  });
+  // Edits, deletes, chat actions and answers to queries reach the feed and the bus by the
+  // relay, which each commit nudges.
   const announced = () => {
     feedWaker.sent();
     relay.nudge();
   };
-  const sendWriter = createSendWriter(b.units, announced);
-  // Edits, deletes and chat actions reach the feed and the bus the same way.
   const eventWriter = createFeedEventWriter(b.units, announced);
   const core = createCore({
     authenticator,

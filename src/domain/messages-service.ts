@@ -74,29 +74,26 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
     check.inRange(v, 'reply_to_message_id', input.replyToMessageId, replyTo);
   }
 
-  /** The chat (one that has written to the bot) and the message replied to (of the same chat), checked; how to build each message once its id is known. */
+  /**
+   * The message replied to (of the same chat), checked; how to build each message once its
+   * id and its chat are known. The chat (one that has written to the bot) is checked in the
+   * unit that stores the messages (units.ts's sendMessages), as a send's floor does.
+   */
   async function prepare(principal: BotPrincipal, input: SendInput, bodies: Partial<Message>[]): Promise<SendItem[]> {
-    // Read together; an unknown chat is the refusal, before a reply to nothing.
-    const [chatRead, replyRead] = await Promise.allSettled([
-      deps.messages.chat(principal.botId, input.chatId),
-      replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId),
-    ]);
-    if (chatRead.status === 'rejected') throw chatRead.reason;
-    const chat = chatRead.value;
-    if (!chat) throw chatNotFound();
     let replyTo = input.replyToMessageId;
     let replyToMessage: Message | undefined;
-    if (replyRead.status === 'rejected') {
-      const err: unknown = replyRead.reason;
-      // allow_sending_without_reply: a message that is not there is no reason to refuse the send.
+    try {
+      replyToMessage = await replyTarget(deps.messages, principal.botId, input.chatId, input.replyToMessageId);
+    } catch (err) {
+      // An unknown chat is the refusal, before a reply to nothing (a message found is of a known chat).
       const missing = err instanceof ApiError && err.details.some((d) => d.reason === 'MESSAGE_NOT_FOUND');
+      if (missing && !(await deps.messages.chatType(principal.botId, input.chatId))) throw chatNotFound();
+      // allow_sending_without_reply: a message that is not there is no reason to refuse the send.
       if (!(input.allowSendingWithoutReply && missing)) throw err;
       replyTo = undefined;
-    } else {
-      replyToMessage = replyRead.value;
     }
     const date = Math.floor(now() / 1000);
-    return bodies.map((body) => ({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot) => toWireMessage({
+    return bodies.map((body) => ({ botId: principal.botId, chatId: input.chatId, build: (messageId, bot, chat) => toWireMessage({
       messageId,
       date,
       // As Telegram's: the chat with the names it has.
@@ -116,10 +113,12 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
     }) }));
   }
 
-  /** Checks the chat and the replied-to message, then stores and queues the message. */
+  /** Checks the replied-to message, then stores and queues the message (refused if its chat has not written to the bot). */
   async function send(principal: BotPrincipal, input: SendInput, body: Partial<Message>): Promise<Message> {
     const [item] = await prepare(principal, input, [body]);
-    return fromWireMessage(await deps.sender.send(item!));
+    const stored = await deps.sender.send(item!);
+    if (!stored) throw chatNotFound();
+    return fromWireMessage(stored);
   }
 
   /** A caption as Telegram keeps it: parsed, cleaned and trimmed (an empty one is none). */
@@ -233,7 +232,10 @@ export function createMessagesService(deps: MessagesDeps): SendRpc & ReturnType<
       }));
       const mediaGroupId = newMediaGroupId();
       const items = await prepare(principal, req, bodies.map((b) => ({ ...b, mediaGroupId })));
-      return { result: (await deps.sender.sendMany(items)).map((w) => fromWireMessage(w)) };
+      const stored = await deps.sender.sendMany(items);
+      // An album's messages share their chat: all stored, or none.
+      if (stored.some((m) => !m)) throw chatNotFound();
+      return { result: stored.map((w) => fromWireMessage(w!)) };
     },
 
     ...createMessageEdits(deps),

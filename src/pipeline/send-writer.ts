@@ -1,22 +1,49 @@
 /**
  * The send methods' group commit: messages sent by concurrent calls (any bots) share
- * one transaction — one lock of each bot's row, one multi-row insert into messages,
- * outbox and feed — so a busy bot does not pay a transaction per message. A batch
- * starts after the current event-loop turn, so that calls whose requests arrived
+ * one transaction — their chats read, one lock of each bot's row, one multi-row insert
+ * into messages, outbox and feed — so a busy bot does not pay a transaction per message.
+ * A batch starts after the current event-loop turn, so that calls whose requests arrived
  * together share it.
+ *
+ * Its outbox messages go to the bus as ingest's do (update-writer.ts): a commit adds them
+ * claimed by this process and hands them to the relay to publish at once
+ * (`publishClaimed`, where the engine answers their ids) after a quiet spell, or on every
+ * commit with `publishEveryCommit` (a bus whose publishes cost nothing to batch: the
+ * in-process one, where the relay's round would cost a claim statement). Otherwise the
+ * relay's rounds take them: the commit nudges it. `committed` is told of each commit.
  */
 import { createGroupCommit } from '../group-commit.js';
 import type { SendItem, UnitsOfWork } from '../storage/units.js';
+import type { OutboxRelay } from './outbox-relay.js';
+import { DIRECT_AFTER_QUIET_MS } from './update-writer.js';
 
-export function createSendWriter(units: Pick<UnitsOfWork, 'sendMessages'>, onCommitted: () => void, maxBatch = 200, now = Date.now) {
-  const commit = createGroupCommit<SendItem, Record<string, unknown>>((items) => units.sendMessages(items, now()), { maxBatch, onCommitted, gather: 'turn' });
+export function createSendWriter(deps: {
+  units: Pick<UnitsOfWork, 'sendMessages'>;
+  relay: Pick<OutboxRelay, 'nudge' | 'claimUntil' | 'publishClaimed'>;
+  committed?: () => void;
+  publishEveryCommit?: boolean;
+  maxBatch?: number;
+  now?: () => number;
+}) {
+  const { units, relay, committed } = deps;
+  const now = deps.now ?? Date.now;
+  let lastCommitAt = -Infinity;
+  const commit = createGroupCommit<SendItem, Record<string, unknown> | undefined>(async (items) => {
+    const at = now();
+    const quiet = at - lastCommitAt >= DIRECT_AFTER_QUIET_MS;
+    lastCommitAt = at;
+    const { answers, claimed } = await units.sendMessages(items, at, deps.publishEveryCommit || quiet ? relay.claimUntil(at) : undefined);
+    if (claimed) void relay.publishClaimed(claimed);
+    else relay.nudge();
+    return answers;
+  }, { maxBatch: deps.maxBatch ?? 200, onCommitted: committed, gather: 'turn' });
   return {
-    /** Resolves with the message as stored, once committed. */
-    async send(item: SendItem): Promise<Record<string, unknown>> {
-      return (await commit.write([item]))[0]!;
+    /** Resolves with the message as stored, once committed; undefined if its chat has not written to its bot. */
+    async send(item: SendItem): Promise<Record<string, unknown> | undefined> {
+      return (await commit.write([item]))[0];
     },
     /** Several messages together (an album): in one batch, a bot's in the order given with consecutive ids. */
-    async sendMany(items: SendItem[]): Promise<Record<string, unknown>[]> {
+    async sendMany(items: SendItem[]): Promise<(Record<string, unknown> | undefined)[]> {
       return commit.write(items);
     },
   };

@@ -36,7 +36,7 @@ export interface DirectPublish {
  * (ms): a wake-up after a quiet spell goes out from its commit, while sustained writes leave
  * their messages to the relay's rounds, whose linger carries several commits per publish.
  */
-const DIRECT_AFTER_QUIET_MS = 50;
+export const DIRECT_AFTER_QUIET_MS = 50;
 
 /** A commit's stored updates by bot, and each bot's as its waiters get them (encodeArrived, made when first asked). */
 function arrivalsOf(outcomes: IngestOutcome[]) {

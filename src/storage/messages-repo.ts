@@ -57,6 +57,7 @@ const SQL = {
   find: 'SELECT message_id, outbound, payload, created_at FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id = ? LIMIT 1',
   findMany: (n: number) => `SELECT message_id, outbound, payload, created_at FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id IN (${marks(n)})`,
   chat: 'SELECT type, title, username, first_name, last_name FROM chats WHERE bot_id = ? AND chat_id = ? LIMIT 1',
+  chatsOf: (n: number) => `SELECT chat_id, type, title, username, first_name, last_name FROM chats WHERE bot_id = ? AND chat_id IN (${marks(n)})`,
   replace: 'UPDATE messages SET payload = ? WHERE bot_id = ? AND chat_id = ? AND message_id = ?',
   remove: (n: number) => `DELETE FROM messages WHERE bot_id = ? AND chat_id = ? AND message_id IN (${marks(n)})`,
   replaceInbound: 'UPDATE messages SET payload = ? WHERE bot_id = ? AND chat_id = ? AND message_id = ? AND outbound = 0',
@@ -70,6 +71,11 @@ const storedOf = (row: MessageRow): StoredMessage => ({
   createdAt: Number(row.created_at),
 });
 const nameOrUndefined = (v: string | null) => v ?? undefined;
+type ChatRow = { type: string; title: string | null; username: string | null; first_name: string | null; last_name: string | null };
+const chatRecordOf = (row: ChatRow): ChatRecord => ({
+  type: row.type, title: nameOrUndefined(row.title), username: nameOrUndefined(row.username),
+  firstName: nameOrUndefined(row.first_name), lastName: nameOrUndefined(row.last_name),
+});
 
 /** Chats in key order, so concurrent writers (MySQL) lock chat rows in the same order. */
 const chatRows = (chats: ChatSeen[]) => [...chats].sort((a, b) => a.botId.localeCompare(b.botId) || a.chatId - b.chatId)
@@ -100,12 +106,28 @@ export function createMessagesRepo(db: Db) {
 
     /** The chat with its names, when it has written to the bot; else undefined. */
     async chat(botId: string, chatId: number, tx?: Tx): Promise<ChatRecord | undefined> {
-      const row = await (tx ?? sql).one<{ type: string; title: string | null; username: string | null; first_name: string | null; last_name: string | null }>(SQL.chat, [botId, chatId]);
-      if (!row) return undefined;
-      return {
-        type: row.type, title: nameOrUndefined(row.title), username: nameOrUndefined(row.username),
-        firstName: nameOrUndefined(row.first_name), lastName: nameOrUndefined(row.last_name),
-      };
+      const row = await (tx ?? sql).one<ChatRow>(SQL.chat, [botId, chatId]);
+      return row && chatRecordOf(row);
+    },
+
+    /**
+     * The chats of the sends (each a bot and a chat) that have written to their bots, with
+     * their names, by bot and chat id: read in the unit `w`, held back to go with its next
+     * statement (MySQL: in its round trip), a statement per bot.
+     */
+    async chatsOf(sends: readonly { botId: string; chatId: number }[], w: Writer): Promise<Map<string, Map<number, ChatRecord>>> {
+      const byBot = new Map<string, Set<number>>();
+      for (const s of sends) {
+        const ids = byBot.get(s.botId);
+        if (ids) ids.add(s.chatId);
+        else byBot.set(s.botId, new Set([s.chatId]));
+      }
+      const reads = [...byBot].map(async ([botId, ids]) => {
+        const list = padded(w, [...ids]);
+        const rows = await w.allLater<ChatRow & { chat_id: number | string }>(SQL.chatsOf(list.length), [botId, ...list]);
+        return [botId, new Map(rows.map((r) => [Number(r.chat_id), chatRecordOf(r)]))] as const;
+      });
+      return new Map(await Promise.all(reads));
     },
 
     /**

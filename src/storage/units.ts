@@ -21,7 +21,7 @@ import type { Db, Writer } from './db.js';
 import { createAttemptsRepo } from './attempts-repo.js';
 import { createDeliveriesRepo, type OutcomeWrite } from './deliveries-repo.js';
 import { createFeedRepo } from './feed-repo.js';
-import { createMessagesRepo, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
+import { createMessagesRepo, type ChatRecord, type ChatSeen, type InboundMessage, type SentMessage } from './messages-repo.js';
 import { createOutboxRepo, type NewOutboxMessage } from './outbox-repo.js';
 import { createQueriesRepo, type QueryKind, type StoredQuery } from './queries-repo.js';
 import { createUpdatesRepo, type IngestKey, type StoredUpdate } from './updates-repo.js';
@@ -79,11 +79,11 @@ function spell(ms: number): string {
   return parts.join('') || `${ms}ms`;
 }
 
-/** One message to send: its bot and chat, and how to build it once its id is known. */
+/** One message to send: its bot and chat, and how to build it once its id and its chat's names are known. */
 export interface SendItem {
   botId: string;
   chatId: number;
-  build: (messageId: number, bot: { username: string; name: string }) => Record<string, unknown>;
+  build: (messageId: number, bot: { username: string; name: string }, chat: ChatRecord) => Record<string, unknown>;
 }
 
 /** Ingest's first step: each item refused (no bot, not approved), withdrawn with its request, filtered out, or accepted; which accepted ones carry a key. */
@@ -244,16 +244,25 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
 }
 
 /** The sends numbered: each bot's next message ids in the order given, and each bot's last id after them. */
-function numberSends(items: SendItem[], counters: Map<string, MessageCounter>): { sent: SentMessage[]; last: { id: string; lastMessageId: number }[] } {
+/**
+ * The messages to store: each item whose chat has written to its bot, with its bot's next
+ * message id (its row locked), built; per item its message, or undefined (no such chat).
+ */
+function numberSends(items: SendItem[], counters: Map<string, MessageCounter>, chats: Map<string, Map<number, ChatRecord>>) {
   const next = new Map<string, number>();
-  const sent = items.map((item) => {
+  const sent: SentMessage[] = [];
+  const answers = items.map((item) => {
+    const chat = chats.get(item.botId)?.get(item.chatId);
+    if (!chat) return undefined;
     const bot = counters.get(item.botId);
     if (!bot) throw new Error(`no bot ${item.botId} to send as`);
     const messageId = (next.get(item.botId) ?? bot.lastMessageId) + 1;
     next.set(item.botId, messageId);
-    return { botId: item.botId, chatId: item.chatId, messageId, message: item.build(messageId, { username: bot.username, name: bot.name }) };
+    const message = item.build(messageId, { username: bot.username, name: bot.name }, chat);
+    sent.push({ botId: item.botId, chatId: item.chatId, messageId, message });
+    return message;
   });
-  return { sent, last: [...next].map(([id, lastMessageId]) => ({ id, lastMessageId })) };
+  return { sent, answers, last: [...next].map(([id, lastMessageId]) => ({ id, lastMessageId })) };
 }
 
 /** A sent message as the bus and the outbound feed carry it (wire.ts's WireFeedValue). */
@@ -463,23 +472,36 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
     },
 
     /**
-     * Several sends (any bots) in one transaction: each bot's row is locked (in id order)
-     * while its message counter advances, each message stored and queued in the outbox
-     * (→ bus, for the messaging services), and the outbound feed gets the same value at its
-     * chat's next place (the partitions' rows locked last, in order). Messages of one bot
-     * get ids in the order given; `build` makes each wire message from its id and the
-     * sending bot's username and name (read with the counter).
+     * Several sends (any bots) in one transaction: each send's chat is read (a chat that
+     * has not written to its bot stores nothing: undefined is its answer), each bot's row
+     * is locked (in id order) while its message counter advances, each message stored and
+     * queued in the outbox (→ bus, for the messaging services), and the outbound feed gets
+     * the same value at its chat's next place (the partitions' rows locked last, in order).
+     * Messages of one bot get ids in the order given; `build` makes each wire message from
+     * its id, the sending bot's username and name (read with the counter) and its chat's
+     * names. With `claimOutboxUntil`, the outbox messages are claimed by the caller, as
+     * ingestClaiming's (`claimed`, for the caller to publish at once and delete).
      */
-    async sendMessages(items: SendItem[], now: number): Promise<Record<string, unknown>[]> {
-      return sql.unit(async (w) => {
-        const { sent, last } = numberSends(items, await bots.lockMessageCounters(items.map((i) => i.botId), w));
+    async sendMessages(items: SendItem[], now: number, claimOutboxUntil?: number): Promise<{ answers: (Record<string, unknown> | undefined)[]; claimed?: ClaimedOutbox }> {
+      let claimed: { ids: Promise<number[]>; messages: NewOutboxMessage[] } | undefined;
+      const answers = await sql.unit(async (w) => {
+        claimed = undefined;
+        // The chats read with the bots' lock (MySQL: in its round trip).
+        const chatsRead = messages.chatsOf(items, w);
+        const counters = await bots.lockMessageCounters(items.map((i) => i.botId), w);
+        const { sent, answers, last } = numberSends(items, counters, await chatsRead);
+        if (sent.length === 0) return answers;
         bots.setLastMessageIds(last, w);
         messages.insertSent(sent, now, w);
         const payloads = sent.map(feedPayload);
-        outbox.insert(sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, w);
+        const announce = sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! }));
+        const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
+        if (ids) claimed = { ids, messages: announce };
+        else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
         await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, w);
-        return sent.map((m) => m.message);
+        return answers;
       });
+      return { answers, claimed: claimed && { ids: await claimed.ids, messages: claimed.messages } };
     },
 
     /**
