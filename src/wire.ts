@@ -8,10 +8,19 @@ import { constraintsOf } from './gen/constraints.js';
 import { SentMessage } from './gen/botplatform/v1/internal_service.js';
 import { CallbackQuery, InlineQuery, MessageEntity, MessageOrigin, ReplyMarkup, type Chat, type File, type Message, type Update, type User } from './gen/botplatform/v1/update.js';
 
+/** Bots' user ids as derived (a SHA-256 each), the latest few thousand bots'. */
+const userIds = new Map<string, number>();
+const USER_IDS_KEPT = 4096;
+
 /** The numeric user id a bot's messages carry in from.id (Telegram's getMe id), derived from its opaque id. */
 export function botUserId(botId: string): number {
-  const x = parseInt(crypto.createHash('sha256').update(botId).digest('hex').slice(0, 13), 16);
-  return 2 ** 52 + x;
+  let id = userIds.get(botId);
+  if (id === undefined) {
+    id = 2 ** 52 + parseInt(crypto.createHash('sha256').update(botId).digest('hex').slice(0, 13), 16);
+    if (userIds.size >= USER_IDS_KEPT) userIds.delete(userIds.keys().next().value!);
+    userIds.set(botId, id);
+  }
+  return id;
 }
 
 export type WireMessage = Record<string, unknown>;
