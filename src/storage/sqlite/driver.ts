@@ -56,14 +56,22 @@ function updateText(table: string, keyColumn: string, columns: readonly string[]
  * the burst waits for; so they leave checkpoints to the main thread (`backstop`: theirs
  * only past BACKSTOP_PAGES, should the main thread stall), whose writer keeps SQLite's
  * default and also runs a passive checkpoint every CHECKPOINT_MS (`timer`: the WAL
- * stays short when only the threads write).
+ * stays short when only the threads write) when the WAL has grown since its last one:
+ * another connection (a thread) committed, or this writer ran CHECKPOINT_UNITS units.
+ *
+ * Not on every tick: a checkpoint that copies the whole WAL makes the next commit start
+ * it over, and that commit syncs the WAL's new header (an fsync, 0.2-0.5 ms here, on a
+ * call's path). Checkpointing a few units' pages every 250 ms put that fsync into nearly
+ * every commit of a process writing now and then (an ingest woken a long poll, a send).
  */
 export type Checkpoints = 'default' | 'timer' | 'backstop';
 
 /** A dispatcher thread's writer checkpoints only past this many WAL pages (4 KiB each). */
 export const BACKSTOP_PAGES = 16_384;
-/** How often the main thread's writer runs a passive checkpoint (`timer`). */
+/** How often the main thread's writer may run a passive checkpoint (`timer`). */
 export const CHECKPOINT_MS = 250;
+/** Units (and single writes) of the main thread's writer after which its timer checkpoints though no other connection wrote. */
+export const CHECKPOINT_UNITS = 64;
 
 export function createSqliteDriver(filename: string, events: DriverEvents, opts: { checkpoints?: Checkpoints } = {}): Sql {
   let closed = false;
@@ -110,12 +118,17 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
 
   // --- The writer: one unit at a time.
   let writer: Database.Database | undefined;
+  /** The writer's data_version as its checkpoint timer last saw it (it moves when another connection commits). */
+  let seenVersion: unknown;
   const writes = boundedCache<Database.Statement>(512);
   function writeStatement(sql: string, params: readonly unknown[]) {
     events.statement(sql, params);
     const stmt = writes.get(sql);
     if (stmt) return stmt;
-    writer ??= open(false);
+    if (!writer) {
+      writer = open(false);
+      seenVersion = writer.pragma('data_version', { simple: true });
+    }
     return writes.set(sql, writer.prepare(sql));
   }
   const w: Writer = {
@@ -151,6 +164,8 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
     },
   };
 
+  /** Units and single writes run by the writer since its timer's last checkpoint. */
+  let unitsSinceCheckpoint = 0;
   /** The writer's turn: units (and single writes) one after another. */
   let busy = false;
   const waiting: (() => void)[] = [];
@@ -160,6 +175,7 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
     try {
       return await fn();
     } finally {
+      unitsSinceCheckpoint++;
       const next = waiting.shift();
       if (next) next();
       else busy = false;
@@ -187,11 +203,16 @@ export function createSqliteDriver(filename: string, events: DriverEvents, opts:
     retryingDeadlocks(() => once(body, opts), opts.attempts ?? 4, opts.retryable ?? isDeadlock);
 
   // `timer`: a passive checkpoint (it never waits for, nor blocks, other connections) on
-  // this writer between units, once it is open; nothing to copy costs a few microseconds.
+  // this writer between units, once it is open, when the WAL grew enough since the last:
+  // data_version changes when another connection commits (a read of shared memory).
   const checkpointTimer = checkpoints === 'timer'
     ? setInterval(() => {
       if (!writer || busy || closed) return;
       try {
+        const version = writer.pragma('data_version', { simple: true });
+        if (version === seenVersion && unitsSinceCheckpoint < CHECKPOINT_UNITS) return;
+        seenVersion = version;
+        unitsSinceCheckpoint = 0;
         writer.pragma('wal_checkpoint(PASSIVE)');
       } catch {
         // Busy or failed: the writers' own autocheckpoint and the next tick stand in.
