@@ -131,6 +131,19 @@ async function ceiling(receiverBase: string, caFile: string) {
   return { rate: r.requests / r.seconds, cpuMs: (1000 * r.cpuSeconds) / r.requests };
 }
 
+/** CPU seconds of each thread of a process so far (thread id → seconds). */
+function threadCpu(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(Number(t), cpuSeconds(pid, Number(t)));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}
+
 /** A gauge of a process's /metrics (NaN when it has none). */
 async function gaugeOf(httpBase: string, name: string): Promise<number> {
   const text = await (await fetch(`${httpBase}/metrics`)).text();
@@ -222,6 +235,7 @@ async function run(
   const cpu0 = procs.map((p) => cpuSeconds(p.pid!));
   // The dispatcher process's main thread (ingest, the gateway, the core in role=all) apart from its other threads (dispatcher threads, GC and I/O helpers).
   const main0 = cpuSeconds(dispatcher.pid!, dispatcher.pid!);
+  const threads0 = threadCpu(dispatcher.pid!);
   const own0 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
   const q0 = await questions(serverUrl);
   const wait0 = await Promise.all(withDb.map((p) => gaugeOf(p.base, 'botplatform_db_lock_wait_seconds')));
@@ -236,6 +250,11 @@ async function run(
   const own1 = await Promise.all(withDb.map((p) => statementsOf(p.base)));
   const cpuMs = (1000 * procs.reduce((sum, p, i) => sum + cpuSeconds(p.pid!) - cpu0[i]!, 0)) / throughput.arrived;
   const mainThreadMs = (1000 * (cpuSeconds(dispatcher.pid!, dispatcher.pid!) - main0)) / throughput.arrived;
+  // The dispatcher process's other threads in the burst, busiest first (a dispatcher thread's is the first
+  // with BENCH_THREADS=1; then V8's helpers and libuv's pool), ms per delivery.
+  const threads1 = threadCpu(dispatcher.pid!);
+  const others = [...threads1].filter(([t]) => t !== dispatcher.pid!)
+    .map(([t, s]) => (1000 * (s - (threads0.get(t) ?? 0))) / throughput.arrived).filter((ms) => ms >= 0.005).sort((a, b) => b - a);
   const statements = {
     own: own1.reduce((sum, n, i) => sum + n - own0[i]!, 0) / throughput.arrived,
     dispatcher: (own1.at(-1)! - own0.at(-1)!) / throughput.arrived,
@@ -256,7 +275,7 @@ async function run(
   stopServices();
   receiver.server.closeAllConnections();
   receiver.server.close();
-  return { name, throughput, top, cpuMs, mainThreadMs, statements, calm, stormy, peakRss, tls, lockWait };
+  return { name, throughput, top, cpuMs, mainThreadMs, others, statements, calm, stormy, peakRss, tls, lockWait };
 }
 
 async function main() {
@@ -320,6 +339,8 @@ async function main() {
     const st = r.statements;
     console.log(`| ${r.name} | ${r.cpuMs.toFixed(2)} (${r.mainThreadMs.toFixed(2)}) | ${r.top.cpuMs.toFixed(2)} | ${st.own.toFixed(2)} / ${st.dispatcher.toFixed(2)} / ${Number.isNaN(st.questions) ? '-' : st.questions.toFixed(2)} | ${r.peakRss.toFixed(0)} | ${r.tls.ceiling} / ${r.tls.burst} / ${r.tls.calm} / ${r.tls.stormy} | ${Number.isNaN(r.lockWait) ? '-' : (1000 * r.lockWait).toFixed(1)} |`);
   }
+  console.log('');
+  for (const r of results) console.log(`${r.name}: the dispatcher process's other threads in the burst, CPU ms per delivery, busiest first: ${r.others.map((ms) => ms.toFixed(3)).join(', ')}`);
 }
 
 main()
