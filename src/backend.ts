@@ -43,6 +43,8 @@ export interface Backend {
   units: UnitsOfWork;
   usage: UsageRecorder;
   attempts: Attempts;
+  /** The webhook requests' turns per origin (WEBHOOK_SOCKETS_PER_ORIGIN, this backend's share): the dispatcher's claims follow them. */
+  webhookTurnsPerOrigin: number;
   /** The delivery log (delivery_attempts). */
   attemptsLog: AttemptsRepo;
   /** Whether the database answers: the health of every role with a backend. */
@@ -106,7 +108,7 @@ export async function openBackend({ config, logger, telemetry, shutdown }: Root,
   });
 
   return {
-    db, secretBox, bus, bots, updates, webhooks, deliveries, outbox, limits, units, usage, attempts, attemptsLog,
+    db, secretBox, bus, bots, updates, webhooks, deliveries, outbox, limits, units, usage, attempts, attemptsLog, webhookTurnsPerOrigin: client.turnsPerOrigin,
     ready: () => pingDb(db).then(() => true, () => false),
   };
 }

@@ -6,6 +6,7 @@
  */
 import type { Backend } from './backend.js';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.js';
+import { originOf } from './dispatch/webhook-client.js';
 import type { Root } from './process.js';
 import type { AnswerHandler } from './dispatch/attempts.js';
 import type { Invoker } from '../gateway/runtime/invoker.js';
@@ -25,6 +26,8 @@ export async function startDispatcher({ config, logger, telemetry, shutdown }: R
     maxInFlight: config.dispatcherMaxInFlight,
     sweepMs: Math.max(50, Math.min(1000, Math.min(...config.webhookRetryScheduleMs) / 4)),
     owns,
+    perOrigin: b.webhookTurnsPerOrigin,
+    originOf,
   });
   await dispatcher.start();
   telemetry.gauge('botplatform_webhook_attempts_in_flight', 'Webhook delivery attempts in flight in this process', () => dispatcher.inFlight());

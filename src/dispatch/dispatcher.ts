@@ -43,6 +43,18 @@
  * progressing. An attempt still waiting for its answer after slowMs is parked: it
  * goes on (until the timeout) outside the budget, in a second pool four times its
  * size, so endpoints that hang cannot use up the slots of the bots that answer.
+ *
+ * Origins: the webhook client lets at most `perOrigin` requests progress at once at one
+ * origin (host and port per allowed_ips policy; WEBHOOK_SOCKETS_PER_ORIGIN), the rest
+ * wait there for a turn. The dispatcher claims for an origin no more than those turns
+ * and a quarter more (ready for the turns freed before its next claim): with many bots
+ * behind one endpoint it claimed up to its whole budget, and the attempts waiting for a
+ * turn held their leases, rows and requests for longer than two scavenges, so each was
+ * promoted and collected as old garbage (bench:webhooks' burst, 1,000 bots on one origin:
+ * 744 of 1,000 attempts waiting). A bot held back for its origin is kicked when an attempt
+ * there ends or is parked (parked attempts leave the origin's count, as they leave its
+ * turns); the sweep finds it too. A bot's origin is read with its limits; bots on other
+ * origins are not held.
  */
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
@@ -74,6 +86,12 @@ export interface DispatcherOptions {
    * served by one thread: its max_connections and its rate hold across them.
    */
   owns?: (botId: string) => boolean;
+  /**
+   * The webhook client's turns per origin (see Origins above) and the origin a webhook's
+   * requests take them at (null: none); without them, claims are not bounded per origin.
+   */
+  perOrigin?: number;
+  originOf?: (url: string, allowedIps: string[]) => string | null;
 }
 
 export const DISPATCHER_GROUP = 'botplatform-dispatchers';
@@ -103,10 +121,12 @@ interface BotState {
   drained: boolean;
   /** Counts the kicks from outside (bus, sweep): a claim marks the bot drained only if none came meanwhile. */
   woken: number;
+  /** The origin its requests take turns at, as read with its limits (null: unknown, or none). */
+  origin: string | null;
 }
 
-const newBotState = (max: number, readAt: number, perSecond: number | null = null): BotState =>
-  ({ inFlight: 0, max, readAt, window: 1, perSecond, tokens: perSecond === null ? 0 : burstOf(perSecond), refilledAt: readAt, waking: false, drained: false, woken: 0 });
+const newBotState = (max: number, readAt: number, perSecond: number | null = null, origin: string | null = null): BotState =>
+  ({ inFlight: 0, max, readAt, window: 1, perSecond, tokens: perSecond === null ? 0 : burstOf(perSecond), refilledAt: readAt, waking: false, drained: false, woken: 0, origin });
 
 /** The most tokens a bucket holds: a tenth of a second's worth, at least one. */
 const burstOf = (perSecond: number) => Math.max(1, perSecond / 10);
@@ -140,6 +160,20 @@ export function createDispatcher(opts: DispatcherOptions) {
   let kicking: Promise<void> | null = null;
   /** Timers that kick rate-limited bots when their next token is due. */
   const wakers = new Set<NodeJS.Timeout>();
+  /** Most attempts progressing at one origin (see Origins above): its turns and a quarter more. */
+  const originCap = opts.perOrigin === undefined ? Infinity : opts.perOrigin + Math.ceil(opts.perOrigin / 2);
+  /**
+   * The room an origin needs before its held bots go (an eighth of its turns): they are claimed
+   * for in batches, not in a claim statement per freed turn, while the quarter more keeps
+   * its turns busy meanwhile.
+   */
+  const originBatch = opts.perOrigin === undefined ? 1 : Math.max(1, Math.ceil(opts.perOrigin / 4));
+  /** Attempts progressing (not parked) per origin. */
+  const atOrigin = new Map<string, number>();
+  /** Bots held back while their origin had no room, per origin, first come first served. */
+  const heldAt = new Map<string, Set<string>>();
+  const originOfLimits = (l: { url?: string; allowedIps?: string[] } | undefined) =>
+    (l?.url !== undefined && opts.originOf && opts.perOrigin !== undefined ? opts.originOf(l.url, l.allowedIps ?? []) : null);
 
   // A bot that may have nothing in flight (its webhook disabled or gone) is read again on
   // each kick: an enabled webhook resumes at once. Such bots are not swept, only woken by
@@ -169,14 +203,16 @@ export function createDispatcher(opts: DispatcherOptions) {
       const readAt = Date.now();
       if (bots.size + stale.length > MAX_IDLE_BOTS) forgetIdle(true);
       for (const b of stale) {
-        const { max, perSecond } = found.get(b) ?? { max: 0, perSecond: null };
+        const limits = found.get(b);
+        const { max, perSecond } = limits ?? { max: 0, perSecond: null };
+        const origin = originOfLimits(limits);
         out.set(b, max);
         const s = bots.get(b);
-        if (!s) bots.set(b, newBotState(max, readAt, perSecond));
+        if (!s) bots.set(b, newBotState(max, readAt, perSecond, origin));
         else {
           tokensOf(s, readAt);
           if (s.perSecond === null && perSecond !== null) s.tokens = burstOf(perSecond);
-          Object.assign(s, { max, readAt, perSecond });
+          Object.assign(s, { max, readAt, perSecond, origin });
         }
       }
     }
@@ -190,6 +226,9 @@ export function createDispatcher(opts: DispatcherOptions) {
     const lease = { token: d.leaseToken, until: claimedAt + leaseMs };
     held.set(d.id, lease);
     total++;
+    // Counted at its bot's origin until it ends or is parked (see Origins above).
+    const origin = bot.origin;
+    if (origin !== null) atOrigin.set(origin, (atOrigin.get(origin) ?? 0) + 1);
     let isParked = false;
     // Still unanswered after slowMs: park it (when the parking pool has room), freeing a budget slot.
     const park = setTimeout(() => {
@@ -197,6 +236,7 @@ export function createDispatcher(opts: DispatcherOptions) {
       isParked = true;
       parked++;
       total--;
+      if (origin !== null) leaveOrigin(origin);
       kickWaiting();
     }, slowMs);
     park.unref();
@@ -215,13 +255,44 @@ export function createDispatcher(opts: DispatcherOptions) {
         bot.inFlight--;
         if (bot.inFlight === 0 && !fresh(bot, Date.now()) && bots.get(d.botId) === bot) bots.delete(d.botId);
         if (isParked) parked--;
-        else total--;
+        else {
+          total--;
+          if (origin !== null) leaveOrigin(origin);
+        }
         running.delete(slot, p);
         // A slot of this bot is free: its next due delivery may go.
         kick(d.botId);
         if (starved.size > 0) kickWaiting();
       });
     const slot = running.add(p);
+  }
+
+  /** An attempt at `origin` ended or was parked: bots held back for it may go. */
+  function leaveOrigin(origin: string) {
+    const n = atOrigin.get(origin)! - 1;
+    if (n > 0) atOrigin.set(origin, n);
+    else atOrigin.delete(origin);
+    kickHeld(origin);
+  }
+
+  /** Kicks bots held back for `origin`, first come first served, as many as it has room for. */
+  function kickHeld(origin: string) {
+    const waiting = heldAt.get(origin);
+    if (!waiting) return;
+    let room = originCap - (atOrigin.get(origin) ?? 0);
+    if (room < originBatch) return;
+    for (const b of waiting) {
+      if (room <= 0) break;
+      waiting.delete(b);
+      if (kick(b)) room--;
+    }
+    if (waiting.size === 0) heldAt.delete(origin);
+  }
+
+  function hold(origin: string, botId: string) {
+    let waiting = heldAt.get(origin);
+    if (!waiting) heldAt.set(origin, (waiting = new Set()));
+    waiting.add(botId);
   }
 
   /**
@@ -262,13 +333,27 @@ export function createDispatcher(opts: DispatcherOptions) {
     const max = await maxConnections(botIds);
     let budget = opts.maxInFlight - total;
     const free = new Map<string, number>();
+    /** Slots given in this round per origin (see Origins above). */
+    const planned = new Map<string, number>();
     const at = Date.now();
     for (const b of botIds) {
       const s = bots.get(b);
       const slots = Math.min(max.get(b)!, s?.window ?? 1) - (s?.inFlight ?? 0);
       const tokens = s ? tokensOf(s, at) : Infinity;
       const own = Math.min(slots, tokens);
-      const n = Math.min(own, budget);
+      let n = Math.min(own, budget);
+      const origin = s?.origin ?? null;
+      if (n > 0 && origin !== null) {
+        const given = planned.get(origin);
+        const room = originCap - (atOrigin.get(origin) ?? 0) - (given ?? 0);
+        // The round's first bot of an origin needs a batch's room; the next ones, what is left.
+        if (room <= 0 || (given === undefined && room < originBatch)) {
+          hold(origin, b); // its origin's turns are taken: it goes when one is freed
+          continue;
+        }
+        n = Math.min(n, room);
+        planned.set(origin, (planned.get(origin) ?? 0) + n);
+      }
       if (n > 0) {
         free.set(b, n);
         budget -= n;
@@ -302,6 +387,8 @@ export function createDispatcher(opts: DispatcherOptions) {
     }
     // Budget this round left over (bots with nothing due, or no slot of their own) goes to waiting ones.
     if (starved.size > 0) kickWaiting();
+    // So does an origin's room left over (bots that had less due than they were given).
+    for (const origin of planned.keys()) kickHeld(origin);
   }
 
   /** Kicks the bot again once its bucket holds a whole token. */

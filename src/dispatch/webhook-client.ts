@@ -137,6 +137,23 @@ function sign(key: string | crypto.KeyObject, timestamp: string, body: string): 
   return crypto.createHmac('sha256', key).update(timestamp).update('.').update(body).digest('hex');
 }
 
+/** The pool of a bot's requests (see poolFor): its allowed_ips, sorted, each once. */
+const policyKeyOf = (allowedIps: string[]) => (allowedIps.length === 0 ? '' : [...new Set(allowedIps)].sort().join(','));
+
+/**
+ * The origin whose turns (socketsPerOrigin) a webhook's requests take: its allowed_ips
+ * policy, host and port, as the client keys them. Null for a URL that is not one (refused
+ * before contact, it takes no turn). The dispatcher claims no more for an origin than its
+ * turns can send soon (src/dispatch/dispatcher.ts, Origins).
+ */
+export function originOf(url: string, allowedIps: string[]): string | null {
+  try {
+    return `${policyKeyOf(allowedIps)}|${new URL(url).host}`;
+  } catch {
+    return null;
+  }
+}
+
 class Refused extends Error {}
 class TimedOut extends Error {}
 
@@ -315,7 +332,7 @@ export function createWebhookClient(opts: WebhookClientOptions) {
       const refusal = judgeAddresses(host, port, [host], policy, allowedIps);
       if (refusal) return refused(`refused target: ${refusal}`);
     }
-    const policyKey = allowedIpsText.length === 0 ? '' : [...new Set(allowedIpsText)].sort().join(',');
+    const policyKey = policyKeyOf(allowedIpsText);
     return {
       refusal: null, host, port, path: `${url.pathname}${url.search}`, allowedIps, policyKey,
       auth: url.username || url.password ? `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` : undefined,
@@ -480,6 +497,8 @@ export function createWebhookClient(opts: WebhookClientOptions) {
         request.end(req.body);
       });
     },
+    /** Requests progressing at once at one origin (socketsPerOrigin): see originOf. */
+    turnsPerOrigin: bound,
     /** Connections open now, idle among them, and since start: the most open at once, those closed to make room, requests that waited for one. */
     sockets: () => ({ open, idle: idle.size, ...stats }),
     close() {

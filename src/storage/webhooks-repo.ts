@@ -36,6 +36,9 @@ export interface DeliveryLimits {
   max: number;
   /** Attempts per second; null: no limit. */
   perSecond: number | null;
+  /** Where its requests go: the webhook's URL and allowed_ips (the origin whose turns they take). */
+  url?: string;
+  allowedIps?: string[];
 }
 
 /** One bot's failed attempts in one batch of outcomes (see recordFailures). */
@@ -71,7 +74,7 @@ const RECORD_COLUMNS = [
 /** The table's statements (the same on both engines). */
 const SQL = {
   get: `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhooks WHERE bot_id = ? LIMIT 1`,
-  limitsOf: (n: number) => `SELECT bot_id, max_connections, max_deliveries_per_second, disabled_at FROM webhooks WHERE bot_id IN (${marks(n)})`,
+  limitsOf: (n: number) => `SELECT bot_id, max_connections, max_deliveries_per_second, disabled_at, url, allowed_ips FROM webhooks WHERE bot_id IN (${marks(n)})`,
   delete: 'DELETE FROM webhooks WHERE bot_id = ?',
   /** A rotation: the current secret becomes the previous one, valid until the given time (or dropped, with null). */
   rotate: `UPDATE webhooks SET previous_secret_sealed = CASE WHEN ? IS NULL THEN NULL ELSE secret_sealed END,
@@ -118,7 +121,7 @@ export function createWebhooksRepo(db: Db) {
 
     /**
      * The delivery limits of the bots that have a webhook: max_connections (0 while the
-     * webhook is disabled) and max_deliveries_per_second.
+     * webhook is disabled) and max_deliveries_per_second, and where its requests go.
      */
     async limitsOf(botIds: string[], tx?: Tx): Promise<Map<string, DeliveryLimits>> {
       const ids = padded(sql, botIds);
@@ -128,6 +131,8 @@ export function createWebhooksRepo(db: Db) {
       return new Map(rows.map((r) => [r.bot_id as string, {
         max: r.disabled_at === null ? Number(r.max_connections) : 0,
         perSecond: r.max_deliveries_per_second === null ? null : Number(r.max_deliveries_per_second),
+        url: r.url as string,
+        allowedIps: JSON.parse(r.allowed_ips) as string[],
       }]));
     },
 
