@@ -66,7 +66,7 @@ export function createAttemptsRepo(db: Db) {
     /** Logs these attempts, in the caller's unit (one multi-row insert). */
     insert(rows: AttemptLog[], w: Writer): void {
       if (rows.length === 0) return;
-      w.insert('delivery_attempts', [...COLUMNS], rows.map((a) => [
+      w.insert('delivery_attempts', COLUMNS, rows.map((a) => [
         a.id, a.botId, a.deliveryId, a.updateId, a.attemptedAt, a.trigger, a.ok ? 1 : 0, a.durationMs, a.error, a.url,
         JSON.stringify(a.requestHeaders), a.requestBody, a.statusCode,
         a.responseHeaders === null ? null : JSON.stringify(a.responseHeaders), a.responseBody, a.responseTruncated ? 1 : 0,

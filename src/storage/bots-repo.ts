@@ -196,6 +196,10 @@ const UNIT_SQL = {
   lockMessageCounters: (n: number, lock: string) => `SELECT id, last_message_id, username, name FROM bots WHERE id IN (${marks(n)}) ORDER BY id${lock}`,
 };
 
+/** The counters' columns a unit sets (constant lists: the SQLite driver finds its texts by them). */
+const ADVANCED_COLUMNS = ['last_update_seq', 'last_message_id'] as const;
+const LAST_MESSAGE_ID = ['last_message_id'] as const;
+
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const countersOf = (rows: any[]): Map<string, BotCounters> => new Map(rows.map((r) => [r.id, {
   id: r.id,
@@ -466,7 +470,7 @@ export function createBotsRepo(db: Db) {
 
     /** Sets several bots' counters (their rows locked by `lockCounters`), rows in id order. */
     advanceCounters(rows: { id: string; lastUpdateSeq: number; lastMessageId: number }[], w: Writer): void {
-      w.update('bots', 'id', ['last_update_seq', 'last_message_id'], byId(rows).map((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
+      w.update('bots', 'id', ADVANCED_COLUMNS, byId(rows).map((r) => [r.id, r.lastUpdateSeq, r.lastMessageId]));
     },
 
     /** The last message id, username and name of these bots, in the caller's unit, their rows locked (on MySQL) in id order. */
@@ -477,7 +481,7 @@ export function createBotsRepo(db: Db) {
 
     /** Sets several bots' last message ids (their rows locked by `lockMessageCounters`), rows in id order. */
     setLastMessageIds(rows: { id: string; lastMessageId: number }[], w: Writer): void {
-      w.update('bots', 'id', ['last_message_id'], byId(rows).map((r) => [r.id, r.lastMessageId]));
+      w.update('bots', 'id', LAST_MESSAGE_ID, byId(rows).map((r) => [r.id, r.lastMessageId]));
     },
 
     /** Switches how the bot's updates are delivered (a webhook also sets the kinds it takes). */

@@ -39,6 +39,7 @@ function place(partitions: number[], last: Map<number, number>): { partition: nu
 const LOCK_LAST_SEQS = (n: number, lock: string) => `SELECT partition_no, last_seq FROM feed_partitions WHERE partition_no IN (${marks(n)}) ORDER BY partition_no${lock}`;
 
 const FEED_COLUMNS = ['partition_no', 'seq', 'bot_id', 'chat_id', 'payload', 'created_at'] as const;
+const LAST_SEQ = ['last_seq'] as const;
 
 /** A partition's lease in a consumer group: its holder, until `expiresAt` (epoch ms). */
 export interface FeedLease {
@@ -77,7 +78,7 @@ export function createFeedRepo(db: Db) {
       const rows = await w.all<{ partition_no: number; last_seq: number | string }>(LOCK_LAST_SEQS(list.length, lock), list);
       const last = new Map<number, number>(rows.map((r) => [Number(r.partition_no), Number(r.last_seq)]));
       const placed = place(partitions, last);
-      w.update('feed_partitions', 'partition_no', ['last_seq'], held.map((p) => [p, last.get(p)!]));
+      w.update('feed_partitions', 'partition_no', LAST_SEQ, held.map((p) => [p, last.get(p)!]));
       w.insert('feed_messages', FEED_COLUMNS, entries.map((e, i) => [placed[i]!.partition, placed[i]!.seq, e.botId, e.chatId, e.payload, now]));
       return placed;
     },

@@ -22,8 +22,24 @@ import { boundedCache, inChunks, rowMaker, selectTexts, valuesList } from '../st
 /** A BEGIN IMMEDIATE taking longer than this (ms) waited for the write lock (it takes microseconds otherwise). */
 const LOCK_WAIT_MS = 0.5;
 
-/** Multi-row statement texts, by what makes them. */
-const multiRowTexts = boundedCache<string>(4096);
+/**
+ * Insert and update texts of a table and columns list, by the rest of what makes them.
+ * Found by the list itself (a caller's constant: no key joined on every run), else by its
+ * names joined (a list made for the call).
+ */
+const byList = new WeakMap<readonly string[], Map<string, Map<number | string, string>>>();
+const byNames = boundedCache<Map<number | string, string>>(1024);
+function textsOf(columns: readonly string[], table: string): Map<number | string, string> {
+  let byTable = byList.get(columns);
+  if (!byTable) byList.set(columns, (byTable = new Map()));
+  let texts = byTable.get(table);
+  if (!texts) {
+    const names = `${table}\n${columns.join(',')}`;
+    texts = byNames.get(names) ?? byNames.set(names, new Map());
+    byTable.set(table, texts);
+  }
+  return texts;
+}
 
 function conflictText(c: OnConflict | undefined): string {
   if (!c) return '';
@@ -32,9 +48,15 @@ function conflictText(c: OnConflict | undefined): string {
 }
 
 function insertText(table: string, columns: readonly string[], rows: number, onConflict: OnConflict | undefined, returningId = false): string {
-  const key = `insert\n${table}\n${columns.join(',')}\n${rows}\n${onConflict?.keys.join(',')}\n${onConflict?.set?.join(',')}\n${returningId}`;
-  return multiRowTexts.get(key)
-    ?? multiRowTexts.set(key, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${conflictText(onConflict)}${returningId ? ' RETURNING id' : ''}`);
+  const texts = textsOf(columns, table);
+  // Rows (negative: returning ids), or with a conflict clause a key spelling it out.
+  const key = onConflict ? `${rows}\n${onConflict.keys.join(',')}\n${onConflict.set?.join(',')}\n${returningId}` : returningId ? -rows : rows;
+  let text = texts.get(key);
+  if (text === undefined) {
+    text = `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${valuesList(columns.length, rows)}${conflictText(onConflict)}${returningId ? ' RETURNING id' : ''}`;
+    texts.set(key, text);
+  }
+  return text;
 }
 
 /**
@@ -43,9 +65,13 @@ function insertText(table: string, columns: readonly string[], rows: number, onC
  * about 15 µs more per statement, a CASE per column scans its branches per row).
  */
 function updateText(table: string, keyColumn: string, columns: readonly string[]): string {
-  const key = `update\n${table}\n${keyColumn}\n${columns.join(',')}`;
-  return multiRowTexts.get(key)
-    ?? multiRowTexts.set(key, `UPDATE ${table} SET ${columns.map((c) => `${c} = ?`).join(', ')} WHERE ${keyColumn} = ?`);
+  const texts = textsOf(columns, table);
+  let text = texts.get(keyColumn);
+  if (text === undefined) {
+    text = `UPDATE ${table} SET ${columns.map((c) => `${c} = ?`).join(', ')} WHERE ${keyColumn} = ?`;
+    texts.set(keyColumn, text);
+  }
+  return text;
 }
 
 /**
