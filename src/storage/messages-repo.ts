@@ -91,10 +91,12 @@ export interface SentMessage {
   chatId: number;
   messageId: number;
   message: Record<string, unknown>;
+  /** The message as JSON (made once: stored, and carried by the bus and the feed). */
+  json: string;
 }
 
 const SENT_COLUMNS = ['bot_id', 'chat_id', 'message_id', 'outbound', 'payload', 'created_at'] as const;
-const sentRow = (m: SentMessage, now: number) => [m.botId, m.chatId, m.messageId, 1, JSON.stringify(m.message), now];
+const sentRow = (m: SentMessage, now: number) => [m.botId, m.chatId, m.messageId, 1, m.json, now];
 
 export function createMessagesRepo(db: Db) {
   const { sql, knex } = db;

@@ -259,14 +259,14 @@ function numberSends(items: SendItem[], counters: Map<string, MessageCounter>, c
     const messageId = (next.get(item.botId) ?? bot.lastMessageId) + 1;
     next.set(item.botId, messageId);
     const message = item.build(messageId, { username: bot.username, name: bot.name }, chat);
-    sent.push({ botId: item.botId, chatId: item.chatId, messageId, message });
+    sent.push({ botId: item.botId, chatId: item.chatId, messageId, message, json: JSON.stringify(message) });
     return message;
   });
   return { sent, answers, last: [...next].map(([id, lastMessageId]) => ({ id, lastMessageId })) };
 }
 
 /** A sent message as the bus and the outbound feed carry it (wire.ts's WireFeedValue). */
-const feedPayload = (m: SentMessage) => JSON.stringify({ bot_id: m.botId, message: m.message });
+const feedPayload = (m: SentMessage) => `{"bot_id":${JSON.stringify(m.botId)},"message":${m.json}}`;
 
 /**
  * Something a bot did in a chat other than sending a message (an edit, a delete, a chat

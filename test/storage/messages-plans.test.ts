@@ -37,8 +37,9 @@ it('listSent answers the bot\'s messages of the chat only, newest first, with th
   const messages = createMessagesRepo(db);
   await db.sql.unit(async (w) => {
     messages.insertInbound([1, 3, 5].map((id) => ({ botId: 'b', chatId: 1, messageId: id, at: 0, message: { message_id: id, text: 'in' } })), w);
-    messages.insertSent([2, 4, 6, 7].map((id) => ({ botId: 'b', chatId: 1, messageId: id, message: { message_id: id, text: 'out' } })), 0, w);
-    messages.insertSent([{ botId: 'b', chatId: 2, messageId: 8, message: { message_id: 8 } }], 0, w);
+    const sent = (chatId: number, messageId: number, message: Record<string, unknown>) => ({ botId: 'b', chatId, messageId, message, json: JSON.stringify(message) });
+    messages.insertSent([2, 4, 6, 7].map((id) => sent(1, id, { message_id: id, text: 'out' })), 0, w);
+    messages.insertSent([sent(2, 8, { message_id: 8 })], 0, w);
   });
   const page = await messages.listSent('b', 1, 2, 2);
   expect(page).toEqual({ items: [{ message_id: 4, text: 'out' }, { message_id: 2, text: 'out' }], total: 4 });
