@@ -214,23 +214,23 @@ describe('a woken poll answered from what the wake-ups carried', () => {
     await waiters.start();
     // Two commits' arrivals (the second repeating one, as the bus and the local wake-up both bring it): 5, 6, 7.
     const a = waiters.claim('bot-c', false);
-    waiters.committed(['bot-c'], () => encodeArrived([update(5), update(6)]));
-    waiters.committed(['bot-c'], () => encodeArrived([update(6), update(7)]));
+    waiters.committed(['bot-c'], () => [update(5), update(6)]);
+    waiters.committed(['bot-c'], () => [update(6), update(7)]);
     expect(texts(a.takeArrived(5, 100))).toEqual(['5:u5', '6:u6', '7:u7']);
     // Taken: nothing is left to answer from, and nothing flagged.
     expect(a.takeArrived(5, 100)).toBeUndefined();
     expect(a.takeDirty()).toBe(false);
     // From a later offset, and up to the limit.
-    waiters.committed(['bot-c'], () => encodeArrived([update(5), update(6), update(7)]));
+    waiters.committed(['bot-c'], () => [update(5), update(6), update(7)]);
     expect(texts(a.takeArrived(6, 1))).toEqual(['6:u6']);
     // A gap before the carried ones (update 8 announced elsewhere, not yet here): a read.
-    waiters.committed(['bot-c'], () => encodeArrived([update(9)]));
+    waiters.committed(['bot-c'], () => [update(9)]);
     expect(a.takeArrived(8, 100)).toBeUndefined();
     expect(a.takeDirty()).toBe(true);
     // A wake-up that did not say what arrived (an older core's, the relay's, a recheck): a read, whatever else came.
-    waiters.committed(['bot-c'], () => encodeArrived([update(8)]));
+    waiters.committed(['bot-c'], () => [update(8)]);
     waiters.recheckAll();
-    waiters.committed(['bot-c'], () => encodeArrived([update(9)]));
+    waiters.committed(['bot-c'], () => [update(9)]);
     expect(a.takeArrived(8, 100)).toBeUndefined();
     expect(a.takeDirty()).toBe(true);
     // Too long to carry: said without them.
@@ -250,6 +250,19 @@ describe('a woken poll answered from what the wake-ups carried', () => {
     expect(texts(a.takeArrived(3, 100))).toEqual(['3:u3']);
     await bus.publish([{ topic: UPDATES_TOPIC, key: 'bot-c', value: encodeArrived([update(4)])! }, { topic: UPDATES_TOPIC, key: 'bot-c', value: NO_DELIVERY }]);
     expect(a.takeArrived(4, 100)).toBeUndefined();
+    a.release();
+    waiters.close();
+  });
+
+  it('a commit of this process and a bus message from another together: the run they make from the offset', async () => {
+    const bus = createMemoryBus();
+    const waiters = createUpdateWaiters(bus, createLogger('silent'));
+    await waiters.start();
+    const a = waiters.claim('bot-c', false);
+    waiters.committed(['bot-c'], () => [update(4)]);
+    await bus.publish([{ topic: UPDATES_TOPIC, key: 'bot-c', value: encodeArrived([update(5), update(6)])! }]);
+    waiters.committed(['bot-c'], () => [update(7)]);
+    expect(texts(a.takeArrived(4, 100))).toEqual(['4:u4', '5:u5', '6:u6', '7:u7']);
     a.release();
     waiters.close();
   });

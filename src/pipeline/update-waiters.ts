@@ -79,6 +79,9 @@ function decodeArrived(botId: string, text: string): StoredUpdate[] {
     .map(([updateId, updateSeq, kind, createdAt, message]) => ({ updateId, botId, updateSeq, kind, message, createdAt }));
 }
 
+/** What a wake-up carried: encodeArrived's text (over a bus), or the updates themselves (this process's commit). */
+type Arrived = string | readonly StoredUpdate[];
+
 /** Who a parked claim tells how its wait ended (Claim.park). */
 export interface Parked {
   woken(dirty: boolean): void;
@@ -122,9 +125,10 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
 
   /**
    * Something may have arrived for the bot: its waiter reads again (a duplicate costs one
-   * read), or, with `arrived` (encodeArrived's: what arrived), may answer from it.
+   * read), or, with `arrived` (what arrived: encodeArrived's text from the bus, or this
+   * process's commit's updates themselves), may answer from it.
    */
-  function poke(botId: string, arrived?: string) {
+  function poke(botId: string, arrived?: Arrived) {
     const w = waiters.get(botId);
     if (w) {
       w.dirty = true;
@@ -187,10 +191,11 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     /** Set when something may have arrived since the last read. */
     dirty = false;
     /**
-     * What arrived since the last read, as the pokes carried it (encodeArrived's texts);
-     * null when a poke did not say (a read is needed); undefined when none did yet.
+     * What arrived since the last read, as the pokes carried it (encodeArrived's texts, or
+     * a local commit's updates); null when a poke did not say (a read is needed); undefined
+     * when none did yet.
      */
-    arrived: string[] | null | undefined = undefined;
+    arrived: Arrived[] | null | undefined = undefined;
     /** Why the claim ended, if it did (made only if the caller still waits: a stack trace costs). */
     private ended: (() => ApiError) | null = null;
     /** While the call waits: who is told, its timer, and the caller's signal with this claim's listener on it. */
@@ -242,7 +247,9 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       const texts = this.arrived;
       if (!this.dirty || !texts) return undefined;
       const bySeq = new Map<number, StoredUpdate>();
-      for (const text of texts) for (const u of decodeArrived(this.botId, text)) if (u.updateSeq >= from) bySeq.set(u.updateSeq, u);
+      for (const carried of texts) {
+        for (const u of typeof carried === 'string' ? decodeArrived(this.botId, carried) : carried) if (u.updateSeq >= from) bySeq.set(u.updateSeq, u);
+      }
       const run: StoredUpdate[] = [];
       for (let seq = from; run.length < limit && bySeq.has(seq); seq++) run.push(bySeq.get(seq)!);
       if (run.length === 0) return undefined;
@@ -329,10 +336,10 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
 
     /**
      * Updates of these bots were committed by this process: their waiters here read again,
-     * bus or no bus, or answer from what arrived (`arrived`: encodeArrived's, asked only of
-     * bots with a waiter here).
+     * bus or no bus, or answer from what arrived (`arrived`: the commit's updates of the bot,
+     * as stored; asked only of bots with a waiter here).
      */
-    committed(botIds: Iterable<string>, arrived?: (botId: string) => string | undefined) {
+    committed(botIds: Iterable<string>, arrived?: (botId: string) => readonly StoredUpdate[] | undefined) {
       for (const botId of botIds) if (waiters.has(botId)) poke(botId, arrived?.(botId));
     },
 

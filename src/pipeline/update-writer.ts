@@ -17,18 +17,18 @@ import { encodeArrived } from './update-waiters.js';
  * committed (a bus no more durable than this process, whose subscribers read the database
  * when they start: the embedded default's in-process bus).
  *
- * The messages a commit hands over itself (`publish`, `announce`) carry each polling bot's
- * updates of the commit (encodeArrived's) in place of NO_DELIVERY, for its long polls to
- * answer from; the outbox row keeps NO_DELIVERY (what the relay publishes if this process
- * does not). `stored` is told, after the messages are handed over, of every bot with updates
- * in the commit, and how to get what arrived for one (encodeArrived's, made once per bot and
- * only when asked): this process's waiters.
+ * `stored` is told of every bot with updates in the commit, and how to get a bot's updates
+ * of it (as stored): this process's waiters, which answer from them. The messages `publish`
+ * hands to the bus carry each polling bot's updates of the commit (encodeArrived's) in place
+ * of NO_DELIVERY, for the long polls of other processes to answer from; the outbox row keeps
+ * NO_DELIVERY (what the relay publishes if this process does not). `announce`'s do not: on
+ * the in-process bus the only long polls are this process's, told by `stored` first.
  */
 export interface DirectPublish {
   claimUntil(now: number): number;
   publish(claimed: ClaimedOutbox): void;
   announce?(messages: NewOutboxMessage[]): void;
-  stored?(botIds: Iterable<string>, arrived: (botId: string) => string | undefined): void;
+  stored?(botIds: Iterable<string>, updatesOf: (botId: string) => readonly StoredUpdate[] | undefined): void;
 }
 
 /**
@@ -38,7 +38,7 @@ export interface DirectPublish {
  */
 export const DIRECT_AFTER_QUIET_MS = 50;
 
-/** A commit's stored updates by bot, and each bot's as its waiters get them (encodeArrived, made when first asked). */
+/** A commit's stored updates by bot, and each bot's as another process's waiters get them (encodeArrived, made when first asked). */
 function arrivalsOf(outcomes: IngestOutcome[]) {
   const byBot = new Map<string, StoredUpdate[]>();
   for (const o of outcomes) {
@@ -55,7 +55,7 @@ function arrivalsOf(outcomes: IngestOutcome[]) {
     texts.set(botId, text);
     return text;
   };
-  return { bots: byBot.keys(), arrived };
+  return { bots: byBot.keys(), updatesOf: (botId: string) => byBot.get(botId), arrived };
 }
 
 /** The messages with each polling bot's NO_DELIVERY replaced by what arrived for it. */
@@ -75,9 +75,9 @@ export function createUpdateWriter(
     lastCommitAt = at;
     if (direct?.announce) {
       const { outcomes, announce } = await units.ingestClaiming(items, at, undefined, true);
-      const { bots, arrived } = arrivalsOf(outcomes);
-      if (announce) direct.announce(carrying(announce, arrived));
-      direct.stored?.(bots, arrived);
+      const { bots, updatesOf } = arrivalsOf(outcomes);
+      direct.stored?.(bots, updatesOf);
+      if (announce) direct.announce(announce);
       return outcomes;
     }
     const { outcomes, claimed } = await units.ingestClaiming(items, at, quiet ? direct?.claimUntil(at) : undefined);
@@ -85,10 +85,10 @@ export function createUpdateWriter(
       onCommitted();
       return outcomes;
     }
-    const { bots, arrived } = arrivalsOf(outcomes);
+    const { bots, updatesOf, arrived } = arrivalsOf(outcomes);
     if (claimed) direct.publish({ ids: claimed.ids, messages: carrying(claimed.messages, arrived) });
     else onCommitted();
-    direct.stored?.(bots, arrived);
+    direct.stored?.(bots, updatesOf);
     return outcomes;
   }, { maxBatch });
 }
