@@ -243,7 +243,6 @@ function assign(items: NewUpdate[], s: Screened, firstId: number, now: number) {
   return { advanced, stored, toDeliver, chats: [...chats.values()], inbound: [...inbound.values()], edits: [...edits.values()], queries, keys };
 }
 
-/** The sends numbered: each bot's next message ids in the order given, and each bot's last id after them. */
 /**
  * The messages to store: each item whose chat has written to its bot, with its bot's next
  * message id (its row locked), built; per item its message, or undefined (no such chat).
