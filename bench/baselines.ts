@@ -12,7 +12,8 @@
  *                page of the account's bots (and a count when the page is full), the rows
  *                as the same JSON the service writes (the same fields, about 3 KB).
  *   GET  /floor/my/:id  the same for GET /bots/my/{id}: the bot by id and owner, and its
- *                webhook (none), as the service's JSON.
+ *                webhook when it is in webhook mode (on MySQL in the same statement), as
+ *                the service's JSON.
  *   POST /floor/send  what sendMessage cannot do without (see its code below: the chat
  *                checked, the message stored, the outbox and feed rows written, the outbox
  *                relayed).
@@ -243,7 +244,8 @@ if (mysql) {
     const text = byOwnerAndId.get(account, request.params.id) as string | undefined;
     if (text === undefined) return reply.code(404).send({ error: { code: 404 } });
     const row = JSON.parse(text) as unknown[];
-    const hook = webhookOf.get(row[I.id]) as { url: string } | undefined;
+    // As the service: a bot has a webhook only in webhook mode.
+    const hook = row[I.delivery_mode] === 'webhook' ? webhookOf.get(row[I.id]) as { url: string } | undefined : undefined;
     return reply.type('application/json; charset=utf-8').send(detailJson(row, hook?.url));
   });
 }

@@ -315,7 +315,8 @@ export function createConsoleService(
           oneTimeToken = deps.secretBox.open(sealed);
         }
       }
-      const webhook = await deps.webhookOf(bot.id);
+      // A bot has a webhook only in webhook mode (set and removed with it, in one unit), as listMyBots reads.
+      const webhook = bot.deliveryMode === 'webhook' ? await deps.webhookOf(bot.id) : undefined;
       return { bot: { ...toBotMessage(bot, { oneTimeToken, webhookDisabled: webhook?.disabled ?? false }), webhook } };
     },
 
