@@ -6,13 +6,10 @@
  * The dispatcher here runs on its real code over in-memory stand-ins of its storage, bus
  * and attempts, whose answers take a turn of the event loop as a webhook's would.
  */
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { Attempts } from '../src/dispatch/attempts.js';
 import { createDispatcher } from '../src/dispatch/dispatcher.js';
-import type { Bus } from '../src/bus/bus.js';
-import type { DeliveriesRepo, LeasedDelivery } from '../src/storage/deliveries-repo.js';
-import type { WebhooksRepo } from '../src/storage/webhooks-repo.js';
+import type { LeasedDelivery } from '../src/storage/deliveries-repo.js';
+import { dispatcherStandIns } from './helpers/dispatcher-stand-ins.js';
 
 describe('the dispatcher with many more bots due than budget', () => {
   it('delivers every bot once, with limit reads in proportion to the bots, not to bots × freed slots', async () => {
@@ -21,10 +18,8 @@ describe('the dispatcher with many more bots due than budget', () => {
     const due = new Set(Array.from({ length: BOTS }, (_, i) => `bot${i}`));
     const delivered: string[] = [];
     let limitReads = 0;
-    let wake: ((keys: string[]) => void) | undefined;
-
-    const deliveries = {
-      async claimForBots({ free }: { free: Map<string, number> }) {
+    const { deps, wake } = dispatcherStandIns({
+      claim(free) {
         const out: LeasedDelivery[] = [];
         for (const [botId] of free) {
           if (!due.has(botId)) continue;
@@ -33,36 +28,19 @@ describe('the dispatcher with many more bots due than budget', () => {
         }
         return out;
       },
-      async botsWithDue() {
-        return [];
-      },
-      async renewLeases() {
-        return 0;
-      },
-    } as unknown as DeliveriesRepo;
-    const webhooks = {
-      async limitsOf(ids: string[]) {
+      limitsOf(ids) {
         limitReads += ids.length;
         return new Map(ids.map((id) => [id, { max: 1, perSecond: null }]));
       },
-    } as unknown as WebhooksRepo;
-    const attempts = {
-      attempt: (d: LeasedDelivery) => new Promise((resolve) => setImmediate(() => {
+      attempt: (d) => new Promise((resolve) => setImmediate(() => {
         delivered.push(d.botId);
         resolve('succeeded');
       })),
-    } as unknown as Attempts;
-    const bus = {
-      async subscribeGroup(_group: string, _topics: string[], handler: (keys: string[]) => void) {
-        wake = handler;
-      },
-    } as unknown as Bus;
-
-    const dispatcher = createDispatcher({
-      deliveries, webhooks, attempts, bus, logger: pino({ level: 'silent' }), timeoutMs: 15_000, maxInFlight: BUDGET, sweepMs: 60_000,
     });
+
+    const dispatcher = createDispatcher({ ...deps, timeoutMs: 15_000, maxInFlight: BUDGET, sweepMs: 60_000 });
     await dispatcher.start();
-    wake!([...due]);
+    wake([...due]);
     for (let i = 0; i < 600 && delivered.length < BOTS; i++) await new Promise((r) => setTimeout(r, 50));
     await dispatcher.stop();
 

@@ -7,14 +7,11 @@
  * The dispatcher runs on its real code over in-memory stand-ins of its storage, bus and
  * attempts, whose answers take a few milliseconds as a webhook's would.
  */
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { Attempts } from '../src/dispatch/attempts.js';
 import { createDispatcher } from '../src/dispatch/dispatcher.js';
 import { originOf } from '../src/dispatch/webhook-client.js';
-import type { Bus } from '../src/bus/bus.js';
-import type { DeliveriesRepo, LeasedDelivery } from '../src/storage/deliveries-repo.js';
-import type { WebhooksRepo } from '../src/storage/webhooks-repo.js';
+import type { LeasedDelivery } from '../src/storage/deliveries-repo.js';
+import { dispatcherStandIns } from './helpers/dispatcher-stand-ins.js';
 
 describe('the dispatcher with many bots behind one origin', () => {
   it('claims for the origin about its turns, delivers everything once in order, and does not hold up another origin', async () => {
@@ -30,10 +27,8 @@ describe('the dispatcher with many bots behind one origin', () => {
     let mostAtShared = 0;
     let sharedDone = 0;
     let otherAfter = -1;
-    let wake: ((keys: string[]) => void) | undefined;
-
-    const deliveries = {
-      async claimForBots({ free }: { free: Map<string, number> }) {
+    const { deps, wake } = dispatcherStandIns({
+      claim(free) {
         const out: LeasedDelivery[] = [];
         for (const [botId, n] of free) {
           const seqs = due.get(botId) ?? [];
@@ -41,20 +36,8 @@ describe('the dispatcher with many bots behind one origin', () => {
         }
         return out;
       },
-      async botsWithDue() {
-        return [];
-      },
-      async renewLeases() {
-        return 0;
-      },
-    } as unknown as DeliveriesRepo;
-    const webhooks = {
-      async limitsOf(ids: string[]) {
-        return new Map(ids.map((id) => [id, { max: 40, perSecond: null, url: urlOf(id), allowedIps: [] }]));
-      },
-    } as unknown as WebhooksRepo;
-    const attempts = {
-      attempt: (d: LeasedDelivery & { updateSeq: number }) => {
+      limitsOf: (ids) => new Map(ids.map((id) => [id, { max: 40, perSecond: null, url: urlOf(id), allowedIps: [] }])),
+      attempt: (d) => {
         const shared = d.botId !== 'other';
         if (shared) mostAtShared = Math.max(mostAtShared, ++atShared);
         else otherAfter = sharedDone;
@@ -63,27 +46,21 @@ describe('the dispatcher with many bots behind one origin', () => {
             atShared--;
             sharedDone++;
           }
-          delivered.set(d.botId, [...(delivered.get(d.botId) ?? []), d.updateSeq]);
+          delivered.set(d.botId, [...(delivered.get(d.botId) ?? []), (d as LeasedDelivery & { updateSeq: number }).updateSeq]);
           resolve('succeeded');
         }, 2));
       },
-    } as unknown as Attempts;
-    const bus = {
-      async subscribeGroup(_group: string, _topics: string[], handler: (keys: string[]) => void) {
-        wake = handler;
-      },
-    } as unknown as Bus;
+    });
 
     const dispatcher = createDispatcher({
-      deliveries, webhooks, attempts, bus, logger: pino({ level: 'silent' }), timeoutMs: 15_000, maxInFlight: 1000, sweepMs: 60_000,
-      perOrigin: PER_ORIGIN, originOf,
+      ...deps, timeoutMs: 15_000, maxInFlight: 1000, sweepMs: 60_000, perOrigin: PER_ORIGIN, originOf,
     });
     await dispatcher.start();
-    wake!([...due.keys()]);
+    wake([...due.keys()]);
     // The busy origin is saturated: then a bot behind another one gets an update.
     for (let i = 0; i < 200 && sharedDone < 50; i++) await new Promise((r) => setTimeout(r, 5));
     due.set('other', [0]);
-    wake!(['other']);
+    wake(['other']);
     const total = BOTS * EACH + 1;
     const count = () => [...delivered.values()].reduce((n, l) => n + l.length, 0);
     for (let i = 0; i < 600 && count() < total; i++) await new Promise((r) => setTimeout(r, 50));

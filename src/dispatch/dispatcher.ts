@@ -47,7 +47,7 @@
  * Origins: the webhook client lets at most `perOrigin` requests progress at once at one
  * origin (host and port per allowed_ips policy; WEBHOOK_SOCKETS_PER_ORIGIN), the rest
  * wait there for a turn. The dispatcher claims for an origin no more than those turns
- * and a quarter more (ready for the turns freed before its next claim): with many bots
+ * and half as many again (ready for the turns freed before its next claim): with many bots
  * behind one endpoint it claimed up to its whole budget, and the attempts waiting for a
  * turn held their leases, rows and requests for longer than two scavenges, so each was
  * promoted and collected as old garbage (bench:webhooks' burst, 1,000 bots on one origin:
@@ -160,12 +160,12 @@ export function createDispatcher(opts: DispatcherOptions) {
   let kicking: Promise<void> | null = null;
   /** Timers that kick rate-limited bots when their next token is due. */
   const wakers = new Set<NodeJS.Timeout>();
-  /** Most attempts progressing at one origin (see Origins above): its turns and a quarter more. */
+  /** Most attempts progressing at one origin (see Origins above): its turns and half as many again. */
   const originCap = opts.perOrigin === undefined ? Infinity : opts.perOrigin + Math.ceil(opts.perOrigin / 2);
   /**
-   * The room an origin needs before its held bots go (an eighth of its turns): they are claimed
-   * for in batches, not in a claim statement per freed turn, while the quarter more keeps
-   * its turns busy meanwhile.
+   * The room an origin needs before its held bots go (a quarter of its turns): they are claimed
+   * for in batches, not in a claim statement per freed turn, while the half more keeps its
+   * turns busy meanwhile.
    */
   const originBatch = opts.perOrigin === undefined ? 1 : Math.max(1, Math.ceil(opts.perOrigin / 4));
   /** Attempts progressing (not parked) per origin. */
@@ -352,7 +352,7 @@ export function createDispatcher(opts: DispatcherOptions) {
           continue;
         }
         n = Math.min(n, room);
-        planned.set(origin, (planned.get(origin) ?? 0) + n);
+        planned.set(origin, (given ?? 0) + n);
       }
       if (n > 0) {
         free.set(b, n);

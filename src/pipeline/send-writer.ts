@@ -15,7 +15,7 @@
 import { createGroupCommit } from '../group-commit.js';
 import type { SendItem, UnitsOfWork } from '../storage/units.js';
 import type { OutboxRelay } from './outbox-relay.js';
-import { DIRECT_AFTER_QUIET_MS } from './update-writer.js';
+import { quietCommits } from './update-writer.js';
 
 export function createSendWriter(deps: {
   units: Pick<UnitsOfWork, 'sendMessages'>;
@@ -27,11 +27,11 @@ export function createSendWriter(deps: {
 }) {
   const { units, relay, committed } = deps;
   const now = deps.now ?? Date.now;
-  let lastCommitAt = -Infinity;
+  const quietAt = quietCommits();
   const commit = createGroupCommit<SendItem, Record<string, unknown> | undefined>(async (items) => {
     const at = now();
-    const quiet = at - lastCommitAt >= DIRECT_AFTER_QUIET_MS;
-    lastCommitAt = at;
+    // quietAt is asked on every commit: it keeps the last commit's start.
+    const quiet = quietAt(at);
     const { answers, claimed } = await units.sendMessages(items, at, deps.publishEveryCommit || quiet ? relay.claimUntil(at) : undefined);
     if (claimed) void relay.publishClaimed(claimed);
     else relay.nudge();

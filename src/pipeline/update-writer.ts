@@ -36,7 +36,17 @@ export interface DirectPublish {
  * (ms): a wake-up after a quiet spell goes out from its commit, while sustained writes leave
  * their messages to the relay's rounds, whose linger carries several commits per publish.
  */
-export const DIRECT_AFTER_QUIET_MS = 50;
+const DIRECT_AFTER_QUIET_MS = 50;
+
+/** Tells of each commit (its start, `at`) whether it began DIRECT_AFTER_QUIET_MS or more after the one before. */
+export function quietCommits(): (at: number) => boolean {
+  let lastCommitAt = -Infinity;
+  return (at) => {
+    const quiet = at - lastCommitAt >= DIRECT_AFTER_QUIET_MS;
+    lastCommitAt = at;
+    return quiet;
+  };
+}
 
 /** A commit's stored updates by bot, and each bot's as another process's waiters get them (encodeArrived, made when first asked). */
 function arrivalsOf(outcomes: IngestOutcome[]) {
@@ -68,11 +78,10 @@ const carrying = <M extends NewOutboxMessage>(messages: M[], arrived: (botId: st
 export function createUpdateWriter(
   units: Pick<UnitsOfWork, 'ingestClaiming'>, onCommitted: () => void, maxBatch = 2000, now = Date.now, direct?: DirectPublish,
 ) {
-  let lastCommitAt = -Infinity;
+  const quietAt = quietCommits();
   return createGroupCommit<NewUpdate, IngestOutcome>(async (items) => {
     const at = now();
-    const quiet = at - lastCommitAt >= DIRECT_AFTER_QUIET_MS;
-    lastCommitAt = at;
+    const quiet = quietAt(at);
     if (direct?.announce) {
       const { outcomes, announce } = await units.ingestClaiming(items, at, undefined, true);
       const { bots, updatesOf } = arrivalsOf(outcomes);

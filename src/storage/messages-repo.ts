@@ -90,8 +90,7 @@ export interface SentMessage {
   botId: string;
   chatId: number;
   messageId: number;
-  message: Record<string, unknown>;
-  /** The message as JSON (made once: stored, and carried by the bus and the feed). */
+  /** The message as on the JSON wire, as JSON (made once: stored, and carried by the bus and the feed). */
   json: string;
 }
 

@@ -258,7 +258,7 @@ function numberSends(items: SendItem[], counters: Map<string, MessageCounter>, c
     const messageId = (next.get(item.botId) ?? bot.lastMessageId) + 1;
     next.set(item.botId, messageId);
     const message = item.build(messageId, { username: bot.username, name: bot.name }, chat);
-    sent.push({ botId: item.botId, chatId: item.chatId, messageId, message, json: JSON.stringify(message) });
+    sent.push({ botId: item.botId, chatId: item.chatId, messageId, json: JSON.stringify(message) });
     return message;
   });
   return { sent, answers, last: [...next].map(([id, lastMessageId]) => ({ id, lastMessageId })) };
@@ -283,6 +283,26 @@ export interface ClaimedOutbox {
   ids: number[];
   messages: NewOutboxMessage[];
 }
+
+/** ClaimedOutbox while its unit runs: the ids are answered once the insert has run. */
+type Claiming = { ids: Promise<number[]>; messages: NewOutboxMessage[] };
+
+/**
+ * Adds outbox messages in the unit `w`: claimed by the caller until `claimUntil` where the
+ * engine answers their ids with the insert (OutboxRepo.insertClaimed), else unclaimed, for
+ * the relay; the claim (undefined when there is none).
+ */
+function addOutbox(outbox: ReturnType<typeof createOutboxRepo>, messages: NewOutboxMessage[], now: number, claimUntil: number | undefined, w: Writer): Claiming | undefined {
+  if (claimUntil === undefined) {
+    outbox.insert(messages, now, w);
+    return undefined;
+  }
+  const ids = outbox.insertClaimed(messages, now, claimUntil, w);
+  return ids && { ids, messages };
+}
+
+/** A claim with its ids, once its unit has committed. */
+const claimedOf = async (c: Claiming | undefined): Promise<ClaimedOutbox | undefined> => c && { ids: await c.ids, messages: c.messages };
 
 /**
  * The outbox messages announcing stored updates: one per bot, keyed by it (its consumers
@@ -331,7 +351,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
     items: NewUpdate[], now: number, claimOutboxUntil?: number, withoutOutbox = false,
   ): Promise<{ outcomes: IngestOutcome[]; claimed?: ClaimedOutbox; announce?: NewOutboxMessage[] }> => {
     const botIds = [...new Set(items.map((i) => i.botId))];
-    let claimed: { ids: Promise<number[]>; messages: NewOutboxMessage[] } | undefined;
+    let claimed: Claiming | undefined;
     let announced: NewOutboxMessage[] | undefined;
     const outcomes = await sql.unit(async (w) => {
       claimed = announced = undefined;
@@ -351,11 +371,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       updates.insert(plan.stored, w);
       const announce = outboxMessages(plan.stored, plan.toDeliver);
       if (withoutOutbox) announced = announce;
-      else {
-        const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
-        if (ids) claimed = { ids, messages: announce };
-        else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
-      }
+      else claimed = addOutbox(outbox, announce, now, claimOutboxUntil, w);
       deliveries.insertFor(plan.toDeliver, now, w);
       // Keys past the window are forgotten (the retention sweep may not have run yet).
       for (const { botId, key } of screened.staleKeys) updates.forgetIngestKey(botId, key, w);
@@ -366,7 +382,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       queries.insert(plan.queries, w);
       return screened.outcomes;
     });
-    return { outcomes, claimed: claimed && { ids: await claimed.ids, messages: claimed.messages }, announce: announced };
+    return { outcomes, claimed: await claimedOf(claimed), announce: announced };
   };
 
   return {
@@ -482,7 +498,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * ingestClaiming's (`claimed`, for the caller to publish at once and delete).
      */
     async sendMessages(items: SendItem[], now: number, claimOutboxUntil?: number): Promise<{ answers: (Record<string, unknown> | undefined)[]; claimed?: ClaimedOutbox }> {
-      let claimed: { ids: Promise<number[]>; messages: NewOutboxMessage[] } | undefined;
+      let claimed: Claiming | undefined;
       const answers = await sql.unit(async (w) => {
         claimed = undefined;
         // The chats read with the bots' lock (MySQL: in its round trip).
@@ -493,14 +509,11 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         bots.setLastMessageIds(last, w);
         messages.insertSent(sent, now, w);
         const payloads = sent.map(feedPayload);
-        const announce = sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! }));
-        const ids = claimOutboxUntil === undefined ? undefined : outbox.insertClaimed(announce, now, claimOutboxUntil, w);
-        if (ids) claimed = { ids, messages: announce };
-        else if (claimOutboxUntil === undefined) outbox.insert(announce, now, w);
+        claimed = addOutbox(outbox, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, claimOutboxUntil, w);
         await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, w);
         return answers;
       });
-      return { answers, claimed: claimed && { ids: await claimed.ids, messages: claimed.messages } };
+      return { answers, claimed: await claimedOf(claimed) };
     },
 
     /**

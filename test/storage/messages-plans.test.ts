@@ -37,7 +37,7 @@ it('listSent answers the bot\'s messages of the chat only, newest first, with th
   const messages = createMessagesRepo(db);
   await db.sql.unit(async (w) => {
     messages.insertInbound([1, 3, 5].map((id) => ({ botId: 'b', chatId: 1, messageId: id, at: 0, message: { message_id: id, text: 'in' } })), w);
-    const sent = (chatId: number, messageId: number, message: Record<string, unknown>) => ({ botId: 'b', chatId, messageId, message, json: JSON.stringify(message) });
+    const sent = (chatId: number, messageId: number, message: Record<string, unknown>) => ({ botId: 'b', chatId, messageId, json: JSON.stringify(message) });
     messages.insertSent([2, 4, 6, 7].map((id) => sent(1, id, { message_id: id, text: 'out' })), 0, w);
     messages.insertSent([sent(2, 8, { message_id: 8 })], 0, w);
   });
