@@ -99,11 +99,13 @@ describe('router', () => {
 
   it('routes button presses by callback_data (string or RegExp): answered, the message edited; an unanswered query is answered after its handler', async () => {
     const b = await account.approvedBot('sdk_router_buttons');
-    // The bot's own calls, as it makes them (the service answers them as usual).
+    // The bot's own calls, each recorded once the service has answered it (so that a wait on the
+    // record does not race the call still on its way).
     const answers: { callback_query_id: string; text?: string }[] = [];
     const recording: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
       if (String(input).endsWith('/answerCallbackQuery')) answers.push(JSON.parse(String(init?.body)));
-      return fetch(input, init);
+      return response;
     };
     const bot = createBot(b.token, { baseUrl: h.url, fetch: recording });
     const seen: string[] = [];
