@@ -30,7 +30,8 @@
  * With BENCH_DATABASE_URL and BENCH_KAFKA_BROKERS it also measures the floor across two
  * processes (bench/wake-floor-kafka.ts: the update stored in MariaDB and produced to Kafka
  * by one, consumed by the other, which reads it and answers the poll).
- * BENCH_WAKE_SAMPLES: wake-ups measured (50, or 200 with BENCH_ONLY=wake).
+ * BENCH_WAKE_SAMPLES: wake-ups measured (50, or 200 with BENCH_ONLY=wake). BENCH_WAKE_LOG: each
+ * sample's start and times to a file, for what made the slow ones (bench/event-marks.mjs).
  * BENCH_GATEWAY=1: on MariaDB + Kafka, B is two processes: core B (ROLE=core) and a gateway
  * (ROLE=gateway) in front of it, holding the polls' HTTP connections; CPU and RSS are the
  * two processes' sums (the JS heap printed is the gateway's).
@@ -65,6 +66,12 @@ const GATEWAY = process.env.BENCH_GATEWAY === '1';
  */
 const IDLE_RESTART = process.env.BENCH_IDLE_RESTART === '1';
 const ONLY_WAKE = ONLY.has('wake');
+/**
+ * BENCH_WAKE_LOG=file: each wake-up sample appended there as a JSON line (setup: its target's
+ * index in its measurement, 0 the floor's; at: its start in epoch ms; ms; pollMs), to set
+ * beside other processes' marks (bench/event-marks.mjs, bench/wake-tail.mjs).
+ */
+const WAKE_LOG = process.env.BENCH_WAKE_LOG;
 const WAKE_SAMPLES = Number(process.env.BENCH_WAKE_SAMPLES ?? (ONLY_WAKE ? 200 : 50));
 const JWT_SECRET = 'bench-secret-bench-secret-bench-secret-000';
 const INTERNAL = 'bench-internal-token-bench-internal-token-00';
@@ -223,6 +230,7 @@ async function wakeUp(ingestAt: Instance, pollAt: Instance, bot: { id: string; t
  * measured side by side rather than one after the other.
  */
 async function wakeUps(targets: WakeTarget[]) {
+  const wakeLog: object[] | undefined = WAKE_LOG ? [] : undefined;
   const runs = await Promise.all(targets.map(async ({ ingestAt, pollAt, bot }) => {
     let offset = 0;
     for (;;) {
@@ -248,11 +256,14 @@ async function wakeUps(targets: WakeTarget[]) {
       const t0 = performance.now();
       await r.ing.send([{ botId: r.bot.id, text: 'wake' }]);
       const { res, at } = await waiting;
-      r.samples.push(performance.now() - t0);
+      const ms = performance.now() - t0;
+      r.samples.push(ms);
       r.pollOnly.push(at - t0);
+      wakeLog?.push({ setup: runs.indexOf(r), i, at: performance.timeOrigin + t0, ms, pollMs: at - t0 });
       r.offset = res.body.result.at(-1).update_seq + 1;
     }
   }
+  if (wakeLog) fs.appendFileSync(WAKE_LOG!, `${wakeLog.map((l) => JSON.stringify(l)).join('\n')}\n`);
   return runs.map((r) => {
     // The service's CPU per cycle (the ingest, the woken poll's answer, the relay's round, the next poll's start).
     const cpuMs = ((r.cpu() - r.cpu0) * 1000) / WAKE_SAMPLES;
