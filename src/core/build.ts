@@ -27,6 +27,7 @@ import type { Root } from '../process.js';
 import { createFeedRepo } from '../storage/feed-repo.js';
 import { createFilesRepo } from '../storage/files-repo.js';
 import { createMessagesRepo } from '../storage/messages-repo.js';
+import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import { createQueriesRepo } from '../storage/queries-repo.js';
 import { createQueriesService } from '../domain/queries-service.js';
 import { createAuthenticator } from './authenticate.js';
@@ -104,8 +105,15 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
   // from the commit or by the relay (pipeline/send-writer.ts).
   const sendWriter = createSendWriter({
     units: b.units, relay, committed: () => feedWaker.sent(),
-    // The in-process bus: each commit's messages published from it (no claim statement a round).
-    publishEveryCommit: inProcessBus !== undefined,
+    // The embedded default: its messages published from each commit, with no outbox row (the
+    // in-process bus ends with the process and has no subscriber of the messages topic; the
+    // messaging services read the outbound feed).
+    ...(inProcessBus ? {
+      announce: (messages: NewOutboxMessage[]) => {
+        inProcessBus.publish(messages.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })))
+          .catch((err) => logger.warn({ err }, 'sent messages not announced on the in-process bus'));
+      },
+    } : {}),
   });
   // Edits, deletes, chat actions and answers to queries reach the feed and the bus by the
   // relay, which each commit nudges.

@@ -7,12 +7,13 @@
  *
  * Its outbox messages go to the bus as ingest's do (update-writer.ts): a commit adds them
  * claimed by this process and hands them to the relay to publish at once
- * (`publishClaimed`, where the engine answers their ids) after a quiet spell, or on every
- * commit with `publishEveryCommit` (a bus whose publishes cost nothing to batch: the
- * in-process one, where the relay's round would cost a claim statement). Otherwise the
- * relay's rounds take them: the commit nudges it. `committed` is told of each commit.
+ * (`publishClaimed`, where the engine answers their ids) after a quiet spell. Otherwise the
+ * relay's rounds take them: the commit nudges it. With `announce` (the embedded default's
+ * in-process bus) no outbox row is written at all: each commit's messages go to it once
+ * committed, as ingest's (ingest.ts). `committed` is told of each commit.
  */
 import { createGroupCommit } from '../group-commit.js';
+import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import type { SendItem, UnitsOfWork } from '../storage/units.js';
 import type { OutboxRelay } from './outbox-relay.js';
 import { quietCommits } from './update-writer.js';
@@ -21,7 +22,7 @@ export function createSendWriter(deps: {
   units: Pick<UnitsOfWork, 'sendMessages'>;
   relay: Pick<OutboxRelay, 'nudge' | 'claimUntil' | 'publishClaimed'>;
   committed?: () => void;
-  publishEveryCommit?: boolean;
+  announce?: (messages: NewOutboxMessage[]) => void;
   maxBatch?: number;
   now?: () => number;
 }) {
@@ -30,9 +31,14 @@ export function createSendWriter(deps: {
   const quietAt = quietCommits();
   const commit = createGroupCommit<SendItem, Record<string, unknown> | undefined>(async (items) => {
     const at = now();
+    if (deps.announce) {
+      const { answers, announce } = await units.sendMessages(items, at, undefined, true);
+      if (announce) deps.announce(announce);
+      return answers;
+    }
     // quietAt is asked on every commit: it keeps the last commit's start.
     const quiet = quietAt(at);
-    const { answers, claimed } = await units.sendMessages(items, at, deps.publishEveryCommit || quiet ? relay.claimUntil(at) : undefined);
+    const { answers, claimed } = await units.sendMessages(items, at, quiet ? relay.claimUntil(at) : undefined);
     if (claimed) void relay.publishClaimed(claimed);
     else relay.nudge();
     return answers;

@@ -496,11 +496,16 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * its id, the sending bot's username and name (read with the counter) and its chat's
      * names. With `claimOutboxUntil`, the outbox messages are claimed by the caller, as
      * ingestClaiming's (`claimed`, for the caller to publish at once and delete).
+     * `withoutOutbox`: none is written, and `announce` has them, for the caller to publish
+     * once committed (as ingestClaiming's: the in-process bus).
      */
-    async sendMessages(items: SendItem[], now: number, claimOutboxUntil?: number): Promise<{ answers: (Record<string, unknown> | undefined)[]; claimed?: ClaimedOutbox }> {
+    async sendMessages(items: SendItem[], now: number, claimOutboxUntil?: number, withoutOutbox = false): Promise<{
+      answers: (Record<string, unknown> | undefined)[]; claimed?: ClaimedOutbox; announce?: NewOutboxMessage[];
+    }> {
       let claimed: Claiming | undefined;
+      let announced: NewOutboxMessage[] | undefined;
       const answers = await sql.unit(async (w) => {
-        claimed = undefined;
+        claimed = announced = undefined;
         // The chats read with the bots' lock (MySQL: in its round trip).
         const chatsRead = messages.chatsOf(items, w);
         const counters = await bots.lockMessageCounters(items.map((i) => i.botId), w);
@@ -509,11 +514,13 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         bots.setLastMessageIds(last, w);
         messages.insertSent(sent, now, w);
         const payloads = sent.map(feedPayload);
-        claimed = addOutbox(outbox, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, claimOutboxUntil, w);
+        const announce = sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! }));
+        if (withoutOutbox) announced = announce;
+        else claimed = addOutbox(outbox, announce, now, claimOutboxUntil, w);
         await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, w);
         return answers;
       });
-      return { answers, claimed: await claimedOf(claimed) };
+      return { answers, claimed: await claimedOf(claimed), announce: announced };
     },
 
     /**
