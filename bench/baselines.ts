@@ -15,8 +15,8 @@
  *                webhook when it is in webhook mode (on MySQL in the same statement), as
  *                the service's JSON.
  *   POST /floor/send  what sendMessage cannot do without (see its code below: the chat
- *                checked, the message stored, the outbox and feed rows written, the outbox
- *                relayed).
+ *                checked, the message stored, the feed row written, the bus told: on SQLite
+ *                from the commit, on MySQL/MariaDB by an outbox row relayed).
  *   POST /floor/updates  what getUpdates (timeout 0, nothing pending) cannot do without:
  *                the kept principal, the bot's polling state read, the offset confirmed,
  *                the pending updates read when there may be some, the same JSON.
@@ -260,11 +260,12 @@ if (mysql) {
 // connection, the same hand-written statements a raw client would send) in the database
 // BASELINE_DATABASE_URL names: there the floor's CPU less raw Fastify's is what the
 // database costs a send on the client's side. A send also reaches the platform's
-// messaging services, in the same transaction: an outbox row (the bus's message) and a
-// row of the outbound feed at its chat's partition's next seq (the partition's row read
-// and advanced); after the commit a relay reads the outbox, publishes it (to an
-// in-process emitter) and deletes it. The text is parsed as the service parses it
-// (entities detected: the service's own outgoingText).
+// messaging services, in the same transaction: a row of the outbound feed at its chat's
+// partition's next seq (the partition's row read and advanced) and, on MySQL/MariaDB, an
+// outbox row (the bus's message) that a relay reads after the commit, publishes (to an
+// in-process emitter) and deletes. On SQLite, as the embedded service (whose bus is the
+// in-process one), no outbox row: each commit's messages are published from it. The
+// text is parsed as the service parses it (entities detected: the service's own outgoingText).
 interface Send { botId: string; chatId: number; text: string }
 interface Sender { username: string; name: string; lastMessageId: number }
 const sendPrincipals = new Map<string, { botId: string }>();
@@ -393,26 +394,15 @@ if (mysql) {
   db.exec('create table send_chats (bot_id text not null, chat_id integer not null, type text not null, primary key (bot_id, chat_id))');
   db.exec(`create table send_messages (bot_id text not null, chat_id integer not null, message_id integer not null, outbound integer not null,
     payload text, created_at integer not null, primary key (bot_id, chat_id, message_id))`);
-  db.exec('create table send_outbox (id integer primary key autoincrement, topic text not null, msg_key text not null, payload text not null, created_at integer not null)');
   db.exec('create table send_feed_partitions (partition_no integer primary key, last_seq integer not null)');
   db.exec(`create table send_feed (partition_no integer not null, seq integer not null, bot_id text not null, chat_id integer not null,
     payload text not null, created_at integer not null, primary key (partition_no, seq))`);
   for (let p = 0; p < FEED_PARTITIONS; p++) db.prepare('insert into send_feed_partitions values (?, 0)').run(p);
   db.prepare('insert into send_bots values (?, ?, ?, 0)').run(sendBotId, 'floor_bot', 'Floor bot');
   db.prepare("insert into send_chats values (?, 4242, 'private')").run(sendBotId);
-  const addOutbox = db.prepare('insert into send_outbox (topic, msg_key, payload, created_at) values (?, ?, ?, ?)');
   const headOf = db.prepare('select last_seq from send_feed_partitions where partition_no = ?').pluck();
   const setHead = db.prepare('update send_feed_partitions set last_seq = ? where partition_no = ?');
   const addFeed = db.prepare('insert into send_feed values (?, ?, ?, ?, ?, ?)');
-  const outboxBatch = db.prepare('select id, topic, msg_key, payload from send_outbox order by id limit 500');
-  const deleteOutbox = db.prepare('delete from send_outbox where id = ?');
-  const relayRound = db.transaction(() => {
-    const rows = outboxBatch.all() as { id: number; topic: string; msg_key: string; payload: string }[];
-    if (rows.length > 0) bus.emit('messages', rows.map((r) => ({ topic: r.topic, key: r.msg_key, value: r.payload })));
-    for (const r of rows) deleteOutbox.run(r.id);
-    return rows.length;
-  });
-  const relaySqlite = relayOf(async () => relayRound.immediate());
   const botOf = db.prepare('select username, name, last_message_id from send_bots where id = ?');
   const chatOf = db.prepare('select type from send_chats where bot_id = ? and chat_id = ?').pluck();
   const setLast = db.prepare('update send_bots set last_message_id = ? where id = ?');
@@ -433,17 +423,16 @@ if (mysql) {
     const { messages, last, rows, events, now } = planBatch(batch, bots, chats);
     for (const [id, n] of last) setLast.run(n, id);
     for (const row of rows) addMessage.run(...row);
-    for (const e of events) addOutbox.run('botplatform.messages', e.key, e.payload, now);
     const held = [...new Set(events.map((e) => e.partition))];
     const lastSeqs = new Map(held.map((p) => [p, headOf.get(p) as number]));
     const seqs = feedPlaces(events, lastSeqs);
     for (const p of held) setHead.run(lastSeqs.get(p), p);
     events.forEach((e, i) => addFeed.run(e.partition, seqs[i], e.key, e.chatId, e.payload, now));
-    return messages;
+    return { messages, events };
   });
   storeBatch = async (batch) => {
-    const messages = store.immediate(batch);
-    if (messages.some((m) => m !== undefined)) relaySqlite();
+    const { messages, events } = store.immediate(batch);
+    if (events.length > 0) bus.emit('messages', events.map((e) => ({ topic: 'botplatform.messages', key: e.key, value: e.payload })));
     return messages;
   };
 }

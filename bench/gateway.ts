@@ -333,7 +333,7 @@ async function calls() {
     ...http(`${b}/floor/my`, baselines.jwt, 'GET', baselines.pid) };
   const detailFloor: Target = { name: `baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + the bot and its webhook read, same JSON; ${floorDbName})`,
     ...http(`${b}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid) };
-  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its outbox and feed rows, one transaction per batch, the outbox relayed; ${floorDbName})`,
+  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its feed row, one transaction per batch, published from the commit (SQLite) or by an outbox row relayed (MySQL/MariaDB); ${floorDbName})`,
     ...http(`${b}/floor/send`, baselines.token, 'POST', baselines.pid, { chat_id: 4242, text: 'bench' }) };
   const updatesFloor: Target = { name: `baseline: floor of getUpdates (Fastify + kept principal + the polling state read, the offset confirmed, same JSON; ${floorDbName})`,
     ...http(`${b}/floor/updates`, baselines.token, 'POST', baselines.pid, { offset: 2, timeout: 0 }) };
