@@ -11,7 +11,10 @@ req="${1:?usage: ensure-pyenv.sh REQUIREMENTS_FILE}"
 [[ "$req" = /* ]] || req="$repo/$req"
 [[ -f "$req" ]] || { echo "ensure-pyenv: no such file: $req" >&2; exit 2; }
 name="$(basename "$(dirname "$req")")"
-hash="$(sha256sum "$req" | cut -c1-12)"
+# The file and those it includes (`-r other.txt`, beside it): a change to either builds anew.
+included="$(sed -n 's/^-r[[:space:]]*//p' "$req" | sed "s|^|$(dirname "$req")/|")"
+# shellcheck disable=SC2086
+hash="$(cat "$req" $included | sha256sum | cut -c1-12)"
 venv="$repo/.infra/venv/$name-$hash"
 if [[ -x "$venv/bin/python" && -f "$venv/.complete" ]]; then echo "$venv/bin/python"; exit 0; fi
 mkdir -p "$repo/.infra/venv"

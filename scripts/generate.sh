@@ -18,7 +18,7 @@ tsx gateway/generator/main.ts "$tmp/image.json" "$PWD"
 # test/openapi-client.test.ts drives the service through them with openapi-fetch.
 openapi-typescript gateway/generated/openapi.json -o gateway/generated/openapi-types.ts >/dev/null
 # The Python SDK's models (by datamodel-code-generator) and methods, from the same document, in a
-# venv of its pinned tools (built under .infra/venv on first use, then reused).
-python="$(bash scripts/ensure-pyenv.sh sdk/python/requirements-dev.txt)"
+# venv of the generator alone (built under .infra/venv on first use, then reused).
+python="$(bash scripts/ensure-pyenv.sh sdk/python/requirements-generate.txt)"
 rm -rf sdk/python/src/botplatform/_generated
 "$python" sdk/python/codegen/generate.py gateway/generated/openapi.json sdk/python/src/botplatform/_generated
