@@ -20,6 +20,7 @@ import { createRuntimeService } from '../domain/runtime-service.js';
 import { createUpdatesService } from '../domain/updates-service.js';
 import { parseCidrs } from '../net/ssrf.js';
 import { createIngestWriter } from '../pipeline/ingest.js';
+import { announceOn } from '../pipeline/outbox-relay.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
 import { createFeedEventWriter } from '../pipeline/feed-event-writer.js';
 import { createSendWriter } from '../pipeline/send-writer.js';
@@ -27,7 +28,6 @@ import type { Root } from '../process.js';
 import { createFeedRepo } from '../storage/feed-repo.js';
 import { createFilesRepo } from '../storage/files-repo.js';
 import { createMessagesRepo } from '../storage/messages-repo.js';
-import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import { createQueriesRepo } from '../storage/queries-repo.js';
 import { createQueriesService } from '../domain/queries-service.js';
 import { createAuthenticator } from './authenticate.js';
@@ -108,12 +108,7 @@ export async function buildCore({ config, logger, telemetry }: Omit<Root, 'shutd
     // The embedded default: its messages published from each commit, with no outbox row (the
     // in-process bus ends with the process and has no subscriber of the messages topic; the
     // messaging services read the outbound feed).
-    ...(inProcessBus ? {
-      announce: (messages: NewOutboxMessage[]) => {
-        inProcessBus.publish(messages.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })))
-          .catch((err) => logger.warn({ err }, 'sent messages not announced on the in-process bus'));
-      },
-    } : {}),
+    ...(inProcessBus ? { announce: announceOn(inProcessBus, logger, 'sent messages') } : {}),
   });
   // Edits, deletes, chat actions and answers to queries reach the feed and the bus by the
   // relay, which each commit nudges.

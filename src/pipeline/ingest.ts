@@ -5,10 +5,9 @@
  */
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
-import type { NewOutboxMessage } from '../storage/outbox-repo.js';
 import type { Telemetry } from '../telemetry/metrics.js';
 import type { UnitsOfWork } from '../storage/units.js';
-import type { OutboxRelay } from './outbox-relay.js';
+import { announceOn, type OutboxRelay } from './outbox-relay.js';
 import type { UpdateWaiters } from './update-waiters.js';
 import { createUpdateWriter, type UpdateWriter } from './update-writer.js';
 
@@ -36,12 +35,7 @@ export function createIngestWriter(deps: {
     claimUntil: (now) => relay.claimUntil(now),
     publish: (claimed) => void relay.publishClaimed(claimed),
     stored: (botIds, arrived) => waiters.committed(botIds, arrived),
-    ...(inProcessBus ? {
-      announce: (messages: NewOutboxMessage[]) => {
-        inProcessBus.publish(messages.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })))
-          .catch((err) => deps.logger?.warn({ err }, 'updates not announced on the in-process bus'));
-      },
-    } : {}),
+    ...(inProcessBus ? { announce: announceOn(inProcessBus, deps.logger, 'updates') } : {}),
   });
   return {
     async write(items) {

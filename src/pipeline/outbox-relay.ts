@@ -34,6 +34,20 @@ import { createGroupCommit } from '../group-commit.js';
 import type { NewOutboxMessage, OutboxRepo } from '../storage/outbox-repo.js';
 import { Slots } from '../slots.js';
 
+/** An outbox message as the bus takes it. */
+export const busMessageOf = (m: NewOutboxMessage) => ({ topic: m.topic, key: m.key, value: m.payload });
+
+/**
+ * The embedded default's way to the bus: a commit's messages published straight to its
+ * in-process `bus` once committed, with no outbox row (ingest's and sends', ingest.ts and
+ * core/build.ts); a failure is logged as `what` not announced.
+ */
+export function announceOn(bus: Pick<Bus, 'publish'>, logger: Pick<Logger, 'warn'> | undefined, what: string) {
+  return (messages: NewOutboxMessage[]): void => {
+    bus.publish(messages.map(busMessageOf)).catch((err) => logger?.warn({ err }, `${what} not announced on the in-process bus`));
+  };
+}
+
 export interface OutboxRelayOptions {
   /** The poll's interval while the relay has had work recently. */
   pollMs?: number;
@@ -103,7 +117,7 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
     if (claimed.length === 0) return 0;
     const ids = claimed.map((m) => m.id);
     try {
-      await publishWithin(claimed.map((m) => ({ topic: m.topic, key: m.key, value: m.payload })));
+      await publishWithin(claimed.map(busMessageOf));
     } catch (err) {
       // Back to the outbox at once: the next attempt (any relay's) takes them again.
       await repo.release(ids).catch(() => {});
@@ -134,7 +148,7 @@ export function createOutboxRelay(repo: OutboxRepo, bus: Bus, logger: Logger, op
     directInFlight = true;
     directArrived = false;
     try {
-      await publishWithin(items.map(({ message: m }) => ({ topic: m.topic, key: m.key, value: m.payload })));
+      await publishWithin(items.map(({ message }) => busMessageOf(message)));
     } catch (err) {
       // Back to the outbox for the relay's rounds, which retry, back off and report.
       await repo.release(ids).catch(() => {});
