@@ -146,21 +146,27 @@ describe('poll takeover signals between instances', () => {
     return (value.polls ?? []).map(([botId, generation]) => ({ type: 'poll', botId, generation }));
   });
 
-  it("a burst of polls for one bot goes out as its newest poll alone, and still ends the other instance's older poll", async () => {
+  /** Waits on a claim for up to 5 s: 'answered', or the error it failed with. */
+  const held = (claim: { wait(until: number, signal: AbortSignal): Promise<boolean> }) =>
+    claim.wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err: unknown) => err);
+
+  it("a burst of waiting polls for one bot goes out as its newest poll alone, and still ends the other instance's older poll", async () => {
     const { bus, publishes } = slowBus(200);
     const here = createUpdateWaiters(bus, createLogger('silent'));
     const there = createUpdateWaiters(bus, createLogger('silent'));
     await here.start();
     await there.start();
     // Another instance holds a long poll for bot-a (its own signal goes out first).
-    const held = there.claim('bot-a', true);
-    const waiting = held.wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err) => err);
+    const waiting = held(there.claim('bot-a', true));
     await until(async () => publishes.length, (n) => n === 1, 1000);
-    // Here, 20 polls of bot-a and 20 of bot-b in one tick, then 10 more of bot-a while that
-    // publish is on its way (it takes 200 ms; the check below looks within 50 ms of its start).
+    // Here, 20 waiting polls of bot-a and 20 of bot-b in one tick (each ending the one
+    // before it here), then 10 more of bot-a while that publish is on its way (it takes
+    // 200 ms; the check below looks within 50 ms of its start).
     const claims = Array.from({ length: 20 }, () => [here.claim('bot-a', true), here.claim('bot-b', true)]).flat();
+    for (const c of claims) void held(c);
     await until(async () => publishes.length, (n) => n === 2, 1000);
     const later = Array.from({ length: 10 }, () => here.claim('bot-a', true));
+    for (const c of later) void held(c);
     await until(async () => publishes.length, (n) => n === 3, 1000);
     // Each publish carries one poll per bot: the newest one raised before it left.
     expect(polls(publishes[1]!).map((s) => s.botId).sort()).toEqual(['bot-a', 'bot-b']);
@@ -168,27 +174,79 @@ describe('poll takeover signals between instances', () => {
     expect(polls(publishes[2]!)).toEqual([expect.objectContaining({ botId: 'bot-a', generation: later.at(-1)!.generation })]);
     // The other instance's poll was ended by the newer one.
     expect(await waiting).toMatchObject({ code: Code.ABORTED });
-    // And nothing more goes out.
+    // And nothing more goes out (the other's signal, heard here, is older than what here told).
     await new Promise((r) => setTimeout(r, 300));
     expect(publishes).toHaveLength(3);
     here.close();
     there.close();
   });
 
-  it("a burst of polls for 1,200 bots goes out in three messages and ends each bot's older poll on the other instance", async () => {
+  it('a poll that answers without waiting tells no other instance; one that waits tells them once', async () => {
+    const { bus, publishes } = slowBus(0);
+    const here = createUpdateWaiters(bus, createLogger('silent'));
+    await here.start();
+    // Short polls (timeout 0, or updates already there): claimed, answered, released.
+    for (let i = 0; i < 50; i++) here.claim('bot-s', true).release();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(publishes).toHaveLength(0);
+    // A long poll tells when it begins to wait; woken and waiting again, it does not tell twice.
+    const claim = here.claim('bot-s', true);
+    const first = claim.wait(Date.now() + 5000, new AbortController().signal);
+    await until(async () => publishes.length, (n) => n === 1, 1000);
+    expect(polls(publishes[0]!)).toEqual([expect.objectContaining({ botId: 'bot-s', generation: claim.generation })]);
+    here.committed(['bot-s']);
+    expect(await first).toBe(true);
+    claim.takeDirty();
+    const second = claim.wait(Date.now() + 50, new AbortController().signal);
+    expect(await second).toBe(false);
+    expect(publishes).toHaveLength(1);
+    claim.release();
+    here.close();
+  });
+
+  it("a short poll here, then an older poll elsewhere that begins to wait: here tells, and the older one ends", async () => {
+    const { bus, publishes } = slowBus(0);
+    const here = createUpdateWaiters(bus, createLogger('silent'));
+    const there = createUpdateWaiters(bus, createLogger('silent'));
+    await here.start();
+    await there.start();
+    // There, a poll is claimed first and reads for a while before it waits.
+    const older = there.claim('bot-r', true);
+    await new Promise((r) => setTimeout(r, 5));
+    // Here, a newer short poll comes and goes, telling no one.
+    const newer = here.claim('bot-r', true);
+    newer.release();
+    expect(newer.generation).toBeGreaterThan(older.generation);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(publishes).toHaveLength(0);
+    // The older poll waits and tells; here hears of it, and tells of the newer, which ends it.
+    expect(await held(older)).toMatchObject({ code: Code.ABORTED });
+    expect(publishes.flatMap(polls)).toEqual([
+      expect.objectContaining({ botId: 'bot-r', generation: older.generation }),
+      expect.objectContaining({ botId: 'bot-r', generation: newer.generation }),
+    ]);
+    here.close();
+    there.close();
+  });
+
+  it("a burst of polls for 1,200 bots, each waiting on another instance: here's claims go out in three messages and end each one", async () => {
     const { bus, publishes } = slowBus(0);
     const here = createUpdateWaiters(bus, createLogger('silent'));
     const there = createUpdateWaiters(bus, createLogger('silent'));
     await here.start();
     await there.start();
     const bots = Array.from({ length: 1200 }, (_, i) => `bot-${i}`);
-    const held = bots.map((b) => there.claim(b, false).wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err) => err));
-    for (const b of bots) here.claim(b, true);
-    const ended = await Promise.all(held);
+    const waiting = bots.map((b) => held(there.claim(b, true)));
+    // There's polls told in three messages, heard here.
+    await until(async () => publishes.length, (n) => n === 3, 1000);
+    await new Promise((r) => setTimeout(r, 20));
+    // Here, short polls: each bot's poll elsewhere is the newest known here, so each claim tells at once.
+    for (const b of bots) here.claim(b, true).release();
+    const ended = await Promise.all(waiting);
     expect(ended.every((e) => (e as { code?: number }).code === Code.ABORTED)).toBe(true);
     // Publishes of at most 500 signals (the group commit's batch), each in one message.
-    expect(publishes.map((p) => p.length)).toEqual([1, 1, 1]);
-    expect(publishes.flatMap(polls).map((s) => s.botId).sort()).toEqual([...bots].sort());
+    expect(publishes.map((p) => p.length)).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(publishes.slice(3).flatMap(polls).map((s) => s.botId).sort()).toEqual([...bots].sort());
     here.close();
     there.close();
   });

@@ -44,6 +44,24 @@ interface PollPack {
 /** Most polls one control message carries (about 60 bytes each). */
 const POLLS_PER_MESSAGE = 500;
 
+/**
+ * Most bots whose newest known poll generation is kept (about 120 bytes each): enough for
+ * every bot polling across the instances of a large deployment; past it the oldest is
+ * forgotten (a claim here then does not know to end that bot's poll elsewhere, which ends
+ * at its own timeout).
+ */
+const POLLS_KNOWN = 100_000;
+
+/**
+ * The newest poll known of a bot: its generation, whether it is this process's, and
+ * whether the instances were told of it (a signal went out, or it is another's: heard).
+ */
+interface KnownPoll {
+  readonly generation: number;
+  readonly here: boolean;
+  told: boolean;
+}
+
 /** How many more polls held make a burst, and how long no new one must arrive before its garbage is collected. */
 const BURST_POLLS = 1000;
 const BURST_QUIET_MS = 1000;
@@ -108,19 +126,47 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
   /** Hybrid clock: microseconds of wall time, strictly increasing within the process. */
   const nextGeneration = () => (lastGeneration = Math.max(lastGeneration + 1, Date.now() * 1000));
 
+  /**
+   * Each bot's newest poll known here (this process's claims, other instances' signals),
+   * oldest first: the takeover's memory (see claim).
+   */
+  const known = new Map<string, KnownPoll>();
+  function remember(botId: string, poll: KnownPoll) {
+    known.delete(botId);
+    if (known.size >= POLLS_KNOWN) known.delete(known.keys().next().value!);
+    known.set(botId, poll);
+  }
+
+  /** Tells every instance of this process's poll (once): an older one of the bot ends there. */
+  function tell(botId: string, poll: KnownPoll) {
+    if (poll.told) return;
+    poll.told = true;
+    // Not awaited: the local takeover is done, other instances hear of it shortly.
+    signal({ type: 'poll', botId, generation: poll.generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
+  }
+
+  /** A mode or credentials signal, raised here or heard from another instance. */
   function onSignal(s: ControlSignal) {
     if (s.type === 'credentials') {
       for (const listener of credentialListeners) listener(s.botId);
       return;
     }
-    if (s.type === 'poll') return endOlder(s.botId, s.generation);
+    if (s.type === 'poll') return heard(s.botId, s.generation);
     if (s.type === 'mode' && s.mode === 'webhook') waiters.get(s.botId)?.end(webhookActive);
   }
 
-  /** A poll of generation `generation` began for the bot (here or elsewhere): an older one here ends. */
-  function endOlder(botId: string, generation: number) {
+  /**
+   * Another instance told of its poll of generation `generation` for the bot: an older one
+   * here ends; a newer one here that has not told yet (it answered without waiting, or has
+   * not waited yet) tells now, so that the other's ends in turn.
+   */
+  function heard(botId: string, generation: number) {
     const w = waiters.get(botId);
     if (w && generation > w.generation) w.end(superseded);
+    const newest = known.get(botId);
+    if (newest && newest.generation > generation) {
+      if (newest.here) tell(botId, newest);
+    } else remember(botId, { generation, here: false, told: true });
   }
 
   /**
@@ -149,7 +195,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       const signal = JSON.parse(m.value) as ControlSignal | PollPack;
       if (signal.origin === origin) return;
       if ('polls' in signal) {
-        for (const [botId, generation] of signal.polls) endOlder(botId, generation);
+        for (const [botId, generation] of signal.polls) heard(botId, generation);
       } else onSignal(signal);
     });
   }
@@ -176,9 +222,10 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     await bus.publish(messages);
     return signals.map(() => undefined);
   }, { gather: 'turn' });
+  /** Raises a signal: applied here at once (a poll's takeover here is the claim's own), then published. */
   function signal(s: Signal): Promise<void> {
     const full = { ...s, origin } as ControlSignal;
-    onSignal(full);
+    if (s.type !== 'poll') onSignal(full);
     return publishing.write([full]).then(() => undefined);
   }
 
@@ -203,7 +250,11 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
     private timer: NodeJS.Timeout | undefined = undefined;
     private signal: Gone | null = null;
 
-    constructor(readonly botId: string, readonly generation: number) {}
+    /**
+     * @param known this claim as the takeover's memory holds it, when the instances are to
+     *   hear of it (told when it first waits, or at once if a poll elsewhere is known)
+     */
+    constructor(readonly botId: string, readonly generation: number, private readonly known: KnownPoll | undefined) {}
 
     /** Ends the claim: its wait, now or when it begins, fails with `reason`. */
     end(reason: () => ApiError) {
@@ -271,6 +322,7 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
       // between two waits): it answers now with what it has, as waiting polls did.
       if (closed) return parked.woken(false);
       if (this.dirty) return parked.woken(true);
+      if (this.known) tell(this.botId, this.known);
       this.parked = parked;
       this.timer = setTimeout(wakeClaim, Math.max(0, until - Date.now()), this);
       this.signal = signal;
@@ -293,16 +345,29 @@ export function createUpdateWaiters(bus: Bus, logger: Logger) {
 
     /**
      * Registers the caller as the bot's current poller (ending any older one, here
-     * or on another instance) and returns a handle to wait on.
+     * or, with `signalOthers`, on another instance) and returns a handle to wait on.
+     *
+     * The other instances are told of a claim only when it could meet an older poll
+     * there: when it begins to wait (a poll that answers at once holds nothing another
+     * must give up), at once when another instance's poll of the bot is the newest known
+     * here, and when another instance tells of an older poll after this claim was made
+     * (heard). A short poll (timeout 0, or updates already there) publishes nothing,
+     * where each used to cost a control message to produce and for every instance to
+     * consume.
      */
     claim(botId: string, signalOthers: boolean): Claim {
       if (closed) throw new ApiError(Code.UNAVAILABLE, 'shutting down');
-      const claim = new Claim(botId, nextGeneration());
+      const generation = nextGeneration();
+      let poll: KnownPoll | undefined;
+      if (signalOthers) {
+        const newest = known.get(botId);
+        remember(botId, (poll = { generation, here: true, told: false }));
+        if (newest && !newest.here) tell(botId, poll);
+      }
+      const claim = new Claim(botId, generation, poll);
       waiters.get(botId)?.end(superseded);
       waiters.set(botId, claim);
       trim.note(waiters.size);
-      // Not awaited: the local takeover is done, other instances hear of it shortly.
-      if (signalOthers) signal({ type: 'poll', botId, generation: claim.generation }).catch((err) => logger.warn({ err }, 'poll signal not published'));
       return claim;
     },
 

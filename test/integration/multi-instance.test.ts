@@ -125,6 +125,17 @@ describe('two core instances on MariaDB + Kafka', () => {
     expect((await newer).status).toBe(200);
   });
 
+  it('a short poll (timeout 0) through B ends a poll waiting on A, as a long one does', async () => {
+    const older = call(a.httpUrl!, 'POST', '/api/v1/bots/getUpdates', { token, body: { offset: nextOffset, timeout: 20 } });
+    await new Promise((r) => setTimeout(r, 300));
+    const asked = Date.now();
+    const newer = await call(b.httpUrl!, 'POST', '/api/v1/bots/getUpdates', { token, body: { offset: nextOffset } });
+    expect(newer.body).toEqual({ ok: true, result: [] });
+    expect((await older).status).toBe(409);
+    // Ended by B's signal, not answered at its 20 s timeout.
+    expect(Date.now() - asked).toBeLessThan(5000);
+  });
+
   it('a webhook set through B ends a poll waiting on A', async () => {
     const waiting = call(a.httpUrl!, 'POST', '/api/v1/bots/getUpdates', { token, body: { offset: nextOffset, timeout: 20 } });
     await new Promise((r) => setTimeout(r, 300));
