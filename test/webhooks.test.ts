@@ -405,7 +405,8 @@ describe('a manual retry is outside the retry schedule', () => {
     expect(dead).toMatchObject({ status: 'dead_letter', attempts: 2, next_attempt_at: null });
     expect(receiver.received).toHaveLength(3);
     expect(receiver.received[2]!.at).toBeGreaterThanOrEqual(Date.parse(before.next_attempt_at) - 20);
-    expect(await deadLetters()).toBe(1);
+    // The dispatcher thread's count reaches /metrics a moment after its commit (thread-telemetry.ts).
+    expect(await until(deadLetters, (n) => n >= 1)).toBe(1);
     const stats = await until(async () => (await owner.get(`/api/v1/bots/my/${bot.id}/metrics`)).body, (m) => m.updates?.dead === 1);
     expect(stats.updates.dead).toBe(1);
 
