@@ -140,6 +140,16 @@ describe('poll takeover signals between instances', () => {
     };
     return { bus, publishes };
   }
+  /** Two instances' waiters, started, on one slowBus(ms). */
+  async function twoInstances(ms: number) {
+    const { bus, publishes } = slowBus(ms);
+    const here = createUpdateWaiters(bus, createLogger('silent'));
+    const there = createUpdateWaiters(bus, createLogger('silent'));
+    await here.start();
+    await there.start();
+    return { publishes, here, there };
+  }
+  const closeAll = (...waiters: { close(): void }[]) => waiters.forEach((w) => w.close());
   /** The poll signals a publish carried (a message of them: `polls`, [bot id, generation] pairs). */
   const polls = (batch: BusMessage[]) => batch.flatMap((m) => {
     const value = JSON.parse(m.value) as { polls?: [string, number][] };
@@ -151,11 +161,7 @@ describe('poll takeover signals between instances', () => {
     claim.wait(Date.now() + 5000, new AbortController().signal).then(() => 'answered', (err: unknown) => err);
 
   it("a burst of waiting polls for one bot goes out as its newest poll alone, and still ends the other instance's older poll", async () => {
-    const { bus, publishes } = slowBus(200);
-    const here = createUpdateWaiters(bus, createLogger('silent'));
-    const there = createUpdateWaiters(bus, createLogger('silent'));
-    await here.start();
-    await there.start();
+    const { publishes, here, there } = await twoInstances(200);
     // Another instance holds a long poll for bot-a (its own signal goes out first).
     const waiting = held(there.claim('bot-a', true));
     await until(async () => publishes.length, (n) => n === 1, 1000);
@@ -177,8 +183,7 @@ describe('poll takeover signals between instances', () => {
     // And nothing more goes out (the other's signal, heard here, is older than what here told).
     await new Promise((r) => setTimeout(r, 300));
     expect(publishes).toHaveLength(3);
-    here.close();
-    there.close();
+    closeAll(here, there);
   });
 
   it('a poll that answers without waiting tells no other instance; one that waits tells them once', async () => {
@@ -205,11 +210,7 @@ describe('poll takeover signals between instances', () => {
   });
 
   it("a short poll here, then an older poll elsewhere that begins to wait: here tells, and the older one ends", async () => {
-    const { bus, publishes } = slowBus(0);
-    const here = createUpdateWaiters(bus, createLogger('silent'));
-    const there = createUpdateWaiters(bus, createLogger('silent'));
-    await here.start();
-    await there.start();
+    const { publishes, here, there } = await twoInstances(0);
     // There, a poll is claimed first and reads for a while before it waits.
     const older = there.claim('bot-r', true);
     await new Promise((r) => setTimeout(r, 5));
@@ -225,16 +226,11 @@ describe('poll takeover signals between instances', () => {
       expect.objectContaining({ botId: 'bot-r', generation: older.generation }),
       expect.objectContaining({ botId: 'bot-r', generation: newer.generation }),
     ]);
-    here.close();
-    there.close();
+    closeAll(here, there);
   });
 
   it("a burst of polls for 1,200 bots, each waiting on another instance: here's claims go out in three messages and end each one", async () => {
-    const { bus, publishes } = slowBus(0);
-    const here = createUpdateWaiters(bus, createLogger('silent'));
-    const there = createUpdateWaiters(bus, createLogger('silent'));
-    await here.start();
-    await there.start();
+    const { publishes, here, there } = await twoInstances(0);
     const bots = Array.from({ length: 1200 }, (_, i) => `bot-${i}`);
     const waiting = bots.map((b) => held(there.claim(b, true)));
     // There's polls told in three messages, heard here.
@@ -247,8 +243,7 @@ describe('poll takeover signals between instances', () => {
     // Publishes of at most 500 signals (the group commit's batch), each in one message.
     expect(publishes.map((p) => p.length)).toEqual([1, 1, 1, 1, 1, 1]);
     expect(publishes.slice(3).flatMap(polls).map((s) => s.botId).sort()).toEqual([...bots].sort());
-    here.close();
-    there.close();
+    closeAll(here, there);
   });
 
   it('a poll signal sent alone, as instances before poll packs sent them, still ends an older poll here', async () => {
