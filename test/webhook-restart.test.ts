@@ -24,7 +24,7 @@ describe('a retry scheduled before a crash', () => {
     const receiver = await startReceiver(pki);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-retry-restart-'));
     const db = await createTestDatabase(dir);
-    const delay = '8s'; // long enough to restart before it falls due, on a loaded 2-core machine too
+    const delay = '15s'; // long enough to restart before it falls due, on a loaded 2-core machine too (8 s was not, once, with three test files at a time)
     try {
       const env = {
         DATA_DIR: dir, DATABASE_URL: db.url, AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN,
