@@ -32,7 +32,7 @@ export function createSendWriter(deps: {
   const commit = createGroupCommit<SendItem, Record<string, unknown> | undefined>(async (items) => {
     const at = now();
     if (deps.announce) {
-      const { answers, announce } = await units.sendMessages(items, at, undefined, true);
+      const { answers, announce } = await units.sendMessages(items, at, 'announce');
       if (announce) deps.announce(announce);
       return answers;
     }

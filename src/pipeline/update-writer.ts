@@ -83,7 +83,7 @@ export function createUpdateWriter(
     const at = now();
     const quiet = quietAt(at);
     if (direct?.announce) {
-      const { outcomes, announce } = await units.ingestClaiming(items, at, undefined, true);
+      const { outcomes, announce } = await units.ingestClaiming(items, at, 'announce');
       const { bots, updatesOf } = arrivalsOf(outcomes);
       direct.stored?.(bots, updatesOf);
       if (announce) direct.announce(announce);

@@ -288,21 +288,31 @@ export interface ClaimedOutbox {
 type Claiming = { ids: Promise<number[]>; messages: NewOutboxMessage[] };
 
 /**
- * Adds outbox messages in the unit `w`: claimed by the caller until `claimUntil` where the
- * engine answers their ids with the insert (OutboxRepo.insertClaimed), else unclaimed, for
- * the relay; the claim (undefined when there is none).
+ * Where a unit's outbox messages go: undefined, into the outbox for the relay; a time, into
+ * it claimed by the caller until then, where the engine answers their ids with the insert
+ * (OutboxRepo.insertClaimed; elsewhere, for the relay): `claimed` has them and their ids, for
+ * the caller to publish at once and delete; 'announce', nowhere: `announce` has them, for the
+ * caller to publish once committed (a bus no more durable than its process: the in-process one).
  */
-function addOutbox(outbox: ReturnType<typeof createOutboxRepo>, messages: NewOutboxMessage[], now: number, claimUntil: number | undefined, w: Writer): Claiming | undefined {
-  if (claimUntil === undefined) {
+export type OutboxWay = number | 'announce' | undefined;
+
+/** A unit's outbox messages as `way` sends them, while the unit runs. */
+interface Routed { claiming?: Claiming; announce?: NewOutboxMessage[] }
+
+/** Sends a unit's outbox messages `way` (OutboxWay), in the unit `w`. */
+function routeOutbox(outbox: ReturnType<typeof createOutboxRepo>, messages: NewOutboxMessage[], now: number, way: OutboxWay, w: Writer): Routed {
+  if (way === 'announce') return { announce: messages };
+  if (way === undefined) {
     outbox.insert(messages, now, w);
-    return undefined;
+    return {};
   }
-  const ids = outbox.insertClaimed(messages, now, claimUntil, w);
-  return ids && { ids, messages };
+  const ids = outbox.insertClaimed(messages, now, way, w);
+  return ids ? { claiming: { ids, messages } } : {};
 }
 
-/** A claim with its ids, once its unit has committed. */
-const claimedOf = async (c: Claiming | undefined): Promise<ClaimedOutbox | undefined> => c && { ids: await c.ids, messages: c.messages };
+/** What a unit's caller is handed of its outbox messages, once the unit has committed. */
+const routedOf = async (r: Routed | undefined): Promise<{ claimed?: ClaimedOutbox; announce?: NewOutboxMessage[] }> =>
+  ({ claimed: r?.claiming && { ids: await r.claiming.ids, messages: r.claiming.messages }, announce: r?.announce });
 
 /**
  * The outbox messages announcing stored updates: one per bot, keyed by it (its consumers
@@ -339,22 +349,14 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
   const dedupe = (items: NewUpdate[], s: Screened, found: Map<string, IngestKey[]>, now: number) =>
     dedupeKeys(items, s, found, now, idempotencyWindowMs);
 
-  /**
-   * ingest, its outbox messages claimed by the caller until `claimOutboxUntil` where the
-   * engine answers their ids with the insert (OutboxRepo.insertClaimed): then `claimed`
-   * has them and their ids, for the caller to publish at once and delete; otherwise (or
-   * with no `claimOutboxUntil`) they are left to the relay, and `claimed` is undefined.
-   * `withoutOutbox`: none is written, and `announce` has them, for the caller to publish once
-   * committed (a bus no more durable than the caller's process: the in-process one).
-   */
+  /** ingest, its outbox messages sent `outboxWay` (OutboxWay: to the relay by default). */
   const ingestClaiming = async (
-    items: NewUpdate[], now: number, claimOutboxUntil?: number, withoutOutbox = false,
+    items: NewUpdate[], now: number, outboxWay?: OutboxWay,
   ): Promise<{ outcomes: IngestOutcome[]; claimed?: ClaimedOutbox; announce?: NewOutboxMessage[] }> => {
     const botIds = [...new Set(items.map((i) => i.botId))];
-    let claimed: Claiming | undefined;
-    let announced: NewOutboxMessage[] | undefined;
+    let routed: Routed | undefined;
     const outcomes = await sql.unit(async (w) => {
-      claimed = announced = undefined;
+      routed = undefined;
       // The bots' rows locked and the update ids taken in one round trip (MySQL): ids for
       // every item, those of items not stored (refused, filtered, duplicates) left unused.
       const counters = bots.lockCountersLater(botIds, w);
@@ -369,9 +371,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       const plan = assign(items, screened, firstId, now);
       bots.advanceCounters(plan.advanced, w);
       updates.insert(plan.stored, w);
-      const announce = outboxMessages(plan.stored, plan.toDeliver);
-      if (withoutOutbox) announced = announce;
-      else claimed = addOutbox(outbox, announce, now, claimOutboxUntil, w);
+      routed = routeOutbox(outbox, outboxMessages(plan.stored, plan.toDeliver), now, outboxWay, w);
       deliveries.insertFor(plan.toDeliver, now, w);
       // Keys past the window are forgotten (the retention sweep may not have run yet).
       for (const { botId, key } of screened.staleKeys) updates.forgetIngestKey(botId, key, w);
@@ -382,7 +382,7 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
       queries.insert(plan.queries, w);
       return screened.outcomes;
     });
-    return { outcomes, claimed: await claimedOf(claimed), announce: announced };
+    return { outcomes, ...(await routedOf(routed)) };
   };
 
   return {
@@ -494,18 +494,14 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
      * the same value at its chat's next place (the partitions' rows locked last, in order).
      * Messages of one bot get ids in the order given; `build` makes each wire message from
      * its id, the sending bot's username and name (read with the counter) and its chat's
-     * names. With `claimOutboxUntil`, the outbox messages are claimed by the caller, as
-     * ingestClaiming's (`claimed`, for the caller to publish at once and delete).
-     * `withoutOutbox`: none is written, and `announce` has them, for the caller to publish
-     * once committed (as ingestClaiming's: the in-process bus).
+     * names. The outbox messages are sent `outboxWay` (OutboxWay: to the relay by default).
      */
-    async sendMessages(items: SendItem[], now: number, claimOutboxUntil?: number, withoutOutbox = false): Promise<{
+    async sendMessages(items: SendItem[], now: number, outboxWay?: OutboxWay): Promise<{
       answers: (Record<string, unknown> | undefined)[]; claimed?: ClaimedOutbox; announce?: NewOutboxMessage[];
     }> {
-      let claimed: Claiming | undefined;
-      let announced: NewOutboxMessage[] | undefined;
+      let routed: Routed | undefined;
       const answers = await sql.unit(async (w) => {
-        claimed = announced = undefined;
+        routed = undefined;
         // The chats read with the bots' lock (MySQL: in its round trip).
         const chatsRead = messages.chatsOf(items, w);
         const counters = await bots.lockMessageCounters(items.map((i) => i.botId), w);
@@ -514,13 +510,11 @@ export function createUnitsOfWork(db: Db, opts: UnitsOptions = {}) {
         bots.setLastMessageIds(last, w);
         messages.insertSent(sent, now, w);
         const payloads = sent.map(feedPayload);
-        const announce = sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! }));
-        if (withoutOutbox) announced = announce;
-        else claimed = addOutbox(outbox, announce, now, claimOutboxUntil, w);
+        routed = routeOutbox(outbox, sent.map((m, i) => ({ topic: MESSAGES_TOPIC, key: m.botId, payload: payloads[i]! })), now, outboxWay, w);
         await feed.appendMany(sent.map((m, i) => ({ botId: m.botId, chatId: m.chatId, payload: payloads[i]! })), now, w);
         return answers;
       });
-      return { answers, claimed: await claimedOf(claimed), announce: announced };
+      return { answers, ...(await routedOf(routed)) };
     },
 
     /**
