@@ -97,11 +97,27 @@ export async function startHarness(
     jwt: (sub, opts = {}) =>
       mintAccountJwt(env.AUTH_JWT_SECRET ?? TEST_JWT_SECRET, { sub, roles: opts.admin ? ['admin'] : [], expiresIn: opts.expiresIn ?? '1h' }),
     async close() {
-      for (const a of [...apps].reverse()) await a.close();
-      await db.drop();
+      for (const a of [...apps].reverse()) await within(`closing the ROLE=${a.config.role} app`, a.close());
+      await within('dropping the test database', db.drop());
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * `work`, or an error naming it when it takes over 40 s: a test file's afterAll then fails
+ * with what hung (and within the 60 s hook timeout), not with vitest's bare "Hook timed out".
+ */
+async function within<T>(what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`harness: ${what} did not end within 40 s`)), 40_000);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface HttpResult {
