@@ -16,7 +16,8 @@
  *                the service's JSON.
  *   POST /floor/send  what sendMessage cannot do without (see its code below: the chat
  *                checked, the message stored, the feed row written, the bus told: on SQLite
- *                from the commit, on MySQL/MariaDB by an outbox row relayed).
+ *                from the commit, on MySQL/MariaDB by an outbox row relayed; to Kafka when
+ *                BASELINE_KAFKA_BROKERS names brokers, as the service there).
  *   POST /floor/updates  what getUpdates (timeout 0, nothing pending) cannot do without:
  *                the kept principal, the bot's polling state read, the offset confirmed,
  *                the pending updates read when there may be some, the same JSON.
@@ -39,6 +40,10 @@ import Database from 'better-sqlite3';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
 import { EventEmitter } from 'node:events';
+import { Kafka, logLevel } from 'kafkajs';
+// kafkajs's 1 ms timer loop on every idle broker connection, stopped as the service stops it:
+// a floor spends nothing a raw client need not.
+import '../src/bus/kafkajs-idle-fix.js';
 import { createGroupCommit } from '../src/group-commit.js';
 import { outgoingText } from '../src/messages/formatted.js';
 import { FEED_PARTITIONS, feedPartitionOf } from '../src/storage/feed-repo.js';
@@ -262,9 +267,13 @@ if (mysql) {
 // database costs a send on the client's side. A send also reaches the platform's
 // messaging services, in the same transaction: a row of the outbound feed at its chat's
 // partition's next seq (the partition's row read and advanced) and, on MySQL/MariaDB, an
-// outbox row (the bus's message) that a relay reads after the commit, publishes (to an
-// in-process emitter) and deletes. On SQLite, as the embedded service (whose bus is the
-// in-process one), no outbox row: each commit's messages are published from it. The
+// outbox row (the bus's message) that a relay reads after the commit, publishes and
+// deletes: to Kafka with BASELINE_KAFKA_BROKERS (a raw kafkajs producer, as the service's
+// bus sends: one batch a round, key the bot, acks from all replicas, a topic of 8
+// partitions), which the service on MariaDB + Kafka must do (the interface's
+// botplatform.messages); else to an in-process emitter. On SQLite, as the embedded service
+// (whose bus is the in-process one), no outbox row: each commit's messages are published
+// from it. The
 // text is parsed as the service parses it (entities detected: the service's own outgoingText).
 interface Send { botId: string; chatId: number; text: string }
 interface Sender { username: string; name: string; lastMessageId: number }
@@ -310,6 +319,23 @@ function feedPlaces(events: { partition: number }[], lastSeqs: Map<number, numbe
 }
 /** The relay's bus: an in-process emitter (no subscriber), as the embedded service's. */
 const bus = new EventEmitter();
+/** The floor's own topic on BASELINE_KAFKA_BROKERS (the service's messages topic is botplatform.messages). */
+const FLOOR_MESSAGES_TOPIC = 'bench_floor.messages';
+const kafkaBrokers = process.env.BASELINE_KAFKA_BROKERS;
+/** Publishes a relay round's messages: to Kafka (awaited, as the service's relay awaits its batch) or to the emitter. */
+const publish: (messages: { key: string; value: string }[]) => Promise<void> = await (async () => {
+  if (!kafkaBrokers) return async (messages) => void bus.emit('messages', messages);
+  const kafka = new Kafka({ clientId: 'bench-floor', brokers: kafkaBrokers.split(','), logLevel: logLevel.WARN });
+  const admin = kafka.admin();
+  await admin.connect();
+  if (!(await admin.listTopics()).includes(FLOOR_MESSAGES_TOPIC)) {
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic: FLOOR_MESSAGES_TOPIC, numPartitions: 8 }] });
+  }
+  await admin.disconnect();
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  return async (messages) => void await producer.sendBatch({ acks: -1, topicMessages: [{ topic: FLOOR_MESSAGES_TOPIC, messages }] });
+})();
 /** Publishes the outbox after commits, one round at a time, until it is empty. */
 function relayOf(round: () => Promise<number>) {
   let running = false;
@@ -348,7 +374,7 @@ if (mysql) {
   const relay = relayOf(async () => {
     const rows = await q<{ id: number; topic: string; msg_key: string; payload: string }[]>('SELECT id, topic, msg_key, payload FROM send_outbox ORDER BY id LIMIT 500');
     if (rows.length === 0) return 0;
-    bus.emit('messages', rows.map((r) => ({ topic: r.topic, key: r.msg_key, value: r.payload })));
+    await publish(rows.map((r) => ({ key: r.msg_key, value: r.payload })));
     await q(`DELETE FROM send_outbox WHERE id IN (${rows.map(() => '?').join(', ')})`, rows.map((r) => r.id));
     return rows.length;
   });
