@@ -273,8 +273,8 @@ if (mysql) {
 // partitions), which the service on MariaDB + Kafka must do (the interface's
 // botplatform.messages); else to an in-process emitter. On SQLite, as the embedded service
 // (whose bus is the in-process one), no outbox row: each commit's messages are published
-// from it. The
-// text is parsed as the service parses it (entities detected: the service's own outgoingText).
+// from it. The text is parsed as the service parses it (entities detected: the service's
+// own outgoingText).
 interface Send { botId: string; chatId: number; text: string }
 interface Sender { username: string; name: string; lastMessageId: number }
 const sendPrincipals = new Map<string, { botId: string }>();
