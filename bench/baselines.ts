@@ -317,14 +317,19 @@ function feedPlaces(events: { partition: number }[], lastSeqs: Map<number, numbe
     return seq;
   });
 }
-/** The relay's bus: an in-process emitter (no subscriber), as the embedded service's. */
-const bus = new EventEmitter();
 /** The floor's own topic on BASELINE_KAFKA_BROKERS (the service's messages topic is botplatform.messages). */
 const FLOOR_MESSAGES_TOPIC = 'bench_floor.messages';
 const kafkaBrokers = process.env.BASELINE_KAFKA_BROKERS;
-/** Publishes a relay round's messages: to Kafka (awaited, as the service's relay awaits its batch) or to the emitter. */
+/**
+ * Publishes a commit's or a relay round's messages: to Kafka (awaited, as the service's relay
+ * awaits its batch), or to an in-process emitter with no subscriber, as the embedded service's bus.
+ */
 const publish: (messages: { key: string; value: string }[]) => Promise<void> = await (async () => {
-  if (!kafkaBrokers) return async (messages) => void bus.emit('messages', messages);
+  if (!kafkaBrokers) {
+    const bus = new EventEmitter();
+    const done = Promise.resolve();
+    return (messages) => (bus.emit('messages', messages), done);
+  }
   const kafka = new Kafka({ clientId: 'bench-floor', brokers: kafkaBrokers.split(','), logLevel: logLevel.WARN });
   const admin = kafka.admin();
   await admin.connect();
@@ -458,7 +463,7 @@ if (mysql) {
   });
   storeBatch = async (batch) => {
     const { messages, events } = store.immediate(batch);
-    if (events.length > 0) bus.emit('messages', events.map((e) => ({ topic: 'botplatform.messages', key: e.key, value: e.payload })));
+    if (events.length > 0) void publish(events.map((e) => ({ key: e.key, value: e.payload })));
     return messages;
   };
 }

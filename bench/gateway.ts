@@ -276,8 +276,8 @@ async function calls() {
   // The floors' own database on the same server (their tables are their own).
   const floorDb = server ? await createMysqlDatabase(server, 'bp_floor') : undefined;
   // With Kafka, sendMessage's floor publishes its relay's messages there, as the service must.
-  const floorKafka: Record<string, string> = floorDb && process.env.BENCH_KAFKA_BROKERS ? { BASELINE_KAFKA_BROKERS: process.env.BENCH_KAFKA_BROKERS } : {};
-  const baselines = await startBaselines(floorDb ? { BASELINE_DATABASE_URL: floorDb.url, ...floorKafka } : {});
+  const floorKafka = floorDb ? process.env.BENCH_KAFKA_BROKERS : undefined;
+  const baselines = await startBaselines(floorDb ? { BASELINE_DATABASE_URL: floorDb.url, ...(floorKafka ? { BASELINE_KAFKA_BROKERS: floorKafka } : {}) } : {});
   const port = String(await freePort());
   const grpcPort = String(await freePort());
   // As shipped: limits on (set high enough never to refuse, so every runtime call still
@@ -335,7 +335,7 @@ async function calls() {
     ...http(`${b}/floor/my`, baselines.jwt, 'GET', baselines.pid) };
   const detailFloor: Target = { name: `baseline: floor of GET /bots/my/{id} (Fastify + kept JWT principal + the bot and its webhook read, same JSON; ${floorDbName})`,
     ...http(`${b}/floor/my/${baselines.botId}`, baselines.jwt, 'GET', baselines.pid) };
-  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its feed row, one transaction per batch, published from the commit (SQLite) or by an outbox row relayed (MySQL/MariaDB)${'BASELINE_KAFKA_BROKERS' in floorKafka ? ' to Kafka' : ''}; ${floorDbName})`,
+  const sendFloor: Target = { name: `baseline: floor of sendMessage (Fastify + kept principal + the text parsed, the chat check, the stored message with its feed row, one transaction per batch, published from the commit (SQLite) or by an outbox row relayed (MySQL/MariaDB)${floorKafka ? ' to Kafka' : ''}; ${floorDbName})`,
     ...http(`${b}/floor/send`, baselines.token, 'POST', baselines.pid, { chat_id: 4242, text: 'bench' }) };
   const updatesFloor: Target = { name: `baseline: floor of getUpdates (Fastify + kept principal + the polling state read, the offset confirmed, same JSON; ${floorDbName})`,
     ...http(`${b}/floor/updates`, baselines.token, 'POST', baselines.pid, { offset: 2, timeout: 0 }) };

@@ -4,6 +4,7 @@
  * reads to tell a run that tested something from one that tested nothing. CI shows only a
  * run's tail: a failure outside a test (an afterAll hook, an import) is named there too.
  */
+import { stripVTControlCharacters } from 'node:util';
 import type { Reporter, TestModule, TestSuite } from 'vitest/node';
 
 interface Failure {
@@ -13,7 +14,7 @@ interface Failure {
 
 const line = ({ where, error }: Failure) => {
   const first = (error?.message ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
-  return `  ${where}: ${error?.name ?? 'Error'}: ${first.replace(/\x1b\[[0-9;]*m/g, '').slice(0, 300)}`;
+  return `  ${where}: ${error?.name ?? 'Error'}: ${stripVTControlCharacters(first).slice(0, 300)}`;
 };
 
 export default class SummaryReporter implements Reporter {
@@ -47,4 +48,3 @@ export default class SummaryReporter implements Reporter {
     process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
   }
 }
-
