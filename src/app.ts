@@ -59,10 +59,12 @@ export interface App {
   telemetry: Telemetry;
   /** Graceful: stop accepting, finish in-flight calls and deliveries, end long polls, flush, close pools. Once: later calls wait for the same. */
   close(): Promise<void>;
+  /** While close() runs: the step it is waiting on ("phase/name"). */
+  closingStep(): string | undefined;
 }
 
-/** What a role's block hands back; startApp adds the config, the telemetry and close. */
-type Role = (root: Root) => Promise<Omit<App, 'config' | 'telemetry' | 'close'>>;
+/** What a role's block hands back; startApp adds the config, the telemetry, close and closingStep. */
+type Role = (root: Root) => Promise<Omit<App, 'config' | 'telemetry' | 'close' | 'closingStep'>>;
 
 const ROLES: Record<Config['role'], Role> = {
   async all(root0) {
@@ -135,7 +137,7 @@ export async function startApp(config: Config, logger: Logger): Promise<App> {
   const shutdown = createShutdown(logger);
   try {
     const started = await ROLES[config.role]({ config, logger, telemetry, shutdown });
-    return { config, telemetry, close: () => shutdown.close(), ...started };
+    return { config, telemetry, ...started, close: () => shutdown.close(), closingStep: () => shutdown.waitingOn() };
   } catch (err) {
     // What had started stops, by phase, before the error goes on.
     await shutdown.close();

@@ -145,6 +145,7 @@ async function openBus(config: Config, logger: Logger, telemetry: Telemetry): Pr
     topics: [{ topic: UPDATES_TOPIC, partitions: 8 }, { topic: WEBHOOK_UPDATES_TOPIC, partitions: 8 }, { topic: CONTROL_TOPIC, partitions: 1 }, { topic: MESSAGES_TOPIC, partitions: 8 }],
     logger,
     onLag: (group, topic, partition, lag) => telemetry.kafkaLag(group, topic, partition, lag),
+    closeTimeoutMs: config.shutdownTimeoutMs,
   });
 }
 

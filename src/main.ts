@@ -62,7 +62,7 @@ async function main() {
     logger.info({ signal }, 'shutting down');
     // Every step below is bounded on its own; this is the backstop (SHUTDOWN_TIMEOUT plus a margin).
     const timer = setTimeout(() => {
-      logger.error('shutdown took too long; exiting');
+      logger.error({ step: app.closingStep() }, 'shutdown took too long; exiting');
       process.exit(1);
     }, config.shutdownTimeoutMs + config.shutdownDrainMs + 5000);
     timer.unref();

@@ -36,11 +36,14 @@ export interface Shutdown {
   add(phase: Phase, name: string, close: () => Promise<void>): void;
   /** Graceful, by phase; a failing step is logged and the next runs. Once: later calls wait for the same. */
   close(): Promise<void>;
+  /** The step close() is waiting on ("phase/name"), for whoever must say what holds a shutdown up. */
+  waitingOn(): string | undefined;
 }
 
 export function createShutdown(logger: Logger): Shutdown {
   const steps: { phase: Phase; name: string; close: () => Promise<void> }[] = [];
   let closing: Promise<void> | undefined;
+  let current: string | undefined;
   return {
     add(phase, name, close) {
       steps.push({ phase, name, close });
@@ -48,10 +51,13 @@ export function createShutdown(logger: Logger): Shutdown {
     close: () => (closing ??= (async () => {
       for (const phase of SHUTDOWN_PHASES) {
         for (const s of steps.filter((x) => x.phase === phase).reverse()) {
+          current = `${phase}/${s.name}`;
           await s.close().catch((err) => logger.warn({ err, component: s.name }, 'shutdown step failed'));
         }
       }
+      current = undefined;
     })()),
+    waitingOn: () => current,
   };
 }
 

@@ -23,6 +23,15 @@ const FETCH_WAIT_MS = 1000;
 /** How often a consumer group's member commits the offsets it has handled (subscribeGroup). */
 const GROUP_COMMIT_MS = 5000;
 
+/**
+ * How long a group's coordinator waits for its members to join again in a rebalance
+ * (kafkajs's default is 60 s). Our members' handlers return at once (they kick; the work is
+ * elsewhere), so a live member answers in about a fetch's wait. A consumer's disconnect
+ * waits for a rebalance it is in: at 60 s, one member that did not answer held another's
+ * shutdown for a minute.
+ */
+const REBALANCE_TIMEOUT_MS = 10_000;
+
 export interface KafkaBusOptions {
   brokers: string[];
   clientId: string;
@@ -30,6 +39,11 @@ export interface KafkaBusOptions {
   logger: Logger;
   /** Told, after each batch a consumer handles, how far behind the partition end it is. */
   onLag?: (group: string, topic: string, partition: number, lag: number) => void;
+  /**
+   * How long close() waits for its consumers to leave their groups (SHUTDOWN_TIMEOUT): then it
+   * goes on without them, and the broker drops them when their sessions end (10 s).
+   */
+  closeTimeoutMs: number;
 }
 
 export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
@@ -139,6 +153,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async subscribeGroup(group, topics, handler) {
       const consumer = kafka.consumer({
         groupId: `${opts.clientId}-${group}`, maxWaitTimeInMs: FETCH_WAIT_MS, heartbeatInterval: 1000, sessionTimeout: 10_000,
+        rebalanceTimeout: REBALANCE_TIMEOUT_MS,
         retry: { retries: 5, restartOnFailure: async () => !closing },
       });
       await consumer.connect();
@@ -182,7 +197,15 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async close() {
       closing = true;
       await Promise.allSettled([...finalCommits.values()].map((commit) => commit()));
-      await Promise.allSettled(consumers.map((c) => c.disconnect()));
+      // A consumer leaves when the rebalance it is in ends (up to REBALANCE_TIMEOUT_MS, and a
+      // broker that does not answer holds it longer): bounded, so the shutdown goes on.
+      let timer: NodeJS.Timeout | undefined;
+      const left = await Promise.race([
+        Promise.allSettled(consumers.map((c) => c.disconnect())).then(() => true),
+        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), opts.closeTimeoutMs))),
+      ]);
+      clearTimeout(timer);
+      if (!left) log.warn({ waitedMs: opts.closeTimeoutMs }, 'a Kafka consumer did not leave its group in time; closing without it (the broker drops it when its session ends)');
       await producer.disconnect();
     },
   };

@@ -3,6 +3,7 @@
  * ephemeral ports, with a fresh SQLite file or — when TEST_DATABASE_URL is set —
  * a fresh MariaDB/MySQL database created for this file and dropped after it.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,9 +19,17 @@ export const TEST_INTERNAL_TOKEN = 'internal-test-token-internal-test-token-0001
 /** The key every process of a test shares (a separate gateway must be given its cores' key). */
 export const TEST_SECRET_KEY = Buffer.alloc(32, 42).toString('base64');
 
-/** Kafka for the integration pass (TEST_KAFKA_BROKERS); the in-process bus otherwise. */
+/**
+ * This test file's Kafka client id, which names its consumer groups. Files run at once (three
+ * workers) on one broker: had they shared the dispatchers' group, every process any of them
+ * started or stopped would rebalance the others', and a consumer leaving waits for the
+ * rebalance it is in (CI: an app's close held past 40 s).
+ */
+export const TEST_KAFKA_CLIENT_ID = `bp-test-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
+
+/** Kafka for the integration pass (TEST_KAFKA_BROKERS), with this file's groups; the in-process bus otherwise. */
 export const kafkaEnv = (): Record<string, string> =>
-  process.env.TEST_KAFKA_BROKERS ? { KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS } : {};
+  process.env.TEST_KAFKA_BROKERS ? { KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS, KAFKA_CLIENT_ID: TEST_KAFKA_CLIENT_ID } : {};
 
 export type { TestDatabase };
 
@@ -97,8 +106,8 @@ export async function startHarness(
     jwt: (sub, opts = {}) =>
       mintAccountJwt(env.AUTH_JWT_SECRET ?? TEST_JWT_SECRET, { sub, roles: opts.admin ? ['admin'] : [], expiresIn: opts.expiresIn ?? '1h' }),
     async close() {
-      for (const a of [...apps].reverse()) await within(`closing the ROLE=${a.config.role} app`, a.close());
-      await within('dropping the test database', db.drop());
+      for (const a of [...apps].reverse()) await within(() => `closing the ROLE=${a.config.role} app (at ${a.closingStep() ?? 'no step'})`, a.close());
+      await within(() => 'dropping the test database', db.drop());
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -108,10 +117,10 @@ export async function startHarness(
  * `work`, or an error naming it when it takes over 40 s: a test file's afterAll then fails
  * with what hung (and within the 60 s hook timeout), not with vitest's bare "Hook timed out".
  */
-async function within<T>(what: string, work: Promise<T>): Promise<T> {
+async function within<T>(what: () => string, work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`harness: ${what} did not end within 40 s`)), 40_000);
+    timer = setTimeout(() => reject(new Error(`harness: ${what()} did not end within 40 s`)), 40_000);
   });
   try {
     return await Promise.race([work, late]);

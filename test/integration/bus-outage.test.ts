@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/config.js';
 import { InternalServiceClient, type IngestUpdatesResponse, IngestUpdatesRequest } from '../../src/gen/botplatform/v1/internal_service.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
-import { approvedBot, call, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness, type TestDatabase } from '../helpers/harness.js';
+import { approvedBot, call, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness, type TestDatabase } from '../helpers/harness.js';
 import { startKafkaProxy, type KafkaProxy } from '../helpers/kafka-proxy.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { createTestPki } from '../helpers/tls.js';
@@ -36,7 +36,7 @@ describe('a Kafka outage', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-outage-'));
     db = await createTestDatabase(dir);
     const env = {
-      DATA_DIR: dir, DATABASE_URL: db.url, KAFKA_BROKERS: proxy.address, AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_DIR: dir, DATABASE_URL: db.url, ...kafkaEnv(), KAFKA_BROKERS: proxy.address, AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
       SECRET_KEY: Buffer.alloc(32, 9).toString('base64'), LIMITS_ENABLED: 'false',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile,

@@ -11,7 +11,7 @@ import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
-import { approvedBot, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness, type TestDatabase } from '../helpers/harness.js';
+import { approvedBot, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type Harness, type TestDatabase } from '../helpers/harness.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { createTestPki } from '../helpers/tls.js';
 
@@ -28,7 +28,7 @@ describe('two dispatchers', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-dispatchers-'));
     db = await createTestDatabase(dir);
     const env = {
-      DATA_DIR: dir, DATABASE_URL: db.url, KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS!, AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_DIR: dir, DATABASE_URL: db.url, ...kafkaEnv(), AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'silent',
       SECRET_KEY: Buffer.alloc(32, 7).toString('base64'), LIMITS_ENABLED: 'false',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_CA_FILE: pki.caFile,

@@ -19,7 +19,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { byChat, openFeed, type FeedConsumer } from '../helpers/feed-consumer.js';
-import { call, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type TestDatabase } from '../helpers/harness.js';
+import { call, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type TestDatabase } from '../helpers/harness.js';
 import { until } from '../helpers/until.js';
 
 describe('outbound feed: two core instances on MariaDB + Kafka', () => {
@@ -34,7 +34,7 @@ describe('outbound feed: two core instances on MariaDB + Kafka', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-feed-'));
     db = await createTestDatabase(dir);
     const env = {
-      DATA_DIR: dir, DATABASE_URL: db.url, KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS!, AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_DIR: dir, DATABASE_URL: db.url, ...kafkaEnv(), AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'silent', LIMITS_ENABLED: 'false',
     };
     const logger = createLogger('silent');

@@ -25,7 +25,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
 import { InternalServiceClient, IngestUpdatesRequest, type IngestUpdatesResponse } from '../../src/gen/botplatform/v1/internal_service.js';
-import { TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY } from '../helpers/harness.js';
+import { TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_KAFKA_CLIENT_ID, TEST_SECRET_KEY } from '../helpers/harness.js';
 import { TEST_S3_CREDENTIALS } from '../helpers/s3.js';
 import { createTestPki } from '../helpers/tls.js';
 import { until } from '../helpers/until.js';
@@ -156,7 +156,7 @@ describe('two hosts, a dispatcher host and an infrastructure host (network names
     expect(fs.readFileSync(path.join(dir, 'agent.log'), 'utf8')).toContain('ready');
 
     const common = {
-      DATABASE_URL: `mysql://botplatform:botplatform@${ADDR.infra}:3307/botplatform`, KAFKA_BROKERS: `${ADDR.infra}:19092`,
+      DATABASE_URL: `mysql://botplatform:botplatform@${ADDR.infra}:3307/botplatform`, KAFKA_BROKERS: `${ADDR.infra}:19092`, KAFKA_CLIENT_ID: TEST_KAFKA_CLIENT_ID,
       BLOB_STORE: 's3', S3_ENDPOINT: `http://${ADDR.infra}:19400`, S3_BUCKET: bucket, S3_FORCE_PATH_STYLE: 'true',
       S3_ACCESS_KEY_ID: TEST_S3_CREDENTIALS.accessKeyId, S3_SECRET_ACCESS_KEY: TEST_S3_CREDENTIALS.secretAccessKey,
       AUTH_JWT_SECRET: TEST_JWT_SECRET, INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY,

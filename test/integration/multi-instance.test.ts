@@ -16,7 +16,7 @@ import { loadConfig } from '../../src/config.js';
 import { InternalServiceClient, IngestUpdatesRequest } from '../../src/gen/botplatform/v1/internal_service.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
-import { call, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type TestDatabase } from '../helpers/harness.js';
+import { call, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, type TestDatabase } from '../helpers/harness.js';
 
 
 /**
@@ -66,7 +66,7 @@ describe('two core instances on MariaDB + Kafka', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-multi-'));
     db = await createTestDatabase(dir);
     const env = {
-      DATA_DIR: dir, DATABASE_URL: db.url, KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS!, AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_DIR: dir, DATABASE_URL: db.url, ...kafkaEnv(), AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'silent',
       WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
       // A bot polls getMe every few ms below: far past the default 30 calls a second.

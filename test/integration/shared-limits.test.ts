@@ -11,7 +11,7 @@ import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { mintAccountJwt } from '../../src/auth/account-jwt.js';
-import { approvedBot, client, createTestDatabase, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness, type TestDatabase } from '../helpers/harness.js';
+import { approvedBot, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, type Harness, type TestDatabase } from '../helpers/harness.js';
 
 describe('two core instances behind one gateway share one limit', () => {
   let a: App;
@@ -24,7 +24,7 @@ describe('two core instances behind one gateway share one limit', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bp-shared-limits-'));
     db = await createTestDatabase(dir);
     const env = {
-      DATA_DIR: dir, DATABASE_URL: db.url, KAFKA_BROKERS: process.env.TEST_KAFKA_BROKERS!, AUTH_JWT_SECRET: TEST_JWT_SECRET,
+      DATA_DIR: dir, DATABASE_URL: db.url, ...kafkaEnv(), AUTH_JWT_SECRET: TEST_JWT_SECRET,
       INTERNAL_API_TOKEN: TEST_INTERNAL_TOKEN, SECRET_KEY: TEST_SECRET_KEY, HOST: '127.0.0.1', PORT: '0', GRPC_PORT: '0', LOG_LEVEL: 'silent',
       RATE_LIMIT_BOT: '10/1m', QUOTA_DAILY: '15', STATS_FLUSH_INTERVAL: '100ms',
     };
