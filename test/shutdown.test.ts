@@ -8,13 +8,13 @@
  */
 import fs from 'node:fs';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import knexFactory from 'knex';
 import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
-import { approvedBot, client, createTestDatabase, kafkaEnv, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, usingMysql, type Harness } from './helpers/harness.js';
+import { approvedBot, client, createTestDatabase, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, usingMysql, type Harness } from './helpers/harness.js';
 import { freePort } from './helpers/ports.js';
 import { serviceProcesses } from './helpers/processes.js';
 import { createTestPki } from './helpers/tls.js';
@@ -220,4 +220,45 @@ describe('SIGTERM during load', () => {
       await db.drop();
     }
   }, 60_000);
+});
+
+describe('closing with keep-alive connections open', () => {
+  it('a request that reaches a connection idle for over a second just as the closing server looks at it is answered 503, not reset', async () => {
+    const h = await startHarness('in-process');
+    const socket = net.connect(Number(new URL(h.url).port), '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (received += d));
+    const ended = new Promise<string>((resolve) => {
+      socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+      socket.on('close', () => resolve('closed'));
+    });
+    const request = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+    try {
+      socket.write(request);
+      for (let i = 0; i < 200 && !received.includes('}'); i++) await sleep(10);
+      expect(received).toMatch(/^HTTP\/1\.1 200/);
+      received = '';
+      await sleep(1100); // idle past the second after which a closing server closes a connection
+
+      const closing = h.close();
+      // The close reaches the HTTP server's step within this turn (the drain and the long
+      // polls' steps have nothing to wait for); its idle check first runs 100 ms later.
+      await new Promise((r) => setImmediate(r));
+      expect(h.apps[0]!.closingStep()).toBe('http/HTTP server');
+      // The request arrives, and the process is busy past that check: when it next turns,
+      // the check's timer is due before the request has been read.
+      socket.write(request);
+      const until = Date.now() + 150;
+      while (Date.now() < until) { /* busy */ }
+
+      expect(await ended).toBe('closed');
+      expect(received).toMatch(/^HTTP\/1\.1 503/);
+      expect(received.toLowerCase()).toContain('connection: close');
+      await closing;
+    } finally {
+      socket.destroy();
+      await h.close();
+    }
+  });
 });

@@ -79,10 +79,14 @@ export function addLifecycle(
     async close(graceMs) {
       draining = true;
       const server = app.server;
-      const closeIdle = () => {
+      // Looked at in the event loop's check phase, after its poll phase has read what came: a
+      // request already waiting in the kernel's buffer when the timer fired (a process busy
+      // past it) has made its connection busy by then. Closed with it unread, its client
+      // would get a reset.
+      const closeIdle = () => setImmediate(() => {
         const now = Date.now();
         for (const [socket, s] of sockets) if (s.busy === 0 && now - s.at >= IDLE_CLOSE_MS) socket.destroy();
-      };
+      });
       // Node's close() calls closeIdleConnections(); idle ones are ours to close (above).
       server.closeIdleConnections = () => {};
       const idle = setInterval(closeIdle, 100);
