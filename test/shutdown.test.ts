@@ -12,6 +12,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import knexFactory from 'knex';
+import { Agent, fetch as fetchVia } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { mintAccountJwt } from '../src/auth/account-jwt.js';
 import { approvedBot, client, createTestDatabase, kafkaEnv, startHarness, TEST_INTERNAL_TOKEN, TEST_JWT_SECRET, TEST_SECRET_KEY, usingMysql, type Harness } from './helpers/harness.js';
@@ -73,25 +74,40 @@ describe('SIGTERM during load', () => {
       const acknowledged: number[] = [];
       let longPollsEnded = 0;
       let gone = false;
+      let killedAt: number | undefined;
 
-      /** Sends requests back to back on keep-alive connections until the server refuses connections. */
-      const loop = async (request: () => Promise<Response>, onOk?: (body: any) => void) => { // eslint-disable-line @typescript-eslint/no-explicit-any
-        while (!gone) {
-          try {
-            const res = await request();
-            const body = await res.json().catch(() => undefined);
-            statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-            if (res.ok) onOk?.(body);
-          } catch (err) {
-            const code = (err as { cause?: { code?: string } }).cause?.code;
-            if (code === 'ECONNREFUSED') return; // not listening any more: a client goes elsewhere
-            failures.push(`${code ?? ''} ${(err as Error).message}`);
-            return;
+      /**
+       * Sends requests back to back on a keep-alive connection of its own until the server
+       * refuses connections. Its own: with one pool for all the loops, a connection the pool
+       * opened at a peak could sit idle past a second, be closed by the closing server, and be
+       * handed a request before the client had read the close. That is HTTP/1.1's own race for
+       * any idle connection (a client retries it); what this test holds is that a connection
+       * in use is never reset.
+       */
+      const loop = async (request: (dispatcher: Agent) => ReturnType<typeof fetchVia>, onOk?: (body: any) => void) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+        const dispatcher = new Agent({ connections: 1 });
+        try {
+          while (!gone) {
+            try {
+              const res = await request(dispatcher);
+              const body = await res.json().catch(() => undefined);
+              statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+              if (res.ok) onOk?.(body);
+            } catch (err) {
+              const cause = (err as { cause?: { code?: string; message?: string; socket?: Record<string, unknown> } }).cause;
+              const code = cause?.code;
+              if (code === 'ECONNREFUSED') return; // not listening any more: a client goes elsewhere
+              // undici's socket figures (bytes written and read) tell a reused connection from a new one.
+              failures.push(`${code ?? ''} ${(err as Error).message}: ${cause?.message ?? ''} ${JSON.stringify(cause?.socket ?? {})} ${Date.now() - (killedAt ?? Date.now())} ms after SIGTERM`);
+              return;
+            }
           }
+        } finally {
+          await dispatcher.destroy();
         }
       };
-      const post = (p: string, token: string, body?: unknown) => () => fetch(`${base}${p}`, {
-        method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+      const post = (p: string, token: string, body?: unknown) => (dispatcher: Agent) => fetchVia(`${base}${p}`, {
+        dispatcher, method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
       });
       const loops = [
         ...Array.from({ length: 6 }, () => loop(post('/api/v1/bots/getMe', poller.token))),
@@ -103,6 +119,7 @@ describe('SIGTERM during load', () => {
       await sleep(2000);
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
       const t0 = Date.now();
+      killedAt = t0;
       child.kill('SIGTERM');
       const code = await exited;
       const shutdownMs = Date.now() - t0;
