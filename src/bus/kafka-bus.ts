@@ -196,12 +196,17 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async close() {
       closing = true;
-      await Promise.allSettled([...finalCommits.values()].map((commit) => commit()));
-      // A consumer leaves when the rebalance it is in ends (up to REBALANCE_TIMEOUT_MS, and a
-      // broker that does not answer holds it longer): bounded, so the shutdown goes on.
+      // A commit and a consumer's leaving both wait for the rebalance it is in (up to the
+      // longest rebalance timeout a member asked for, and a broker that does not answer holds
+      // them longer): bounded together, so the shutdown goes on.
+      const leave = async () => {
+        await Promise.allSettled([...finalCommits.values()].map((commit) => commit()));
+        await Promise.allSettled(consumers.map((c) => c.disconnect()));
+        return true;
+      };
       let timer: NodeJS.Timeout | undefined;
       const left = await Promise.race([
-        Promise.allSettled(consumers.map((c) => c.disconnect())).then(() => true),
+        leave(),
         new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), opts.closeTimeoutMs))),
       ]);
       clearTimeout(timer);
