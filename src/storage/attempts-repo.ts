@@ -4,7 +4,7 @@
  * recordAttempts: one multi-row insert per group commit) and deleted by the core's
  * sweep once older than DELIVERY_LOG_RETENTION. Reads are scoped by bot id.
  */
-import { exec, type Db, type Tx, type Writer } from './db.js';
+import { exec, pageOf, type Db, type Tx, type Writer } from './db.js';
 
 /** One attempt as the log keeps it. */
 export interface AttemptLog {
@@ -76,12 +76,9 @@ export function createAttemptsRepo(db: Db) {
     /** One page of a delivery's attempts, newest first, with how many there are. */
     async listForDelivery(botId: string, deliveryId: string, page: number, limit: number, tx?: Tx): Promise<{ items: AttemptLog[]; total: number }> {
       const where = () => knex('delivery_attempts').where({ bot_id: botId, delivery_id: deliveryId });
-      const [rows, [{ n }]] = await Promise.all([
-        exec(tx ?? sql, where().orderBy([{ column: 'attempted_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-          .limit(limit).offset((page - 1) * limit)) as Promise<unknown[]>,
-        exec(tx ?? sql, where().count({ n: '*' })) as Promise<[{ n: number | string }]>,
-      ]);
-      return { items: rows.map(fromRow), total: Number(n) };
+      const { rows, total } = await pageOf<Record<string, unknown>>(tx ?? sql, knex, where, (b) => b.select('*')
+        .orderBy([{ column: 'attempted_at', order: 'desc' }, { column: 'id', order: 'desc' }]), page, limit);
+      return { items: rows.map(fromRow), total };
     },
 
     /** Deletes attempts made before `before` (ms), a chunk per statement; answers how many. */

@@ -7,7 +7,7 @@
  * the caller's transaction, when it has one, as its last argument.
  */
 import type { Knex } from 'knex';
-import { exec, isUniqueViolation, LITERAL, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
+import { exec, isUniqueViolation, literalInt, padded, pageOf, type Db, type Tx, type Writer } from './db.js';
 import { Conflict } from './errors.js';
 import { marks } from './statement-texts.js';
 
@@ -99,7 +99,6 @@ const SQL = {
   /** An owner's page newest first, on the index bots_owner_created. */
   listForOwner: (limit: number, offset: number) =>
     `FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
-  countForOwner: 'SELECT COUNT(*) AS n FROM bots WHERE owner_id = ?',
   byTokenHash: `SELECT ${AUTH_COLUMNS.join(', ')} FROM bots WHERE token_hash = ? LIMIT 1`,
   pollingState: 'SELECT delivery_mode, last_update_seq FROM bots WHERE id = ? LIMIT 1',
   webhookInfoState: 'SELECT delivery_mode, allowed_updates FROM bots WHERE id = ? LIMIT 1',
@@ -254,19 +253,11 @@ export function createBotsRepo(db: Db) {
   const on = (tx?: Tx) => tx ?? sql;
   const q = () => knex<BotRow>('bots');
 
-  /**
-   * One page and the total (knex-built: the review desk's cold read). A first page that
-   * is not full is the whole list, so its length is the total: the common case costs one
-   * plain query. A full page, or a later one, also counts.
-   */
+  /** One page and the total, from one statement (db.ts's `pageOf`; knex-built: the review desk's cold read). */
   async function paged(base: () => Knex.QueryBuilder<BotRow>, order: 'asc' | 'desc', page: number, limit: number, tx?: Tx) {
-    const rows = (await exec(on(tx), base().select(RECORD_COLUMNS)
-      .orderBy([{ column: 'created_at', order }, { column: 'id', order }])
-      .limit(limit, LITERAL)
-      .offset((page - 1) * limit, LITERAL))) as BotRow[];
-    if (page === 1 && rows.length < limit) return { items: rows.map(fromRow), total: rows.length };
-    const [{ n }] = (await exec(on(tx), base().count({ n: '*' }))) as [{ n: number | string }];
-    return { items: rows.map(fromRow), total: Number(n) };
+    const { rows, total } = await pageOf<BotRow>(on(tx), knex, base, (b) => b.select(RECORD_COLUMNS)
+      .orderBy([{ column: 'created_at', order }, { column: 'id', order }]), page, limit);
+    return { items: rows.map(fromRow), total };
   }
 
   /** Writes one knex-built statement, in the caller's unit or on its own: how many rows it matched. */
@@ -309,10 +300,12 @@ export function createBotsRepo(db: Db) {
     },
 
     async listForOwner(ownerId: string, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
-      // As `paged`: a first page that is not full is the whole list.
+      // A first page that is not full is the whole list, so its length is the total: the
+      // common case costs one plain query. Otherwise the page is read again with its total,
+      // in one statement (a count beside it could see a later commit).
       const rows = await on(tx).allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), [ownerId]);
-      const total = page === 1 && rows.length < limit ? rows.length : Number((await on(tx).one<{ n: number | string }>(SQL.countForOwner, [ownerId]))!.n);
-      return { items: rows.map(fromRow), total };
+      if (page === 1 && rows.length < limit) return { items: rows.map(fromRow), total: rows.length };
+      return paged(() => q().where({ owner_id: ownerId }), 'desc', page, limit, tx);
     },
 
     /** Review desk: every account's bots, oldest first. */

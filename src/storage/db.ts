@@ -96,6 +96,30 @@ export async function exec(on: Reads & Partial<Pick<Writer, 'run'>>, built: Knex
   }
 }
 
+/**
+ * One page of a knex-built list and how many rows the whole list has, read by one
+ * statement (`COUNT(*) OVER ()`, SQLite 3.25, MariaDB 10.2, MySQL 8): one snapshot, so the
+ * total never disagrees with the page, as a count run beside it could when a commit came
+ * between the two. `list` selects the columns (its rows come with `page_total` too) and
+ * orders them; `base` is the list's filter alone. A page past the end has no row to carry
+ * the total, so it is counted apart; should the count find rows for the page after all
+ * (they came meanwhile), the page is read again.
+ */
+export async function pageOf<R>(
+  on: Reads, knex: Knex, base: () => Knex.QueryBuilder, list: (b: Knex.QueryBuilder) => Knex.QueryBuilder, page: number, limit: number,
+): Promise<{ rows: R[]; total: number }> {
+  const offset = (page - 1) * limit;
+  for (let reads = 1; ; reads++) {
+    const rows = (await exec(on, list(base()).select(knex.raw('COUNT(*) OVER () AS page_total'))
+      .limit(limit, LITERAL).offset(offset, LITERAL))) as (R & { page_total: number | string })[];
+    if (rows.length > 0) return { rows, total: Number(rows[0]!.page_total) };
+    if (page === 1) return { rows, total: 0 };
+    const [{ n }] = (await exec(on, base().count({ n: '*' }))) as [{ n: number | string }];
+    // After three reads of a list growing that fast, the total is the page's (none come before it).
+    if (Number(n) <= offset || reads === 3) return { rows, total: Math.min(Number(n), offset) };
+  }
+}
+
 /** The knex client of each engine: a builder here, connected only to migrate. */
 const builders: Record<Dialect, Knex.Config> = {
   sqlite: { client: 'better-sqlite3', useNullAsDefault: true },

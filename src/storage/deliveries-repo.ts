@@ -7,7 +7,7 @@
  * one, as its last argument.
  */
 import crypto from 'node:crypto';
-import { exec, literalInt, padded, type Db, type Tx, type Writer } from './db.js';
+import { exec, literalInt, padded, pageOf, type Db, type Tx, type Writer } from './db.js';
 import { marks } from './statement-texts.js';
 import { deliveryRow, type DeliverableUpdate } from './delivery-rows.js';
 import type { AttemptLog } from './attempts-repo.js';
@@ -407,12 +407,9 @@ export function createDeliveriesRepo(db: Db) {
         if (filter.until !== undefined) b.andWhere('created_at', '<', filter.until);
         return b;
       };
-      const [rows, [{ n }]] = await Promise.all([
-        exec(tx ?? sql, where().orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }])
-          .limit(limit).offset((page - 1) * limit)) as Promise<unknown[]>,
-        exec(tx ?? sql, where().count({ n: '*' })) as Promise<[{ n: number | string }]>,
-      ]);
-      return { items: rows.map(fromRow), total: Number(n) };
+      const { rows, total } = await pageOf<Record<string, unknown>>(tx ?? sql, knex, where, (b) => b.select('*')
+        .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'update_seq', order: 'desc' }]), page, limit);
+      return { items: rows.map(fromRow), total };
     },
 
     /**

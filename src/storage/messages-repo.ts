@@ -8,7 +8,7 @@
  * transaction, when it has one, as its last argument.
  */
 import { marks } from './statement-texts.js';
-import { exec, padded, type Db, type Tx, type Writer } from './db.js';
+import { padded, pageOf, type Db, type Tx, type Writer } from './db.js';
 
 /** A chat's names, as its latest message gave them (Telegram's Chat fields). */
 export interface ChatNames {
@@ -138,11 +138,8 @@ export function createMessagesRepo(db: Db) {
      */
     async listSent(botId: string, chatId: number, page: number, limit: number, tx?: Tx): Promise<{ items: Record<string, unknown>[]; total: number }> {
       const where = () => knex('messages').where({ bot_id: botId, chat_id: chatId, outbound: 1 });
-      const [rows, [{ n }]] = await Promise.all([
-        exec(tx ?? sql, where().select('payload').orderBy('message_id', 'desc').limit(limit).offset((page - 1) * limit)) as Promise<{ payload: string | null }[]>,
-        exec(tx ?? sql, where().count({ n: '*' })) as Promise<[{ n: number | string }]>,
-      ]);
-      return { items: rows.map((r) => (r.payload ? JSON.parse(r.payload) as Record<string, unknown> : {})), total: Number(n) };
+      const { rows, total } = await pageOf<{ payload: string | null }>(tx ?? sql, knex, where, (b) => b.select('payload').orderBy('message_id', 'desc'), page, limit);
+      return { items: rows.map((r) => (r.payload ? JSON.parse(r.payload) as Record<string, unknown> : {})), total };
     },
 
     /** A message of the bot's chat, either way, as stored (inbound ones recorded before their payloads were kept have an empty one). */

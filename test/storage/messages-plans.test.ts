@@ -1,7 +1,8 @@
 /**
  * The console's ListChatMessages (messages-repo.ts's listSent) reads a chat's sent
- * messages through an index of their own (migration messages_chat_sent): the page and
- * the count read neither the chat's received messages nor, for the count, the table.
+ * messages through an index of their own (migration messages_chat_sent): the page (with
+ * its total) and the count of a page past the end read neither the chat's received
+ * messages nor, for the count, the table.
  * SQLite's query planner says which index a statement takes.
  */
 import fs from 'node:fs';
@@ -29,7 +30,8 @@ async function plan(q: { toSQL(): { sql: string; bindings: readonly unknown[] } 
 
 it('a page and the count of a chat\'s sent messages take the messages_chat_sent index', async () => {
   const where = () => db.knex('messages').where({ bot_id: 'b', chat_id: 1, outbound: 1 });
-  expect(await plan(where().select('payload').orderBy('message_id', 'desc').limit(20).offset(40))).toMatch(/USING INDEX messages_chat_sent/);
+  expect(await plan(where().select('payload').orderBy('message_id', 'desc').select(db.knex.raw('COUNT(*) OVER () AS page_total')).limit(20).offset(40)))
+    .toMatch(/USING INDEX messages_chat_sent/);
   expect(await plan(where().count({ n: '*' }))).toMatch(/USING COVERING INDEX messages_chat_sent/);
 });
 
