@@ -48,20 +48,34 @@ describe('two core instances behind one gateway share one limit', () => {
       .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
   };
 
-  it('30 calls at once, spread over both cores: exactly 10 admitted, and the quota counts them once', async () => {
+  it('30 calls at once, spread over both cores, then more: exactly 10 admitted in the window, and the quota counts them once', async () => {
     const owner = await h.jwt('shared-owner');
     const { id, token } = await approvedBot(h, owner, 'shared_limit_bot');
-    // A fresh minute, so the burst falls in one window.
+    const getMe = () => client(h.url, token).post('/api/v1/bots/getMe');
+    // A fresh minute, so the burst and the calls after it fall in one window.
     if (Date.now() % 60_000 > 50_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 50));
 
-    const results = await Promise.all(Array.from({ length: 30 }, () => client(h.url, token).post('/api/v1/bots/getMe')));
-    expect(results.filter((r) => r.status === 200)).toHaveLength(10);
-    const refused = results.filter((r) => r.status === 429);
-    expect(refused).toHaveLength(20);
+    const burst = await Promise.all(Array.from({ length: 30 }, getMe));
+    const admitted = burst.filter((r) => r.status === 200).length;
+    // Never more than the limit, however the calls spread. A core may hold an admission it
+    // reserved ahead (an eighth of the limit: one here) unused until it gives it back, every
+    // STATS_FLUSH_INTERVAL: meanwhile the other core is refused that much early.
+    expect(admitted).toBeLessThanOrEqual(10);
+    expect(admitted).toBeGreaterThanOrEqual(8);
+    const refused = burst.filter((r) => r.status === 429);
+    expect(refused).toHaveLength(30 - admitted);
     for (const r of refused) expect(r.body.parameters.retry_after).toBeGreaterThanOrEqual(1);
     // Both cores took part: the limit held across them, not per instance.
     expect(await servedBy(a)).toBeGreaterThan(0);
     expect(await servedBy(b)).toBeGreaterThan(0);
+
+    // Once given back (and past the 100 ms a core refuses a full counter without asking),
+    // what the burst left of the window goes to later calls: exactly 10 in all.
+    await new Promise((r) => setTimeout(r, 400));
+    const later: number[] = [];
+    for (let i = 0; i < 4; i++) later.push((await getMe()).status);
+    expect(later.filter((s) => s === 200)).toHaveLength(10 - admitted);
+    expect(later.filter((s) => s === 429)).toHaveLength(4 - (10 - admitted));
 
     // The console read (through either core) sees both cores' calls once flushed, and the
     // quota what was admitted once each core has given back what it reserved ahead (every
@@ -69,10 +83,10 @@ describe('two core instances behind one gateway share one limit', () => {
     let m;
     for (let i = 0; i < 50; i++) {
       m = (await client(h.url, owner).get(`/api/v1/bots/my/${id}/metrics`)).body;
-      if (m.calls_total === 30 && m.quota.used === 10) break;
+      if (m.calls_total === 34 && m.quota.used === 10) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(m).toMatchObject({ calls_total: 30, errors_by_status: { RESOURCE_EXHAUSTED: 20 }, quota: { limit: 15, used: 10, remaining: 5 } });
+    expect(m).toMatchObject({ calls_total: 34, errors_by_status: { RESOURCE_EXHAUSTED: 24 }, quota: { limit: 15, used: 10, remaining: 5 } });
   }, 90_000);
 
   it('reports the Kafka consumer lag of each core once its consumers have handled a batch', async () => {
