@@ -3,8 +3,9 @@
  * consumer leaves its group only once the rebalance it is in ends, and the coordinator waits
  * for the slowest member, up to the longest rebalance timeout any member asked for. Here
  * another member of the dispatchers' group (not ours: a raw kafkajs consumer asking for 60 s)
- * is busy in a batch and does not join again; the service's close still ends soon after its
- * SHUTDOWN_TIMEOUT, where it used to wait the minute out.
+ * is busy in a batch and does not join again; the service's close (its member has handled a
+ * batch: a final commit, then its leaving) still ends soon after its SHUTDOWN_TIMEOUT, where
+ * it used to wait the minute out.
  */
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -56,12 +57,18 @@ describe('shutdown during a Kafka rebalance', () => {
     await until(async () => mine, (p) => p.length > 0, 20_000);
     expect(mine.length).toBeGreaterThan(0);
     expect(mine.length).toBeLessThan(8);
+    // A message on each partition: the busy member's hold it in its batch; the service's
+    // member handles its own, so its close has offsets to commit (a commit waits for a
+    // rebalance as a leave does).
     const producer = kafka.producer();
     await producer.connect();
-    await producer.send({ topic: WEBHOOK_UPDATES_TOPIC, messages: mine.map((partition) => ({ partition, key: 'nobody', value: '' })) });
+    await producer.send({ topic: WEBHOOK_UPDATES_TOPIC, messages: Array.from({ length: 8 }, (_, partition) => ({ partition, key: 'nobody', value: '' })) });
     await producer.disconnect();
     await until(async () => inBatch, (b) => b, 20_000);
     expect(inBatch).toBe(true);
+    const handledByService = new RegExp(`^botplatform_kafka_consumer_lag\\{group="${DISPATCHER_GROUP}",topic="${WEBHOOK_UPDATES_TOPIC.replace(/\./g, '\\.')}",partition="(\\d+)"\\}`, 'm');
+    const metrics = await until(async () => (await h!.apps[0]!.telemetry.render()).body, (text) => handledByService.test(text), 20_000);
+    expect(mine).not.toContain(Number(handledByService.exec(metrics)![1]));
 
     // A third member starts a rebalance: the service's member joins again and waits for the busy one.
     const third = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
