@@ -9,41 +9,16 @@
  * rows listed between any two statements the list runs.
  * Run on SQLite always and on MySQL/MariaDB too when TEST_DATABASE_URL is set.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createAttemptsRepo } from '../../src/storage/attempts-repo.js';
 import { createBotsRepo } from '../../src/storage/bots-repo.js';
-import { createDb, migrateLatest, type Db, type Reads, type Tx } from '../../src/storage/db.js';
+import type { Reads, Tx } from '../../src/storage/db.js';
 import { createDeliveriesRepo } from '../../src/storage/deliveries-repo.js';
 import { createMessagesRepo } from '../../src/storage/messages-repo.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/harness.js';
+import { engines, migratedDb } from '../helpers/engines.js';
 
-const engines: { name: string; open: (dir: string) => Promise<{ db: Db; handle?: TestDatabase }> }[] = [
-  { name: 'sqlite', open: async (dir) => ({ db: createDb({ kind: 'sqlite', filename: path.join(dir, 'pages.sqlite') }) }) },
-];
-if (process.env.TEST_DATABASE_URL) {
-  engines.push({
-    name: 'mysql',
-    open: async (dir) => {
-      const handle = await createTestDatabase(dir);
-      return { db: createDb({ kind: 'mysql', url: handle.url, poolMax: 3 }), handle };
-    },
-  });
-}
-
-describe.each(engines)('a page and its total on $name', ({ open }) => {
-  let db: Db;
-  let handle: TestDatabase | undefined;
-  beforeAll(async () => {
-    ({ db, handle } = await open(fs.mkdtempSync(path.join(os.tmpdir(), 'bp-pages-'))));
-    await migrateLatest(db);
-  });
-  afterAll(async () => {
-    await db?.destroy();
-    await handle?.drop();
-  });
+describe.each(engines('pages'))('a page and its total on $name', (engine) => {
+  const store = migratedDb(engine);
 
   /**
    * The database as the lists read it, except that before each statement after the first,
@@ -56,16 +31,16 @@ describe.each(engines)('a page and its total on $name', ({ open }) => {
       return read();
     };
     const reads: Reads = {
-      dialect: db.sql.dialect,
-      one: (sql, params) => between(() => db.sql.one(sql, params)),
-      all: (sql, params, urgent) => between(() => db.sql.all(sql, params, urgent)),
-      allOf: (columns, tail, params) => between(() => db.sql.allOf(columns, tail, params)),
-      oneOf: (columns, tail, params) => between(() => db.sql.oneOf(columns, tail, params)),
+      dialect: store.db.sql.dialect,
+      one: (sql, params) => between(() => store.db.sql.one(sql, params)),
+      all: (sql, params, urgent) => between(() => store.db.sql.all(sql, params, urgent)),
+      allOf: (columns, tail, params) => between(() => store.db.sql.allOf(columns, tail, params)),
+      oneOf: (columns, tail, params) => between(() => store.db.sql.oneOf(columns, tail, params)),
     };
     return reads as Tx;
   }
   /** Runs `rows` one statement on its own, as a concurrent writer's commit. */
-  const insert = (table: string, rows: Record<string, unknown>[]) => db.sql.run(db.knex(table).insert(rows).toString());
+  const insert = (table: string, rows: Record<string, unknown>[]) => store.db.sql.run(store.db.knex(table).insert(rows).toString());
 
   /** What a page says is consistent: it holds the rows its total leaves for it. */
   const consistent = (found: { items: unknown[]; total: number }, page: number, limit: number) =>
@@ -77,7 +52,7 @@ describe.each(engines)('a page and its total on $name', ({ open }) => {
   });
 
   it('the delivery log: a delivery dying while the page is read is in both or in neither', async () => {
-    const deliveries = createDeliveriesRepo(db);
+    const deliveries = createDeliveriesRepo(store.db);
     await insert('deliveries', [1, 2, 3, 4, 5].map((seq) => delivery('b1', seq, 'dead_letter')));
     let seq = 5;
     const page = await deliveries.listForBot('b1', 1, 100, { status: 'dead_letter' }, racing(() => insert('deliveries', [delivery('b1', ++seq, 'dead_letter')])));
@@ -98,13 +73,13 @@ describe.each(engines)('a page and its total on $name', ({ open }) => {
       request_headers: '{}', request_body: '{}', response_truncated: 0,
     });
     await insert('delivery_attempts', [attempt(), attempt()]);
-    const attempts = await createAttemptsRepo(db).listForDelivery('b2', 'd-x', 1, 100, racing(() => insert('delivery_attempts', [attempt()])));
+    const attempts = await createAttemptsRepo(store.db).listForDelivery('b2', 'd-x', 1, 100, racing(() => insert('delivery_attempts', [attempt()])));
     consistent(attempts, 1, 100);
 
     let m = 0;
     const sent = () => ({ bot_id: 'b2', chat_id: 7, message_id: ++m, outbound: 1, created_at: m, payload: JSON.stringify({ message_id: m }) });
     await insert('messages', [sent(), sent(), sent()]);
-    const messages = await createMessagesRepo(db).listSent('b2', 7, 1, 100, racing(() => insert('messages', [sent()])));
+    const messages = await createMessagesRepo(store.db).listSent('b2', 7, 1, 100, racing(() => insert('messages', [sent()])));
     consistent(messages, 1, 100);
 
     let b = 0;
@@ -113,7 +88,7 @@ describe.each(engines)('a page and its total on $name', ({ open }) => {
       status: 'inactive', delivery_mode: 'polling', links: '[]', command_menu: '[]', created_at: b, updated_at: b,
     });
     await insert('bots', [bot('o1'), bot('o1'), bot('o1')]);
-    const bots = createBotsRepo(db);
+    const bots = createBotsRepo(store.db);
     // Later pages: a first page that is not full is its own total.
     const mine = await bots.listForOwner('o1', 2, 2, racing(() => insert('bots', [bot('o1')])));
     consistent(mine, 2, 2);
