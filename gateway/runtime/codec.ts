@@ -5,6 +5,7 @@
  * ts-proto interfaces, so they go straight to the core or to the gRPC serializer.
  */
 import { ApiError } from '../../src/errors.js';
+import { isoTime } from './iso-time.js';
 import { nullableOnWire, type EnumSchema, type FieldSchema, type FieldType, type MessageSchema, type RouteTable, type Surface } from './schema.js';
 
 type Obj = Record<string, unknown>;
@@ -289,7 +290,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       case 'message':
         return encodeMessage(t.ref, v as Obj, surface);
       case 'timestamp':
-        return (v as Date).toISOString();
+        return isoTime(v as Date);
       case 'fieldmask':
         return (v as string[]).join(',');
       case 'map':
@@ -401,7 +402,7 @@ export function createCodec(table: Pick<RouteTable, 'messages' | 'enums'>) {
       };
     }
     // An RFC 3339 text (digits, '-', ':', '.', 'T', 'Z': nothing to escape), as encodeValue writes it.
-    if (t.kind === 'timestamp') return (v) => (v === undefined || v === null ? unset : `"${(v as Date).toISOString()}"`);
+    if (t.kind === 'timestamp') return (v) => (v === undefined || v === null ? unset : `"${isoTime(v as Date)}"`);
     return (v) => JSON.stringify(encodeField(f, v, surface));
   }
 
