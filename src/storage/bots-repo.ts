@@ -96,9 +96,8 @@ const SQL = {
   /** The record's rows (Reads.allOf: `SELECT <record columns>` and this). */
   forOwner: 'FROM bots WHERE owner_id = ? AND id = ? LIMIT 1',
   byId: 'FROM bots WHERE id = ? LIMIT 1',
-  /** An owner's page newest first, on the index bots_owner_created. */
-  listForOwner: (limit: number, offset: number) =>
-    `FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}${offset > 0 ? ` OFFSET ${literalInt(offset)}` : ''}`,
+  /** An owner's first page newest first, on the index bots_owner_created. */
+  listForOwner: (limit: number) => `FROM bots WHERE owner_id = ? ORDER BY created_at DESC, id DESC LIMIT ${literalInt(limit)}`,
   byTokenHash: `SELECT ${AUTH_COLUMNS.join(', ')} FROM bots WHERE token_hash = ? LIMIT 1`,
   pollingState: 'SELECT delivery_mode, last_update_seq FROM bots WHERE id = ? LIMIT 1',
   webhookInfoState: 'SELECT delivery_mode, allowed_updates FROM bots WHERE id = ? LIMIT 1',
@@ -301,10 +300,13 @@ export function createBotsRepo(db: Db) {
 
     async listForOwner(ownerId: string, page: number, limit: number, tx?: Tx): Promise<Page<BotRecord>> {
       // A first page that is not full is the whole list, so its length is the total: the
-      // common case costs one plain query. Otherwise the page is read again with its total,
-      // in one statement (a count beside it could see a later commit).
-      const rows = await on(tx).allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit, (page - 1) * limit), [ownerId]);
-      if (page === 1 && rows.length < limit) return { items: rows.map(fromRow), total: rows.length };
+      // common case costs one plain query. A full first page is read again with its total,
+      // and a later page read so at once, in one statement (a count beside it could see a
+      // later commit).
+      if (page === 1) {
+        const rows = await on(tx).allOf<BotRow>(RECORD_COLUMNS, SQL.listForOwner(limit), [ownerId]);
+        if (rows.length < limit) return { items: rows.map(fromRow), total: rows.length };
+      }
       return paged(() => q().where({ owner_id: ownerId }), 'desc', page, limit, tx);
     },
 

@@ -1,6 +1,6 @@
 /**
  * The storage engines a storage test runs on: SQLite always, MySQL/MariaDB too when
- * TEST_DATABASE_URL is set (the integration pass). `describe.each(engines(file))` and, in
+ * TEST_DATABASE_URL is set (the integration pass). `describe.each(engines())` and, in
  * the block, `migratedDb(engine)`: a migrated database of the test's own, gone after it.
  */
 import fs from 'node:fs';
@@ -15,8 +15,8 @@ export interface Engine {
   open(dir: string): Promise<{ db: Db; handle?: TestDatabase }>;
 }
 
-export function engines(file: string): Engine[] {
-  const list: Engine[] = [{ name: 'sqlite', open: async (dir) => ({ db: createDb({ kind: 'sqlite', filename: path.join(dir, `${file}.sqlite`) }) }) }];
+export function engines(): Engine[] {
+  const list: Engine[] = [{ name: 'sqlite', open: async (dir) => ({ db: createDb({ kind: 'sqlite', filename: path.join(dir, 'test.sqlite') }) }) }];
   if (process.env.TEST_DATABASE_URL) {
     list.push({
       name: 'mysql',

@@ -17,7 +17,7 @@ import { createDeliveriesRepo } from '../../src/storage/deliveries-repo.js';
 import { createMessagesRepo } from '../../src/storage/messages-repo.js';
 import { engines, migratedDb } from '../helpers/engines.js';
 
-describe.each(engines('pages'))('a page and its total on $name', (engine) => {
+describe.each(engines())('a page and its total on $name', (engine) => {
   const store = migratedDb(engine);
 
   /**

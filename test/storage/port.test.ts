@@ -7,7 +7,7 @@ import { engines, migratedDb } from '../helpers/engines.js';
 
 const COLUMNS = ['group_name', 'member', 'expires_at'];
 
-describe.each(engines('port'))('the storage port on $name', (engine) => {
+describe.each(engines())('the storage port on $name', (engine) => {
   const store = migratedDb(engine);
   const members = async (group: string) =>
     (await store.db.sql.all<{ member: string; expires_at: number | string }>('SELECT member, expires_at FROM feed_members WHERE group_name = ? ORDER BY member', [group]))
